@@ -63,6 +63,6 @@ loadtest, analyze, report and bench.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd())
+	root.AddCommand(newVersionCmd(), newServeCmd())
 	return root
 }
