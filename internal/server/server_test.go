@@ -4,8 +4,8 @@ package server
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
