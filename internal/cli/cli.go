@@ -63,7 +63,7 @@ loadtest, analyze, report and bench.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd())
+	root.AddCommand(newVersionCmd(), newServeCmd())
 	root.AddCommand(newLoadtestCmd())
 	return root
 }

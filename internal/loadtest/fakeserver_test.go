@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 )
 
 // fakeServer is a small goroutine-per-connection chat server speaking
@@ -66,14 +67,14 @@ func startFakeServer(t testing.TB, configure func(*fakeServer)) *fakeServer {
 }
 
 func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
-	c, err := websocket.Accept(w, r, nil)
+	c, _, _, err := ws.UpgradeHTTP(r, w)
 	if err != nil {
 		return
 	}
 	s.conns.Add(1)
 	defer s.conns.Done()
-	c.SetReadLimit(1 << 20)
-	ctx, cancel := context.WithCancel(r.Context())
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := &fakeConn{out: make(chan []byte, 1<<16), rooms: map[string]bool{}}
 	writerDone := make(chan struct{})
@@ -85,7 +86,7 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 				if s.delay > 0 {
 					time.Sleep(s.delay)
 				}
-				if c.Write(ctx, websocket.MessageText, b) != nil {
+				if wsutil.WriteServerMessage(c, ws.OpText, b) != nil {
 					return
 				}
 			case <-ctx.Done():
@@ -107,11 +108,8 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 		s.join(fc, urlRoom)
 	}
 	for {
-		_, b, err := c.Read(ctx)
+		b, _, err := wsutil.ReadClientData(c) // answers a close frame itself
 		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-				c.Close(websocket.StatusNormalClosure, "")
-			}
 			return
 		}
 		if s.echo {

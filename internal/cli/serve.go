@@ -1,0 +1,89 @@
+//go:build linux
+
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scalechat/scalechat/internal/server"
+)
+
+func newServeCmd() *cobra.Command {
+	cfg := server.DefaultConfig()
+	var (
+		addr                = "127.0.0.1:8080"
+		maxMsg, maxQueue    = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
+		logLevel, logFormat = "info", "text"
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the chat server",
+		Long: `Run the chat server: WebSocket rooms at /ws/{room} (GET /ws joins "lobby"), the browser
+chat page at /, /healthz (process alive) and /readyz (accepting clients).
+
+Single node, no external service. SIGINT or SIGTERM shut it down gracefully: /readyz fails,
+new connections are refused, every client gets close 1001 after the messages already
+accepted, and the process exits 0 within --shutdown-timeout.
+
+Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.MaxMessageSize, cfg.MaxQueue, cfg.Logger = int(maxMsg), int(maxQueue), logger
+			srv, err := server.New(cfg)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("cannot listen on %s: %w", addr, err)
+			}
+			logger.Info("scalechat listening", "url", "http://"+ln.Addr().String()+"/", "websocket", "ws://"+ln.Addr().String()+"/ws/{room}")
+			return srv.Serve(cmd.Context(), ln)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", addr, "address to listen on, host:port")
+	f.IntVar(&cfg.History, "history", cfg.History, "messages kept per room and replayed to joining clients; 0 disables history")
+	f.Var(&maxMsg, "max-message-size", "largest client message; larger ones close the connection with 1009")
+	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "open connections beyond which upgrades get HTTP 503; 0 means no limit")
+	f.IntVar(&cfg.MaxRoomsPerConn, "max-rooms-per-connection", cfg.MaxRoomsPerConn, "rooms one connection may be in at once")
+	f.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "chat messages per second one connection may send")
+	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "messages one connection may send at once above --rate-limit")
+	f.IntVar(&cfg.RateAbuse, "rate-abuse", cfg.RateAbuse, "refused messages tolerated (refilled at --rate-limit) before closing with 1008")
+	f.Var(&maxQueue, "max-queue", "bytes queued for one slow client before it is closed with 1013")
+	f.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins allowed besides the server's own, e.g. https://chat.example.com; * allows any")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful shutdown before remaining connections are cut")
+	f.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "time allowed to send the upgrade request")
+	f.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "ping connections idle this long")
+	f.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "close connections silent this long")
+	f.DurationVar(&cfg.CloseTimeout, "close-timeout", cfg.CloseTimeout, "wait this long for a client's close frame")
+	f.DurationVar(&cfg.RoomGrace, "room-grace", cfg.RoomGrace, "keep an empty room, and its history, this long")
+	f.IntVar(&cfg.Loops, "loops", cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
+	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", logFormat, "text or json")
+	bindEnv(cmd)
+	return cmd
+}
+
+func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q is not text or json", format)
+}

@@ -1,0 +1,41 @@
+package protocol
+
+// MaxRoomLen is the longest room name, in bytes.
+const MaxRoomLen = 64
+
+// ValidRoom reports whether name is a room name: 1 to MaxRoomLen bytes of
+// [A-Za-z0-9._-].
+func ValidRoom(name []byte) bool {
+	if len(name) == 0 || len(name) > MaxRoomLen {
+		return false
+	}
+	for _, c := range name {
+		if !roomByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidRoomString is ValidRoom for a string.
+func ValidRoomString(name string) bool {
+	if len(name) == 0 || len(name) > MaxRoomLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !roomByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func roomByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	case c == '.', c == '_', c == '-':
+		return true
+	}
+	return false
+}

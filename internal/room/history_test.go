@@ -1,0 +1,62 @@
+package room
+
+import (
+	"fmt"
+	"testing"
+)
+
+func seqs(ms []Message) string {
+	s := ""
+	for _, m := range ms {
+		s += fmt.Sprint(m.Seq, ",")
+	}
+	return s
+}
+
+func TestHistory(t *testing.T) {
+	tests := []struct {
+		name   string
+		limit  int
+		add    int // messages 1..add
+		since  uint64
+		last   int
+		wantS  string // appendSince(since)
+		wantL  string // appendLast(last)
+		oldest uint64
+	}{
+		{"disabled", 0, 5, 0, 3, "", "", 0},
+		{"empty", 3, 0, 0, 3, "", "", 0},
+		{"not full", 4, 3, 1, 2, "2,3,", "2,3,", 1},
+		{"exactly full", 3, 3, 0, 5, "1,2,3,", "1,2,3,", 1},
+		{"wrapped", 3, 7, 5, 3, "6,7,", "5,6,7,", 5},
+		{"since before oldest", 3, 7, 1, 1, "5,6,7,", "7,", 5},
+		{"since at end", 3, 7, 7, 0, "", "", 5},
+		{"since after end", 3, 7, 9, 3, "", "5,6,7,", 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHistory(tt.limit)
+			grew := 0
+			for i := 1; i <= tt.add; i++ {
+				if h.add(Message{Seq: uint64(i)}) {
+					grew++
+				}
+			}
+			if grew != min(tt.add, tt.limit) || h.n != grew {
+				t.Errorf("grew %d, n %d", grew, h.n)
+			}
+			if got := seqs(h.appendSince(nil, tt.since)); got != tt.wantS {
+				t.Errorf("since %d: %s, want %s", tt.since, got, tt.wantS)
+			}
+			if got := seqs(h.appendLast(nil, tt.last)); got != tt.wantL {
+				t.Errorf("last %d: %s, want %s", tt.last, got, tt.wantL)
+			}
+			if h.oldest() != tt.oldest {
+				t.Errorf("oldest %d, want %d", h.oldest(), tt.oldest)
+			}
+			if len(h.ring) > tt.limit {
+				t.Errorf("ring grew to %d past its limit %d", len(h.ring), tt.limit)
+			}
+		})
+	}
+}

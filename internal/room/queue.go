@@ -1,0 +1,41 @@
+package room
+
+import "sync"
+
+// Delivery asks an event loop to send a room's message to the loop's local
+// members of that room.
+type Delivery struct {
+	Room *Room
+	Message
+}
+
+// Queue carries deliveries from publishers (any goroutine) to the one event
+// loop that owns it. Rooms push in seq order while holding their lock, so
+// each room's messages come out of a queue in seq order.
+type Queue struct {
+	mu    sync.Mutex
+	items []Delivery
+	wake  func()
+}
+
+// NewQueue returns a queue that calls wake after a push, so that the owning
+// loop comes to drain it. wake must be cheap when a wake-up is pending.
+func NewQueue(wake func()) *Queue { return &Queue{wake: wake} }
+
+func (q *Queue) push(d Delivery) {
+	q.mu.Lock()
+	q.items = append(q.items, d)
+	q.mu.Unlock()
+	q.wake()
+}
+
+// Swap takes every queued delivery, handing the queue buf (emptied) to fill
+// next, so that two buffers alternate without allocating.
+func (q *Queue) Swap(buf []Delivery) []Delivery {
+	clear(buf)
+	q.mu.Lock()
+	items := q.items
+	q.items = buf[:0]
+	q.mu.Unlock()
+	return items
+}

@@ -1,0 +1,91 @@
+// Package server is scalechat's chat server: HTTP endpoints, the WebSocket
+// upgrade, and the event loops that own every connection after it.
+//
+// The path of a message: loop.onReadable reads the socket, conn.process cuts
+// frames, conn.onMessage parses the JSON and calls room.Room.Publish, which
+// queues the encoded frame for every loop with members of the room;
+// loop.deliver appends it to each member's queue and loop.flush writes each
+// queue with one writev.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Config holds the server's settings. Zero values mean the defaults of
+// DefaultConfig, except where a field says otherwise.
+type Config struct {
+	History          int           // messages kept per room; 0 disables history
+	MaxMessageSize   int           // bytes of one client message
+	MaxConnections   int           // 0: no limit
+	MaxRoomsPerConn  int           // rooms one connection may be in
+	RateLimit        float64       // chat messages per second per connection
+	RateBurst        int           // messages allowed at once above the rate
+	RateAbuse        int           // refused messages tolerated (refilled at RateLimit) before close 1008
+	MaxQueue         int           // bytes queued for one connection before it is closed as a slow consumer
+	AllowedOrigins   []string      // exact origins, or "*"; the page's own origin is always allowed
+	ShutdownTimeout  time.Duration // how long a graceful shutdown may take
+	HandshakeTimeout time.Duration // to read the upgrade request and write the answer
+	PingInterval     time.Duration // ping a connection idle this long
+	PongTimeout      time.Duration // close a connection silent this long
+	CloseTimeout     time.Duration // wait for the peer's close frame
+	RoomGrace        time.Duration // keep an empty room (and its history) this long
+	Loops            int           // event loops; 0: GOMAXPROCS
+	Logger           *slog.Logger
+}
+
+// DefaultConfig returns the defaults documented in --help.
+func DefaultConfig() Config {
+	return Config{
+		History:          100,
+		MaxMessageSize:   16 << 10,
+		MaxRoomsPerConn:  100,
+		RateLimit:        20,
+		RateBurst:        40,
+		RateAbuse:        40,
+		MaxQueue:         4 << 20,
+		ShutdownTimeout:  10 * time.Second,
+		HandshakeTimeout: 10 * time.Second,
+		PingInterval:     30 * time.Second,
+		PongTimeout:      60 * time.Second,
+		CloseTimeout:     5 * time.Second,
+		RoomGrace:        30 * time.Second,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.History >= 0, "history must not be negative")
+	check(c.MaxMessageSize >= 64 && c.MaxMessageSize <= 64<<20, "max message size must be between 64 bytes and 64 MiB")
+	check(c.MaxConnections >= 0, "max connections must not be negative")
+	check(c.MaxRoomsPerConn >= 1, "max rooms per connection must be at least 1")
+	check(c.RateLimit > 0, "rate limit must be positive")
+	check(c.RateBurst >= 1, "rate burst must be at least 1")
+	check(c.RateAbuse >= 0, "rate abuse must not be negative")
+	check(c.MaxQueue >= c.MaxMessageSize, "max queue must hold at least one message of max message size")
+	check(c.ShutdownTimeout > 0, "shutdown timeout must be positive")
+	check(c.HandshakeTimeout > 0, "handshake timeout must be positive")
+	check(c.PingInterval > 0 && c.PongTimeout > c.PingInterval, "pong timeout must be longer than the (positive) ping interval")
+	check(c.CloseTimeout > 0, "close timeout must be positive")
+	check(c.RoomGrace >= 0, "room grace must not be negative")
+	check(c.Loops >= 0, "loops must not be negative")
+	return errors.Join(errs...)
+}
+
+func (c *Config) fill() {
+	if c.Loops == 0 {
+		c.Loops = runtime.GOMAXPROCS(0)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

@@ -1,0 +1,430 @@
+//go:build linux
+
+package server
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/room"
+	"github.com/scalechat/scalechat/internal/ws"
+)
+
+type connState uint8
+
+const (
+	stateOpen    connState = iota
+	stateClosing           // close frame queued: no more data in or out
+	stateClosed            // fd closed
+)
+
+// membership is one room a connection is in.
+type membership struct {
+	room  *room.Room
+	local *localRoom
+	idx   int // index in local.members
+}
+
+// conn is one WebSocket connection. Only its loop's goroutine touches it.
+// An idle connection holds no buffer: pending, msg and out are nil.
+type conn struct {
+	fd   int
+	loop *loop
+
+	pending []byte // a frame cut short by the last read
+	msg     []byte // fragments of a message in progress
+	inMsg   bool
+
+	out      [][]byte // frames to write, shared with other members and the history
+	outHead  int      // out[:outHead] are written
+	outOff   int      // bytes of out[outHead] written
+	outBytes int      // bytes queued, not yet written
+
+	rooms   []membership
+	urlRoom *room.Room // where messages without "room" go; nil once left
+
+	tokens, abuse float64 // rate limiter buckets
+	lastRefill    int64   // unix nanoseconds
+
+	lastRead    int64 // unix nanoseconds, coarse
+	pinged      bool  // a ping is out since lastRead
+	deadline    int64 // while closing: give up waiting for the peer
+	slot        int   // timing wheel slot, -1 when not scheduled
+	state       connState
+	dirty       bool // in loop.dirty
+	wantWrite   bool // registered for writability
+	closeQueued bool // our close frame is in out
+	peerClosed  bool // the peer's close frame arrived
+	closeCode   ws.StatusCode
+}
+
+// process cuts data into frames and handles them, and returns how many
+// bytes it consumed; the rest is an incomplete frame.
+func (c *conn) process(data []byte) int {
+	maxSize := int64(c.loop.srv.cfg.MaxMessageSize)
+	off := 0
+	for off < len(data) && c.state != stateClosed {
+		h, hn, err := ws.ParseHeader(data[off:])
+		if err == nil && hn > 0 {
+			err = h.Validate(true)
+		}
+		if err != nil {
+			c.loop.stats.dropped[DropInvalid].Add(1)
+			c.closeWith(ws.CloseProtocolError, err.Error())
+			return len(data)
+		}
+		if hn == 0 {
+			break
+		}
+		if !h.OpCode.IsControl() && h.Length+int64(len(c.msg)) > maxSize {
+			c.loop.stats.dropped[DropTooBig].Add(1)
+			c.closeWith(ws.CloseMessageTooBig, "message too big")
+			return len(data)
+		}
+		if int64(len(data)-off-hn) < h.Length {
+			break
+		}
+		payload := data[off+hn : off+hn+int(h.Length)]
+		ws.Mask(payload, h.Mask, 0)
+		off += hn + int(h.Length)
+		c.onFrame(h, payload)
+	}
+	return off
+}
+
+func (c *conn) onFrame(h ws.Header, payload []byte) {
+	switch h.OpCode {
+	case ws.OpText, ws.OpBinary:
+		if c.inMsg {
+			c.closeWith(ws.CloseProtocolError, "new message inside a fragmented one")
+			return
+		}
+		if h.OpCode == ws.OpBinary {
+			c.loop.stats.dropped[DropInvalid].Add(1)
+			c.closeWith(ws.CloseUnsupportedData, "binary frames are not supported")
+			return
+		}
+		if h.Fin {
+			c.onMessage(payload)
+			return
+		}
+		c.inMsg = true
+		c.msg = append(make([]byte, 0, len(payload)), payload...)
+	case ws.OpContinuation:
+		if !c.inMsg {
+			c.closeWith(ws.CloseProtocolError, "continuation without a message")
+			return
+		}
+		c.msg = append(c.msg, payload...)
+		if h.Fin {
+			msg := c.msg
+			c.msg, c.inMsg = nil, false
+			c.onMessage(msg)
+		}
+	case ws.OpClose:
+		code, _, err := ws.ParseClosePayload(payload)
+		if err != nil {
+			c.closeWith(ws.CloseProtocolError, err.Error())
+			return
+		}
+		c.peerClosed = true
+		if c.state == stateOpen {
+			reply := code
+			if reply == ws.CloseNoStatus {
+				reply = ws.CloseNormal
+			}
+			c.closeWith(reply, "")
+			return
+		}
+		if c.state == stateClosing && c.outBytes == 0 {
+			c.loop.closeFD(c)
+		}
+	case ws.OpPing:
+		if c.state == stateOpen {
+			c.enqueueOwn(ws.AppendFrame(make([]byte, 0, 2+len(payload)), ws.OpPong, true, payload))
+		}
+	case ws.OpPong:
+		// lastRead, set by every read, is all a pong is for.
+	}
+}
+
+// onMessage handles one complete text message.
+func (c *conn) onMessage(data []byte) {
+	if c.state != stateOpen {
+		return
+	}
+	l := c.loop
+	l.stats.messagesIn.Add(1)
+	if !utf8.Valid(data) {
+		l.stats.dropped[DropInvalid].Add(1)
+		c.closeWith(ws.CloseInvalidPayload, "text is not valid UTF-8")
+		return
+	}
+	f := &l.frame
+	if err := protocol.ParseFrame(data, f); err != nil {
+		l.stats.dropped[DropInvalid].Add(1)
+		if pe, ok := err.(*protocol.Error); ok {
+			c.sendError(pe.Code, pe.Message, f)
+		} else {
+			c.sendError("invalid_message", err.Error(), f)
+		}
+		return
+	}
+	switch f.Kind {
+	case protocol.KindMessage:
+		c.onChat(f, data)
+	case protocol.KindJoin:
+		c.onJoin(f)
+	case protocol.KindLeave:
+		c.onLeave(f)
+	case protocol.KindPresence:
+		i := c.membershipOf(f.Room)
+		if i < 0 {
+			c.sendError("not_joined", "not a member of this room", f)
+			return
+		}
+		c.enqueueOwnJSON(protocol.AppendPresence(l.enc[:0], c.rooms[i].room.Name(), c.rooms[i].room.Members()))
+	}
+}
+
+func (c *conn) onChat(f *protocol.Frame, data []byte) {
+	l := c.loop
+	if !c.allow(l.nowNano) {
+		l.stats.dropped[DropRateLimit].Add(1)
+		if c.abuse < 1 {
+			c.closeWith(ws.ClosePolicyViolation, "rate limit exceeded repeatedly")
+			return
+		}
+		c.abuse--
+		c.sendError("rate_limited", l.rateMessage, f)
+		return
+	}
+	r := c.urlRoom
+	if f.Room != nil {
+		r = nil
+		if i := c.membershipOf(f.Room); i >= 0 {
+			r = c.rooms[i].room
+		}
+	}
+	if r == nil {
+		c.sendError("not_joined", "not a member of this room", f)
+		return
+	}
+	r.Publish(func(seq uint64) []byte {
+		l.enc = protocol.AppendChat(l.enc[:0], r.Name(), seq, time.Now(), f, data)
+		return frameOf(l.enc)
+	})
+}
+
+// frameOf returns a new unmasked text frame holding payload.
+func frameOf(payload []byte) []byte {
+	frame := make([]byte, 0, ws.HeaderSize(len(payload), false)+len(payload))
+	return ws.AppendFrame(frame, ws.OpText, true, payload)
+}
+
+// allow takes a token from the rate limiter, refilling both buckets first.
+func (c *conn) allow(now int64) bool {
+	cfg := &c.loop.srv.cfg
+	if c.lastRefill != 0 {
+		add := float64(now-c.lastRefill) / 1e9 * cfg.RateLimit
+		c.tokens = min(c.tokens+add, float64(cfg.RateBurst))
+		c.abuse = min(c.abuse+add, float64(cfg.RateAbuse))
+	}
+	c.lastRefill = now
+	if c.tokens >= 1 {
+		c.tokens--
+		return true
+	}
+	return false
+}
+
+func (c *conn) membershipOf(name []byte) int {
+	for i := range c.rooms {
+		if c.rooms[i].room.Name() == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *conn) onJoin(f *protocol.Frame) {
+	if c.membershipOf(f.Room) >= 0 {
+		c.sendError("already_joined", "already a member of this room", f)
+		return
+	}
+	if len(c.rooms) >= c.loop.srv.cfg.MaxRoomsPerConn {
+		c.sendError("too_many_rooms", c.loop.roomsMessage, f)
+		return
+	}
+	c.join(f.Room, f.Since, f.HasSince)
+}
+
+func (c *conn) onLeave(f *protocol.Frame) {
+	i := c.membershipOf(f.Room)
+	if i < 0 {
+		c.sendError("not_joined", "not a member of this room", f)
+		return
+	}
+	r := c.rooms[i].room
+	seq := c.leave(i)
+	c.enqueueOwnJSON(protocol.AppendLeft(c.loop.enc[:0], r.Name(), seq))
+}
+
+// join makes c a member of the room called name and queues the joined
+// frame and the history replay.
+func (c *conn) join(name []byte, since uint64, hasSince bool) *room.Room {
+	l := c.loop
+	r, res := l.srv.hub.Join(name, l.id, since, hasSince, l.hist[:0])
+	l.hist = res.History
+	lr := l.rooms[r]
+	if lr == nil {
+		lr = &localRoom{}
+		l.rooms[r] = lr
+	}
+	lr.members = append(lr.members, member{c: c, minSeq: res.Seq})
+	c.rooms = append(c.rooms, membership{room: r, local: lr, idx: len(lr.members) - 1})
+	c.enqueueOwnJSON(protocol.AppendJoined(l.enc[:0], r.Name(), res.Seq, res.Members, len(res.History)))
+	if res.Gap {
+		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), since, res.FirstSeq))
+	}
+	for _, m := range res.History {
+		c.enqueueShared(m.Frame)
+	}
+	clear(l.hist)
+	return r
+}
+
+// leave removes c from c.rooms[i] and returns the room's latest seq.
+func (c *conn) leave(i int) uint64 {
+	m := c.rooms[i]
+	lr := m.local
+	last := len(lr.members) - 1
+	if m.idx != last {
+		moved := lr.members[last]
+		lr.members[m.idx] = moved
+		for j := range moved.c.rooms {
+			if moved.c.rooms[j].local == lr {
+				moved.c.rooms[j].idx = m.idx
+				break
+			}
+		}
+	}
+	lr.members[last] = member{}
+	lr.members = lr.members[:last]
+	if len(lr.members) == 0 {
+		delete(c.loop.rooms, m.room)
+	}
+	if c.urlRoom == m.room {
+		c.urlRoom = nil
+	}
+	lastRoom := len(c.rooms) - 1
+	c.rooms[i] = c.rooms[lastRoom]
+	c.rooms[lastRoom] = membership{}
+	c.rooms = c.rooms[:lastRoom]
+	if len(c.rooms) == 0 {
+		c.rooms = nil
+	}
+	return m.room.Leave(c.loop.id)
+}
+
+func (c *conn) leaveAll() {
+	for len(c.rooms) > 0 {
+		c.leave(len(c.rooms) - 1)
+	}
+}
+
+func (c *conn) sendError(code, message string, f *protocol.Frame) {
+	c.enqueueOwnJSON(protocol.AppendError(c.loop.enc[:0], code, message, f))
+}
+
+// enqueueOwnJSON queues a frame holding a copy of payload for this
+// connection alone.
+func (c *conn) enqueueOwnJSON(payload []byte) {
+	c.loop.enc = payload[:0]
+	c.enqueueOwn(frameOf(payload))
+}
+
+// enqueueOwn queues a frame meant for this connection alone (answers and
+// control frames): it is never refused for queue size.
+func (c *conn) enqueueOwn(frame []byte) {
+	if c.state != stateOpen {
+		return
+	}
+	c.push(frame)
+}
+
+// enqueueShared queues a broadcast frame. Frames pile up freely while the
+// loop delivers (it writes them all at once afterwards), but a connection
+// whose socket is already full and whose queue would exceed MaxQueue is a
+// slow consumer: it is closed with 1013 once the loop has finished
+// delivering (closing it now would reorder the members being iterated).
+func (c *conn) enqueueShared(frame []byte) bool {
+	if c.state != stateOpen {
+		return false
+	}
+	if c.wantWrite && c.outBytes+len(frame) > c.loop.srv.cfg.MaxQueue {
+		c.state = stateClosing
+		c.loop.slow = append(c.loop.slow, c)
+		return false
+	}
+	c.push(frame)
+	return true
+}
+
+// closeSlow closes a slow consumer: what has not started to go out is
+// dropped, and the close frame 1013 follows what has.
+func (c *conn) closeSlow() {
+	c.loop.stats.dropped[DropSlowConsumer].Add(1)
+	c.state = stateClosing
+	c.closeCode = ws.CloseTryAgainLater
+	c.dropUnsent()
+	c.finishClosing("slow consumer")
+}
+
+func (c *conn) push(frame []byte) {
+	c.out = append(c.out, frame)
+	c.outBytes += len(frame)
+	if !c.dirty {
+		c.dirty = true
+		c.loop.dirty = append(c.loop.dirty, c)
+	}
+}
+
+// closeWith starts the closing handshake: it leaves every room, queues a
+// close frame after what is already queued, and waits (up to CloseTimeout)
+// for the peer's close frame.
+func (c *conn) closeWith(code ws.StatusCode, reason string) {
+	if c.state != stateOpen {
+		return
+	}
+	c.state = stateClosing
+	c.closeCode = code
+	c.finishClosing(reason)
+}
+
+// finishClosing queues the close frame of a connection already marked
+// closing.
+func (c *conn) finishClosing(reason string) {
+	l := c.loop
+	c.leaveAll()
+	c.msg, c.inMsg = nil, false
+	c.push(ws.AppendCloseFrame(nil, c.closeCode, reason))
+	c.closeQueued = true
+	c.deadline = l.nowNano + int64(l.closeTimeout)
+	l.schedule(c, c.deadline)
+}
+
+// dropUnsent discards queued frames that have not started to go out, for a
+// slow consumer that will get nothing but its close frame.
+func (c *conn) dropUnsent() {
+	keep := c.outHead
+	if c.outOff > 0 {
+		keep++
+	}
+	for i := keep; i < len(c.out); i++ {
+		c.outBytes -= len(c.out[i])
+		c.out[i] = nil
+	}
+	c.out = c.out[:keep]
+}

@@ -1,0 +1,443 @@
+//go:build linux
+
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scalechat/scalechat/internal/netpoll"
+	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/room"
+	"github.com/scalechat/scalechat/internal/ws"
+)
+
+const (
+	readBufferSize   = 64 << 10
+	maxReadsPerEvent = 4    // then let other connections have their turn (epoll is level-triggered)
+	maxIovecs        = 1024 // IOV_MAX on Linux
+)
+
+// member is a connection's place in a room on one loop. minSeq hides the
+// messages the connection already got from the history replay.
+type member struct {
+	c      *conn
+	minSeq uint64
+}
+
+// localRoom is the part of a room's membership that lives on one loop.
+type localRoom struct {
+	members []member
+}
+
+type commandKind uint8
+
+const (
+	cmdAdd   commandKind = iota // a new connection, upgraded by an HTTP handler
+	cmdDrain                    // close every connection with 1001
+	cmdStop                     // close what is left and return
+)
+
+type command struct {
+	kind     commandKind
+	fd       int
+	room     string
+	since    uint64
+	hasSince bool
+	pending  []byte // bytes the HTTP server read past the upgrade request
+}
+
+// loop is an event loop: one goroutine that owns a set of connections, reads
+// them, delivers room messages to them and writes them.
+type loop struct {
+	id     int
+	srv    *Server
+	poller *netpoll.Poller
+	queue  *room.Queue
+
+	cmdMu sync.Mutex
+	cmds  []command
+
+	conns      []*conn // by fd
+	nconns     int
+	rooms      map[*room.Room]*localRoom
+	dirty      []*conn // connections with frames to write
+	slow       []*conn // slow consumers to close once delivery is done
+	deliveries []room.Delivery
+	readBuf    []byte
+	enc        []byte
+	hist       []room.Message
+	iov        []unix.Iovec
+	frame      protocol.Frame
+	wheel      wheel
+
+	nowNano      int64
+	closeTimeout time.Duration
+	draining     bool
+	drained      chan struct{} // closed when draining and no connection is left
+	rateMessage  string
+	roomsMessage string
+
+	stats loopStats
+}
+
+func newLoop(id int, srv *Server) (*loop, error) {
+	p, err := netpoll.New(256)
+	if err != nil {
+		return nil, err
+	}
+	l := &loop{
+		id:           id,
+		srv:          srv,
+		poller:       p,
+		rooms:        make(map[*room.Room]*localRoom),
+		readBuf:      make([]byte, max(readBufferSize, srv.cfg.MaxMessageSize+ws.MaxHeaderSize+readBufferSize/2)),
+		iov:          make([]unix.Iovec, maxIovecs),
+		closeTimeout: srv.cfg.CloseTimeout,
+		drained:      make(chan struct{}),
+		rateMessage:  fmt.Sprintf("more than %g messages per second", srv.cfg.RateLimit),
+		roomsMessage: fmt.Sprintf("a connection may be in at most %d rooms", srv.cfg.MaxRoomsPerConn),
+	}
+	l.queue = room.NewQueue(l.wake)
+	l.wheel = newWheel(srv.cfg.PingInterval, srv.cfg.PongTimeout)
+	return l, nil
+}
+
+func (l *loop) wake() {
+	if err := l.poller.Wake(); err != nil {
+		l.srv.log.Error("wake event loop", "loop", l.id, "err", err)
+	}
+}
+
+func (l *loop) command(c command) {
+	l.cmdMu.Lock()
+	l.cmds = append(l.cmds, c)
+	l.cmdMu.Unlock()
+	l.wake()
+}
+
+// run is the loop's goroutine. It returns after a cmdStop.
+func (l *loop) run() error {
+	defer l.poller.Close()
+	now := time.Now()
+	l.nowNano = now.UnixNano()
+	l.wheel.start(l.nowNano)
+	for {
+		timeout := int((l.wheel.next - l.nowNano + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+		events, woken, err := l.poller.Wait(max(timeout, 0))
+		if err != nil {
+			l.stopAll()
+			return err
+		}
+		l.nowNano = time.Now().UnixNano()
+		for _, ev := range events {
+			if ev.FD >= len(l.conns) || l.conns[ev.FD] == nil {
+				continue
+			}
+			c := l.conns[ev.FD]
+			if ev.Events&netpoll.Writable != 0 && c.wantWrite {
+				l.flush(c)
+			}
+			if ev.Events&(netpoll.Readable|netpoll.Hangup) != 0 && c.state != stateClosed {
+				l.onReadable(c)
+			}
+		}
+		if woken && l.runCommands() {
+			return nil
+		}
+		l.deliver()
+		l.flushDirty()
+		for l.nowNano >= l.wheel.next {
+			l.sweep()
+		}
+		if l.draining && l.nconns == 0 {
+			select {
+			case <-l.drained:
+			default:
+				close(l.drained)
+			}
+		}
+	}
+}
+
+// runCommands handles the commands queued by other goroutines and reports
+// whether the loop must stop.
+func (l *loop) runCommands() (stop bool) {
+	l.cmdMu.Lock()
+	cmds := l.cmds
+	l.cmds = nil
+	l.cmdMu.Unlock()
+	for _, cmd := range cmds {
+		switch cmd.kind {
+		case cmdAdd:
+			l.add(cmd)
+		case cmdDrain:
+			l.drain()
+		case cmdStop:
+			l.stopAll()
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loop) add(cmd command) {
+	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, slot: -1}
+	c.tokens = float64(l.srv.cfg.RateBurst)
+	c.abuse = float64(l.srv.cfg.RateAbuse)
+	if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
+		l.srv.log.Error("register connection", "err", err)
+		unix.Close(cmd.fd)
+		l.srv.conns.Add(-1)
+		return
+	}
+	for cmd.fd >= len(l.conns) {
+		l.conns = append(l.conns, make([]*conn, max(1024, len(l.conns)))...)
+	}
+	l.conns[cmd.fd] = c
+	l.nconns++
+	if l.draining {
+		c.closeWith(ws.CloseGoingAway, "server shutting down")
+		return
+	}
+	c.urlRoom = c.join([]byte(cmd.room), cmd.since, cmd.hasSince)
+	l.schedule(c, l.nowNano+int64(l.srv.cfg.PingInterval))
+	if len(cmd.pending) > 0 {
+		c.pending = cmd.pending
+		l.consume(c, nil)
+	}
+}
+
+// drain closes every connection with 1001 after delivering what the rooms
+// already accepted.
+func (l *loop) drain() {
+	l.draining = true
+	l.deliver()
+	l.closeTimeout = l.srv.cfg.ShutdownTimeout
+	for _, c := range l.conns {
+		if c != nil {
+			c.closeWith(ws.CloseGoingAway, "server shutting down")
+		}
+	}
+}
+
+func (l *loop) stopAll() {
+	for _, c := range l.conns {
+		if c != nil && c.state != stateClosed {
+			c.leaveAll()
+			l.closeFD(c)
+		}
+	}
+}
+
+// onReadable reads what c has sent and handles every complete frame.
+func (l *loop) onReadable(c *conn) {
+	for range maxReadsPerEvent {
+		k := copy(l.readBuf, c.pending)
+		n, err := unix.Read(c.fd, l.readBuf[k:])
+		if n > 0 {
+			c.lastRead = l.nowNano
+			c.pinged = false
+			l.stats.bytesIn.Add(uint64(n))
+			l.consume(c, l.readBuf[:k+n])
+			if c.state == stateClosed || k+n < len(l.readBuf) {
+				return
+			}
+			continue
+		}
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return
+		case errors.Is(err, unix.EINTR):
+			continue
+		}
+		// EOF or a socket error: the peer is gone.
+		if c.state == stateOpen {
+			c.closeCode = ws.CloseAbnormal
+		}
+		c.leaveAll()
+		l.closeFD(c)
+		return
+	}
+}
+
+// consume handles the frames in data (or in c.pending when data is nil) and
+// keeps an incomplete frame in c.pending.
+func (l *loop) consume(c *conn, data []byte) {
+	if data == nil {
+		data = append(l.readBuf[:0], c.pending...)
+	}
+	n := c.process(data)
+	if c.state == stateClosed || n == len(data) {
+		c.pending = nil
+		return
+	}
+	// data lives in readBuf, never in c.pending, so c.pending can be reused.
+	c.pending = append(c.pending[:0], data[n:]...)
+}
+
+// deliver hands every queued room message to the local members of its room.
+func (l *loop) deliver() {
+	l.deliveries = l.queue.Swap(l.deliveries)
+	var n uint64
+	for i := range l.deliveries {
+		d := &l.deliveries[i]
+		lr := l.rooms[d.Room]
+		if lr == nil {
+			continue
+		}
+		for _, m := range lr.members {
+			if d.Seq > m.minSeq && m.c.enqueueShared(d.Frame) {
+				n++
+			}
+		}
+	}
+	l.stats.deliveries.Add(n)
+	for _, c := range l.slow {
+		c.closeSlow()
+	}
+	clear(l.slow)
+	l.slow = l.slow[:0]
+}
+
+func (l *loop) flushDirty() {
+	// Index loop: flushing a slow consumer queues its close frame, which
+	// appends to l.dirty.
+	for i := 0; i < len(l.dirty); i++ {
+		c := l.dirty[i]
+		c.dirty = false
+		if c.state != stateClosed {
+			l.flush(c)
+		}
+		l.dirty[i] = nil
+	}
+	l.dirty = l.dirty[:0]
+}
+
+// flush writes c's queue with as few writev calls as the kernel allows.
+func (l *loop) flush(c *conn) {
+	for c.outHead < len(c.out) {
+		iov := l.iov[:0]
+		for i := c.outHead; i < len(c.out) && len(iov) < maxIovecs; i++ {
+			b := c.out[i]
+			if i == c.outHead {
+				b = b[c.outOff:]
+			}
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iov = append(iov, v)
+		}
+		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		clear(iov) // drop the pointers into frames
+		if errno != 0 {
+			switch errno {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				if c.state == stateOpen && c.outBytes > l.srv.cfg.MaxQueue {
+					c.closeSlow()
+				}
+				if !c.wantWrite {
+					c.wantWrite = true
+					if err := l.poller.Mod(c.fd, netpoll.Readable|netpoll.Writable); err != nil {
+						l.srv.log.Error("watch writability", "err", err)
+					}
+				}
+				return
+			}
+			c.closeCode = ws.CloseAbnormal
+			c.leaveAll()
+			l.closeFD(c)
+			return
+		}
+		n := int(r)
+		l.stats.bytesOut.Add(uint64(n))
+		c.outBytes -= n
+		for n > 0 {
+			rest := len(c.out[c.outHead]) - c.outOff
+			if n < rest {
+				c.outOff += n
+				break
+			}
+			n -= rest
+			c.out[c.outHead] = nil
+			c.outHead++
+			c.outOff = 0
+		}
+	}
+	// Everything is written.
+	if cap(c.out) > 8 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	c.outHead, c.outOff, c.outBytes = 0, 0, 0
+	if c.wantWrite {
+		c.wantWrite = false
+		if err := l.poller.Mod(c.fd, netpoll.Readable); err != nil {
+			l.srv.log.Error("unwatch writability", "err", err)
+		}
+	}
+	if c.closeQueued && c.peerClosed {
+		l.closeFD(c)
+	}
+}
+
+// closeFD closes c's socket. c must have left its rooms.
+func (l *loop) closeFD(c *conn) {
+	if c.state == stateClosed {
+		return
+	}
+	c.state = stateClosed
+	if c.closeCode == 0 {
+		c.closeCode = ws.CloseAbnormal
+	}
+	l.stats.disconnects[closeCodeIndex(c.closeCode)].Add(1)
+	l.conns[c.fd] = nil
+	l.nconns--
+	if err := unix.Close(c.fd); err != nil {
+		l.srv.log.Debug("close socket", "err", err)
+	}
+	clear(c.out)
+	c.out, c.pending, c.msg = nil, nil, nil
+	l.srv.conns.Add(-1)
+}
+
+func (l *loop) schedule(c *conn, at int64) { l.wheel.add(c, at) }
+
+// sweep handles the connections whose timer is due: pings idle ones,
+// closes silent ones and those whose closing handshake took too long.
+func (l *loop) sweep() {
+	cfg := &l.srv.cfg
+	due := l.wheel.advance()
+	for _, c := range due {
+		switch {
+		case c.state == stateClosed:
+		case c.state == stateClosing:
+			if l.nowNano >= c.deadline {
+				l.closeFD(c)
+			} else {
+				l.schedule(c, c.deadline)
+			}
+		case l.nowNano-c.lastRead >= int64(cfg.PongTimeout):
+			c.closeCode = ws.CloseAbnormal
+			c.leaveAll()
+			l.closeFD(c)
+		case l.nowNano-c.lastRead >= int64(cfg.PingInterval):
+			if !c.pinged {
+				c.pinged = true
+				c.enqueueOwn(ws.AppendFrame(nil, ws.OpPing, true, nil))
+			}
+			l.schedule(c, c.lastRead+int64(cfg.PongTimeout))
+		default:
+			l.schedule(c, c.lastRead+int64(cfg.PingInterval))
+		}
+	}
+	l.wheel.release(due)
+	l.flushDirty()
+}

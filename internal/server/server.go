@@ -1,0 +1,152 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/room"
+	"github.com/scalechat/scalechat/internal/webui"
+)
+
+// Server is a scalechat chat server.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	hub   *room.Hub
+	loops []*loop
+	http  *http.Server
+
+	next     atomic.Uint32 // round-robin loop choice
+	conns    atomic.Int64
+	accepted atomic.Uint64
+	refused  [refuseReasons]atomic.Uint64
+	ready    atomic.Bool
+	draining atomic.Bool
+}
+
+// New returns a server with the given configuration.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("invalid server configuration: %w", err)
+	}
+	cfg.fill()
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	queues := make([]*room.Queue, cfg.Loops)
+	for i := range cfg.Loops {
+		l, err := newLoop(i, s)
+		if err != nil {
+			for _, l := range s.loops {
+				l.poller.Close()
+			}
+			return nil, fmt.Errorf("start event loop: %w", err)
+		}
+		s.loops = append(s.loops, l)
+		queues[i] = l.queue
+	}
+	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws", s.handleWS)
+	mux.HandleFunc("GET /ws/{room}", s.handleWS)
+	mux.HandleFunc("GET /ws/{room}/{rest...}", s.handleBadRoom)
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.Handle("GET /", webui.Handler())
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until ctx is done, then shuts down
+// gracefully: /readyz fails, new connections are refused, every client gets
+// close 1001 after the messages already accepted, and Serve returns once
+// every connection is closed or the shutdown timeout has passed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	loopErrs := make(chan error, len(s.loops))
+	for _, l := range s.loops {
+		wg.Go(func() {
+			if err := l.run(); err != nil {
+				loopErrs <- fmt.Errorf("event loop %d: %w", l.id, err)
+			}
+		})
+	}
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	wg.Go(func() { s.hub.Run(hubCtx) })
+	httpErr := make(chan error, 1)
+	wg.Go(func() { httpErr <- s.http.Serve(ln) })
+	s.ready.Store(true)
+	s.log.Info("serving", "addr", ln.Addr().String(), "loops", len(s.loops))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-httpErr:
+		err = fmt.Errorf("http server: %w", err)
+	case err = <-loopErrs:
+	}
+	s.shutdown()
+	stopHub()
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-loopErrs:
+		default:
+		}
+	}
+	return err
+}
+
+func (s *Server) shutdown() {
+	start := time.Now()
+	s.ready.Store(false)
+	s.draining.Store(true)
+	s.log.Info("shutting down", "connections", s.conns.Load())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("http shutdown", "err", err)
+	}
+	for _, l := range s.loops {
+		l.command(command{kind: cmdDrain})
+	}
+	for _, l := range s.loops {
+		select {
+		case <-l.drained:
+		case <-ctx.Done():
+		}
+	}
+	left := s.conns.Load()
+	for _, l := range s.loops {
+		l.command(command{kind: cmdStop})
+	}
+	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "forced_closes", left)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !s.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "shutting down")
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
