@@ -306,7 +306,6 @@ func recvBench(addr string, conns int, dur time.Duration, record string) error {
 
 // rssWatch samples the RSS once the progress line says the clients hold.
 type rssWatch struct {
-	mu      sync.Mutex
 	holding chan struct{}
 	once    sync.Once
 }

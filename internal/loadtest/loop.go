@@ -107,11 +107,10 @@ type loopStep struct {
 	round      int64
 	global     []int64 // per room, joined clients of the whole run part (read-only)
 
-	closing  bool
-	closeDL  int64
-	open     int
-	closed   chan struct{}
-	finished bool
+	closing bool
+	closeDL int64
+	open    int
+	closed  chan struct{}
 
 	counts   stepCounts
 	firstErr string

@@ -107,9 +107,6 @@ func roomCounts(rooms, clients int, skew float64) []int {
 	return counts
 }
 
-// owns reports whether client index c runs in this process.
-func (p *stepPlan) owns(c int) bool { return c%p.parts == p.part }
-
 // inShard reports whether the client with run-wide id runs in this
 // process's shard: deliveries of its messages count in this process's
 // summary (a shard cannot know what other shards sent).

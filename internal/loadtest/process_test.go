@@ -53,7 +53,6 @@ func TestMain(m *testing.M) {
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *bufio.Scanner
 	lines  chan string
 	stdout strings.Builder
 }
