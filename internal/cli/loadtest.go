@@ -52,7 +52,7 @@ func newLoadtestCmd() *cobra.Command {
 		Long: `loadtest starts many WebSocket chat clients in this process (or in --workers child
 processes), puts them in rooms, makes each send a message every --msg-frequency on an
 open-loop schedule, and writes one CSV row per message sent and per message received
-(docs/csv.md), plus <out>.meta.json. Latency is measured from the instant a message was
+(docs/csv.md), plus <out without .csv>.meta.json. Latency is measured from the instant a message was
 due, so a slow server's queueing counts (no coordinated omission).
 
 Each step connects its clients at --ramp per second, waits until every client has joined,
