@@ -252,9 +252,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	type job struct {
-		c      chunk
-		seq    int64
-		wm     int64
+		c   chunk
+		seq int64
+		wm  int64
 	}
 	jobs := make(chan job, nw)
 	results := make(chan *result, nw)

@@ -19,11 +19,14 @@ type Result struct {
 	Window    string        `json:"window"`
 	Interval  string        `json:"interval"`
 	// Histogram says how percentiles were computed and how precise they are.
-	Histogram string        `json:"histogram"`
-	Steps     []StepStats   `json:"steps"`
-	Overall   StepStats     `json:"overall"`
-	Series    []SeriesPoint `json:"-"`
-	Meta      *Meta         `json:"meta,omitempty"`
+	Histogram string `json:"histogram"`
+	// PeakInFlight is the most messages the join held at once (summed
+	// over shards): memory follows it, not the size of the files.
+	PeakInFlight int64         `json:"peak_messages_in_flight"`
+	Steps        []StepStats   `json:"steps"`
+	Overall      StepStats     `json:"overall"`
+	Series       []SeriesPoint `json:"-"`
+	Meta         *Meta         `json:"meta,omitempty"`
 	// MetaPath and ServerMetrics are the files found beside the inputs.
 	MetaPath      string `json:"meta_path,omitempty"`
 	ServerMetrics string `json:"server_metrics,omitempty"`
@@ -151,7 +154,6 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 	nsteps := len(nm.stepList)
 	total := &stepAcc{lat: newLatAcc(), first: math.MaxInt64, last: math.MinInt64}
 	allClients := make(map[uint64]struct{})
-	allRooms := make(map[string]struct{})
 	type stepOut struct {
 		s     StepStats
 		start int64
@@ -211,7 +213,6 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 				r.MaxMs = ms(latMax)
 			}
 			rooms = append(rooms, r)
-			allRooms[n.room] = struct{}{}
 		}
 		if acc.first == math.MaxInt64 && len(rooms) == 0 {
 			continue // a name seen only on malformed paths
@@ -242,14 +243,17 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 	for _, o := range out {
 		res.Steps = append(res.Steps, o.s)
 	}
-	delete(allRooms, "") // the older format's placeholder
-	res.Overall = StepStats{Step: "all", Clients: int64(len(allClients)), Rooms: int64(len(allRooms))}
-	for _, in := range opts.Inputs {
-		if in.Old {
-			res.Overall.Rooms += int64(in.Rooms) // from the steps file
-		}
+	// A room belongs to its step (docs/csv.md): the rooms of the run are
+	// the sum of the steps' rooms, even when names repeat.
+	res.Overall = StepStats{Step: "all", Clients: int64(len(allClients))}
+	for _, s := range res.Steps {
+		res.Overall.Rooms += s.Rooms
 	}
 	fillCounts(&res.Overall, total)
+
+	for _, sh := range shards {
+		res.PeakInFlight += int64(sh.peak)
+	}
 
 	// Time series.
 	merged := make(map[seriesKey]*seriesAcc)

@@ -35,7 +35,7 @@ type fifo[T any] struct {
 	head  int
 }
 
-func (q *fifo[T]) push(v T) { q.items = append(q.items, v) }
+func (q *fifo[T]) push(v T)  { q.items = append(q.items, v) }
 func (q *fifo[T]) len() int  { return len(q.items) - q.head }
 func (q *fifo[T]) front() *T { return &q.items[q.head] }
 func (q *fifo[T]) pop() {
@@ -66,11 +66,11 @@ type stepAcc struct {
 
 // roomAcc is one shard's totals for one step-room.
 type roomAcc struct {
-	members                             int64
-	sent, expected, received, lost      int64
-	latSum, latMax                      int64
-	joins                               []int64 // sorted join times
-	active                              bool
+	members                        int64
+	sent, expected, received, lost int64
+	latSum, latMax                 int64
+	joins                          []int64 // sorted join times
+	active                         bool
 }
 
 // seriesKey is one interval of one step.
@@ -105,6 +105,8 @@ type shard struct {
 	series map[seriesKey]*seriesAcc
 	lastSK seriesKey
 	lastSA *seriesAcc
+	// peak is the most messages held at once, the measure of memory.
+	peak int
 }
 
 func newShard(id int, window, settle, interval int64) *shard {
@@ -224,6 +226,7 @@ func (s *shard) sent(e *event) {
 	r.sent++
 	s.seriesAt(e.step, e.t).sent++
 	s.queue.push(queued{e.sender, e.msg, e.t})
+	s.peak = max(s.peak, s.msgs.len())
 	if len(s.pending) > 0 {
 		k := [2]uint64{e.sender, e.msg}
 		if p := s.pending[k]; p != nil {
