@@ -29,9 +29,14 @@ type latAcc struct {
 	overrange int64 // latencies above 24 h, recorded as 24 h
 }
 
+// newLatAcc returns an empty accumulator; its 230 kB histogram is made on
+// the first value, so that steps seen only on orphans or bad rows cost
+// nothing.
 func newLatAcc() *latAcc {
-	return &latAcc{hist: hdrhistogram.New(1, histMaxUS, histSigFigs), min: math.MaxInt64, max: math.MinInt64}
+	return &latAcc{min: math.MaxInt64, max: math.MinInt64}
 }
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMaxUS, histSigFigs) }
 
 func (a *latAcc) record(v int64) {
 	a.n++
@@ -58,11 +63,19 @@ func (a *latAcc) record(v int64) {
 		a.overrange++
 		h = histMaxUS
 	}
+	if a.hist == nil {
+		a.hist = newHist()
+	}
 	_ = a.hist.RecordValue(h) // cannot fail: h is within the range
 }
 
 func (a *latAcc) merge(b *latAcc) {
-	a.hist.Merge(b.hist)
+	if b.hist != nil {
+		if a.hist == nil {
+			a.hist = newHist()
+		}
+		a.hist.Merge(b.hist)
+	}
 	a.n += b.n
 	a.sum += b.sum
 	var c uint64
@@ -99,6 +112,9 @@ func (a *latAcc) meanStd() (mean, std float64) {
 // to nearest instead, which is not the textbook definition.
 func (a *latAcc) quantiles(qs []float64) []int64 {
 	out := make([]int64, len(qs))
+	if a.hist == nil || a.hist.TotalCount() == 0 {
+		return out
+	}
 	total := a.hist.TotalCount()
 	if total == 0 {
 		return out

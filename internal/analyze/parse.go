@@ -191,13 +191,13 @@ func ParseRow(line []byte, r *Row) error {
 // parseEvent reads the event field and its comma.
 func parseEvent(b []byte, r *Row) ([]byte, error) {
 	switch {
-	case len(b) > 9 && string(b[:9]) == "Received,":
+	case len(b) >= 9 && string(b[:9]) == "Received,":
 		r.Kind = Received
 		return b[9:], nil
-	case len(b) > 5 && string(b[:5]) == "Sent,":
+	case len(b) >= 5 && string(b[:5]) == "Sent,":
 		r.Kind = Sent
 		return b[5:], nil
-	case len(b) > 7 && string(b[:7]) == "Joined,":
+	case len(b) >= 7 && string(b[:7]) == "Joined,":
 		r.Kind = Joined
 		return b[7:], nil
 	}

@@ -14,9 +14,10 @@ import (
 type Options struct {
 	// Inputs are the CSV files, in any order; parts of one run are merged.
 	Inputs []Input
-	// Window is how long after its due time a message's deliveries are still
-	// matched; a Received row later than that counts as an orphan. It bounds
-	// memory for runs that lose messages. Default 2 minutes.
+	// Window is how long after its due time a message is held for its
+	// deliveries at least; a Received row later than that may find it gone
+	// and count as an orphan. It bounds memory for runs that lose messages
+	// (complete messages are let go after about a second). Default 2 min.
 	Window time.Duration
 	// Interval is the time-series bucket. Default 1 s.
 	Interval time.Duration
@@ -57,33 +58,46 @@ func newNames() *names {
 	return &names{srs: make(map[string]srRef), steps: make(map[string]uint32)}
 }
 
-func (n *names) step(name string) uint32 {
+// maxSteps bounds the distinct step names: real runs have tens; a file
+// whose step column is garbage must not make a histogram per row.
+const maxSteps = 1000
+
+var errTooManySteps = fmt.Errorf("more than %d distinct steps", maxSteps)
+
+func (n *names) step(name string) (uint32, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.stepLocked(name)
 }
 
-func (n *names) stepLocked(name string) uint32 {
+func (n *names) stepLocked(name string) (uint32, error) {
 	id, ok := n.steps[name]
 	if !ok {
+		if len(n.stepList) >= maxSteps {
+			return 0, errTooManySteps
+		}
 		id = uint32(len(n.stepList))
 		n.steps[name] = id
 		n.stepList = append(n.stepList, name)
 	}
-	return id
+	return id, nil
 }
 
-func (n *names) stepRoom(step, room string) srRef {
+func (n *names) stepRoom(step, room string) (srRef, error) {
 	key := step + "," + room
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ref, ok := n.srs[key]
 	if !ok {
-		ref = srRef{sr: uint32(len(n.srList)), step: n.stepLocked(step)}
+		st, err := n.stepLocked(step)
+		if err != nil {
+			return srRef{}, err
+		}
+		ref = srRef{sr: uint32(len(n.srList)), step: st}
 		n.srs[key] = ref
 		n.srList = append(n.srList, srName{step: ref.step, room: room})
 	}
-	return ref
+	return ref, nil
 }
 
 // result is one parsed chunk.
@@ -129,11 +143,15 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 		if len(l) == 0 || (len(l) == 1 && l[0] == '\r') {
 			continue
 		}
+		var ev event
 		var err error
 		if in.Old {
 			err = ParseOldRow(l, &row)
 		} else {
 			err = ParseRow(l, &row)
+		}
+		if err == nil {
+			ev, err = w.event(c.file, &row)
 		}
 		if err != nil {
 			if string(l) == Header { // files concatenated with their headers
@@ -146,30 +164,6 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 			continue
 		}
 		res.rows++
-		var ev event
-		ev.kind, ev.t, ev.sender, ev.msg, ev.client = row.Kind, row.UnixUS, row.Sender, row.Message, row.Client
-		switch {
-		case in.Old:
-			ev.sr, ev.step = w.oldRef[c.file].sr, w.oldRef[c.file].step
-		case row.Kind == Received:
-			// Only the step: the room of a delivery is its message's.
-			if string(row.Step) != w.lastStep {
-				id, ok := w.stCache[string(row.Step)]
-				if !ok {
-					id = w.names.step(string(row.Step))
-					w.stCache[string(row.Step)] = id
-				}
-				w.lastStep, w.lastID = string(row.Step), id
-			}
-			ev.step = w.lastID
-		default:
-			ref, ok := w.srCache[string(row.StepRoom)]
-			if !ok {
-				ref = w.names.stepRoom(string(row.Step), string(row.Room))
-				w.srCache[string(row.StepRoom)] = ref
-			}
-			ev.sr, ev.step = ref.sr, ref.step
-		}
 		if ev.kind == Joined {
 			res.joins = append(res.joins, ev)
 			continue
@@ -181,6 +175,40 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 		*res.shards[s] = append(*res.shards[s], ev)
 	}
 	return res
+}
+
+// event reduces a row to an event, naming its step (and room).
+func (w *worker) event(file int, row *Row) (event, error) {
+	ev := event{kind: row.Kind, t: row.UnixUS, sender: row.Sender, msg: row.Message, client: row.Client}
+	switch {
+	case w.inputs[file].Old:
+		ev.sr, ev.step = w.oldRef[file].sr, w.oldRef[file].step
+	case row.Kind == Received:
+		// Only the step: the room of a delivery is its message's.
+		if string(row.Step) != w.lastStep {
+			id, ok := w.stCache[string(row.Step)]
+			if !ok {
+				var err error
+				if id, err = w.names.step(string(row.Step)); err != nil {
+					return ev, err
+				}
+				w.stCache[string(row.Step)] = id
+			}
+			w.lastStep, w.lastID = string(row.Step), id
+		}
+		ev.step = w.lastID
+	default:
+		ref, ok := w.srCache[string(row.StepRoom)]
+		if !ok {
+			var err error
+			if ref, err = w.names.stepRoom(string(row.Step), string(row.Room)); err != nil {
+				return ev, err
+			}
+			w.srCache[string(row.StepRoom)] = ref
+		}
+		ev.sr, ev.step = ref.sr, ref.step
+	}
+	return ev, nil
 }
 
 func indexNL(b []byte) int {
@@ -232,7 +260,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	var old []bool
 	for i, in := range inputs {
 		if in.Old {
-			oldRef[i] = nm.stepRoom(in.Step, "")
+			var err error
+			if oldRef[i], err = nm.stepRoom(in.Step, ""); err != nil {
+				return nil, err
+			}
 			for int(oldRef[i].step) >= len(fixed) {
 				fixed = append(fixed, 0)
 				old = append(old, false)

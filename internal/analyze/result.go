@@ -159,6 +159,10 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		start int64
 	}
 	var out []stepOut
+	srsOf := make([][]int, nsteps)
+	for sr, n := range nm.srList {
+		srsOf[n.step] = append(srsOf[n.step], sr)
+	}
 	for id := range nsteps {
 		acc := &stepAcc{lat: newLatAcc(), first: math.MaxInt64, last: math.MinInt64, clients: make(map[uint64]struct{})}
 		for _, sh := range shards {
@@ -181,10 +185,8 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		}
 		// Rooms of the step, merged across shards.
 		var rooms []RoomStats
-		for sr, n := range nm.srList {
-			if int(n.step) != id {
-				continue
-			}
+		for _, sr := range srsOf[id] {
+			n := nm.srList[sr]
 			var r RoomStats
 			r.Room = n.room
 			var latSum, latMax int64

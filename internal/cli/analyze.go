@@ -63,7 +63,7 @@ line is skipped. The exit status is non-zero only when an input cannot be read.`
 	fl.StringVar(&f.out, "out", "", "write summary.csv, summary.json and timeseries.csv into this `DIR`")
 	fl.StringVar(&f.steps, "steps", "", "read the older headerless format: a `FILE` of rooms,room_size,path lines, one step per CSV file")
 	fl.StringVar(&f.meta, "meta", "", "the run's meta.json `FILE` (default: found beside the inputs)")
-	fl.DurationVar(&f.window, "window", 2*time.Minute, "how long after its due time a message's deliveries are still matched (later ones count as orphans); bounds memory")
+	fl.DurationVar(&f.window, "window", 2*time.Minute, "how long a message waits for missing deliveries after its due time; later ones may count as orphans (bounds memory)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series bucket")
 	fl.IntVar(&f.workers, "workers", 0, "parser goroutines and join shards (default: GOMAXPROCS)")
 	fl.IntVar(&f.top, "top-rooms", 10, "hottest rooms kept per step")
