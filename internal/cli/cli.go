@@ -65,5 +65,6 @@ loadtest, analyze, report and bench.`,
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd())
 	root.AddCommand(newAnalyzeCmd())
+	root.AddCommand(newReportCmd())
 	return root
 }
