@@ -93,7 +93,7 @@ func run() error {
 		return err
 	}
 
-	var goTimes []float64
+	var goTimes, goCPU []float64
 	out := filepath.Join(tmp, "out")
 	for i := range *runs {
 		cmd := exec.Command(bin, "analyze", "--out", out, path)
@@ -104,15 +104,18 @@ func run() error {
 			return fmt.Errorf("scalechat analyze: %w: %s", err, stderr.String())
 		}
 		d := time.Since(t).Seconds()
+		cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 		goTimes = append(goTimes, d)
-		fmt.Printf("  scalechat analyze run %d: %.2f s, %.0f MB/s\n", i+1, d, mb/d)
+		goCPU = append(goCPU, cpu)
+		fmt.Printf("  scalechat analyze run %d: %.2f s, %.0f MB/s (CPU %.2f s)\n", i+1, d, mb/d, cpu)
 	}
 	goMed := median(goTimes)
-	fmt.Printf("scalechat analyze: median %.2f s = %.0f MB/s\n", goMed, mb/goMed)
+	fmt.Printf("scalechat analyze: median %.2f s = %.0f MB/s; best %.0f MB/s; median CPU %.2f s (%.0f MB per CPU-second)\n",
+		goMed, mb/goMed, mb/slices.Min(goTimes), median(goCPU), mb/median(goCPU))
 	if *pandasRuns == 0 {
 		return nil
 	}
-	var pyTimes []float64
+	var pyTimes, pyCPU []float64
 	var pyOut []byte
 	for i := range *pandasRuns {
 		cmd := exec.Command(*python, "bench/analyze/baseline.py", path)
@@ -123,13 +126,16 @@ func run() error {
 			return fmt.Errorf("pandas baseline: %w", err)
 		}
 		d := time.Since(t).Seconds()
+		cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 		pyTimes = append(pyTimes, d)
+		pyCPU = append(pyCPU, cpu)
 		pyOut = b
-		fmt.Printf("  pandas run %d: %.2f s, %.0f MB/s\n", i+1, d, mb/d)
+		fmt.Printf("  pandas run %d: %.2f s, %.1f MB/s (CPU %.2f s)\n", i+1, d, mb/d, cpu)
 	}
 	pyMed := median(pyTimes)
-	fmt.Printf("pandas baseline:   median %.2f s = %.1f MB/s\n", pyMed, mb/pyMed)
-	fmt.Printf("ratio: scalechat analyze is %.1f× faster than pandas\n", pyMed/goMed)
+	fmt.Printf("pandas baseline:   median %.2f s = %.1f MB/s; median CPU %.2f s\n", pyMed, mb/pyMed, median(pyCPU))
+	fmt.Printf("ratio: scalechat analyze is %.1f× faster than pandas (wall, medians); %.1f× less CPU\n",
+		pyMed/goMed, median(pyCPU)/median(goCPU))
 	return crossCheck(filepath.Join(out, "summary.json"), pyOut)
 }
 

@@ -56,7 +56,7 @@ var (
 	errEvent      = errors.New("unknown event")
 	errUnixUS     = errors.New("bad unix_us")
 	errLagUS      = errors.New("bad lag_us")
-	errOldJoined  = errors.New("Joined event in old format")
+	errOldJoined  = errors.New("event Joined in the older format")
 	errEmptyField = errors.New("empty message_id or sender_id")
 )
 
