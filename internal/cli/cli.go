@@ -65,5 +65,7 @@ loadtest, analyze, report and bench.`,
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd(), newServeCmd())
 	root.AddCommand(newLoadtestCmd())
+	root.AddCommand(newAnalyzeCmd())
+	root.AddCommand(newReportCmd())
 	return root
 }
