@@ -64,5 +64,6 @@ loadtest, analyze, report and bench.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd(), newServeCmd())
+	root.AddCommand(newChatCmd())
 	return root
 }

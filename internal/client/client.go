@@ -15,6 +15,7 @@
 package client
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -290,10 +291,13 @@ func (c *Client) SendTo(ctx context.Context, room, text string) (uint64, error) 
 			return nil, fmt.Errorf("send to %s: %w", room, ErrNotJoined)
 		}
 		id := c.nextID.Add(1)
-		b, err := json.Marshal(out{MessageID: id, Text: text, Sender: c.cfg.Sender, SentAt: time.Now().UTC().Format(time.RFC3339Nano), Room: room})
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // "<" stays one byte of the server's size limit
+		if err := enc.Encode(out{MessageID: id, Text: text, Sender: c.cfg.Sender, SentAt: time.Now().UTC().Format(time.RFC3339Nano), Room: room}); err != nil {
 			return nil, err
 		}
+		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		// Registered before writing: the echo may come back before Write returns.
 		key.id = id
 		c.pending[key] = &pending{frame: b, gen: c.gen, tries: 1}
@@ -510,8 +514,13 @@ func (c *Client) removePending(k pendingKey) bool {
 	return true
 }
 
-// emit delivers ev unless the client is closing.
+// emit delivers ev; once the client is closing, only if there is room.
 func (c *Client) emit(ev Event) {
+	select {
+	case c.events <- ev:
+		return
+	default:
+	}
 	select {
 	case c.events <- ev:
 	case <-c.stop:
@@ -699,6 +708,7 @@ func (c *Client) session(conn *websocket.Conn) (wasReady bool, err error) {
 		}
 		if ev != nil {
 			c.emit(ev)
+			c.confirm(ev)
 		}
 		if err := c.checkReplayed(conn); err != nil {
 			return false, err
@@ -842,7 +852,6 @@ func (c *Client) handle(data []byte) (Event, error) {
 		e := &Error{Code: w.Code, Message: w.Message, Room: w.Room}
 		if w.MessageID != nil {
 			e.MessageID = *w.MessageID
-			c.removePending(pendingKey{room: c.postedRoom(w.Room), id: *w.MessageID})
 		}
 		if r := c.rooms[w.Room]; r != nil && (w.Code == "too_many_rooms" || w.Code == "invalid_room") {
 			// A refused join: the client is not in the room.
@@ -878,7 +887,31 @@ func (c *Client) onMessage(w *wireChat) Event {
 		m.ServerAt = t
 	}
 	if w.MessageID != 0 && w.Sender == c.cfg.Sender {
-		m.Own = c.removePending(pendingKey{room: w.Room, id: w.MessageID})
+		_, m.Own = c.pending[pendingKey{room: w.Room, id: w.MessageID}]
 	}
 	return m
+}
+
+// confirm forgets the message that ev, once delivered, confirms or refuses.
+// It comes after the delivery so that Flush returns once the echoes are in
+// Events.
+func (c *Client) confirm(ev Event) {
+	var k pendingKey
+	switch e := ev.(type) {
+	case *Message:
+		if !e.Own {
+			return
+		}
+		k = pendingKey{room: e.Room, id: e.MessageID}
+	case *Error:
+		if e.MessageID == 0 {
+			return
+		}
+		k = pendingKey{room: c.postedRoom(e.Room), id: e.MessageID}
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.removePending(k)
+	c.mu.Unlock()
 }

@@ -233,6 +233,7 @@ func TestHandleMatchesOwnEchoesAndRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = append(got, summary(ev))
+		c.confirm(ev)
 	}
 	want := []string{"msg a#1 same id, other sender", "msg a#2 mine own", "error rate_limited slow down id=2 room=a"}
 	if !reflect.DeepEqual(got, want) {

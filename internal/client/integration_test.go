@@ -356,6 +356,9 @@ func TestUnconfirmedMessagesAreDeliveredOnce(t *testing.T) {
 			send(t, alice, "r", "before")
 			next[*Message](t, watcher, nil, nil)
 			next[*Message](t, alice, nil, nil)
+			if err := alice.Flush(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
 
 			proxy.Stall(tt.toServer, tt.toClient)
 			send(t, alice, "r", "in doubt")
