@@ -116,6 +116,11 @@ func TestPromptsAndPipedLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Close()
+	for ev := range watcher.Events() { // in the room before alice comes
+		if s, ok := ev.(*client.State); ok && s.State == client.Connected {
+			break
+		}
+	}
 
 	s := start(t, Options{URL: srv.URL("/ws")})
 	s.write(t, "alice\nroom1\nhello\n\n   \nsecond line\n")

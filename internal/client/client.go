@@ -399,8 +399,9 @@ func (c *Client) Pending() int {
 	return len(c.pending)
 }
 
-// Close closes the connection with code 1000, waits briefly (at most about
-// 5 s) for the server's close frame, and stops the client. Events is closed
+// Close closes the connection with code 1000, waits briefly for the
+// server's close frame (coder/websocket gives the write and the wait 5 s
+// each; a live server answers at once), and stops the client. Events is closed
 // once the client has stopped. Closing a closed client returns nil.
 func (c *Client) Close() error {
 	var err error

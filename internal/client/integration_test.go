@@ -494,3 +494,60 @@ func TestCloseWhileReconnecting(t *testing.T) {
 		t.Errorf("waiting send: %v", err)
 	}
 }
+
+// TestRoomsSurviveReconnect leaves the URL room and joins two others; after
+// a drop the client reconnects into one of those, joins the other, and gets
+// what it missed in both, and nothing of the room it left.
+func TestRoomsSurviveReconnect(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	proxy := servertest.NewProxy(t, srv.Addr())
+	c := dial(t, proxy.URL("/ws"), "first", "c")
+	connected(t, c)
+	for _, r := range []string{"b", "a"} {
+		if err := c.Join(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+		next(t, c, func(j *Joined) bool { return j.Room == r }, nil)
+	}
+	if err := c.Leave(ctx(t), "first"); err != nil {
+		t.Fatal(err)
+	}
+	next[*Left](t, c, nil, nil)
+	w := dial(t, srv.URL("/ws"), "first", "w")
+	connected(t, w)
+	for _, r := range []string{"a", "b"} {
+		if err := w.Join(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	proxy.Refuse(true)
+	proxy.Drop()
+	next(t, c, func(s *State) bool { return s.State == Reconnecting }, nil)
+	send(t, w, "first", "not for c")
+	send(t, w, "a", "a1")
+	send(t, w, "b", "b1")
+	if err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Refuse(false)
+	var got []string
+	next(t, c, func(s *State) bool { return s.State == Connected }, func(ev Event) {
+		switch e := ev.(type) {
+		case *Joined:
+			got = append(got, "joined "+e.Room)
+		case *Message:
+			got = append(got, e.Room+":"+e.Text)
+		}
+	})
+	// "a" is the URL room now (first of the rooms, sorted), then b is joined.
+	if s := strings.Join(got, " "); s != "joined a a:a1 joined b b:b1" {
+		t.Errorf("after reconnect: %s", s)
+	}
+	if s := fmt.Sprint(c.Rooms()); s != "[a b]" {
+		t.Errorf("rooms %s", s)
+	}
+	if _, err := c.Send(ctx(t), "x"); !errors.Is(err, ErrNotJoined) {
+		t.Errorf("send to the left URL room: %v", err)
+	}
+}
