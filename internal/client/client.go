@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -578,6 +579,36 @@ func (e *HandshakeError) Error() string {
 
 func (e *HandshakeError) Unwrap() error { return e.err }
 
+// ConnError says why a connection ended; it is the Err of the Disconnected
+// and Reconnecting states.
+type ConnError struct {
+	Code   int    // the server's close code; 0 when the connection was cut without one
+	Reason string // the server's close reason
+	Err    error
+}
+
+func (e *ConnError) Error() string {
+	switch {
+	case e.Code != 0 && e.Reason != "":
+		return fmt.Sprintf("server closed the connection: %d %s", e.Code, e.Reason)
+	case e.Code != 0:
+		return fmt.Sprintf("server closed the connection: %d", e.Code)
+	case errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF):
+		return "connection cut"
+	}
+	return "connection cut: " + e.Err.Error()
+}
+
+func (e *ConnError) Unwrap() error { return e.Err }
+
+func connError(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return &ConnError{Code: int(ce.Code), Reason: ce.Reason, Err: err}
+	}
+	return &ConnError{Err: err}
+}
+
 // permanent reports whether retrying cannot help: the server rejects the
 // request itself (bad room or since, origin not allowed).
 func permanent(err error) bool {
@@ -605,6 +636,7 @@ func (c *Client) run(conn *websocket.Conn) {
 	attempt := 0
 	for {
 		wasReady, err := c.session(conn)
+		err = connError(err)
 		conn.CloseNow()
 		if c.isStopping() {
 			return

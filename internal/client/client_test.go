@@ -1,11 +1,15 @@
 package client
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -241,5 +245,23 @@ func TestHandleMatchesOwnEchoesAndRefusals(t *testing.T) {
 	}
 	if _, ok := c.pending[pendingKey{"a", 3}]; !ok || len(c.pending) != 1 {
 		t.Errorf("pending %v, want only message 3 left", c.pending)
+	}
+}
+
+func TestConnError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{websocket.CloseError{Code: 1001, Reason: "server shutting down"}, "server closed the connection: 1001 server shutting down"},
+		{fmt.Errorf("read: %w", websocket.CloseError{Code: 1013}), "server closed the connection: 1013"},
+		{fmt.Errorf("failed to read frame header: %w", io.EOF), "connection cut"},
+		{errors.New("connection reset by peer"), "connection cut: connection reset by peer"},
+	}
+	for _, tt := range tests {
+		err := connError(tt.err)
+		if err.Error() != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("connError(%v) = %q, want %q", tt.err, err, tt.want)
+		}
 	}
 }
