@@ -147,6 +147,7 @@ func TestChatTwoUsersExchangeLines(t *testing.T) {
 	bob.out.wait(t, "alice: hi bob")
 	bob.say(t, "hi alice, how are you?")
 	alice.out.wait(t, "bob: hi alice, how are you?")
+	bob.out.wait(t, "bob: hi alice, how are you?") // /quit leaves without waiting for echoes
 	alice.in.Close()
 	bob.say(t, "/quit")
 	if code := alice.exitCode(t); code != 0 {
