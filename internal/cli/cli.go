@@ -67,5 +67,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newLoadtestCmd())
 	root.AddCommand(newAnalyzeCmd())
 	root.AddCommand(newReportCmd())
+	root.AddCommand(newChatCmd())
 	return root
 }
