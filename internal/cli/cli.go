@@ -68,5 +68,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newAnalyzeCmd())
 	root.AddCommand(newReportCmd())
 	root.AddCommand(newChatCmd())
+	root.AddCommand(newTokenCmd())
 	return root
 }
