@@ -28,8 +28,9 @@ type Server struct {
 	loops  []*loop
 	http   *http.Server
 
-	ips     *ipLimiter     // nil without per-address limits
-	bridges sync.WaitGroup // TLS bridge goroutines
+	ips       *ipLimiter     // nil without per-address limits
+	upgrading sync.RWMutex   // read-held by each upgrade in progress
+	bridges   sync.WaitGroup // TLS bridge goroutines
 
 	next     atomic.Uint32 // round-robin loop choice
 	conns    atomic.Int64
@@ -163,6 +164,8 @@ func (s *Server) shutdown() {
 	start := time.Now()
 	s.ready.Store(false)
 	s.draining.Store(true)
+	s.upgrading.Lock() // wait for upgrades in progress: their connections get drained too
+	s.upgrading.Unlock()
 	s.log.Info("shutting down", "connections", s.conns.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

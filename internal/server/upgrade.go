@@ -97,6 +97,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleEcho(w http.ResponseWriter, r *http.Request) { s.upgrade(w, r, "") }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
+	// Held until the connection is handed to its loop, so that a shutdown
+	// (which takes the write lock after setting draining) drains it too.
+	s.upgrading.RLock()
+	defer s.upgrading.RUnlock()
 	u, ref := parseUpgrade(r, name)
 	if ref == nil {
 		ref = s.admit(r, &u)
