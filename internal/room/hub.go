@@ -68,29 +68,45 @@ func (h *Hub) SetBroker(b Broker) { h.broker = b }
 // the room when needed, and returns the room and what the member should be
 // sent first (see JoinResult). History messages are appended to dst.
 func (h *Hub) Join(name []byte, loop int, since uint64, hasSince bool, dst []Message) (*Room, JoinResult) {
-	s := h.shard(name)
 	for {
-		s.mu.Lock()
-		r := s.rooms[string(name)]
-		created := r == nil
-		if created && h.maxRooms > 0 && h.rooms.Load() >= h.maxRooms {
-			s.mu.Unlock()
+		r := h.Open(name)
+		if r == nil {
 			return nil, JoinResult{Full: true}
-		}
-		if created {
-			r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
-				loaded: h.broker == nil, waiting: make([]bool, len(h.queues)), emptySince: time.Now()}
-			s.rooms[r.name] = r
-			h.rooms.Add(1)
-		}
-		s.mu.Unlock()
-		if created && h.broker != nil {
-			h.broker.Subscribe(r.name)
 		}
 		if res, ok := r.join(loop, since, hasSince, dst); ok {
 			return r, res
 		}
 	}
+}
+
+// Open returns the room called name, creating it (and, in a cluster,
+// starting to load it) when needed, or nil when it does not exist and the
+// node holds as many rooms as it may. A room opened and never joined is
+// freed after the grace period, unless polled.
+func (h *Hub) Open(name []byte) *Room {
+	s := h.shard(name)
+	s.mu.Lock()
+	r := s.rooms[string(name)]
+	created := r == nil
+	if created && h.maxRooms > 0 && h.rooms.Load() >= h.maxRooms {
+		s.mu.Unlock()
+		return nil
+	}
+	if created {
+		r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
+			loaded: h.broker == nil, waiting: make([]bool, len(h.queues)), emptySince: time.Now(),
+			loadedCh: make(chan struct{})}
+		if r.loaded {
+			close(r.loadedCh)
+		}
+		s.rooms[r.name] = r
+		h.rooms.Add(1)
+	}
+	s.mu.Unlock()
+	if created && h.broker != nil {
+		h.broker.Subscribe(r.name)
+	}
+	return r
 }
 
 // Lookup returns the room called name, or nil when it does not exist.
@@ -121,12 +137,16 @@ func (h *Hub) Sweep(now time.Time) int {
 		s.mu.Lock()
 		for name, r := range s.rooms {
 			r.mu.Lock()
-			if r.members == 0 && now.Sub(r.emptySince) >= h.grace {
+			if r.members == 0 && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
 				r.closed = true
 				delete(s.rooms, name)
 				h.historyEntries.Add(-int64(r.hist.n))
 				h.historyBytes.Add(-r.histBytes)
 				r.hist, r.histBytes = history{}, 0
+				if r.notify != nil { // pollers look the room up again
+					close(r.notify)
+					r.notify = nil
+				}
 				freed = append(freed, name)
 			}
 			r.mu.Unlock()
@@ -196,6 +216,7 @@ func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
 	}
 	r.early = nil
 	r.loaded = true
+	close(r.loadedCh)
 	for i, w := range r.waiting {
 		if w {
 			r.waiting[i] = false

@@ -50,9 +50,13 @@ type Room struct {
 
 	// In a cluster a room is loaded (latest seq and history) from the broker
 	// before anyone can join; joiners on a loop wait for a Ready delivery.
-	loaded  bool
-	waiting []bool    // loops with joiners waiting for the room to load
-	early   []Message // messages the broker delivered before the load finished
+	loaded   bool
+	waiting  []bool        // loops with joiners waiting for the room to load
+	early    []Message     // messages the broker delivered before the load finished
+	loadedCh chan struct{} // closed when loaded, for pollers
+
+	notify   chan struct{} // closed and replaced by the next message, for long polls
+	lastPoll time.Time     // pollers keep a room without members alive
 }
 
 // Name returns the room's name.
@@ -118,6 +122,56 @@ func (r *Room) appendLocked(seq uint64, frame []byte) {
 			r.hub.queues[i].push(Delivery{Room: r, Message: m})
 		}
 	}
+	if r.notify != nil {
+		close(r.notify)
+		r.notify = nil
+	}
+}
+
+// PollResult is what a poller finds in a room.
+type PollResult struct {
+	Seq      uint64          // latest seq
+	Messages []Message       // after since (or the whole history without since), in seq order
+	Gap      bool            // since asked for messages no longer held
+	FirstSeq uint64          // oldest seq held, meaningful with Gap
+	Wait     <-chan struct{} // with no message: closed when the next one comes (or the room loads)
+}
+
+// Poll returns the messages after since, like a join with since but without
+// becoming a member, and counts as activity that keeps the room alive.
+// Messages are appended to dst.
+func (r *Room) Poll(since uint64, hasSince bool, dst []Message) PollResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastPoll = time.Now()
+	if !r.loaded {
+		return PollResult{Wait: r.loadedCh}
+	}
+	res := PollResult{Seq: r.seq, FirstSeq: r.hist.oldest()}
+	switch {
+	case !hasSince:
+		res.Messages = r.hist.appendLast(dst, r.hist.n)
+	case since > r.seq:
+		res.Gap = true
+		res.Messages = r.hist.appendLast(dst, r.hist.n)
+	default:
+		res.Gap = since < r.seq && (r.hist.n == 0 || since+1 < res.FirstSeq)
+		res.Messages = r.hist.appendSince(dst, since)
+	}
+	if len(res.Messages) == 0 && !res.Gap {
+		if r.notify == nil {
+			r.notify = make(chan struct{})
+		}
+		res.Wait = r.notify
+	}
+	return res
+}
+
+// Closed reports whether the hub freed the room; look it up again.
+func (r *Room) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // JoinResult describes the room as a new member finds it.

@@ -28,9 +28,20 @@ type Server struct {
 	loops  []*loop
 	http   *http.Server
 
-	ips       *ipLimiter     // nil without per-address limits
-	upgrading sync.RWMutex   // read-held by each upgrade in progress
-	bridges   sync.WaitGroup // TLS bridge goroutines
+	ips       *ipLimiter   // nil without per-address limits
+	upgrading sync.RWMutex // read-held by each upgrade in progress
+
+	// The HTTP transport (poll.go).
+	postLimit    *pollLimiter
+	stopPolls    chan struct{} // closed at shutdown: waiting polls answer at once
+	polls        atomic.Uint64
+	waitingPolls atomic.Int64
+	httpIn       atomic.Uint64 // chat messages POSTed
+	httpOut      atomic.Uint64 // chat messages returned to polls
+	httpDropped  [dropReasons]atomic.Uint64
+	httpBytesIn  atomic.Uint64 // bytes read on HTTP connections, WebSocket handshakes included
+	httpBytesOut atomic.Uint64
+	bridges      sync.WaitGroup // TLS bridge goroutines
 
 	next     atomic.Uint32 // round-robin loop choice
 	conns    atomic.Int64
@@ -62,6 +73,8 @@ func New(cfg Config) (*Server, error) {
 	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
 	s.hub.SetLimits(cfg.MaxRooms, cfg.MaxHistoryBytes)
 	s.ips = newIPLimiter(cfg.MaxConnsPerIP, cfg.ConnectRatePerIP)
+	s.postLimit = &pollLimiter{rate: cfg.RateLimit, burst: float64(cfg.RateBurst), m: make(map[string]*bucket)}
+	s.stopPolls = make(chan struct{})
 	if cfg.Redis != "" {
 		b, err := broker.New(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
 		if err != nil {
@@ -80,6 +93,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.EchoEndpoint {
 		mux.HandleFunc("GET /echo", s.handleEcho)
 	}
+	mux.HandleFunc("POST /rooms/{room}/messages", s.handlePost)
+	mux.HandleFunc("GET /rooms/{room}/messages", s.handlePoll)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.Handle("GET /", webui.Handler())
@@ -117,20 +132,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		})
 	}
-	if s.ips != nil {
-		wg.Go(func() {
-			t := time.NewTicker(10 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-hubCtx.Done():
-					return
-				case now := <-t.C:
+	wg.Go(func() { // forget idle senders and addresses
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-hubCtx.Done():
+				return
+			case now := <-t.C:
+				s.postLimit.sweep(now)
+				if s.ips != nil {
 					s.ips.sweep(now)
 				}
 			}
-		})
-	}
+		}
+	})
+	ln = &countingListener{Listener: ln, in: &s.httpBytesIn, out: &s.httpBytesOut}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
@@ -166,6 +183,7 @@ func (s *Server) shutdown() {
 	s.draining.Store(true)
 	s.upgrading.Lock() // wait for upgrades in progress: their connections get drained too
 	s.upgrading.Unlock()
+	close(s.stopPolls)
 	s.log.Info("shutting down", "connections", s.conns.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

@@ -89,6 +89,14 @@ type Stats struct {
 	BytesOut       uint64            // WebSocket bytes written
 	Dropped        map[string]uint64 // by DropReason
 	Disconnects    map[int]uint64    // by close code; 0 for codes not listed
+
+	// The HTTP transport.
+	Polls          uint64 // GET /rooms/{room}/messages requests
+	PollsWaiting   int64  // long polls waiting now
+	HTTPMessagesIn uint64 // chat messages POSTed (also counted in MessagesIn)
+	HTTPDeliveries uint64 // chat messages returned to polls (also counted in Deliveries)
+	HTTPBytesIn    uint64 // bytes read on HTTP connections (for TLS: everything on the TLS connection)
+	HTTPBytesOut   uint64
 }
 
 // Stats returns a snapshot of the server's counters.
@@ -102,11 +110,15 @@ func (s *Server) Stats() Stats {
 		Dropped:        make(map[string]uint64, dropReasons),
 		Disconnects:    make(map[int]uint64, len(closeCodes)+1),
 	}
+	st.Polls, st.PollsWaiting = s.polls.Load(), s.waitingPolls.Load()
+	st.HTTPMessagesIn, st.HTTPDeliveries = s.httpIn.Load(), s.httpOut.Load()
+	st.HTTPBytesIn, st.HTTPBytesOut = s.httpBytesIn.Load(), s.httpBytesOut.Load()
+	st.MessagesIn, st.Deliveries = st.HTTPMessagesIn, st.HTTPDeliveries
 	for i := range s.refused {
 		st.Refused[RefuseReason(i).String()] = s.refused[i].Load()
 	}
 	for i := range dropReasons {
-		st.Dropped[DropReason(i).String()] = 0
+		st.Dropped[DropReason(i).String()] = s.httpDropped[i].Load()
 	}
 	for _, l := range s.loops {
 		ls := &l.stats

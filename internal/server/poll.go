@@ -1,0 +1,295 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/room"
+	"github.com/scalechat/scalechat/internal/ws"
+)
+
+// The HTTP transport: the same rooms and messages as the WebSocket, for
+// clients that cannot keep one open.
+//
+//	POST /rooms/{room}/messages              send a chat message (same JSON, limits and auth)
+//	GET  /rooms/{room}/messages?since=&wait= messages after since, waiting up to wait for one
+//
+// A poller is not a member of the room: it reads the room's history ring, so
+// it sees exactly the messages and the seq order that members see, and its
+// polls keep the room alive. Each waiting poll holds a net/http goroutine;
+// that is the cost of polling, which the loadtest comparison measures.
+
+// maxPollWait bounds the wait of one long poll.
+const maxPollWait = 60 * time.Second
+
+// pollLimiter is the per-sender rate limit of POSTs: the token's subject,
+// or the source address without authentication.
+type pollLimiter struct {
+	rate, burst float64
+	mu          sync.Mutex
+	m           map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func (l *pollLimiter) allow(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.m[key]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.m[key] = b
+	}
+	b.tokens = min(b.tokens+now.Sub(b.last).Seconds()*l.rate, l.burst)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// sweep forgets senders whose bucket is full again.
+func (l *pollLimiter) sweep(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, b := range l.m {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.m, k)
+		}
+	}
+}
+
+// pollAuth authenticates a poll request and checks the room against the
+// token. It answers the refusal itself and returns false.
+func (s *Server) pollAuth(w http.ResponseWriter, r *http.Request, room string) (*auth.Claims, bool) {
+	if s.cfg.Auth == nil {
+		return nil, true
+	}
+	token := r.URL.Query().Get("token")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			s.pollError(w, RefuseAuth, http.StatusUnauthorized, "unauthorized", "Authorization must be: Bearer <token>")
+			return nil, false
+		}
+		token = strings.TrimSpace(tok)
+	}
+	claims, err := s.cfg.Auth.Verify(token)
+	if err != nil {
+		s.pollError(w, RefuseAuth, http.StatusUnauthorized, "unauthorized", err.Error())
+		return nil, false
+	}
+	if !claims.MayJoin(room) {
+		s.pollError(w, RefuseForbidden, http.StatusForbidden, "forbidden", "the token does not allow this room")
+		return nil, false
+	}
+	return &claims, true
+}
+
+// pollError answers a refused poll request with an error frame as JSON.
+func (s *Server) pollError(w http.ResponseWriter, reason RefuseReason, status int, code, msg string) {
+	s.refused[reason].Add(1)
+	writeJSON(w, status, protocol.AppendError(nil, code, msg, nil))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Room, *auth.Claims, bool) {
+	name := r.PathValue("room")
+	if !protocol.ValidRoomString(name) {
+		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_room", roomNameRule)
+		return nil, nil, false
+	}
+	claims, ok := s.pollAuth(w, r, name)
+	if !ok {
+		return nil, nil, false
+	}
+	if s.draining.Load() {
+		s.pollError(w, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
+		return nil, nil, false
+	}
+	rm := s.hub.Open([]byte(name))
+	if rm == nil {
+		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
+		return nil, nil, false
+	}
+	return rm, claims, true
+}
+
+// handlePost publishes a chat message sent over HTTP.
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
+	rm, claims, ok := s.openPollRoom(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.cfg.MaxMessageSize)+1))
+	if err != nil {
+		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_json", "could not read the body")
+		return
+	}
+	s.httpIn.Add(1)
+	switch {
+	case len(body) > s.cfg.MaxMessageSize:
+		s.httpDropped[DropTooBig].Add(1)
+		writeJSON(w, http.StatusRequestEntityTooLarge, protocol.AppendError(nil, "too_big", "message larger than the server's maximum", nil))
+		return
+	case !utf8.Valid(body):
+		s.httpDropped[DropInvalid].Add(1)
+		writeJSON(w, http.StatusBadRequest, protocol.AppendError(nil, protocol.CodeInvalidJSON, "the body is not UTF-8", nil))
+		return
+	}
+	var f protocol.Frame
+	if claims != nil {
+		f.SenderOverride = claims.Subject
+	}
+	if err := protocol.ParseFrame(body, &f); err != nil {
+		s.httpDropped[DropInvalid].Add(1)
+		code, msg := protocol.CodeInvalidMessage, err.Error()
+		if pe, ok := err.(*protocol.Error); ok {
+			code, msg = pe.Code, pe.Message
+		}
+		writeJSON(w, http.StatusBadRequest, protocol.AppendError(nil, code, msg, &f))
+		return
+	}
+	if f.Kind != protocol.KindMessage || (f.Room != nil && string(f.Room) != rm.Name()) {
+		s.httpDropped[DropInvalid].Add(1)
+		writeJSON(w, http.StatusBadRequest, protocol.AppendError(nil, protocol.CodeInvalidMessage, "only chat messages for the room of the URL", &f))
+		return
+	}
+	key := remoteIP(r).String()
+	if claims != nil {
+		key = "sub:" + claims.Subject
+	}
+	if !s.postLimit.allow(key, time.Now()) {
+		s.httpDropped[DropRateLimit].Add(1)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, protocol.AppendError(nil, protocol.CodeRateLimited, "too many messages per second", &f))
+		return
+	}
+	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)
+	rm.Publish(draft, at)
+	resp := []byte(`{"type":"accepted","room":`)
+	resp = strconv.AppendQuote(resp, rm.Name())
+	if f.HasMessageID {
+		resp = append(resp, `,"message_id":`...)
+		resp = strconv.AppendUint(resp, f.MessageID, 10)
+	}
+	writeJSON(w, http.StatusAccepted, append(resp, '}'))
+}
+
+// handlePoll answers GET /rooms/{room}/messages: the messages after since,
+// at once when there are some, else as soon as one comes or wait is over.
+func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since uint64
+	hasSince := false
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, "since must be a sequence number")
+			return
+		}
+		since, hasSince = n, true
+	}
+	wait, err := parseWait(q.Get("wait"))
+	if err != nil {
+		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, err.Error())
+		return
+	}
+	rm, _, ok := s.openPollRoom(w, r)
+	if !ok {
+		return
+	}
+	s.polls.Add(1)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	s.waitingPolls.Add(1)
+	defer s.waitingPolls.Add(-1)
+	var res room.PollResult
+	for {
+		res = rm.Poll(since, hasSince, nil)
+		if res.Wait == nil {
+			break
+		}
+		select {
+		case <-res.Wait:
+			if rm.Closed() {
+				if rm = s.hub.Open([]byte(rm.Name())); rm == nil {
+					s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
+					return
+				}
+			}
+			continue
+		case <-s.stopPolls:
+		case <-ctx.Done():
+		}
+		break
+	}
+	writeJSON(w, http.StatusOK, s.pollBody(rm.Name(), since, res))
+}
+
+// pollBody encodes a poll answer: the room, its latest seq, the messages as
+// the very JSON members receive, and a history_gap when some are gone.
+func (s *Server) pollBody(name string, since uint64, res room.PollResult) []byte {
+	b := []byte(`{"room":`)
+	b = strconv.AppendQuote(b, name)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, res.Seq, 10)
+	if res.Gap {
+		b = append(b, `,"history_gap":`...)
+		b = protocol.AppendHistoryGap(b, name, since, res.FirstSeq)
+	}
+	b = append(b, `,"messages":[`...)
+	for i, m := range res.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		_, hn, _ := ws.ParseHeader(m.Frame)
+		b = append(b, m.Frame[hn:]...)
+	}
+	s.httpOut.Add(uint64(len(res.Messages)))
+	return append(b, "]}"...)
+}
+
+// parseWait reads a wait of "25s", "500ms" or "25" (seconds), at most
+// maxPollWait; empty means no wait.
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.ParseFloat(v, 64)
+		if nerr != nil {
+			return 0, errWait
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, errWait
+	}
+	return min(d, maxPollWait), nil
+}
+
+var errWait = &protocol.Error{Code: protocol.CodeInvalidMessage, Message: "wait must be a duration such as 25s, at most 60s"}
