@@ -45,6 +45,8 @@ func newLoadtestCmd() *cobra.Command {
 		stepName  string
 		outFlag   string
 		loopCount int
+		pollIv    time.Duration
+		pollWait  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "loadtest",
@@ -63,7 +65,14 @@ several steps one after another (see scenarios/ and docs/loadtest.md).
 Ctrl+C stops sending, drains and closes; a second Ctrl+C stops at once. Either way the
 CSV holds whole rows only. The exit code is 1 when a step had connection errors or lost
 more than --max-loss of its expected deliveries, 2 for a plan the machine cannot hold,
-130 after Ctrl+C.`,
+130 after Ctrl+C.
+
+--transport poll uses the server's HTTP transport instead (docs/protocol.md): each client is
+a goroutine with its own HTTP connections; it joins with a first GET of its room, receives
+by long polling (GET with since and --poll-wait) or, with --poll-interval, by plain polling
+(GET without wait every interval), and sends each message with a POST on the same schedule.
+Same CSV, same summary; failed requests (HTTP errors such as 429, timeouts) are counted in
+meta.json and make the exit code 1.`,
 		Example: `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
   scalechat loadtest --url ws://127.0.0.1:8080/ws --rooms 10 --room-size 20 --duration 30s
 
@@ -76,6 +85,10 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
   # part 2 of 4 of a scenario spread over machines (e.g. a Kubernetes Indexed Job)
   scalechat loadtest --scenario s.yaml --shard ${JOB_COMPLETION_INDEX}/4 --room-prefix run42 \
       --out results/run42.shard${JOB_COMPLETION_INDEX}.csv
+
+  # the same over HTTP long polling, then plain polling twice a second
+  scalechat loadtest --transport poll --url http://127.0.0.1:8080 --rooms 10 --room-size 20
+  scalechat loadtest --transport poll --poll-interval 500ms --url http://127.0.0.1:8080 --rooms 10 --room-size 20
 
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`,
@@ -125,6 +138,11 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
 				}
 				cfg.RoomPrefix = newRunID()
 			}
+			if cfg.Transport == loadtest.TransportPoll && !c.Flags().Changed("url") {
+				cfg.URL = "http://127.0.0.1:8080"
+			}
+			cfg.PollInterval = loadtest.Duration(pollIv)
+			cfg.PollWait = loadtest.Duration(pollWait)
 			cfg.ConnectTimeout = loadtest.Duration(connTO)
 			cfg.Loops = loopCount
 			if cfg.Loops == 0 {
@@ -165,7 +183,10 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; in chat mode the room is appended as /{room}")
+	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; in chat mode the room is appended as /{room}; with --transport poll the server's http:// URL (default http://127.0.0.1:8080)")
+	f.StringVar(&cfg.Transport, "transport", loadtest.TransportWS, "ws (a WebSocket per client) or poll (HTTP: POST to send, GET /rooms/{room}/messages to receive)")
+	f.DurationVar(&pollIv, "poll-interval", 0, "with --transport poll: poll without wait every interval (plain polling); 0 = long polling")
+	f.DurationVar(&pollWait, "poll-wait", loadtest.DefaultPollWait, "with --transport poll: how long a long poll asks the server to wait (at most 60s)")
 	f.StringVar(&cfg.Protocol, "protocol", loadtest.ProtocolChat, "chat (scalechat's protocol) or echo (any WebSocket echo server, --url used as is)")
 	f.StringVar(&stepName, "step-name", "s1", "name of the step in the CSV when no --scenario is given")
 	f.IntVar(&step.Rooms, "rooms", 1, "number of rooms")
@@ -187,7 +208,7 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
 	f.StringVar(&shard, "shard", "", "run only part i of N of the scenario (i/N, 0-based), e.g. one per machine; needs --room-prefix")
 	f.IntVar(&loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
 	f.Float64Var(&cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
-	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error")
+	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error; with --transport poll it also bounds each HTTP request (plus the wait of a long poll)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")

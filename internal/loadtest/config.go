@@ -27,6 +27,15 @@ const (
 	ProtocolEcho = "echo" // any WebSocket echo server: each client gets its own messages back
 )
 
+// Transports a chat run's clients can use.
+const (
+	TransportWS   = "ws"   // one WebSocket per client, on the event loops
+	TransportPoll = "poll" // HTTP: POST per message, GET /rooms/{room}/messages to receive (long or plain polling)
+)
+
+// DefaultPollWait is how long a long poll asks the server to wait.
+const DefaultPollWait = 25 * time.Second
+
 // Duration is a time.Duration written as "1.5s" in YAML and JSON.
 type Duration time.Duration
 
@@ -127,6 +136,13 @@ type Config struct {
 	Worker         int           `json:"worker"` // index of this worker process, when Workers > 1
 	NoRecord       bool          `json:"no_record,omitempty"`
 	Progress       time.Duration `json:"-"` // progress interval; 0 = 1s
+	// Transport is TransportWS (default) or TransportPoll.
+	Transport string `json:"transport,omitempty"`
+	// PollInterval, with TransportPoll, makes clients poll without wait
+	// every interval (plain polling); 0 means long polling.
+	PollInterval Duration `json:"poll_interval,omitempty"`
+	// PollWait is the wait of a long poll; 0 means DefaultPollWait.
+	PollWait Duration `json:"poll_wait,omitempty"`
 }
 
 var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
@@ -139,8 +155,37 @@ func (c *Config) Validate() error {
 	if c.Protocol != ProtocolChat && c.Protocol != ProtocolEcho {
 		return fmt.Errorf("protocol %q is not chat or echo", c.Protocol)
 	}
-	if _, err := parseTarget(c.URL); err != nil {
-		return err
+	if c.Transport == "" {
+		c.Transport = TransportWS
+	}
+	switch c.Transport {
+	case TransportWS:
+		if _, err := parseTarget(c.URL); err != nil {
+			return err
+		}
+	case TransportPoll:
+		if c.Protocol != ProtocolChat {
+			return errors.New("--transport poll speaks scalechat's chat protocol only (not echo)")
+		}
+		if _, err := parsePollTarget(c.URL); err != nil {
+			return err
+		}
+		if c.PollInterval < 0 {
+			return errors.New("poll interval must not be negative")
+		}
+		if c.PollWait == 0 {
+			c.PollWait = Duration(DefaultPollWait)
+		}
+		if c.PollWait < 0 || c.PollWait.D() > 60*time.Second {
+			return errors.New("poll wait must be between 0 and 60s (the server's maximum)")
+		}
+		for _, s := range c.Steps {
+			if s.RoomsPerClient > 1 {
+				return fmt.Errorf("step %s: --transport poll runs one room per client (a poll reads one room)", s.Name)
+			}
+		}
+	default:
+		return fmt.Errorf("transport %q is not ws or poll", c.Transport)
 	}
 	if len(c.Steps) == 0 {
 		return errors.New("no steps to run")
@@ -230,6 +275,54 @@ func parseTarget(raw string) (target, error) {
 		p += "?" + u.RawQuery
 	}
 	return target{host: host, addr: ap, path: p, raw: raw}, nil
+}
+
+// pollTarget is the parsed --url of the HTTP transport: requests go to
+// base + "/rooms/{room}/messages", with query (e.g. a token) kept.
+type pollTarget struct {
+	base  string
+	query string
+	addr  netip.AddrPort
+}
+
+func parsePollTarget(raw string) (pollTarget, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Scheme != "http" {
+		return pollTarget{}, fmt.Errorf("url %q: --transport poll needs an http:// URL of the server, e.g. http://127.0.0.1:8080", raw)
+	}
+	hn := u.Hostname()
+	if hn == "localhost" {
+		hn = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(hn)
+	if err != nil {
+		return pollTarget{}, fmt.Errorf("url %q: the host must be an IP address (or localhost)", raw)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(ip.String(), port))
+	if err != nil {
+		return pollTarget{}, fmt.Errorf("url %q: bad port", raw)
+	}
+	return pollTarget{base: "http://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/"), query: u.RawQuery, addr: ap}, nil
+}
+
+// roomURL is the messages URL of room, with extra query parameters.
+func (t pollTarget) roomURL(room, extra string) string {
+	q := t.query
+	if extra != "" {
+		if q != "" {
+			q += "&"
+		}
+		q += extra
+	}
+	u := t.base + "/rooms/" + room + "/messages"
+	if q != "" {
+		u += "?" + q
+	}
+	return u
 }
 
 // roomPath returns the request path for a client whose URL room is room.

@@ -130,6 +130,10 @@ type stepCounts struct {
 	Replayed      int64 `json:"replayed"`
 	OutOfOrder    int64 `json:"out_of_order"`
 	Invalid       int64 `json:"invalid"`
+	// The HTTP transport only.
+	SendErrors  int64 `json:"send_errors,omitempty"`  // POSTs refused, failed or timed out
+	PollErrors  int64 `json:"poll_errors,omitempty"`  // polls refused, failed or timed out
+	HistoryGaps int64 `json:"history_gaps,omitempty"` // poll answers saying messages were no longer held
 }
 
 func (a *stepCounts) add(b stepCounts) {
@@ -145,6 +149,9 @@ func (a *stepCounts) add(b stepCounts) {
 	a.Replayed += b.Replayed
 	a.OutOfOrder += b.OutOfOrder
 	a.Invalid += b.Invalid
+	a.SendErrors += b.SendErrors
+	a.PollErrors += b.PollErrors
+	a.HistoryGaps += b.HistoryGaps
 }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMaxUs, 3) }

@@ -78,8 +78,12 @@ func (m Machine) String() string {
 // address than there are ephemeral ports.
 func (m Machine) Check(cfg *Config) error {
 	var perProc, perMachine int
+	perClient := 1
+	if cfg.Transport == TransportPoll {
+		perClient = 2 // a poll in flight and a POST
+	}
 	for _, s := range cfg.Steps {
-		n := s.Clients()
+		n := s.Clients() * perClient
 		perProc = max(perProc, ceilDiv(n, cfg.Parts()))
 		perMachine = max(perMachine, ceilDiv(n, cfg.Shards))
 	}

@@ -92,8 +92,12 @@ type part struct {
 	coord coordinator
 	clock *clock
 	rec   *Recorder
-	loops []*loop
+	loops []*loop // WebSocket transport
 	tgt   target
+	ptgt  pollTarget // HTTP transport
+
+	pollMu sync.Mutex
+	poll   *pollStep // the HTTP transport's current step
 
 	mu         sync.Mutex // guards the fields below, read by the collector
 	step       string
@@ -113,16 +117,23 @@ func (p *part) setPhase(step, phase string, length time.Duration) {
 // them to path. ctx ends the run gracefully (stop sending, drain, close);
 // hard ends it at once. Both still leave a CSV of whole rows.
 func runPart(ctx, hard context.Context, cfg *Config, coord coordinator, path string) (err error) {
-	tgt, err := parseTarget(cfg.URL)
-	if err != nil {
+	p := &part{cfg: cfg, coord: coord, clock: newClock()}
+	loops := cfg.Loops
+	if cfg.Transport == TransportPoll {
+		if p.ptgt, err = parsePollTarget(cfg.URL); err != nil {
+			return err
+		}
+		loops = 0 // polling clients are goroutines, not event loop clients
+	} else if p.tgt, err = parseTarget(cfg.URL); err != nil {
 		return err
 	}
 	rec, err := CreateRecorder(path)
 	if err != nil {
 		return err
 	}
-	p := &part{cfg: cfg, coord: coord, clock: newClock(), rec: rec, tgt: tgt}
-	for i := range cfg.Loops {
+	p.rec = rec
+	tgt := p.tgt
+	for i := range loops {
 		l, err := newLoop(i, cfg, tgt, p.clock, rec)
 		if err != nil {
 			p.stopLoops()
@@ -213,6 +224,9 @@ func waitAll(chs []chan struct{}, loops []*loop, ctx context.Context) bool {
 }
 
 func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*PartStep, error) {
+	if p.cfg.Transport == TransportPoll {
+		return p.runPollStep(ctx, hard, k, idOffset), nil
+	}
 	cfg := p.cfg
 	s := cfg.Steps[k]
 	plan := newStepPlan(cfg, k, idOffset)
@@ -277,7 +291,7 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 			stopped = true
 			res.Interrupted = true
 		} else {
-			p.sendPhase(ctx, hard, s, t0, global, res)
+			p.sendPhase(ctx, hard, nil, s, t0, global, res)
 		}
 	}
 
@@ -323,7 +337,8 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 }
 
 // sendPhase runs the schedule from t0 for the step's duration, then drains.
-func (p *part) sendPhase(ctx, hard context.Context, s Step, t0 int64, global []int64, res *PartStep) {
+// pollCtx is the HTTP transport's clients' context (nil for WebSocket).
+func (p *part) sendPhase(ctx, hard, pollCtx context.Context, s Step, t0 int64, global []int64, res *PartStep) {
 	dur := s.Duration.D()
 	end := t0 + int64(dur/time.Microsecond)
 	if s.MsgFrequency == 0 {
@@ -333,6 +348,9 @@ func (p *part) sendPhase(ctx, hard context.Context, s Step, t0 int64, global []i
 		for _, l := range p.loops {
 			l.call(func() { l.startSending(t0, end, s.MsgFrequency.D(), global) })
 		}
+		if ps := p.pollStep(); ps != nil {
+			ps.startSending(pollCtx, t0, end, s.MsgFrequency.D(), global)
+		}
 	}
 	wait := time.Until(p.clock.time(end))
 	select {
@@ -341,6 +359,9 @@ func (p *part) sendPhase(ctx, hard context.Context, s Step, t0 int64, global []i
 		res.Interrupted = true
 		for _, l := range p.loops {
 			l.call(l.stopSending)
+		}
+		if ps := p.pollStep(); ps != nil {
+			ps.stopSending()
 		}
 	case <-hard.Done():
 		return
@@ -369,6 +390,9 @@ func (p *part) sendPhase(ctx, hard context.Context, s Step, t0 int64, global []i
 }
 
 func (p *part) allDelivered() bool {
+	if ps := p.pollStep(); ps != nil {
+		return ps.allDelivered()
+	}
 	var exp, recv int64
 	busy := false
 	for _, l := range p.loops {
@@ -381,6 +405,67 @@ func (p *part) allDelivered() bool {
 		})
 	}
 	return !busy && recv >= exp
+}
+
+// pollStep returns the HTTP transport's current step, or nil.
+func (p *part) pollStep() *pollStep {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+	return p.poll
+}
+
+// runPollStep is runStep for the HTTP transport: connect (first poll),
+// barrier, send, drain, close.
+func (p *part) runPollStep(ctx, hard context.Context, k int, idOffset uint64) *PartStep {
+	cfg := p.cfg
+	s := cfg.Steps[k]
+	plan := newStepPlan(cfg, k, idOffset)
+	res := &PartStep{Index: k, Name: s.Name, StartedAt: time.Now()}
+	ps := newPollStep(cfg, p.ptgt, plan, p.clock, p.rec)
+	p.mu.Lock()
+	p.target = int64(len(ps.clients))
+	p.mu.Unlock()
+	p.pollMu.Lock()
+	p.poll = ps
+	p.pollMu.Unlock()
+
+	// The clients' requests end at close, or at once on a hard stop.
+	pollCtx, closePolls := context.WithCancel(hard)
+	defer closePolls()
+
+	p.setPhase(s.Name, phaseConnecting, 0)
+	either, cancelEither := anyDone(ctx, hard)
+	ps.launch(either, pollCtx, s.Ramp/float64(cfg.Parts()))
+	select {
+	case <-ps.settled:
+	case <-either.Done():
+	}
+	stopped := either.Err() != nil
+	cancelEither()
+	if stopped {
+		res.Interrupted = true
+	} else {
+		ps.mu.Lock()
+		joined := append([]int64(nil), ps.joined...)
+		ps.mu.Unlock()
+		t0, global, err := p.coord.ready(ctx, k, joined)
+		if err != nil {
+			res.Interrupted = true
+		} else {
+			p.sendPhase(ctx, hard, pollCtx, s, t0, global, res)
+		}
+	}
+
+	p.setPhase(s.Name, phaseClosing, 0)
+	ps.close(closePolls)
+	if hard.Err() != nil {
+		res.Interrupted = true
+	}
+	c, lat, lag, fe := ps.finish()
+	res.Counts, res.FirstError = c, fe
+	res.Lat, res.Lag = encodeHist(lat), encodeHist(lag)
+	res.EndedAt = time.Now()
+	return res
 }
 
 // anyDone returns a context done when either is.
@@ -423,6 +508,9 @@ func (p *part) collect(stop <-chan struct{}) {
 				s.Received += l.aRecv.Load()
 				s.Expected += l.aExpected.Load()
 				l.takePublished(lat, lag)
+			}
+			if ps := p.pollStep(); ps != nil {
+				ps.snapshot(&s, lat, lag)
 			}
 			s.Interval = now.Sub(prev).Seconds()
 			s.CPUSeconds = cpu - prevCPU

@@ -52,6 +52,11 @@ type Meta struct {
 	Seed       uint64 `json:"seed"`
 	Workers    int    `json:"workers"`
 	Shard      string `json:"shard"`
+	// Transport is ws or poll; PollInterval (plain polling) and PollWait
+	// (long polling) only with poll.
+	Transport    string   `json:"transport"`
+	PollInterval Duration `json:"poll_interval,omitempty"`
+	PollWait     Duration `json:"poll_wait,omitempty"`
 }
 
 // Percentiles of a latency distribution in milliseconds.
@@ -93,6 +98,9 @@ type StepMeta struct {
 	Replayed      int64       `json:"replayed"`
 	OutOfOrder    int64       `json:"out_of_order"`
 	Invalid       int64       `json:"invalid"`
+	SendErrors    int64       `json:"send_errors,omitempty"`  // HTTP transport: failed POSTs
+	PollErrors    int64       `json:"poll_errors,omitempty"`  // HTTP transport: failed polls
+	HistoryGaps   int64       `json:"history_gaps,omitempty"` // HTTP transport: answers with a history_gap
 	LatencyMs     Percentiles `json:"latency_ms"`
 	SendLagMs     Percentiles `json:"send_lag_ms"`
 	Interrupted   bool        `json:"interrupted"`
@@ -128,7 +136,15 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		Tool: "scalechat loadtest", Version: opt.Version, StartedAt: time.Now().UTC(), Args: cfg.Args,
 		Machine: opt.Machine, Scenario: cfg.Scenario, URL: cfg.URL, Protocol: cfg.Protocol,
 		RoomPrefix: cfg.RoomPrefix, Seed: cfg.Seed, Workers: cfg.Workers, Shard: fmt.Sprintf("%d/%d", cfg.Shard, cfg.Shards),
+		Transport: cfg.Transport,
 	}}
+	if cfg.Transport == TransportPoll {
+		if cfg.PollInterval > 0 {
+			res.Meta.PollInterval = cfg.PollInterval
+		} else {
+			res.Meta.PollWait = cfg.PollWait
+		}
+	}
 	for _, p := range parts {
 		res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
 	}
@@ -283,6 +299,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
 	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
 	sm.Replayed, sm.OutOfOrder, sm.Invalid = c.Replayed, c.OutOfOrder, c.Invalid
+	sm.SendErrors, sm.PollErrors, sm.HistoryGaps = c.SendErrors, c.PollErrors, c.HistoryGaps
 	sm.Lost = max(c.Expected-c.Received, 0)
 	if c.Expected > 0 {
 		sm.DeliveryRatio = float64(c.Received) / float64(c.Expected)
@@ -344,6 +361,9 @@ func stepFailures(s StepMeta, maxLoss float64) []string {
 	if s.Disconnects > 0 {
 		out = append(out, fmt.Sprintf("step %s: %d connections dropped during the step (first error: %s)", s.Name, s.Disconnects, s.FirstError))
 	}
+	if n := s.SendErrors + s.PollErrors; n > 0 {
+		out = append(out, fmt.Sprintf("step %s: %d HTTP requests failed (%d POSTs, %d polls; first error: %s)", s.Name, n, s.SendErrors, s.PollErrors, s.FirstError))
+	}
 	if s.Expected > 0 {
 		loss := float64(s.Lost) / float64(s.Expected)
 		if loss > maxLoss {
@@ -371,7 +391,7 @@ func printSummary(w io.Writer, res *Result) {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery,
 			fmtMs(s.LatencyMs.P50), fmtMs(s.LatencyMs.P90), fmtMs(s.LatencyMs.P99), fmtMs(s.LatencyMs.Max),
-			s.ConnectErrors+s.Disconnects, sat)
+			s.ConnectErrors+s.Disconnects+s.SendErrors+s.PollErrors, sat)
 	}
 	tw.Flush()
 	for _, s := range res.Meta.Steps {
