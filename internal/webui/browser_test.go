@@ -5,6 +5,8 @@ package webui_test
 import (
 	"context"
 	"fmt"
+	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/server"
 	"regexp"
 	"strings"
 	"testing"
@@ -248,6 +250,27 @@ func TestPageReconnectsAfterServerRestart(t *testing.T) {
 	}
 	say(t, page, "after")
 	if got := summary(waitRows(t, page, 2)); got != "1 ann: before [own] | 1 ann: after [own]" {
+		t.Errorf("page shows %s", got)
+	}
+}
+
+// TestPagePassesItsTokenOn opens the page of a server that requires tokens
+// as /?token=<JWT>#room: the page connects, and its messages carry the
+// token's subject whatever name is typed.
+func TestPagePassesItsTokenOn(t *testing.T) {
+	secret := []byte("a secret for the page test, 32 b")
+	v, err := auth.NewHS256(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := servertest.Start(t, func(c *server.Config) { c.Auth = v })
+	tok, err := auth.MintHS256(secret, "dana", []string{"vip"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := open(t, browsertest.New(t, 2*time.Minute), srv.HTTPURL("/?token="+tok+"#vip"), "someone else")
+	say(t, tab, "signed")
+	if got := summary(waitRows(t, tab, 1)); got != "1 dana: signed" && got != "1 dana: signed [own]" {
 		t.Errorf("page shows %s", got)
 	}
 }

@@ -36,10 +36,17 @@
 
   // ---- connection ----------------------------------------------------------
 
+  // A server started with --auth-jwt-secret wants a token: open the page as
+  // /?token=<JWT>#room and it is passed on (see docs/security.md).
+  const token = new URLSearchParams(location.search).get('token');
+
   function wsURL() {
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const since = lastSeq === null ? '' : `?since=${lastSeq}`;
-    return `${scheme}//${location.host}/ws/${encodeURIComponent(room)}${since}`;
+    const q = new URLSearchParams();
+    if (lastSeq !== null) q.set('since', String(lastSeq));
+    if (token) q.set('token', token);
+    const qs = q.toString();
+    return `${scheme}//${location.host}/ws/${encodeURIComponent(room)}${qs ? '?' + qs : ''}`;
   }
 
   function connect() {
