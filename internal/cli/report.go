@@ -11,6 +11,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/analyze"
 	"github.com/scalechat/scalechat/internal/report"
+	"github.com/scalechat/scalechat/internal/transports"
 )
 
 func newReportCmd() *cobra.Command {
@@ -36,16 +37,31 @@ index.html that opens offline (no network) with:
      every step whose load generator was saturated.
 
 INPUT is either a folder written by "scalechat analyze --out" or the CSV files of a run,
-which are then analysed first (the summary files land in DIR too).`,
+which are then analysed first (the summary files land in DIR too).
+
+INPUT may also be a transports comparison (a folder holding transports.csv, or that
+file; docs/loadtest.md): the report then draws, for WebSocket, long polling and
+plain polling side by side, errors, server CPU seconds, megabytes on the wire and p99
+latency against the number of clients.`,
 		Example: `  scalechat report --out report/ results/
   scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
-  scalechat report --out report/ --steps steps.txt`,
+  scalechat report --out report/ --steps steps.txt
+  scalechat report --out report/ results/transports/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
 			}
 			if latencyCap <= 0 {
 				return fmt.Errorf("--latency-cap must be positive")
+			}
+			if len(args) == 1 {
+				tin, ok, err := report.LoadTransports(args[0])
+				if err != nil {
+					return fmt.Errorf("read comparison: %w", err)
+				}
+				if ok {
+					return transportsReport(cmd, tin, args[0], af.out)
+				}
 			}
 			in, err := reportInput(cmd, af, args)
 			if err != nil {
@@ -74,6 +90,32 @@ which are then analysed first (the summary files land in DIR too).`,
 	fl.DurationVar(&af.window, "window", 2*time.Minute, "CSV input: how long a message waits for missing deliveries")
 	fl.DurationVar(&af.interval, "interval", time.Second, "CSV input: time-series bucket")
 	return cmd
+}
+
+// transportsReport draws a transports comparison, with its files copied
+// beside the charts.
+func transportsReport(cmd *cobra.Command, in *report.TransportsInput, src, out string) error {
+	dir := src
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		dir = filepath.Dir(src)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{transports.ResultsCSV, transports.ResultsJSON} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			continue
+		}
+		if err := copyFile(filepath.Join(dir, f), filepath.Join(out, f)); err != nil {
+			return fmt.Errorf("copy %s: %w", f, err)
+		}
+	}
+	charts, err := report.WriteTransports(in, report.Options{Out: out})
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(out, "index.html"))
+	return nil
 }
 
 // reportInput loads an analyze folder, or analyses CSV files into --out.

@@ -1,0 +1,237 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/scalechat/scalechat/internal/transports"
+)
+
+// TransportsInput is a transports comparison (scalechat bench transports):
+// its rows and, when present, its transports.json.
+type TransportsInput struct {
+	Rows      []transports.Row
+	Meta      *transports.Meta
+	Malformed int
+}
+
+// LoadTransports reads a comparison from its folder or its transports.csv;
+// it reports false when path is neither.
+func LoadTransports(path string) (*TransportsInput, bool, error) {
+	csvPath, jsonPath := path, ""
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		csvPath = filepath.Join(path, transports.ResultsCSV)
+		if _, err := os.Stat(csvPath); err != nil {
+			return nil, false, nil
+		}
+	} else if filepath.Base(path) != transports.ResultsCSV {
+		return nil, false, nil
+	}
+	jsonPath = filepath.Join(filepath.Dir(csvPath), transports.ResultsJSON)
+	rows, bad, err := transports.ReadCSV(csvPath)
+	if err != nil {
+		return nil, true, err
+	}
+	in := &TransportsInput{Rows: rows, Malformed: bad}
+	if _, err := os.Stat(jsonPath); err == nil {
+		if in.Meta, err = transports.ReadMeta(jsonPath); err != nil {
+			return nil, true, err
+		}
+	}
+	return in, true, nil
+}
+
+// transportCharts are the four charts of a comparison.
+var transportCharts = []Chart{
+	{"transports_errors", "Errors against clients",
+		"Clients whose one message did not come back within the timeout (never joined, request failed, or too late), per transport."},
+	{"transports_cpu", "Server CPU seconds against clients",
+		"CPU time (user + system) of the server process over the whole run of the step: connect, send, wait, close."},
+	{"transports_megabytes", "Megabytes on the wire against clients",
+		"Bytes the server read and wrote (WebSocket frames and HTTP requests and answers, headers included), in MB (10^6 bytes)."},
+	{"transports_p99", "p99 latency against clients",
+		"99th percentile of the round trip of the messages that came back in time, from the instant each was due (log scale)."},
+}
+
+// WriteTransports draws the comparison's four charts into opts.Out and
+// writes index.html there. It returns the charts written.
+func WriteTransports(in *TransportsInput, opts Options) ([]Chart, error) {
+	if len(in.Rows) == 0 {
+		return nil, fmt.Errorf("the comparison has no rows: nothing to draw")
+	}
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return nil, err
+	}
+	type metric struct {
+		title, y string
+		get      func(transports.Row) float64
+		log      bool
+	}
+	metrics := []metric{
+		{"Errors (message not back within the timeout)", "clients with an error", func(r transports.Row) float64 { return float64(r.Errors) }, false},
+		{"Server CPU time", "CPU seconds", func(r transports.Row) float64 { return r.ServerCPU }, false},
+		{"Bytes in + out at the server", "MB", func(r transports.Row) float64 { return float64(r.BytesIn+r.BytesOut) / 1e6 }, false},
+		{"Round-trip latency p99 (log scale)", "p99 latency (ms, log scale)", func(r transports.Row) float64 { return r.P99 }, true},
+	}
+	for i, m := range metrics {
+		if err := transportPlot(opts.Out, transportCharts[i].Name, m.title, m.y, in.Rows, m.get, m.log); err != nil {
+			return nil, fmt.Errorf("draw: %w", err)
+		}
+	}
+	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
+	if err != nil {
+		return nil, err
+	}
+	if err := writeTransportsHTML(f, in, opts.Out); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return transportCharts, f.Close()
+}
+
+// transportPlot draws one metric against clients, a line per transport.
+func transportPlot(dir, name, title, y string, rows []transports.Row, get func(transports.Row) float64, logY bool) error {
+	p := newPlot(title, "clients (each sends one message)", y, false)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	} else {
+		p.Y.Tick.Marker = countTicks{}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for k, t := range transports.Names {
+		var xys plotter.XYs
+		for _, r := range rows {
+			if r.Transport != t {
+				continue
+			}
+			v := get(r)
+			if logY {
+				if r.Received == 0 {
+					continue // no latency to draw
+				}
+				v = max(v, floorLog)
+			}
+			xys = append(xys, plotter.XY{X: float64(r.Clients), Y: v})
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		// Widest first, then narrower and dashed: transports with equal
+		// figures (all zero errors, say) stay visible on top of each other.
+		l.Color, l.Width, l.Dashes = plotutil.Color(k), lineWidths[k], lineDashes[k]
+		pts.Color, pts.Shape, pts.Radius = plotutil.Color(k), plotutil.Shape(k), vg.Points(6)
+		p.Add(l, pts)
+		p.Legend.Add(t, l, pts)
+	}
+	switch {
+	case logY && hi > 0:
+		p.Y.Min, p.Y.Max = lo/2, hi*3
+	case !logY:
+		p.Y.Max = max(hi*1.2, 1)  // room for the legend
+		p.Y.Min = -0.02 * p.Y.Max // a line at zero stays off the axis
+	}
+	p.X.Tick.Marker = countTicks{}
+	p.Legend.Left = true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(16), -vg.Points(10)
+	return savePlot(dir, name, p)
+}
+
+var (
+	lineWidths = []vg.Length{vg.Points(8), vg.Points(4.5), vg.Points(2)}
+	lineDashes = [][]vg.Length{nil, {vg.Points(14), vg.Points(6)}, nil}
+)
+
+type transportsPage struct {
+	Title     string
+	Generated string
+	Rows      []transports.Row
+	Meta      *transports.Meta
+	Charts    []Chart
+	Files     []string
+	Malformed int
+	Saturated bool
+}
+
+func writeTransportsHTML(w io.Writer, in *TransportsInput, dir string) error {
+	pg := transportsPage{Title: "scalechat transports: WebSocket vs long polling vs polling",
+		Generated: time.Now().UTC().Format(time.RFC3339), Rows: in.Rows, Meta: in.Meta, Charts: transportCharts, Malformed: in.Malformed}
+	for _, r := range in.Rows {
+		pg.Saturated = pg.Saturated || r.Saturated
+	}
+	for _, f := range []string{transports.ResultsCSV, transports.ResultsJSON} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			pg.Files = append(pg.Files, f)
+		}
+	}
+	return transportsTmpl.Execute(w, pg)
+}
+
+var transportsTmpl = template.Must(template.New("transports").Funcs(template.FuncMap{
+	"ms": func(v float64) string { return fmtMs(v) },
+	"mb": func(v int64) string { return fmt.Sprintf("%.2f", float64(v)/1e6) },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1700px; padding: 0 1rem; color: #222; }
+h1 { font-size: 1.8rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.95rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+tr.saturated td { background: #fde2e2; }
+.warn { background: #fde2e2; border: 2px solid #d62728; padding: 0.8rem 1rem; margin: 1rem 0; font-weight: bold; }
+figure { margin: 2rem 0; } figure img { width: 100%; max-width: 1600px; height: auto; border: 1px solid #ddd; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; } dt { font-weight: bold; }
+.note { color: #555; font-size: 0.9rem; }
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
+<p>For each number of clients, every client sends one message and waits for it to come back; a message not back
+within the timeout is an error. Each transport runs against a freshly started server.</p>
+{{with .Meta}}<h2>Run</h2>
+<dl><dt>started</dt><dd>{{.StartedAt}}</dd><dt>ended</dt><dd>{{.EndedAt}}</dd>
+<dt>timeout</dt><dd>{{.Timeout}}</dd><dt>long poll wait</dt><dd>{{.PollWait}}</dd><dt>poll interval</dt><dd>{{.PollEvery}}</dd>
+<dt>message size</dt><dd>{{.MsgSize}} bytes</dd><dt>pinning</dt><dd>{{.Pinning}}</dd>
+<dt>load average</dt><dd>before {{.LoadBefore}}, after {{.LoadAfter}}</dd><dt>machine</dt><dd>{{.Machine}}</dd>
+{{if .Interrupted}}<dt>interrupted</dt><dd>yes: the results cover what ran</dd>{{end}}</dl>
+{{range .Notes}}<p class="note">{{.}}</p>{{end}}{{end}}
+
+<h2>Charts</h2>
+{{range .Charts}}<figure id="{{.Name}}">
+<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
+<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
+</figure>
+{{end}}
+<h2>Results</h2>
+<table>
+<tr><th>transport</th><th>clients</th><th>sent</th><th>back in time</th><th>errors</th><th>timeouts</th><th>connect errors</th><th>request errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU (s)</th><th>MB in</th><th>MB out</th><th>saturated</th></tr>
+{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Transport}}</td><td>{{.Clients}}</td><td>{{.Sent}}</td><td>{{.Received}}</td><td>{{.Errors}}</td><td>{{.Timeouts}}</td><td>{{.ConnectErrors}}</td><td>{{.RequestErrors}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{printf "%.2f" .ServerCPU}}</td><td>{{mb .BytesIn}}</td><td>{{mb .BytesOut}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
+{{end}}</table>
+{{if .Malformed}}<p class="note">{{.Malformed}} malformed rows were skipped.</p>{{end}}
+{{if .Files}}<h2>Data</h2>
+<ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>{{end}}
+<p class="note">Generated {{.Generated}} by scalechat report.</p>
+</body>
+</html>
+`))
