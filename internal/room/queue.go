@@ -7,6 +7,7 @@ import "sync"
 type Delivery struct {
 	Room *Room
 	Message
+	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 
 // Queue carries deliveries from publishers (any goroutine) to the one event

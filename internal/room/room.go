@@ -35,7 +35,9 @@ func (r *Room) Name() string { return r.name }
 // that seq, appends it to the history and queues it for every loop with
 // members, all in one critical section: that is what gives every member the
 // room's messages in one order. encode must not call back into the room.
-func (r *Room) Publish(encode func(seq uint64) []byte) uint64 {
+// received (unix nanoseconds) is when the message was read; it travels with
+// the deliveries so that loops can measure the processing time.
+func (r *Room) Publish(received int64, encode func(seq uint64) []byte) uint64 {
 	r.mu.Lock()
 	r.seq++
 	m := Message{Seq: r.seq, Frame: encode(r.seq)}
@@ -44,7 +46,7 @@ func (r *Room) Publish(encode func(seq uint64) []byte) uint64 {
 	}
 	for i, n := range r.local {
 		if n > 0 {
-			r.hub.queues[i].push(Delivery{Room: r, Message: m})
+			r.hub.queues[i].push(Delivery{Room: r, Message: m, Received: received})
 		}
 	}
 	r.mu.Unlock()

@@ -35,6 +35,7 @@ type Config struct {
 	CloseTimeout     time.Duration // wait for the peer's close frame
 	RoomGrace        time.Duration // keep an empty room (and its history) this long
 	Loops            int           // event loops; 0: GOMAXPROCS
+	ProcessingTime   bool          // record Stats.Processing; false (the zero value) saves its clock reads
 	Logger           *slog.Logger
 }
 
@@ -54,6 +55,7 @@ func DefaultConfig() Config {
 		PongTimeout:      60 * time.Second,
 		CloseTimeout:     5 * time.Second,
 		RoomGrace:        30 * time.Second,
+		ProcessingTime:   true,
 	}
 }
 

@@ -211,7 +211,7 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		c.sendError("not_joined", "not a member of this room", f)
 		return
 	}
-	r.Publish(func(seq uint64) []byte {
+	r.Publish(l.nowNano, func(seq uint64) []byte {
 		l.enc = protocol.AppendChat(l.enc[:0], r.Name(), seq, time.Now(), f, data)
 		return frameOf(l.enc)
 	})
