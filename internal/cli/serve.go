@@ -20,7 +20,7 @@ func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var (
 		addr                = "127.0.0.1:8080"
-		metricsAddr         = "127.0.0.1:9090"
+		metricsAddr         = "127.0.0.1:8081"
 		maxMsg, maxQueue    = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
 		logLevel, logFormat = "info", "text"
 	)

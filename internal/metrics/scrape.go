@@ -39,7 +39,7 @@ type ScrapeSummary struct {
 func CheckMetricsURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return fmt.Errorf("server metrics URL %q is not an http:// or https:// URL such as http://127.0.0.1:9090/metrics", u)
+		return fmt.Errorf("server metrics URL %q is not an http:// or https:// URL such as http://127.0.0.1:8081/metrics", u)
 	}
 	return nil
 }

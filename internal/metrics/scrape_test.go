@@ -144,7 +144,7 @@ func TestScraperWritesServerCSV(t *testing.T) {
 }
 
 func TestScraperRefusesBadURLs(t *testing.T) {
-	for _, u := range []string{"", "127.0.0.1:9090/metrics", "ftp://x/metrics", "http:///metrics", "http://[::1/metrics"} {
+	for _, u := range []string{"", "127.0.0.1:8081/metrics", "ftp://x/metrics", "http:///metrics", "http://[::1/metrics"} {
 		sc := &Scraper{URLs: []string{u}}
 		if _, err := sc.Run(context.Background(), &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", u)

@@ -152,8 +152,8 @@ func TestAppendServerCSVRow(t *testing.T) {
 		cur  Snapshot
 		want string
 	}{
-		{"with a previous scrape", "http://127.0.0.1:9090/metrics", &prev, cur,
-			"1763719201000123,http://127.0.0.1:9090/metrics,12.34,10485760,200,6000,120000,1.000,1.980\n"},
+		{"with a previous scrape", "http://127.0.0.1:8081/metrics", &prev, cur,
+			"1763719201000123,http://127.0.0.1:8081/metrics,12.34,10485760,200,6000,120000,1.000,1.980\n"},
 		{"first scrape: no percentiles", "http://n/metrics", nil, cur,
 			"1763719201000123,http://n/metrics,12.34,10485760,200,6000,120000,,\n"},
 		{"no message in between", "http://n/metrics", &cur, cur,
