@@ -1,11 +1,13 @@
 // Command metricsbench measures what metrics cost the chat server: it runs
-// `scalechat serve` as a child process with metrics on and off, in
-// alternation, drives the same fixed load through it (clients in rooms on
-// loopback, a fixed message rate), and prints the server's CPU time per
-// run and the medians.
+// two `scalechat serve` child processes, one with metrics on and one off,
+// drives the same fixed load through each at the same time (clients in
+// rooms on loopback, a fixed message rate), and prints each server's CPU
+// time per million deliveries, pair by pair, and the medians. Running the
+// two side by side exposes both to the same noise of a shared machine;
+// -alternate runs them one after the other instead.
 //
-//	go run ./cmd/metricsbench                  # 5 pairs of 10 s runs at 100,000 deliveries/s
-//	go run ./cmd/metricsbench -pairs 9 -duration 20s
+//	go run ./cmd/metricsbench                  # 7 pairs of 10 s runs at 100,000 deliveries/s each
+//	go run ./cmd/metricsbench -pairs 11 -duration 20s
 //
 // With metrics on, the bench scrapes /metrics once a second, as Prometheus
 // would, so that the cost of a scrape counts too.
@@ -34,15 +36,16 @@ import (
 )
 
 type options struct {
-	binary   string
-	rooms    int
-	roomSize int
-	rate     float64 // messages per second, all rooms together
-	msgSize  int
-	warmup   time.Duration
-	duration time.Duration
-	pairs    int
-	loops    int
+	binary    string
+	rooms     int
+	roomSize  int
+	rate      float64 // messages per second, all rooms together
+	msgSize   int
+	warmup    time.Duration
+	duration  time.Duration
+	pairs     int
+	loops     int
+	alternate bool
 }
 
 func main() {
@@ -54,7 +57,8 @@ func main() {
 	flag.IntVar(&o.msgSize, "msg-size", 100, "bytes of text per message")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "load before measuring")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per run")
-	flag.IntVar(&o.pairs, "pairs", 5, "pairs of runs (metrics on, then off)")
+	flag.IntVar(&o.pairs, "pairs", 7, "pairs of runs, one with metrics on and one off")
+	flag.BoolVar(&o.alternate, "alternate", false, "run the servers of a pair one after the other instead of side by side")
 	flag.IntVar(&o.loops, "loops", 0, "server event loops (--loops); 0 is the server's default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,7 +70,6 @@ func main() {
 }
 
 type result struct {
-	metrics    bool
 	cpu        float64 // server CPU seconds per second
 	deliveries float64 // per second, as received by the clients
 }
@@ -90,37 +93,55 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("build scalechat (run from the module root, or pass -scalechat): %w", err)
 		}
 	}
-	fmt.Printf("metricsbench: %d rooms × %d clients, %.0f messages/s of %d bytes → %.0f deliveries/s; %d pairs of %v runs (after %v warm-up)\n",
-		o.rooms, o.roomSize, o.rate, o.msgSize, o.rate*float64(o.roomSize), o.pairs, o.duration, o.warmup)
-	fmt.Printf("%-4s %-8s %12s %14s %22s\n", "run", "metrics", "server CPU", "deliveries/s", "CPU s per 1M deliveries")
-	var results []result
-	for i := range 2 * o.pairs {
-		on := i%2 == 0
-		r, err := runOnce(ctx, o, on)
-		if err != nil {
-			return fmt.Errorf("run %d (metrics %s): %w", i+1, onOff(on), err)
-		}
-		results = append(results, r)
-		fmt.Printf("%-4d %-8s %11.1f%% %14.0f %22.3f\n", i+1, onOff(on), r.cpu*100, r.deliveries, r.cpuPerMillion())
+	how := "side by side (both servers loaded at once)"
+	if o.alternate {
+		how = "alternating (one server at a time)"
 	}
+	fmt.Printf("metricsbench: %d rooms × %d clients, %.0f messages/s of %d bytes → %.0f deliveries/s per server; %d pairs of %v runs after %v warm-up, %s\n",
+		o.rooms, o.roomSize, o.rate, o.msgSize, o.rate*float64(o.roomSize), o.pairs, o.duration, o.warmup, how)
+	fmt.Printf("%-5s %-8s %11s %14s %24s\n", "pair", "metrics", "server CPU", "deliveries/s", "CPU s per 1M deliveries")
 	var onCPU, offCPU, ratios []float64
-	for i := 0; i+1 < len(results); i += 2 {
-		on, off := results[i], results[i+1]
+	for i := range o.pairs {
+		// Swap the order every pair: neither setting always goes first.
+		first := i%2 == 0
+		var on, off result
+		var err error
+		if o.alternate {
+			var a, b result
+			if a, err = measure(ctx, o, []bool{first}); err == nil {
+				b, err = measure(ctx, o, []bool{!first})
+			}
+			on, off = a, b
+			if !first {
+				on, off = b, a
+			}
+		} else {
+			var rs []result
+			rs, err = measureAll(ctx, o, []bool{first, !first})
+			if err == nil {
+				on, off = rs[0], rs[1]
+				if !first {
+					on, off = rs[1], rs[0]
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("pair %d: %w", i+1, err)
+		}
+		for _, r := range []struct {
+			name string
+			r    result
+		}{{"on", on}, {"off", off}} {
+			fmt.Printf("%-5d %-8s %10.1f%% %14.0f %24.3f\n", i+1, r.name, r.r.cpu*100, r.r.deliveries, r.r.cpuPerMillion())
+		}
 		onCPU = append(onCPU, on.cpuPerMillion())
 		offCPU = append(offCPU, off.cpuPerMillion())
 		ratios = append(ratios, on.cpuPerMillion()/off.cpuPerMillion())
 	}
 	mOn, mOff := median(onCPU), median(offCPU)
-	fmt.Printf("median CPU s per 1M deliveries: metrics on %.3f, off %.3f → overhead %+.1f %% (median of pair ratios %+.1f %%)\n",
-		mOn, mOff, (mOn/mOff-1)*100, (median(ratios)-1)*100)
+	fmt.Printf("median CPU s per 1M deliveries: metrics on %.3f, off %.3f (%+.1f %%); median of the pairs' on/off ratios %.3f → overhead %+.1f %%\n",
+		mOn, mOff, (mOn/mOff-1)*100, median(ratios), (median(ratios)-1)*100)
 	return nil
-}
-
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
 }
 
 func median(v []float64) float64 {
@@ -142,15 +163,94 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func runOnce(ctx context.Context, o options, metrics bool) (result, error) {
-	addr, err := freeAddr()
+func measure(ctx context.Context, o options, metrics []bool) (result, error) {
+	rs, err := measureAll(ctx, o, metrics)
 	if err != nil {
 		return result{}, err
+	}
+	return rs[0], nil
+}
+
+// measureAll starts one server per entry of metrics (metrics on or off),
+// loads them all at once, and measures them over the same window.
+func measureAll(ctx context.Context, o options, metrics []bool) ([]result, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.warmup+o.duration+60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs before wg.Wait: stops the load and the scrapers
+
+	var loads []*load
+	defer func() {
+		for _, l := range loads {
+			l.stop()
+		}
+	}()
+	sendErr := make(chan error, len(metrics)*o.rooms)
+	for _, m := range metrics {
+		l, err := startLoad(ctx, o, m, &wg, sendErr)
+		if err != nil {
+			return nil, err
+		}
+		loads = append(loads, l)
+	}
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case err := <-sendErr:
+			return fmt.Errorf("send: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := wait(o.warmup); err != nil {
+		return nil, err
+	}
+	cpu0 := make([]float64, len(loads))
+	got0 := make([]uint64, len(loads))
+	for i, l := range loads {
+		c, err := cpuSeconds(l.srv.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cpu0[i], got0[i] = c, l.received.Load()
+	}
+	t0 := time.Now()
+	if err := wait(o.duration); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(t0).Seconds()
+	rs := make([]result, len(loads))
+	for i, l := range loads {
+		c, err := cpuSeconds(l.srv.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		rs[i] = result{cpu: (c - cpu0[i]) / elapsed, deliveries: float64(l.received.Load()-got0[i]) / elapsed}
+	}
+	return rs, nil
+}
+
+// load is a server process and the clients that load it.
+type load struct {
+	srv      *exec.Cmd
+	conns    []net.Conn
+	received atomic.Uint64
+}
+
+// startLoad starts a server, with metrics or without, connects the
+// clients and starts sending. The goroutines it starts join wg and end
+// with ctx.
+func startLoad(ctx context.Context, o options, metrics bool, wg *sync.WaitGroup, sendErr chan<- error) (*load, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
 	}
 	metricsAddr := ""
 	if metrics {
 		if metricsAddr, err = freeAddr(); err != nil {
-			return result{}, err
+			return nil, err
 		}
 	}
 	args := []string{"serve", "--addr", addr, "--metrics-addr", metricsAddr, "--log-level", "warn",
@@ -158,75 +258,47 @@ func runOnce(ctx context.Context, o options, metrics bool) (result, error) {
 	if o.loops > 0 {
 		args = append(args, "--loops", strconv.Itoa(o.loops))
 	}
-	srv := exec.Command(o.binary, args...)
-	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
-	if err := srv.Start(); err != nil {
-		return result{}, fmt.Errorf("start server: %w", err)
+	l := &load{srv: exec.Command(o.binary, args...)}
+	l.srv.Stdout, l.srv.Stderr = os.Stderr, os.Stderr
+	if err := l.srv.Start(); err != nil {
+		return nil, fmt.Errorf("start server: %w", err)
 	}
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			srv.Process.Kill()
-			<-done
-		}
-	}()
 	if err := waitHealthy(ctx, addr); err != nil {
-		return result{}, err
+		l.stop()
+		return nil, err
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, o.warmup+o.duration+30*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs before wg.Wait: stops the load and the scraper
-
-	var received atomic.Uint64
-	conns, err := connect(ctx, addr, o, &received, &wg)
-	if err != nil {
-		return result{}, err
+	if l.conns, err = connect(ctx, addr, o, &l.received, wg); err != nil {
+		l.stop()
+		return nil, err
 	}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	sendErr := make(chan error, o.rooms)
 	for r := range o.rooms {
-		members := conns[r*o.roomSize : (r+1)*o.roomSize]
-		wg.Go(func() { sendErr <- pace(ctx, members, o.rate/float64(o.rooms), o.msgSize) })
+		members := l.conns[r*o.roomSize : (r+1)*o.roomSize]
+		wg.Go(func() {
+			if err := pace(ctx, members, o.rate/float64(o.rooms), o.msgSize); err != nil {
+				sendErr <- err
+			}
+		})
 	}
 	if metrics {
 		wg.Go(func() { scrapeEverySecond(ctx, "http://"+metricsAddr+"/metrics") })
 	}
+	return l, nil
+}
+
+// stop closes the clients and stops the server.
+func (l *load) stop() {
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.srv.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { l.srv.Wait(); close(done) }()
 	select {
-	case <-time.After(o.warmup):
-	case err := <-sendErr:
-		return result{}, fmt.Errorf("send: %w", err)
-	case <-ctx.Done():
-		return result{}, ctx.Err()
+	case <-done:
+	case <-time.After(15 * time.Second):
+		l.srv.Process.Kill()
+		<-done
 	}
-	cpu0, err := cpuSeconds(srv.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
-	got0, t0 := received.Load(), time.Now()
-	select {
-	case <-time.After(o.duration):
-	case err := <-sendErr:
-		return result{}, fmt.Errorf("send: %w", err)
-	case <-ctx.Done():
-		return result{}, ctx.Err()
-	}
-	cpu1, err := cpuSeconds(srv.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
-	got1, elapsed := received.Load(), time.Since(t0).Seconds()
-	return result{metrics: metrics, cpu: (cpu1 - cpu0) / elapsed, deliveries: float64(got1-got0) / elapsed}, nil
 }
 
 func waitHealthy(ctx context.Context, addr string) error {
