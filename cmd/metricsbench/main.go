@@ -138,6 +138,9 @@ func run(ctx context.Context, o options) error {
 		offCPU = append(offCPU, off.cpuPerMillion())
 		ratios = append(ratios, on.cpuPerMillion()/off.cpuPerMillion())
 	}
+	r := slices.Clone(ratios)
+	slices.Sort(r)
+	fmt.Printf("on/off ratios, sorted: %s\n", strings.Trim(fmt.Sprintf("%.3f", r), "[]"))
 	mOn, mOff := median(onCPU), median(offCPU)
 	fmt.Printf("median CPU s per 1M deliveries: metrics on %.3f, off %.3f (%+.1f %%); median of the pairs' on/off ratios %.3f → overhead %+.1f %%\n",
 		mOn, mOff, (mOn/mOff-1)*100, median(ratios), (median(ratios)-1)*100)
