@@ -64,5 +64,8 @@ loadtest, analyze, report and bench.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd(), newServeCmd())
+	root.AddCommand(newLoadtestCmd())
+	root.AddCommand(newAnalyzeCmd())
+	root.AddCommand(newReportCmd())
 	return root
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -99,6 +100,8 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 	f.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "close connections silent this long")
 	f.DurationVar(&cfg.CloseTimeout, "close-timeout", cfg.CloseTimeout, "wait this long for a client's close frame")
 	f.DurationVar(&cfg.RoomGrace, "room-grace", cfg.RoomGrace, "keep an empty room, and its history, this long")
+	f.StringVar(&cfg.Redis, "redis", "", "Redis URL (redis://host:port/db) that ties nodes into a cluster; empty runs a single node")
+	f.DurationVar(&cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's seq and history from Redis after this long without messages")
 	f.IntVar(&cfg.Loops, "loops", cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
 	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", logFormat, "text or json")

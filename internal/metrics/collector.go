@@ -11,24 +11,26 @@ import (
 	"github.com/scalechat/scalechat/internal/server"
 )
 
-// Collector is a prometheus.Collector that reads a server's Stats at each
-// scrape: the server's hot path increments its own per-loop counters and
-// never touches a Prometheus metric.
+// Collector is a prometheus.Collector that reads a server's Stats (and its
+// broker's) at each scrape: the server's hot path increments its own
+// per-loop counters and never touches a Prometheus metric.
 type Collector struct {
-	stats func() server.Stats
+	srv *server.Server
 
 	connections, accepted, refused, rooms, history *prometheus.Desc
 	messagesIn, deliveries, dropped, disconnects   *prometheus.Desc
 	bytesIn, bytesOut, brokerOut, brokerIn         *prometheus.Desc
 	processing                                     *prometheus.Desc
+
+	// Only in a cluster.
+	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
 }
 
-// NewCollector returns a collector of the figures stats returns, normally
-// (*server.Server).Stats.
-func NewCollector(stats func() server.Stats) *Collector {
+// NewCollector returns a collector of srv's figures.
+func NewCollector(srv *server.Server) *Collector {
 	d := prometheus.NewDesc
 	return &Collector{
-		stats: stats,
+		srv: srv,
 		connections: d(nameConnections,
 			"WebSocket connections open now, counted from the upgrade until the socket is closed.", nil, nil),
 		accepted: d("scalechat_connections_accepted_total",
@@ -55,9 +57,23 @@ func NewCollector(stats func() server.Stats) *Collector {
 		bytesOut: d("scalechat_sent_bytes_total",
 			"WebSocket bytes written to clients, frame headers included.", nil, nil),
 		brokerOut: d("scalechat_broker_messages_published_total",
-			"Messages published to the broker that links the nodes of a cluster; 0 on a single node.", nil, nil),
+			"Messages published to the broker (Redis) that links the nodes of a cluster; 0 on a single node.", nil, nil),
 		brokerIn: d("scalechat_broker_messages_received_total",
-			"Messages received from the broker that links the nodes of a cluster; 0 on a single node.", nil, nil),
+			"Messages received from the broker (Redis) that links the nodes of a cluster, this node's own included; 0 on a single node.", nil, nil),
+		brokerUp: d("scalechat_broker_up",
+			"1 when the broker (Redis) answers, 0 while it is unreachable and the node serves its own members alone. Cluster only.", nil, nil),
+		brokerErrors: d("scalechat_broker_errors_total",
+			"Failed broker (Redis) operations. Cluster only.", nil, nil),
+		brokerLocal: d("scalechat_broker_local_messages_total",
+			"Messages published on this node alone because the broker was unreachable. Cluster only.", nil, nil),
+		brokerGaps: d("scalechat_broker_gap_fills_total",
+			"Messages fetched from the broker's history because its channel missed them. Cluster only.", nil, nil),
+		brokerLost: d("scalechat_broker_unrecovered_total",
+			"Sequence numbers skipped because the broker no longer held their messages. Cluster only.", nil, nil),
+		brokerReconnects: d("scalechat_broker_reconnects_total",
+			"Reconnections to the broker. Cluster only.", nil, nil),
+		brokerRooms: d("scalechat_broker_rooms",
+			"Rooms this node is subscribed to at the broker. Cluster only.", nil, nil),
 		processing: d(nameProcessing,
 			"Time from the event loop waking up with a client's message to read until the end of the flush that wrote it to the loop's last member of the room; counted once per message and event loop with members.",
 			nil, nil),
@@ -69,6 +85,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
+		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 	} {
 		ch <- d
 	}
@@ -76,7 +93,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.stats()
+	st := c.srv.Stats()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -109,8 +126,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.bytesIn, st.BytesIn)
 	counter(c.bytesOut, st.BytesOut)
-	counter(c.brokerOut, st.BrokerOut)
-	counter(c.brokerIn, st.BrokerIn)
+	bs, cluster := c.srv.BrokerStats()
+	counter(c.brokerOut, bs.Published)
+	counter(c.brokerIn, bs.Received)
+	if cluster {
+		up := 0.0
+		if bs.Up {
+			up = 1
+		}
+		gauge(c.brokerUp, up)
+		counter(c.brokerErrors, bs.Errors)
+		counter(c.brokerLocal, bs.Local)
+		counter(c.brokerGaps, bs.Gaps)
+		counter(c.brokerLost, bs.Unrecovered)
+		counter(c.brokerReconnects, bs.Reconnects)
+		gauge(c.brokerRooms, float64(bs.Rooms))
+	}
 
 	h := st.Processing
 	buckets := make(map[float64]uint64, len(h.Bounds))

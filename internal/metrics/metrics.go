@@ -52,7 +52,7 @@ func New(srv *server.Server, opts Options) *Metrics {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		NewCollector(srv.Stats),
+		NewCollector(srv),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

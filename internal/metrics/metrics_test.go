@@ -14,6 +14,7 @@ import (
 
 	gws "github.com/gobwas/ws"
 
+	"github.com/scalechat/scalechat/internal/redistest"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -257,6 +258,75 @@ func TestMetricsEndpoints(t *testing.T) {
 		if resp.StatusCode != tt.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), tt.contentType) ||
 			!strings.Contains(string(b), tt.contains) {
 			t.Errorf("GET %s: %s %q, body %.80q", tt.path, resp.Status, resp.Header.Get("Content-Type"), b)
+		}
+	}
+}
+
+// TestBrokerMetrics checks the broker's series on a one-node cluster: its
+// own messages go to Redis and come back.
+func TestBrokerMetrics(t *testing.T) {
+	redis := redistest.Start(t)
+	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
+	deadline := time.Now().Add(20 * time.Second)
+	for value(n.scrape(t), "scalechat_broker_up", "") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker never came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, b := join(t, n.chatAddr, "c"), join(t, n.chatAddr, "c")
+	for i := range 3 {
+		a.sendText(fmt.Sprintf(`{"text":"%d"}`, i))
+		a.next()
+		b.next()
+	}
+	want := map[string]float64{
+		"scalechat_broker_up":                       1,
+		"scalechat_broker_messages_published_total": 3,
+		"scalechat_broker_messages_received_total":  3,
+		"scalechat_broker_rooms":                    1,
+		"scalechat_broker_errors_total":             0,
+		"scalechat_broker_local_messages_total":     0,
+		"scalechat_broker_gap_fills_total":          0,
+		"scalechat_broker_unrecovered_total":        0,
+		"scalechat_broker_reconnects_total":         0,
+		"scalechat_messages_delivered_total":        6,
+		// Timed from the broker's delivery, once per loop with members.
+		"scalechat_message_processing_seconds": 6,
+	}
+	var diffs []string
+	for {
+		families := n.scrape(t)
+		diffs = diffs[:0]
+		for name, v := range want {
+			if got := value(families, name, ""); got != v {
+				diffs = append(diffs, fmt.Sprintf("%s = %g, want %g", name, got, v))
+			}
+		}
+		if len(diffs) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sort.Strings(diffs)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+}
+
+// A single node has no broker: the two message counters are 0, and the
+// broker's health series are absent rather than claiming an outage.
+func TestSingleNodeHasNoBrokerHealth(t *testing.T) {
+	n := startNode(t, nil, Options{})
+	families := n.scrape(t)
+	for name := range clusterOnly {
+		if families[name] != nil {
+			t.Errorf("a single node exposes %s", name)
+		}
+	}
+	for _, name := range []string{"scalechat_broker_messages_published_total", "scalechat_broker_messages_received_total"} {
+		if v := value(families, name, ""); v != 0 {
+			t.Errorf("%s = %g", name, v)
 		}
 	}
 }

@@ -19,6 +19,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/server"
 )
 
 // repoFile returns the path of a file of the repository, from this package.
@@ -93,9 +96,23 @@ func grafanaExprs(t testing.TB) []string {
 // metricNames returns the metric names an expression uses.
 var metricName = regexp.MustCompile(`\b(?:scalechat|process|go)_[a-z0-9_]+\b`)
 
+// clusterOnly are the series a node exposes only with a broker.
+var clusterOnly = map[string]bool{
+	"scalechat_broker_up": true, "scalechat_broker_errors_total": true, "scalechat_broker_local_messages_total": true,
+	"scalechat_broker_gap_fills_total": true, "scalechat_broker_unrecovered_total": true,
+	"scalechat_broker_reconnects_total": true, "scalechat_broker_rooms": true,
+}
+
 func TestGrafanaDashboardMetricsExist(t *testing.T) {
-	n := startNode(t, nil, Options{})
+	// A node of a cluster exposes every series, the broker's included.
+	redis := redistest.Start(t)
+	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
 	families := n.scrape(t)
+	for name := range clusterOnly {
+		if families[name] == nil {
+			t.Errorf("a cluster node lacks %s", name)
+		}
+	}
 	used := map[string]bool{}
 	for _, e := range grafanaExprs(t) {
 		for _, name := range metricName.FindAllString(e, -1) {
@@ -181,7 +198,15 @@ func (s promSample) value() string { v, _ := s.Value[1].(string); return v }
 // runs every query of the Grafana dashboard there.
 func TestPrometheusScrapesANode(t *testing.T) {
 	prom := prometheusTool(t, "prometheus")
-	n := startNode(t, nil, Options{})
+	// A node of a cluster, so that the broker's series are there too.
+	redis := redistest.Start(t)
+	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
+	for deadline := time.Now().Add(20 * time.Second); value(n.scrape(t), "scalechat_broker_up", "") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker never came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	// Known traffic: 5 messages in a room of 2 on the two loops.
 	a, b := join(t, n.chatAddr, "p"), join(t, n.chatAddr, "p")
@@ -256,7 +281,8 @@ scrape_configs:
 		{`scalechat_connections`, "2"},
 		{`scalechat_rooms`, "1"},
 		{`scalechat_message_processing_seconds_count`, "10"},
-		{`scalechat_broker_messages_published_total`, "0"},
+		{`scalechat_broker_messages_published_total`, "5"},
+		{`scalechat_broker_up`, "1"},
 		{`count(scalechat_disconnects_total)`, "12"},
 	}
 	for _, tt := range tests {

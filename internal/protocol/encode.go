@@ -12,10 +12,24 @@ import (
 // wrote it, except "type", "room", "seq" and "server_at". room must be a
 // valid room name.
 func AppendChat(dst []byte, room string, seq uint64, serverAt time.Time, f *Frame, data []byte) []byte {
+	dst, at := AppendChatDraft(dst, room, serverAt, f, data)
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	dst = append(dst, d...) // grow by the digits, then shift the tail right
+	copy(dst[at+len(d):], dst[at:len(dst)-len(d)])
+	copy(dst[at:], d)
+	return dst
+}
+
+// AppendChatDraft appends the chat frame of AppendChat without its seq, and
+// returns where the seq's digits belong: the frame for seq n is
+// draft[:seqAt] + n + draft[seqAt:]. It lets a message be encoded before a
+// cluster broker has given it its seq.
+func AppendChatDraft(dst []byte, room string, serverAt time.Time, f *Frame, data []byte) (draft []byte, seqAt int) {
 	dst = append(dst, `{"room":`...)
 	dst = appendString(dst, room)
 	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, seq, 10)
+	seqAt = len(dst)
 	dst = append(dst, `,"server_at":"`...)
 	dst = appendTime(dst, serverAt)
 	dst = append(dst, '"')
@@ -29,7 +43,7 @@ func AppendChat(dst []byte, room string, seq uint64, serverAt time.Time, f *Fram
 		dst = append(dst, ':')
 		dst = append(dst, data[s.val:s.end]...)
 	}
-	return append(dst, '}')
+	return append(dst, '}'), seqAt
 }
 
 // AppendJoined appends a "joined" frame to dst.

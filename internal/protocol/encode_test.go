@@ -243,3 +243,19 @@ func TestAppendKeepsDst(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendChatDraftMatchesAppendChat(t *testing.T) {
+	var f Frame
+	data := []byte(`{"text":"hi","message_id":7,"x":[1,2]}`)
+	if err := ParseFrame(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
+	for _, seq := range []uint64{0, 1, 42, 18446744073709551615} {
+		want := string(AppendChat([]byte("prefix"), "r", seq, at, &f, data))
+		draft, i := AppendChatDraft([]byte("prefix"), "r", at, &f, data)
+		if got := string(draft[:i]) + strconv.FormatUint(seq, 10) + string(draft[i:]); got != want {
+			t.Errorf("seq %d: draft gives %s, want %s", seq, got, want)
+		}
+	}
+}

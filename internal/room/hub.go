@@ -20,6 +20,7 @@ type Hub struct {
 	queues  []*Queue
 	history int
 	grace   time.Duration
+	broker  Broker // nil on a single node
 
 	rooms          atomic.Int64
 	historyEntries atomic.Int64
@@ -46,6 +47,10 @@ func (h *Hub) shard(name []byte) *shard {
 	return &h.shards[x%shardCount]
 }
 
+// SetBroker makes the hub part of a cluster. It must be called before the
+// first Join.
+func (h *Hub) SetBroker(b Broker) { h.broker = b }
+
 // Join makes a connection on loop a member of the room called name, creating
 // the room when needed, and returns the room and what the member should be
 // sent first (see JoinResult). History messages are appended to dst.
@@ -54,12 +59,17 @@ func (h *Hub) Join(name []byte, loop int, since uint64, hasSince bool, dst []Mes
 	for {
 		s.mu.Lock()
 		r := s.rooms[string(name)]
-		if r == nil {
-			r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues))}
+		created := r == nil
+		if created {
+			r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
+				loaded: h.broker == nil, waiting: make([]bool, len(h.queues)), emptySince: time.Now()}
 			s.rooms[r.name] = r
 			h.rooms.Add(1)
 		}
 		s.mu.Unlock()
+		if created && h.broker != nil {
+			h.broker.Subscribe(r.name)
+		}
 		if res, ok := r.join(loop, since, hasSince, dst); ok {
 			return r, res
 		}
@@ -68,6 +78,10 @@ func (h *Hub) Join(name []byte, loop int, since uint64, hasSince bool, dst []Mes
 
 // Lookup returns the room called name, or nil when it does not exist.
 func (h *Hub) Lookup(name []byte) *Room {
+	return h.lookup(name)
+}
+
+func (h *Hub) lookup(name []byte) *Room {
 	s := h.shard(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,7 +98,7 @@ func (h *Hub) HistoryEntries() int64 { return h.historyEntries.Load() }
 // Sweep frees the rooms that have been empty for the grace period and
 // returns how many it freed.
 func (h *Hub) Sweep(now time.Time) int {
-	freed := 0
+	var freed []string
 	for i := range h.shards {
 		s := &h.shards[i]
 		s.mu.Lock()
@@ -95,14 +109,19 @@ func (h *Hub) Sweep(now time.Time) int {
 				delete(s.rooms, name)
 				h.historyEntries.Add(-int64(r.hist.n))
 				r.hist = history{}
-				freed++
+				freed = append(freed, name)
 			}
 			r.mu.Unlock()
 		}
 		s.mu.Unlock()
 	}
-	h.rooms.Add(-int64(freed))
-	return freed
+	h.rooms.Add(-int64(len(freed)))
+	if h.broker != nil {
+		for _, name := range freed {
+			h.broker.Unsubscribe(name)
+		}
+	}
+	return len(freed)
 }
 
 // Run sweeps empty rooms until ctx is done.
@@ -123,5 +142,110 @@ func (h *Hub) Run(ctx context.Context) {
 		case now := <-t.C:
 			h.Sweep(now)
 		}
+	}
+}
+
+// Entry is a message as a broker holds it: its seq and its JSON.
+type Entry struct {
+	Seq     uint64
+	Payload []byte
+}
+
+// Loaded finishes loading a room from the broker: seq is the room's latest
+// seq and tail its latest messages in seq order (what the broker's history
+// holds, at most the hub's history size). Joiners waiting on any loop are
+// told to join again.
+func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loaded || r.closed {
+		return
+	}
+	for _, e := range tail {
+		if e.Seq > r.seq {
+			r.appendLocked(e.Seq, textFrame(e.Payload), 0)
+		}
+	}
+	r.seq = max(r.seq, seq)
+	for _, m := range r.early {
+		if m.Seq > r.seq {
+			r.appendLocked(m.Seq, m.Frame, 0)
+		}
+	}
+	r.early = nil
+	r.loaded = true
+	for i, w := range r.waiting {
+		if w {
+			r.waiting[i] = false
+			h.queues[i].push(Delivery{Room: r, Ready: true})
+		}
+	}
+}
+
+// Deliver brings a message the broker ordered to this node's members of the
+// room. Messages at or below the room's seq are duplicates and dropped; a
+// broker that sees a gap fills it (see Seq) before delivering past it.
+func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
+	received := time.Now().UnixNano() // the processing time starts when the broker brings the message
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	frame := textFrame(payload)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+	case !r.loaded:
+		r.early = append(r.early, Message{Seq: seq, Frame: frame})
+	case seq > r.seq:
+		r.appendLocked(seq, frame, received)
+	}
+}
+
+// PublishLocal publishes a message on this node only, with the next local
+// seq: what a node does while its broker is unreachable, so that its own
+// members keep talking.
+func (h *Hub) PublishLocal(name string, prefix, suffix []byte) {
+	received := time.Now().UnixNano()
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix), received)
+	}
+}
+
+// Seq returns the latest seq of the room called name on this node, and
+// whether the room is here and loaded.
+func (h *Hub) Seq(name string) (uint64, bool) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seq, r.loaded && !r.closed
+}
+
+// Skip moves the room's seq forward to seq without messages: the broker
+// could not bring the ones in between (they fell out of its history, or
+// were published on a node cut off from it).
+func (h *Hub) Skip(name string, seq uint64) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loaded && seq > r.seq {
+		r.seq = seq
 	}
 }

@@ -3,10 +3,12 @@ package room
 import "sync"
 
 // Delivery asks an event loop to send a room's message to the loop's local
-// members of that room.
+// members of that room, or, with Ready set, tells the loop that the room has
+// loaded and its waiting joiners may join now.
 type Delivery struct {
 	Room *Room
 	Message
+	Ready bool
 	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 

@@ -2,17 +2,37 @@
 // event loop), the room's sequence numbers and its bounded history, and the
 // fan-out of each published message to the event loops that have members.
 //
-// A message flows: a loop reads a frame and calls Room.Publish, which under
-// the room's lock assigns the next seq, stores the encoded frame in the
-// history ring and pushes one Delivery to the Queue of every loop with local
-// members; each loop then writes the frame to its members. Rooms never touch
+// A message flows: a loop reads a frame and calls Room.Publish. On a single
+// node the room, under its lock, assigns the next seq, builds the frame,
+// stores it in the history ring and pushes one Delivery to the Queue of
+// every loop with local members; each loop then writes the frame to its
+// members. In a cluster the room hands the message to the Broker instead,
+// which gives it its global seq and brings it back to every node through
+// Hub.Deliver, where the same fan-out happens. Rooms never touch
 // connections, and loops never take a room's lock while delivering.
 package room
 
 import (
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/ws"
 )
+
+// Broker ties the rooms of many nodes together and gives each room one order
+// across them. *broker.Redis implements it; a single node has none.
+type Broker interface {
+	// Publish sends a message into room; prefix + seq + suffix is its JSON
+	// once the broker has given it a seq. Every node subscribed to the room,
+	// this one included, gets it through Hub.Deliver. Publish must not block.
+	Publish(room string, prefix, suffix []byte)
+	// Subscribe starts bringing room's messages to this node; the broker
+	// answers once with Hub.Loaded.
+	Subscribe(room string)
+	// Unsubscribe stops bringing room's messages to this node.
+	Unsubscribe(room string)
+}
 
 // Room is one chat room on this node.
 type Room struct {
@@ -26,21 +46,60 @@ type Room struct {
 	members    int
 	emptySince time.Time
 	closed     bool // freed by the hub: joiners must look the room up again
+
+	// In a cluster a room is loaded (latest seq and history) from the broker
+	// before anyone can join; joiners on a loop wait for a Ready delivery.
+	loaded  bool
+	waiting []bool    // loops with joiners waiting for the room to load
+	early   []Message // messages the broker delivered before the load finished
 }
 
 // Name returns the room's name.
 func (r *Room) Name() string { return r.name }
 
-// Publish assigns the next seq, lets encode build the message's frame for
-// that seq, appends it to the history and queues it for every loop with
-// members, all in one critical section: that is what gives every member the
-// room's messages in one order. encode must not call back into the room.
-// received (unix nanoseconds) is when the message was read; it travels with
-// the deliveries so that loops can measure the processing time.
-func (r *Room) Publish(received int64, encode func(seq uint64) []byte) uint64 {
+// Publish publishes a message whose JSON is draft with the seq's digits
+// inserted at seqAt (see protocol.AppendChatDraft). On a single node the
+// message is in the room's history and on its way to every member when
+// Publish returns; in a cluster it is on its way to the broker. received
+// (unix nanoseconds) is when the message was read: on a single node it
+// travels with the deliveries so that loops can measure the processing
+// time; in a cluster the clock starts when the broker brings it back.
+func (r *Room) Publish(draft []byte, seqAt int, received int64) {
+	if b := r.hub.broker; b != nil {
+		b.Publish(r.name, draft[:seqAt], draft[seqAt:])
+		return
+	}
 	r.mu.Lock()
-	r.seq++
-	m := Message{Seq: r.seq, Frame: encode(r.seq)}
+	r.appendLocked(r.seq+1, buildFrame(draft[:seqAt], r.seq+1, draft[seqAt:]), received)
+	r.mu.Unlock()
+}
+
+// buildFrame returns a new text frame holding prefix + seq + suffix.
+func buildFrame(prefix []byte, seq uint64, suffix []byte) []byte {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	n := len(prefix) + len(d) + len(suffix)
+	frame := make([]byte, 0, ws.HeaderSize(n, false)+n)
+	frame = ws.AppendHeader(frame, ws.Header{Fin: true, OpCode: ws.OpText, Length: int64(n)})
+	frame = append(frame, prefix...)
+	frame = append(frame, d...)
+	return append(frame, suffix...)
+}
+
+// textFrame returns a new text frame holding payload.
+func textFrame(payload []byte) []byte {
+	frame := make([]byte, 0, ws.HeaderSize(len(payload), false)+len(payload))
+	return ws.AppendFrame(frame, ws.OpText, true, payload)
+}
+
+// appendLocked makes seq the room's latest message: history, then every
+// loop with members. Pushing under the room's lock is what gives every
+// member the room's messages in one order. received is when the message
+// reached this node (unix nanoseconds; 0 for history loaded from the
+// broker, which is not timed).
+func (r *Room) appendLocked(seq uint64, frame []byte, received int64) {
+	r.seq = seq
+	m := Message{Seq: seq, Frame: frame}
 	if r.hist.add(m) {
 		r.hub.historyEntries.Add(1)
 	}
@@ -49,12 +108,11 @@ func (r *Room) Publish(received int64, encode func(seq uint64) []byte) uint64 {
 			r.hub.queues[i].push(Delivery{Room: r, Message: m, Received: received})
 		}
 	}
-	r.mu.Unlock()
-	return m.Seq
 }
 
 // JoinResult describes the room as a new member finds it.
 type JoinResult struct {
+	Pending  bool      // the room is loading from the broker: join again after its Ready delivery
 	Seq      uint64    // latest seq: later messages come through the loop's queue
 	Members  int       // members after joining, this one included
 	History  []Message // the messages to replay, in seq order, all with Seq ≤ the Seq field
@@ -69,6 +127,10 @@ func (r *Room) join(loop int, since uint64, hasSince bool, dst []Message) (JoinR
 	defer r.mu.Unlock()
 	if r.closed {
 		return JoinResult{}, false
+	}
+	if !r.loaded {
+		r.waiting[loop] = true
+		return JoinResult{Pending: true}, true
 	}
 	r.local[loop]++
 	r.members++

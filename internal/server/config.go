@@ -35,6 +35,8 @@ type Config struct {
 	CloseTimeout     time.Duration // wait for the peer's close frame
 	RoomGrace        time.Duration // keep an empty room (and its history) this long
 	Loops            int           // event loops; 0: GOMAXPROCS
+	Redis            string        // redis://host:port/db ties nodes into a cluster; empty: a single node
+	RedisTTL         time.Duration // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime   bool          // record Stats.Processing; false (the zero value) saves its clock reads
 	Logger           *slog.Logger
 }

@@ -43,6 +43,7 @@ type conn struct {
 
 	rooms   []membership
 	urlRoom *room.Room // where messages without "room" go; nil once left
+	waiting []string   // rooms being loaded from the broker before this connection can join them
 
 	tokens, abuse float64 // rate limiter buckets
 	lastRefill    int64   // unix nanoseconds
@@ -211,10 +212,9 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		c.sendError("not_joined", "not a member of this room", f)
 		return
 	}
-	r.Publish(l.nowNano, func(seq uint64) []byte {
-		l.enc = protocol.AppendChat(l.enc[:0], r.Name(), seq, time.Now(), f, data)
-		return frameOf(l.enc)
-	})
+	var seqAt int
+	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
+	r.Publish(l.enc, seqAt, l.nowNano)
 }
 
 // frameOf returns a new unmasked text frame holding payload.
@@ -249,15 +249,24 @@ func (c *conn) membershipOf(name []byte) int {
 }
 
 func (c *conn) onJoin(f *protocol.Frame) {
-	if c.membershipOf(f.Room) >= 0 {
+	if c.membershipOf(f.Room) >= 0 || c.isWaiting(f.Room) {
 		c.sendError("already_joined", "already a member of this room", f)
 		return
 	}
-	if len(c.rooms) >= c.loop.srv.cfg.MaxRoomsPerConn {
+	if len(c.rooms)+len(c.waiting) >= c.loop.srv.cfg.MaxRoomsPerConn {
 		c.sendError("too_many_rooms", c.loop.roomsMessage, f)
 		return
 	}
-	c.join(f.Room, f.Since, f.HasSince)
+	c.join(f.Room, f.Since, f.HasSince, false)
+}
+
+func (c *conn) isWaiting(name []byte) bool {
+	for _, w := range c.waiting {
+		if w == string(name) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) onLeave(f *protocol.Frame) {
@@ -272,10 +281,17 @@ func (c *conn) onLeave(f *protocol.Frame) {
 }
 
 // join makes c a member of the room called name and queues the joined
-// frame and the history replay.
-func (c *conn) join(name []byte, since uint64, hasSince bool) *room.Room {
+// frame and the history replay. In a cluster the room may first have to
+// load from the broker: c then waits, and the loop joins it again when the
+// room is ready. url says the room is the one of the connection's URL.
+func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
 	l := c.loop
 	r, res := l.srv.hub.Join(name, l.id, since, hasSince, l.hist[:0])
+	if res.Pending {
+		c.waiting = append(c.waiting, r.Name())
+		l.pending[r] = append(l.pending[r], pendingJoin{c: c, since: since, hasSince: hasSince, url: url})
+		return
+	}
 	l.hist = res.History
 	lr := l.rooms[r]
 	if lr == nil {
@@ -284,6 +300,9 @@ func (c *conn) join(name []byte, since uint64, hasSince bool) *room.Room {
 	}
 	lr.members = append(lr.members, member{c: c, minSeq: res.Seq})
 	c.rooms = append(c.rooms, membership{room: r, local: lr, idx: len(lr.members) - 1})
+	if url {
+		c.urlRoom = r
+	}
 	c.enqueueOwnJSON(protocol.AppendJoined(l.enc[:0], r.Name(), res.Seq, res.Members, len(res.History)))
 	if res.Gap {
 		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), since, res.FirstSeq))
@@ -292,7 +311,6 @@ func (c *conn) join(name []byte, since uint64, hasSince bool) *room.Room {
 		c.enqueueShared(m.Frame)
 	}
 	clear(l.hist)
-	return r
 }
 
 // leave removes c from c.rooms[i] and returns the room's latest seq.

@@ -30,6 +30,14 @@ type member struct {
 	minSeq uint64
 }
 
+// pendingJoin is a join waiting for its room to load from the broker.
+type pendingJoin struct {
+	c        *conn
+	since    uint64
+	hasSince bool
+	url      bool
+}
+
 // localRoom is the part of a room's membership that lives on one loop.
 type localRoom struct {
 	members []member
@@ -66,6 +74,7 @@ type loop struct {
 	conns      []*conn // by fd
 	nconns     int
 	rooms      map[*room.Room]*localRoom
+	pending    map[*room.Room][]pendingJoin
 	dirty      []*conn // connections with frames to write
 	slow       []*conn // slow consumers to close once delivery is done
 	deliveries []room.Delivery
@@ -97,6 +106,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		srv:          srv,
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
+		pending:      make(map[*room.Room][]pendingJoin),
 		readBuf:      make([]byte, max(readBufferSize, srv.cfg.MaxMessageSize+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
@@ -207,7 +217,7 @@ func (l *loop) add(cmd command) {
 		c.closeWith(ws.CloseGoingAway, "server shutting down")
 		return
 	}
-	c.urlRoom = c.join([]byte(cmd.room), cmd.since, cmd.hasSince)
+	c.join([]byte(cmd.room), cmd.since, cmd.hasSince, true)
 	l.schedule(c, l.nowNano+int64(l.srv.cfg.PingInterval))
 	if len(cmd.pending) > 0 {
 		c.pending = cmd.pending
@@ -290,6 +300,10 @@ func (l *loop) deliver() {
 	timed := l.srv.cfg.ProcessingTime
 	for i := range l.deliveries {
 		d := &l.deliveries[i]
+		if d.Ready {
+			l.joinWaiting(d.Room)
+			continue
+		}
 		lr := l.rooms[d.Room]
 		if lr == nil {
 			continue
@@ -310,6 +324,28 @@ func (l *loop) deliver() {
 	}
 	clear(l.slow)
 	l.slow = l.slow[:0]
+}
+
+// joinWaiting joins the connections that waited for r to load.
+func (l *loop) joinWaiting(r *room.Room) {
+	waiting := l.pending[r]
+	delete(l.pending, r)
+	for _, pj := range waiting {
+		c := pj.c
+		if c.state != stateOpen {
+			continue
+		}
+		for i, w := range c.waiting {
+			if w == r.Name() {
+				c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
+				break
+			}
+		}
+		if len(c.waiting) == 0 {
+			c.waiting = nil
+		}
+		c.join([]byte(r.Name()), pj.since, pj.hasSince, pj.url)
+	}
 }
 
 func (l *loop) flushDirty() {

@@ -13,17 +13,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/webui"
 )
 
 // Server is a scalechat chat server.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	hub   *room.Hub
-	loops []*loop
-	http  *http.Server
+	cfg    Config
+	log    *slog.Logger
+	hub    *room.Hub
+	broker *broker.Redis // nil on a single node
+	loops  []*loop
+	http   *http.Server
 
 	next     atomic.Uint32 // round-robin loop choice
 	conns    atomic.Int64
@@ -53,6 +55,17 @@ func New(cfg Config) (*Server, error) {
 		queues[i] = l.queue
 	}
 	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
+	if cfg.Redis != "" {
+		b, err := broker.New(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
+		if err != nil {
+			for _, l := range s.loops {
+				l.poller.Close()
+			}
+			return nil, err
+		}
+		s.broker = b
+		s.hub.SetBroker(b)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
@@ -86,6 +99,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	wg.Go(func() { s.hub.Run(hubCtx) })
+	brokerCtx, stopBroker := context.WithCancel(context.Background())
+	if s.broker != nil {
+		wg.Go(func() {
+			if err := s.broker.Run(brokerCtx); err != nil {
+				s.log.Debug("broker closed", "err", err)
+			}
+		})
+	}
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- s.http.Serve(ln) })
 	s.ready.Store(true)
@@ -100,6 +121,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.shutdown()
 	stopHub()
+	stopBroker()
 	wg.Wait()
 	if err == nil {
 		select {
@@ -148,5 +170,21 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "shutting down")
 		return
 	}
+	if s.broker != nil && !s.broker.Up() {
+		// Still serving this node's members: a load balancer should keep
+		// sending clients here, so the status stays 200.
+		w.Header().Set("X-Scalechat-Degraded", "redis")
+		fmt.Fprintln(w, "degraded: redis unreachable, serving local members only")
+		return
+	}
 	fmt.Fprintln(w, "ready")
+}
+
+// BrokerStats returns the cluster broker's counters, and false on a single
+// node.
+func (s *Server) BrokerStats() (broker.Stats, bool) {
+	if s.broker == nil {
+		return broker.Stats{}, false
+	}
+	return s.broker.Stats(), true
 }

@@ -128,16 +128,12 @@ type Stats struct {
 	Disconnects    map[int]uint64    // by close code; 0 for codes not listed
 
 	// Processing is the message processing time: from the loop waking up
-	// with a client's frame to read until the end of the flush that wrote
-	// the message to the last member on a loop. A message delivered on k
+	// with a client's frame to read (in a cluster: from the broker bringing
+	// the message to the node) until the end of the flush that wrote the
+	// message to the last member on a loop. A message delivered on k
 	// loops counts k times, once per loop, so that no delivery needs a
 	// counter shared across loops. Empty when Config.ProcessingTime is off.
 	Processing Histogram
-
-	// BrokerOut and BrokerIn count the messages published to and received
-	// from the broker that links the nodes of a cluster. They stay 0 on a
-	// single node: the broker does not exist yet.
-	BrokerOut, BrokerIn uint64
 }
 
 // Stats returns a snapshot of the server's counters.

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/version"
+)
+
+// Exit codes of loadtest.
+const (
+	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker
+	exitUsage       = 2   // bad flags or a plan the machine cannot hold
+	exitInterrupted = 130 // stopped by Ctrl+C without other failures
+)
+
+func newLoadtestCmd() *cobra.Command {
+	var (
+		step      loadtest.Step
+		cfg       loadtest.Config
+		scenario  string
+		sources   string
+		shard     string
+		pause     time.Duration
+		connTO    time.Duration
+		isWorker  bool
+		roomPfx   string
+		dryRun    bool
+		msgFreq   time.Duration
+		duration  time.Duration
+		drain     time.Duration
+		stepName  string
+		outFlag   string
+		loopCount int
+	)
+	cmd := &cobra.Command{
+		Use:   "loadtest",
+		Short: "Simulate thousands of chat clients and record every message sent and received",
+		Long: `loadtest starts many WebSocket chat clients in this process (or in --workers child
+processes), puts them in rooms, makes each send a message every --msg-frequency on an
+open-loop schedule, and writes one CSV row per message sent and per message received
+(docs/csv.md), plus <out without .csv>.meta.json. Latency is measured from the instant a message was
+due, so a slow server's queueing counts (no coordinated omission).
+
+Each step connects its clients at --ramp per second, waits until every client has joined,
+sends for --duration, stops sending, waits up to --drain for messages in flight, closes
+every connection with 1000 and prints a summary row. A scenario file (--scenario) runs
+several steps one after another (see scenarios/ and docs/loadtest.md).
+
+Ctrl+C stops sending, drains and closes; a second Ctrl+C stops at once. Either way the
+CSV holds whole rows only. The exit code is 1 when a step had connection errors or lost
+more than --max-loss of its expected deliveries, 2 for a plan the machine cannot hold,
+130 after Ctrl+C.`,
+		Example: `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
+  scalechat loadtest --url ws://127.0.0.1:8080/ws --rooms 10 --room-size 20 --duration 30s
+
+  # a sweep from a scenario file, results gzipped
+  scalechat loadtest --scenario scenarios/one-room-sweep.yaml --out results/sweep.csv.gz
+
+  # 30,000 clients over 2 worker processes and 4 source addresses
+  scalechat loadtest --rooms 7500 --room-size 4 --workers 2 --source-ips 127.0.0.1-127.0.0.4
+
+  # part 2 of 4 of a scenario spread over machines (e.g. a Kubernetes Indexed Job)
+  scalechat loadtest --scenario s.yaml --shard ${JOB_COMPLETION_INDEX}/4 --room-prefix run42 \
+      --out results/run42.shard${JOB_COMPLETION_INDEX}.csv
+
+  # any WebSocket echo server
+  scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			hard, stopSignals := secondInterrupt(ctx)
+			defer stopSignals()
+			if isWorker {
+				if err := loadtest.RunWorker(ctx, hard, c.InOrStdin(), c.OutOrStdout()); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				return nil
+			}
+			stderr := c.ErrOrStderr()
+
+			step.Name = stepName
+			step.MsgFrequency = loadtest.Duration(msgFreq)
+			step.Duration = loadtest.Duration(duration)
+			step.Drain = loadtest.Duration(drain)
+			cfg.Steps = []loadtest.Step{step}
+			cfg.Pause = loadtest.Duration(pause)
+			if scenario != "" {
+				sc, err := loadtest.LoadScenario(scenario, step)
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				cfg.Steps = sc.Steps
+				cfg.Scenario = sc.Name
+				if sc.Pause != nil && !c.Flags().Changed("pause") {
+					cfg.Pause = *sc.Pause
+				}
+			}
+			var err error
+			if cfg.SourceIPs, err = loadtest.ParseSourceIPs(sources); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if shard != "" {
+				if cfg.Shard, cfg.Shards, err = loadtest.ParseShard(shard); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+			}
+			cfg.RoomPrefix = roomPfx
+			if cfg.RoomPrefix == "" {
+				if cfg.Shards > 1 {
+					return &exitError{code: exitUsage, err: errors.New("--shard needs --room-prefix, the same for every shard of the run")}
+				}
+				cfg.RoomPrefix = newRunID()
+			}
+			cfg.ConnectTimeout = loadtest.Duration(connTO)
+			cfg.Loops = loopCount
+			if cfg.Loops == 0 {
+				cfg.Loops = runtime.GOMAXPROCS(0)
+			}
+			cfg.Out = outFlag
+			if cfg.Out == "" {
+				cfg.Out = "results/" + time.Now().Format("20060102-150405") + ".csv"
+			}
+			cfg.Args = os.Args[1:]
+			if err := cfg.Validate(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			m := loadtest.InspectMachine()
+			fmt.Fprintln(stderr, m)
+			if err := m.Check(&cfg); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			fmt.Fprintf(stderr, "run: %d step(s), room prefix %s, %d worker(s), shard %d/%d, writing %s\n",
+				len(cfg.Steps), cfg.RoomPrefix, cfg.Workers, cfg.Shard, cfg.Shards, cfg.Out)
+			if dryRun {
+				return nil
+			}
+			res, err := loadtest.Run(ctx, hard, &cfg, loadtest.Options{
+				Stdout: c.OutOrStdout(), Stderr: stderr, TTY: isTerminal(stderr), Machine: m,
+				Version: version.Version(), WorkerArgs: []string{"loadtest", "--internal-worker"},
+			})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			if len(res.Failures) > 0 {
+				return &exitError{code: exitFailed, err: fmt.Errorf("%d failure(s):\n  %s", len(res.Failures), strings.Join(res.Failures, "\n  "))}
+			}
+			if res.Interrupted {
+				return &exitError{code: exitInterrupted, err: errors.New("interrupted; the results cover what ran")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; in chat mode the room is appended as /{room}")
+	f.StringVar(&cfg.Protocol, "protocol", loadtest.ProtocolChat, "chat (scalechat's protocol) or echo (any WebSocket echo server, --url used as is)")
+	f.StringVar(&stepName, "step-name", "s1", "name of the step in the CSV when no --scenario is given")
+	f.IntVar(&step.Rooms, "rooms", 1, "number of rooms")
+	f.IntVar(&step.RoomSize, "room-size", 10, "clients per room (clients = rooms × room size)")
+	f.IntVar(&step.RoomsPerClient, "rooms-per-client", 1, "rooms each client joins: its own plus K-1 chosen at random; it posts into them round robin")
+	f.Float64Var(&step.RoomSkew, "room-skew", 0, "Zipf exponent of the clients' spread over rooms: 0 = even, 1 = a few hot rooms hold most clients")
+	f.DurationVar(&msgFreq, "msg-frequency", time.Second, "interval between two messages of one client; 0 = connect and hold only")
+	f.IntVar(&step.MsgSize, "msg-size", 256, "bytes of text per message")
+	f.DurationVar(&duration, "duration", 30*time.Second, "how long each step sends (or holds, with --msg-frequency 0)")
+	f.Float64Var(&step.Ramp, "ramp", 1000, "new connections per second (for the whole run, all workers and shards)")
+	f.DurationVar(&drain, "drain", 3*time.Second, "after sending stops, wait at most this long for messages in flight")
+	f.StringVar(&scenario, "scenario", "", "YAML scenario file with a list of steps (flags give the defaults); see scenarios/")
+	f.DurationVar(&pause, "pause", 2*time.Second, "pause between steps (a scenario's pause: wins unless this flag is set)")
+	f.StringVar(&outFlag, "out", "", "CSV path, .gz for gzip (default results/<timestamp>.csv); metadata goes to <out without .csv>.meta.json")
+	f.StringVar(&roomPfx, "room-prefix", "", "prefix of room names, unique per run so runs never see each other's history (default: a random run id)")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the room plan (every shard of a run must use the same)")
+	f.StringVar(&sources, "source-ips", "", "local addresses to connect from, e.g. 127.0.0.1-127.0.0.4 (each has its own ephemeral ports)")
+	f.IntVar(&cfg.Workers, "workers", 1, "child processes to spread the clients over (each has its own open-file limit and CSV part)")
+	f.StringVar(&shard, "shard", "", "run only part i of N of the scenario (i/N, 0-based), e.g. one per machine; needs --room-prefix")
+	f.IntVar(&loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
+	f.Float64Var(&cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
+	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error")
+	f.BoolVar(&dryRun, "dry-run", false, "print the machine check and the plan, then exit")
+	f.BoolVar(&isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
+	_ = f.MarkHidden("internal-worker")
+	return cmd
+}
+
+// secondInterrupt returns a context cancelled by the second SIGINT/SIGTERM
+// (the root context already ends at the first).
+func secondInterrupt(ctx context.Context) (context.Context, func()) {
+	hard, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n := 0
+		for {
+			select {
+			case <-sigs:
+				if n++; n >= 2 {
+					cancel()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return hard, func() {
+		signal.Stop(sigs)
+		close(done)
+		<-stopped
+		cancel()
+	}
+}
+
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("lt%x", b)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,284 @@
+// Package loadtest simulates many chat clients against a scalechat server
+// (or any plain WebSocket echo server) and records a CSV row for every
+// message sent and received, so that per-recipient latency and loss can be
+// computed afterwards (see docs/csv.md).
+//
+// Clients live on a few event loops (internal/netpoll) rather than one
+// goroutine each, so one process holds tens of thousands of connections and
+// one core receives and records hundreds of thousands of messages a second.
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Protocols a run can speak.
+const (
+	ProtocolChat = "chat" // scalechat's protocol: rooms, joined frames, broadcast
+	ProtocolEcho = "echo" // any WebSocket echo server: each client gets its own messages back
+)
+
+// Duration is a time.Duration written as "1.5s" in YAML and JSON.
+type Duration time.Duration
+
+// MarshalText writes d as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string such as "250ms" or "1m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. 500ms, 1s, 2m)", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML accepts "1s" and also a bare 0.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "0" {
+		*d = 0
+		return nil
+	}
+	return d.UnmarshalText([]byte(n.Value))
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Step is one phase of a scenario: a population of clients that connect,
+// join their rooms, send for Duration, drain and disconnect.
+type Step struct {
+	Name           string   `yaml:"name" json:"name"`
+	Rooms          int      `yaml:"rooms" json:"rooms"`
+	RoomSize       int      `yaml:"room_size" json:"room_size"`
+	RoomsPerClient int      `yaml:"rooms_per_client" json:"rooms_per_client"`
+	RoomSkew       float64  `yaml:"room_skew" json:"room_skew"`
+	MsgFrequency   Duration `yaml:"msg_frequency" json:"msg_frequency"`
+	MsgSize        int      `yaml:"msg_size" json:"msg_size"`
+	Duration       Duration `yaml:"duration" json:"duration"`
+	Ramp           float64  `yaml:"ramp" json:"ramp"`
+	Drain          Duration `yaml:"drain" json:"drain"`
+}
+
+// Clients is the number of clients of the step (all shards and workers).
+func (s Step) Clients() int { return s.Rooms * s.RoomSize }
+
+var stepNameRE = regexp.MustCompile(`^[^,"\r\n]{1,64}$`)
+
+func (s Step) validate() error {
+	switch {
+	case !stepNameRE.MatchString(s.Name):
+		return fmt.Errorf("step name %q must be 1-64 characters without comma, quote or newline", s.Name)
+	case s.Rooms < 1:
+		return fmt.Errorf("step %s: rooms must be at least 1", s.Name)
+	case s.RoomSize < 1:
+		return fmt.Errorf("step %s: room size must be at least 1", s.Name)
+	case s.Clients() >= 1<<31:
+		return fmt.Errorf("step %s: %d clients is too many", s.Name, s.Clients())
+	case s.RoomsPerClient < 1 || s.RoomsPerClient > s.Rooms:
+		return fmt.Errorf("step %s: rooms per client must be between 1 and the number of rooms (%d)", s.Name, s.Rooms)
+	case s.RoomSkew < 0:
+		return fmt.Errorf("step %s: room skew must not be negative", s.Name)
+	case s.MsgFrequency < 0:
+		return fmt.Errorf("step %s: message frequency must not be negative", s.Name)
+	case s.MsgFrequency > 0 && s.MsgFrequency.D() < 100*time.Microsecond:
+		return fmt.Errorf("step %s: message frequency must be at least 100µs per client", s.Name)
+	case s.MsgSize < 0 || s.MsgSize > 1<<20:
+		return fmt.Errorf("step %s: message size must be between 0 and 1 MiB", s.Name)
+	case s.Duration <= 0:
+		return fmt.Errorf("step %s: duration must be positive", s.Name)
+	case s.Ramp <= 0:
+		return fmt.Errorf("step %s: ramp must be positive (connections per second)", s.Name)
+	case s.Drain < 0:
+		return fmt.Errorf("step %s: drain must not be negative", s.Name)
+	}
+	return nil
+}
+
+// Config is everything one run needs. A parent process hands it to its
+// workers unchanged, with Part set.
+type Config struct {
+	URL            string        `json:"url"`
+	Protocol       string        `json:"protocol"`
+	Scenario       string        `json:"scenario,omitempty"` // name of the scenario file's scenario, if any
+	Steps          []Step        `json:"steps"`
+	Pause          Duration      `json:"pause"`
+	RoomPrefix     string        `json:"room_prefix"`
+	Seed           uint64        `json:"seed"`
+	SourceIPs      []netip.Addr  `json:"source_ips,omitempty"`
+	Workers        int           `json:"workers"`
+	Shard          int           `json:"shard"`
+	Shards         int           `json:"shards"`
+	Loops          int           `json:"loops"`
+	MaxLoss        float64       `json:"max_loss"`
+	ConnectTimeout Duration      `json:"connect_timeout"`
+	Out            string        `json:"out"`
+	Args           []string      `json:"args"`
+	Worker         int           `json:"worker"` // index of this worker process, when Workers > 1
+	NoRecord       bool          `json:"no_record,omitempty"`
+	Progress       time.Duration `json:"-"` // progress interval; 0 = 1s
+}
+
+var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
+
+// Validate checks the configuration and fills defaults for zero fields.
+func (c *Config) Validate() error {
+	if c.Protocol == "" {
+		c.Protocol = ProtocolChat
+	}
+	if c.Protocol != ProtocolChat && c.Protocol != ProtocolEcho {
+		return fmt.Errorf("protocol %q is not chat or echo", c.Protocol)
+	}
+	if _, err := parseTarget(c.URL); err != nil {
+		return err
+	}
+	if len(c.Steps) == 0 {
+		return errors.New("no steps to run")
+	}
+	names := map[string]bool{}
+	for _, s := range c.Steps {
+		if err := s.validate(); err != nil {
+			return err
+		}
+		if names[s.Name] {
+			return fmt.Errorf("two steps are named %q", s.Name)
+		}
+		names[s.Name] = true
+	}
+	if !roomPrefixRE.MatchString(c.RoomPrefix) {
+		return fmt.Errorf("room prefix %q must be 1-40 characters of A-Z a-z 0-9 . _ -", c.RoomPrefix)
+	}
+	if c.Workers < 1 {
+		c.Workers = 1
+	}
+	if c.Shards < 1 {
+		c.Shards = 1
+	}
+	if c.Shard < 0 || c.Shard >= c.Shards {
+		return fmt.Errorf("shard %d/%d: the index must be between 0 and %d", c.Shard, c.Shards, c.Shards-1)
+	}
+	if c.Worker < 0 || c.Worker >= c.Workers {
+		return fmt.Errorf("worker %d of %d does not exist", c.Worker, c.Workers)
+	}
+	if c.Loops < 1 {
+		return errors.New("loops must be at least 1")
+	}
+	if c.MaxLoss < 0 || c.MaxLoss > 1 {
+		return errors.New("max loss must be between 0 and 1")
+	}
+	if c.ConnectTimeout <= 0 {
+		return errors.New("connect timeout must be positive")
+	}
+	return nil
+}
+
+// Parts is the number of processes the scenario's clients are split over.
+func (c *Config) Parts() int { return c.Shards * c.Workers }
+
+// Part is this process's index among Parts.
+func (c *Config) Part() int { return c.Shard*c.Workers + c.Worker }
+
+// target is the parsed --url.
+type target struct {
+	host string         // Host header
+	addr netip.AddrPort // where to connect
+	path string         // path prefix (room is appended as /{room} in chat mode)
+	raw  string
+}
+
+func parseTarget(raw string) (target, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return target{}, fmt.Errorf("url %q is not a ws:// URL", raw)
+	}
+	if u.Scheme != "ws" {
+		return target{}, fmt.Errorf("url %q: only ws:// is supported (no TLS)", raw)
+	}
+	host := u.Host
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		host = u.Hostname()
+	}
+	hn := u.Hostname()
+	if hn == "localhost" {
+		hn = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(hn)
+	if err != nil {
+		return target{}, fmt.Errorf("url %q: the host must be an IP address (or localhost)", raw)
+	}
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(ip.String(), port))
+	if err != nil {
+		return target{}, fmt.Errorf("url %q: bad port", raw)
+	}
+	p := u.EscapedPath()
+	if p == "" {
+		p = "/"
+	}
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return target{host: host, addr: ap, path: p, raw: raw}, nil
+}
+
+// roomPath returns the request path for a client whose URL room is room.
+func (t target) roomPath(room string) string {
+	p, q, _ := strings.Cut(t.path, "?")
+	p = strings.TrimSuffix(p, "/") + "/" + room
+	if q != "" {
+		p += "?" + q
+	}
+	return p
+}
+
+// ParseSourceIPs reads a list such as "127.0.0.1-127.0.0.4,127.0.0.9".
+func ParseSourceIPs(s string) ([]netip.Addr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []netip.Addr
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := netip.ParseAddr(lo)
+		if err != nil {
+			return nil, fmt.Errorf("source address %q is not an IP address", lo)
+		}
+		if !isRange {
+			out = append(out, a)
+			continue
+		}
+		b, err := netip.ParseAddr(hi)
+		if err != nil || b.Less(a) || a.Is4() != b.Is4() {
+			return nil, fmt.Errorf("source range %q is not a range of IP addresses", part)
+		}
+		for x := a; ; x = x.Next() {
+			out = append(out, x)
+			if len(out) > 4096 {
+				return nil, fmt.Errorf("source range %q holds more than 4096 addresses", part)
+			}
+			if x == b {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// ParseShard reads "i/N".
+func ParseShard(s string) (i, n int, err error) {
+	if _, err := fmt.Sscanf(s, "%d/%d", &i, &n); err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("shard %q must be i/N with 0 <= i < N", s)
+	}
+	return i, n, nil
+}

@@ -1,0 +1,185 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+)
+
+// fakeServer is a small goroutine-per-connection chat server speaking
+// docs/protocol.md (joined, history, join, broadcast with seq), with
+// failure injection: dropEvery drops every n-th delivery, delay holds every
+// write back.
+type fakeServer struct {
+	URL       string
+	history   int
+	dropEvery int64
+	delay     time.Duration
+	echo      bool
+
+	mu         sync.Mutex
+	rooms      map[string]*fakeRoom
+	deliveries atomic.Int64
+	conns      sync.WaitGroup
+}
+
+type fakeRoom struct {
+	seq     uint64
+	members map[*fakeConn]bool
+	hist    [][]byte
+}
+
+type fakeConn struct {
+	out   chan []byte
+	rooms map[string]bool
+}
+
+func startFakeServer(t testing.TB, configure func(*fakeServer)) *fakeServer {
+	t.Helper()
+	s := &fakeServer{history: 100, rooms: map[string]*fakeRoom{}}
+	if configure != nil {
+		configure(s)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(s.handle)}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		s.conns.Wait()
+	})
+	s.URL = "ws://" + ln.Addr().String() + "/ws"
+	return s
+}
+
+func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
+	c, _, _, err := ws.UpgradeHTTP(r, w)
+	if err != nil {
+		return
+	}
+	s.conns.Add(1)
+	defer s.conns.Done()
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := &fakeConn{out: make(chan []byte, 1<<16), rooms: map[string]bool{}}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for {
+			select {
+			case b := <-fc.out:
+				if s.delay > 0 {
+					time.Sleep(s.delay)
+				}
+				if wsutil.WriteServerMessage(c, ws.OpText, b) != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-writerDone
+		s.mu.Lock()
+		for room := range fc.rooms {
+			delete(s.rooms[room].members, fc)
+		}
+		s.mu.Unlock()
+	}()
+	urlRoom := strings.TrimPrefix(r.URL.Path, "/ws/")
+	if !s.echo {
+		s.join(fc, urlRoom)
+	}
+	for {
+		b, _, err := wsutil.ReadClientData(c) // answers a close frame itself
+		if err != nil {
+			return
+		}
+		if s.echo {
+			s.deliver(fc, b)
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var m map[string]any
+		if dec.Decode(&m) != nil {
+			continue
+		}
+		if m["type"] == "join" {
+			room, _ := m["room"].(string)
+			s.join(fc, room)
+			continue
+		}
+		room, _ := m["room"].(string)
+		if room == "" {
+			room = urlRoom
+		}
+		s.broadcast(room, m)
+	}
+}
+
+func (s *fakeServer) join(fc *fakeConn, room string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rm := s.rooms[room]
+	if rm == nil {
+		rm = &fakeRoom{members: map[*fakeConn]bool{}}
+		s.rooms[room] = rm
+	}
+	rm.members[fc] = true
+	fc.rooms[room] = true
+	j, _ := json.Marshal(map[string]any{"type": "joined", "room": room, "seq": rm.seq, "members": len(rm.members), "history": len(rm.hist)})
+	fc.out <- j
+	for _, h := range rm.hist {
+		fc.out <- h
+	}
+}
+
+func (s *fakeServer) broadcast(room string, m map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rm := s.rooms[room]
+	if rm == nil {
+		return
+	}
+	rm.seq++
+	m["room"], m["seq"], m["server_at"] = room, rm.seq, time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(m)
+	for fc := range rm.members {
+		s.deliver(fc, b)
+	}
+	if s.history > 0 {
+		rm.hist = append(rm.hist, b)
+		if len(rm.hist) > s.history {
+			rm.hist = rm.hist[1:]
+		}
+	}
+}
+
+func (s *fakeServer) deliver(fc *fakeConn, b []byte) {
+	n := s.deliveries.Add(1)
+	if s.dropEvery > 0 && n%s.dropEvery == 0 {
+		return
+	}
+	select {
+	case fc.out <- b:
+	default: // a full queue drops, as a slow-consumer policy would
+	}
+}

@@ -1,0 +1,456 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+)
+
+// Phases of a step, as shown in the progress line.
+const (
+	phaseConnecting = "connecting"
+	phaseSending    = "sending"
+	phaseHolding    = "holding"
+	phaseDraining   = "draining"
+	phaseClosing    = "closing"
+	phasePause      = "pause"
+	phaseDone       = "done"
+)
+
+// coordinator connects a part (the clients one process runs) with whoever
+// aggregates the run: the same process, or the parent of a worker.
+type coordinator interface {
+	// ready reports that the part's clients of step k have settled (joined
+	// holds its joins per room) and returns when sending starts (µs) and the
+	// joins per room of the whole run (or shard).
+	ready(ctx context.Context, k int, joined []int64) (t0 int64, global []int64, err error)
+	// progress receives a snapshot once a second.
+	progress(s Snapshot)
+	// stepDone receives the part's result of a step.
+	stepDone(r PartStep)
+}
+
+// Snapshot is a part's progress at one instant.
+type Snapshot struct {
+	Step          string  `json:"step"`
+	Phase         string  `json:"phase"`
+	Elapsed       float64 `json:"elapsed"`   // seconds in the phase
+	PhaseLen      float64 `json:"phase_len"` // planned seconds of the phase, 0 if open
+	Target        int64   `json:"target"`
+	Connected     int64   `json:"connected"`
+	ConnectErrors int64   `json:"connect_errors"`
+	Disconnects   int64   `json:"disconnects"`
+	Sent          int64   `json:"sent"`
+	Received      int64   `json:"received"`
+	Expected      int64   `json:"expected"`
+	Interval      float64 `json:"interval"`    // seconds since the previous snapshot
+	CPUSeconds    float64 `json:"cpu_seconds"` // used in that interval
+	Cores         int     `json:"cores"`
+	Lat           []byte  `json:"lat,omitempty"` // HDR histograms of that interval, encoded
+	Lag           []byte  `json:"lag,omitempty"`
+}
+
+// PartStep is one part's result of one step.
+type PartStep struct {
+	Index       int        `json:"index"`
+	Name        string     `json:"name"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     time.Time  `json:"ended_at"`
+	Counts      stepCounts `json:"counts"`
+	FirstError  string     `json:"first_error,omitempty"`
+	Interrupted bool       `json:"interrupted"`
+	Lat         []byte     `json:"lat"`
+	Lag         []byte     `json:"lag"`
+}
+
+func encodeHist(h *hdrhistogram.Histogram) []byte {
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func decodeInto(dst *hdrhistogram.Histogram, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if h, err := hdrhistogram.Decode(b); err == nil {
+		dst.Merge(h)
+	}
+}
+
+// part runs one process's clients.
+type part struct {
+	cfg   *Config
+	coord coordinator
+	clock *clock
+	rec   *Recorder
+	loops []*loop
+	tgt   target
+
+	mu         sync.Mutex // guards the fields below, read by the collector
+	step       string
+	phase      string
+	phaseStart time.Time
+	phaseLen   time.Duration
+	target     int64
+}
+
+func (p *part) setPhase(step, phase string, length time.Duration) {
+	p.mu.Lock()
+	p.step, p.phase, p.phaseStart, p.phaseLen = step, phase, time.Now(), length
+	p.mu.Unlock()
+}
+
+// runPart runs every step of cfg for this process's clients and records
+// them to path. ctx ends the run gracefully (stop sending, drain, close);
+// hard ends it at once. Both still leave a CSV of whole rows.
+func runPart(ctx, hard context.Context, cfg *Config, coord coordinator, path string) (err error) {
+	tgt, err := parseTarget(cfg.URL)
+	if err != nil {
+		return err
+	}
+	rec, err := CreateRecorder(path)
+	if err != nil {
+		return err
+	}
+	p := &part{cfg: cfg, coord: coord, clock: newClock(), rec: rec, tgt: tgt}
+	for i := range cfg.Loops {
+		l, err := newLoop(i, cfg, tgt, p.clock, rec)
+		if err != nil {
+			p.stopLoops()
+			rec.Close()
+			return err
+		}
+		p.loops = append(p.loops, l)
+		go l.run()
+	}
+	collectDone := make(chan struct{})
+	stopCollect := make(chan struct{})
+	go func() {
+		defer close(collectDone)
+		p.collect(stopCollect)
+	}()
+	hardDone := make(chan struct{})
+	go func() {
+		defer close(hardDone)
+		select {
+		case <-hard.Done():
+			p.stopLoops()
+		case <-stopCollect:
+		}
+	}()
+	defer func() {
+		close(stopCollect)
+		<-collectDone
+		<-hardDone
+		p.stopLoops()
+		if cerr := rec.Close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	var idOffset uint64
+	for k, s := range cfg.Steps {
+		if ctx.Err() != nil || hard.Err() != nil {
+			break
+		}
+		if k > 0 && cfg.Pause > 0 {
+			p.setPhase(s.Name, phasePause, cfg.Pause.D())
+			select {
+			case <-time.After(cfg.Pause.D()):
+			case <-ctx.Done():
+				return nil
+			case <-hard.Done():
+				return nil
+			}
+		}
+		r, err := p.runStep(ctx, hard, k, idOffset)
+		if r != nil {
+			coord.stepDone(*r)
+		}
+		if err != nil {
+			return err
+		}
+		idOffset += uint64(s.Clients())
+	}
+	p.setPhase("", phaseDone, 0)
+	for _, l := range p.loops {
+		if l.err != nil {
+			return fmt.Errorf("event loop: %w", l.err)
+		}
+	}
+	return nil
+}
+
+func (p *part) stopLoops() {
+	for _, l := range p.loops {
+		l.do(func() { l.quit = true })
+	}
+	for _, l := range p.loops {
+		<-l.done
+	}
+}
+
+// waitAll waits for one channel per loop, or a stopped loop, or cancel.
+func waitAll(chs []chan struct{}, loops []*loop, ctx context.Context) bool {
+	for i, ch := range chs {
+		select {
+		case <-ch:
+		case <-loops[i].done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*PartStep, error) {
+	cfg := p.cfg
+	s := cfg.Steps[k]
+	plan := newStepPlan(cfg, k, idOffset)
+	res := &PartStep{Index: k, Name: s.Name, StartedAt: time.Now()}
+	local := plan.localClients()
+	steps := make([]*loopStep, len(p.loops))
+	text := strings.Repeat("x", s.MsgSize)
+	for i := range steps {
+		steps[i] = &loopStep{plan: plan, name: s.Name, text: text}
+	}
+	var rooms []int32
+	for i, c := range local {
+		rooms = plan.clientRooms(c, rooms[:0])
+		cl := &client{fd: -1, c: int32(c), id: plan.id(c), src: -1, rooms: make([]membership, len(rooms))}
+		for j, r := range rooms {
+			cl.rooms[j].room = r
+		}
+		if len(cfg.SourceIPs) > 0 {
+			cl.src = int32(c % len(cfg.SourceIPs))
+		}
+		ls := steps[i%len(steps)]
+		ls.clients = append(ls.clients, cl)
+	}
+	p.mu.Lock()
+	p.target = int64(len(local))
+	p.mu.Unlock()
+
+	// Connect and join.
+	p.setPhase(s.Name, phaseConnecting, 0)
+	ramp := s.Ramp / float64(cfg.Parts()) / float64(len(p.loops))
+	for i, l := range p.loops {
+		ls := steps[i]
+		l.call(func() { l.beginStep(ls, ramp) })
+	}
+	settled := make([]chan struct{}, len(steps))
+	for i, ls := range steps {
+		settled[i] = ls.settled
+	}
+	either, cancelEither := anyDone(ctx, hard)
+	stopped := !waitAll(settled, p.loops, either)
+	cancelEither()
+	if stopped {
+		for _, l := range p.loops {
+			l.call(l.abortConnects)
+		}
+		res.Interrupted = true
+	}
+
+	// Barrier: start sending when every client of the run has joined.
+	if !stopped {
+		joined := make([]int64, plan.rooms())
+		for i, l := range p.loops {
+			ls := steps[i]
+			l.call(func() {
+				for r, n := range ls.joined {
+					joined[r] += n
+				}
+			})
+		}
+		t0, global, err := p.coord.ready(ctx, k, joined)
+		if err != nil {
+			stopped = true
+			res.Interrupted = true
+		} else {
+			p.sendPhase(ctx, hard, s, t0, global, res)
+		}
+	}
+
+	// Close with 1000 and wait for the answers.
+	if hard.Err() == nil {
+		p.setPhase(s.Name, phaseClosing, 0)
+		deadline := p.clock.now() + 2_000_000
+		closed := make([]chan struct{}, len(steps))
+		for i, l := range p.loops {
+			ls := steps[i]
+			l.call(func() { l.closeAll(deadline) })
+			closed[i] = ls.closed
+		}
+		waitAll(closed, p.loops, hard)
+	}
+	if hard.Err() != nil {
+		res.Interrupted = true
+	}
+
+	lat, lag := newHist(), newHist()
+	for i, l := range p.loops {
+		ls := steps[i]
+		var c stepCounts
+		var fe string
+		var ll, lg *hdrhistogram.Histogram
+		l.call(func() {
+			if l.st == ls {
+				c, ll, lg, fe = l.finishStep()
+			} else {
+				c, ll, lg, fe = ls.counts, newHist(), newHist(), ls.firstErr
+			}
+		})
+		res.Counts.add(c)
+		lat.Merge(ll)
+		lag.Merge(lg)
+		if res.FirstError == "" {
+			res.FirstError = fe
+		}
+	}
+	res.Lat, res.Lag = encodeHist(lat), encodeHist(lag)
+	res.EndedAt = time.Now()
+	return res, nil
+}
+
+// sendPhase runs the schedule from t0 for the step's duration, then drains.
+func (p *part) sendPhase(ctx, hard context.Context, s Step, t0 int64, global []int64, res *PartStep) {
+	dur := s.Duration.D()
+	end := t0 + int64(dur/time.Microsecond)
+	if s.MsgFrequency == 0 {
+		p.setPhase(s.Name, phaseHolding, dur)
+	} else {
+		p.setPhase(s.Name, phaseSending, dur)
+		for _, l := range p.loops {
+			l.call(func() { l.startSending(t0, end, s.MsgFrequency.D(), global) })
+		}
+	}
+	wait := time.Until(p.clock.time(end))
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+		res.Interrupted = true
+		for _, l := range p.loops {
+			l.call(l.stopSending)
+		}
+	case <-hard.Done():
+		return
+	}
+	if s.MsgFrequency == 0 {
+		return
+	}
+	// Drain: wait for messages in flight. One process that sees the whole
+	// run (or shard) knows when everything expected has arrived.
+	p.setPhase(s.Name, phaseDraining, s.Drain.D())
+	deadline := time.After(s.Drain.D())
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-deadline:
+			return
+		case <-hard.Done():
+			return
+		case <-poll.C:
+			if p.cfg.Workers == 1 && p.allDelivered() {
+				return
+			}
+		}
+	}
+}
+
+func (p *part) allDelivered() bool {
+	var exp, recv int64
+	busy := false
+	for _, l := range p.loops {
+		l.call(func() {
+			if st := l.st; st != nil {
+				exp += st.counts.Expected
+				recv += st.counts.Received
+				busy = busy || st.sending
+			}
+		})
+	}
+	return !busy && recv >= exp
+}
+
+// anyDone returns a context done when either is.
+func anyDone(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// collect sends a snapshot to the coordinator once a second.
+func (p *part) collect(stop <-chan struct{}) {
+	every := p.cfg.Progress
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	prevCPU := cpuSeconds()
+	prev := time.Now()
+	lat, lag := newHist(), newHist()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			cpu := cpuSeconds()
+			var s Snapshot
+			p.mu.Lock()
+			s.Step, s.Phase, s.Target = p.step, p.phase, p.target
+			s.Elapsed = now.Sub(p.phaseStart).Seconds()
+			s.PhaseLen = p.phaseLen.Seconds()
+			p.mu.Unlock()
+			lat.Reset()
+			lag.Reset()
+			for _, l := range p.loops {
+				s.Connected += l.aConnected.Load()
+				s.ConnectErrors += l.aConnErr.Load()
+				s.Disconnects += l.aDisc.Load()
+				s.Sent += l.aSent.Load()
+				s.Received += l.aRecv.Load()
+				s.Expected += l.aExpected.Load()
+				l.takePublished(lat, lag)
+			}
+			s.Interval = now.Sub(prev).Seconds()
+			s.CPUSeconds = cpu - prevCPU
+			s.Cores = processCores()
+			s.Lat, s.Lag = encodeHist(lat), encodeHist(lag)
+			prev, prevCPU = now, cpu
+			p.coord.progress(s)
+		}
+	}
+}
+
+// cpuSeconds is the CPU time this process used so far.
+func cpuSeconds() float64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func sortSlice[T any](s []T, less func(a, b T) bool) {
+	slices.SortFunc(s, func(a, b T) int {
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,127 @@
+package loadtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRoomCounts(t *testing.T) {
+	tests := []struct {
+		rooms, clients int
+		skew           float64
+		want           []int
+	}{
+		{3, 9, 0, []int{3, 3, 3}},
+		{3, 10, 0, []int{4, 3, 3}},
+		{4, 100, 1, []int{48, 24, 16, 12}},
+		{2, 3, 3, []int{3, 0}},
+	}
+	for _, tt := range tests {
+		got := roomCounts(tt.rooms, tt.clients, tt.skew)
+		sum := 0
+		for i, n := range got {
+			sum += n
+			if n != tt.want[i] {
+				t.Errorf("roomCounts(%d, %d, %v) = %v, want %v", tt.rooms, tt.clients, tt.skew, got, tt.want)
+				break
+			}
+		}
+		if sum != tt.clients {
+			t.Errorf("counts sum to %d, want %d", sum, tt.clients)
+		}
+	}
+}
+
+func TestStepPlan(t *testing.T) {
+	cfg := &Config{Steps: []Step{{Rooms: 10, RoomSize: 3, RoomsPerClient: 4}}, RoomPrefix: "p", Seed: 7, Workers: 2, Shards: 3, Shard: 1, Worker: 1}
+	p := newStepPlan(cfg, 0, 100)
+	// Every client belongs to exactly one of the 6 parts.
+	owned := 0
+	for part := range 6 {
+		c := *cfg
+		c.Shard, c.Worker = part/2, part%2
+		owned += len(newStepPlan(&c, 0, 100).localClients())
+	}
+	if owned != 30 {
+		t.Errorf("parts own %d clients, want 30", owned)
+	}
+	for _, c := range p.localClients() {
+		if !p.inShard(p.id(c)) {
+			t.Errorf("local client %d not in its own shard", c)
+		}
+		rooms := p.clientRooms(c, nil)
+		if len(rooms) != 4 || int(rooms[0]) != p.primaryRoom(c) {
+			t.Errorf("client %d rooms %v", c, rooms)
+		}
+		seen := map[int32]bool{}
+		for _, r := range rooms {
+			if seen[r] || r < 0 || r >= 10 {
+				t.Errorf("client %d rooms %v", c, rooms)
+			}
+			seen[r] = true
+		}
+		// Another process computes the same rooms.
+		again := newStepPlan(cfg, 0, 100).clientRooms(c, nil)
+		for i := range rooms {
+			if again[i] != rooms[i] {
+				t.Fatalf("plan not deterministic: %v vs %v", rooms, again)
+			}
+		}
+	}
+	if p.inShard(99) || p.inShard(130) {
+		t.Error("ids outside the step are in the shard")
+	}
+	for _, tt := range []struct {
+		name string
+		want int
+	}{{"p-s1-r0", 0}, {"p-s1-r9", 9}, {"p-s1-r10", -1}, {"p-s2-r1", -1}, {"p-s1-r", -1}, {"p-s1-rx", -1}, {"p-s1-r99999999999999999999", -1}} {
+		if got := p.roomIndex([]byte(tt.name)); got != tt.want {
+			t.Errorf("roomIndex(%q) = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAppendRow(t *testing.T) {
+	b := appendRow(nil, "s1", "p-s1-r", 3, true, 7, 2, 5, evSent, 1763719201000000, 41)
+	b = appendRow(b, "s1", "p-s1-r", 3, false, 0, 0, 5, evJoined, 1763719200000000, -1)
+	b = appendRow(b, "s1", "p-s1-r", 3, true, 7, 2, 9, evReceived, 1763719201000380, -1)
+	want := "s1,p-s1-r3,7,2,5,Sent,1763719201000000,41\ns1,p-s1-r3,,,5,Joined,1763719200000000,\ns1,p-s1-r3,7,2,9,Received,1763719201000380,\n"
+	if string(b) != want {
+		t.Errorf("rows\n%s\nwant\n%s", b, want)
+	}
+	for _, line := range []string{"s1,p-s1-r3,7,2,5,Sent,1763719201000000,41", "s1,p-s1-r3,,,5,Joined,1763719200000000,"} {
+		if _, err := parseRow(line); err != nil {
+			t.Errorf("%q: %v", line, err)
+		}
+	}
+}
+
+func TestTruncateToLastRow(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"h\na,b\nc,d", "h\na,b\n"},
+		{"h\na,b\n", "h\na,b\n"},
+		{"partial", ""},
+	} {
+		p := filepath.Join(t.TempDir(), "x.csv")
+		os.WriteFile(p, []byte(tt.in), 0o644)
+		if err := TruncateToLastRow(p); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		if string(got) != tt.want {
+			t.Errorf("%q -> %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPaths(t *testing.T) {
+	meta, parts := Paths("results/run.csv.gz", 2)
+	if meta != "results/run.meta.json" || parts[0] != "results/run.w0.csv.gz" || parts[1] != "results/run.w1.csv.gz" {
+		t.Errorf("%s %v", meta, parts)
+	}
+	meta, parts = Paths("r.csv", 1)
+	if meta != "r.meta.json" || parts[0] != "r.csv" {
+		t.Errorf("%s %v", meta, parts)
+	}
+}

@@ -1,0 +1,389 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Options are the parts of a run that are not the scenario.
+type Options struct {
+	Stdout     io.Writer // the summary table
+	Stderr     io.Writer // the machine line and live progress
+	TTY        bool      // Stderr is a terminal: redraw one progress line
+	Machine    Machine
+	Version    string
+	Executable string   // binary to start workers with (default os.Executable())
+	WorkerArgs []string // arguments that select the hidden worker mode of Executable
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Meta        Meta
+	Failures    []string // connection errors, loss beyond --max-loss, dead workers
+	Interrupted bool
+}
+
+// Meta is the content of <out>.meta.json (docs/csv.md).
+type Meta struct {
+	Tool          string     `json:"tool"`
+	Version       string     `json:"version"`
+	StartedAt     time.Time  `json:"started_at"`
+	EndedAt       time.Time  `json:"ended_at"`
+	Args          []string   `json:"args"`
+	Machine       Machine    `json:"machine"`
+	Parts         []string   `json:"parts"`
+	ServerMetrics string     `json:"server_metrics,omitempty"`
+	Steps         []StepMeta `json:"steps"`
+	// Additions to the documented format (readers ignore unknown fields).
+	Scenario   string `json:"scenario,omitempty"`
+	URL        string `json:"url"`
+	Protocol   string `json:"protocol"`
+	RoomPrefix string `json:"room_prefix"`
+	Seed       uint64 `json:"seed"`
+	Workers    int    `json:"workers"`
+	Shard      string `json:"shard"`
+}
+
+// Percentiles of a latency distribution in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// StepMeta is one step's plan and outcome in meta.json.
+type StepMeta struct {
+	Name             string    `json:"name"`
+	Rooms            int       `json:"rooms"`
+	RoomSize         int       `json:"room_size"`
+	RoomsPerClient   int       `json:"rooms_per_client"`
+	Clients          int       `json:"clients"`
+	MsgFrequency     Duration  `json:"msg_frequency"`
+	MsgSize          int       `json:"msg_size"`
+	Duration         Duration  `json:"duration"`
+	Ramp             float64   `json:"ramp"`
+	StartedAt        time.Time `json:"started_at"`
+	EndedAt          time.Time `json:"ended_at"`
+	Sent             int64     `json:"sent"`
+	Expected         int64     `json:"expected"`
+	Received         int64     `json:"received"`
+	ConnectErrors    int64     `json:"connect_errors"`
+	Saturated        bool      `json:"saturated"`
+	SaturationReason string    `json:"saturation_reason"`
+	// Additions to the documented format.
+	RoomSkew      float64     `json:"room_skew"`
+	LocalClients  int64       `json:"local_clients"` // clients this shard ran
+	Joined        int64       `json:"joined"`
+	Lost          int64       `json:"lost"`
+	DeliveryRatio float64     `json:"delivery_ratio"`
+	ReceivedAll   int64       `json:"received_all"` // including messages of other shards
+	Disconnects   int64       `json:"disconnects"`
+	ServerErrors  int64       `json:"server_errors"`
+	Replayed      int64       `json:"replayed"`
+	OutOfOrder    int64       `json:"out_of_order"`
+	Invalid       int64       `json:"invalid"`
+	LatencyMs     Percentiles `json:"latency_ms"`
+	SendLagMs     Percentiles `json:"send_lag_ms"`
+	Interrupted   bool        `json:"interrupted"`
+	FirstError    string      `json:"first_error,omitempty"`
+	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
+}
+
+// Paths derives the files of a run from --out: "x.csv" (or "x.csv.gz", or
+// "x") gives the meta file "x.meta.json" and worker parts "x.w0.csv" ….
+func Paths(out string, workers int) (meta string, parts []string) {
+	ext := ".csv"
+	base := out
+	if strings.HasSuffix(base, ".gz") {
+		base = strings.TrimSuffix(base, ".gz")
+		ext += ".gz"
+	}
+	base = strings.TrimSuffix(base, ".csv")
+	if workers <= 1 {
+		return base + ".meta.json", []string{out}
+	}
+	for i := range workers {
+		parts = append(parts, fmt.Sprintf("%s.w%d%s", base, i, ext))
+	}
+	return base + ".meta.json", parts
+}
+
+// Run runs the load test in this process, or over cfg.Workers child
+// processes, writes the CSV part(s) and meta.json, and prints the summary.
+// ctx ends it gracefully (stop sending, drain, close), hard at once.
+func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
+	metaPath, parts := Paths(cfg.Out, cfg.Workers)
+	res := &Result{Meta: Meta{
+		Tool: "scalechat loadtest", Version: opt.Version, StartedAt: time.Now().UTC(), Args: cfg.Args,
+		Machine: opt.Machine, Scenario: cfg.Scenario, URL: cfg.URL, Protocol: cfg.Protocol,
+		RoomPrefix: cfg.RoomPrefix, Seed: cfg.Seed, Workers: cfg.Workers, Shard: fmt.Sprintf("%d/%d", cfg.Shard, cfg.Shards),
+	}}
+	for _, p := range parts {
+		res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
+	}
+	if res.Meta.Args == nil {
+		res.Meta.Args = []string{}
+	}
+	agg := newAggregator(opt.Stderr, opt.TTY, opt.Machine.Cores)
+	m := &merger{cfg: cfg, agg: agg, res: res, metaPath: metaPath, parts: cfg.Workers}
+	if err := m.writeMeta(); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.Workers > 1 {
+		err = runWorkers(ctx, hard, cfg, opt, parts, agg, m)
+	} else {
+		err = runPart(ctx, hard, cfg, &localCoord{agg: agg, m: m}, cfg.Out)
+	}
+	agg.finish()
+	m.flushIncomplete()
+	res.Meta.EndedAt = time.Now().UTC()
+	res.Interrupted = ctx.Err() != nil || hard.Err() != nil
+	for _, s := range res.Meta.Steps {
+		res.Failures = append(res.Failures, stepFailures(s, cfg.MaxLoss)...)
+	}
+	if werr := m.writeMeta(); err == nil {
+		err = werr
+	}
+	printSummary(opt.Stdout, res)
+	return res, err
+}
+
+// localCoord coordinates the single part of a run without workers.
+type localCoord struct {
+	agg *aggregator
+	m   *merger
+}
+
+func (c *localCoord) ready(_ context.Context, _ int, joined []int64) (int64, []int64, error) {
+	// A short head start lets every loop arm its timer before the first due time.
+	return time.Now().Add(20 * time.Millisecond).UnixMicro(), joined, nil
+}
+
+func (c *localCoord) progress(s Snapshot) { c.agg.update([]Snapshot{s}) }
+
+func (c *localCoord) stepDone(r PartStep) { c.m.add(0, r) }
+
+// merger turns the parts' step results into meta.json steps.
+type merger struct {
+	cfg      *Config
+	agg      *aggregator
+	res      *Result
+	metaPath string
+	parts    int
+
+	mu       sync.Mutex
+	pending  map[int][]PartStep
+	reported map[int]map[int]bool // step -> parts that reported it
+	gone     map[int]bool         // parts that will report nothing more
+}
+
+func (m *merger) add(part int, r PartStep) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pending == nil {
+		m.pending = map[int][]PartStep{}
+		m.reported = map[int]map[int]bool{}
+	}
+	if m.reported[r.Index] == nil {
+		m.reported[r.Index] = map[int]bool{}
+	}
+	m.pending[r.Index] = append(m.pending[r.Index], r)
+	m.reported[r.Index][part] = true
+	m.finalizeComplete()
+}
+
+// partGone notes a part that will report nothing more (a dead worker).
+func (m *merger) partGone(part int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone == nil {
+		m.gone = map[int]bool{}
+	}
+	m.gone[part] = true
+	m.finalizeComplete()
+}
+
+// finalizeComplete finalizes, in order, the steps every live part reported.
+func (m *merger) finalizeComplete() {
+	for k := range m.cfg.Steps {
+		rs, ok := m.pending[k]
+		if !ok {
+			continue
+		}
+		all, missing := true, 0
+		for p := range m.parts {
+			if !m.reported[k][p] {
+				if !m.gone[p] {
+					all = false
+				}
+				missing++
+			}
+		}
+		if !all {
+			return
+		}
+		note := ""
+		if missing > 0 {
+			note = fmt.Sprintf("%d of %d parts reported", len(rs), m.parts)
+		}
+		m.finalize(k, note)
+	}
+}
+
+// flushIncomplete finalizes steps some parts never reported.
+func (m *merger) flushIncomplete() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.cfg.Steps {
+		if rs, ok := m.pending[k]; ok && len(rs) > 0 {
+			m.finalize(k, fmt.Sprintf("%d of %d parts reported", len(rs), m.parts))
+		}
+	}
+}
+
+func (m *merger) finalize(k int, incomplete string) {
+	rs := m.pending[k]
+	delete(m.pending, k)
+	s := m.cfg.Steps[k]
+	sm := StepMeta{
+		Name: s.Name, Rooms: s.Rooms, RoomSize: s.RoomSize, RoomsPerClient: s.RoomsPerClient, Clients: s.Clients(),
+		MsgFrequency: s.MsgFrequency, MsgSize: s.MsgSize, Duration: s.Duration, Ramp: s.Ramp, RoomSkew: s.RoomSkew,
+		Incomplete: incomplete,
+	}
+	var c stepCounts
+	lat, lag := newHist(), newHist()
+	for i, r := range rs {
+		c.add(r.Counts)
+		if i == 0 || r.StartedAt.Before(sm.StartedAt) {
+			sm.StartedAt = r.StartedAt.UTC()
+		}
+		if r.EndedAt.After(sm.EndedAt) {
+			sm.EndedAt = r.EndedAt.UTC()
+		}
+		sm.Interrupted = sm.Interrupted || r.Interrupted
+		if sm.FirstError == "" {
+			sm.FirstError = r.FirstError
+		}
+		decodeInto(lat, r.Lat)
+		decodeInto(lag, r.Lag)
+	}
+	sm.LocalClients, sm.Joined = c.Clients, c.Joined
+	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
+	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
+	sm.Replayed, sm.OutOfOrder, sm.Invalid = c.Replayed, c.OutOfOrder, c.Invalid
+	sm.Lost = max(c.Expected-c.Received, 0)
+	if c.Expected > 0 {
+		sm.DeliveryRatio = float64(c.Received) / float64(c.Expected)
+	}
+	sm.LatencyMs = percentiles(lat)
+	sm.SendLagMs = percentiles(lag)
+	if r := m.agg.saturation(s.Name); r != "" {
+		sm.Saturated, sm.SaturationReason = true, r
+	}
+	m.res.Meta.Steps = append(m.res.Meta.Steps, sm)
+	_ = m.writeMetaLocked()
+}
+
+func percentiles(h *hdrhistogram.Histogram) Percentiles {
+	if h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return Percentiles{P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())}
+}
+
+func (m *merger) writeMeta() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writeMetaLocked()
+}
+
+// writeMetaLocked replaces meta.json atomically, so a killed run keeps the
+// steps it finished.
+func (m *merger) writeMetaLocked() error {
+	if m.cfg.NoRecord {
+		return nil
+	}
+	b, err := json.MarshalIndent(m.res.Meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	if dir := filepath.Dir(m.metaPath); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create results folder: %w", err)
+		}
+	}
+	tmp := m.metaPath + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	if err := os.Rename(tmp, m.metaPath); err != nil {
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	return nil
+}
+
+// stepFailures lists what makes a step fail the run.
+func stepFailures(s StepMeta, maxLoss float64) []string {
+	var out []string
+	if s.ConnectErrors > 0 {
+		out = append(out, fmt.Sprintf("step %s: %d clients failed to connect or join (first error: %s)", s.Name, s.ConnectErrors, s.FirstError))
+	}
+	if s.Disconnects > 0 {
+		out = append(out, fmt.Sprintf("step %s: %d connections dropped during the step (first error: %s)", s.Name, s.Disconnects, s.FirstError))
+	}
+	if s.Expected > 0 {
+		loss := float64(s.Lost) / float64(s.Expected)
+		if loss > maxLoss {
+			out = append(out, fmt.Sprintf("step %s: lost %d of %d expected deliveries (%.3f%%, allowed %.3f%%)",
+				s.Name, s.Lost, s.Expected, 100*loss, 100*maxLoss))
+		}
+	}
+	if s.Incomplete != "" {
+		out = append(out, fmt.Sprintf("step %s: incomplete, %s", s.Name, s.Incomplete))
+	}
+	return out
+}
+
+func printSummary(w io.Writer, res *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "step\tclients\tsent\texpected\treceived\tdelivery\tp50\tp90\tp99\tmax\terrors\tsaturated\t")
+	for _, s := range res.Meta.Steps {
+		delivery := "-"
+		if s.Expected > 0 {
+			delivery = fmt.Sprintf("%.3f%%", 100*s.DeliveryRatio)
+		}
+		sat := "no"
+		if s.Saturated {
+			sat = "YES: " + s.SaturationReason
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery,
+			fmtMs(s.LatencyMs.P50), fmtMs(s.LatencyMs.P90), fmtMs(s.LatencyMs.P99), fmtMs(s.LatencyMs.Max),
+			s.ConnectErrors+s.Disconnects, sat)
+	}
+	tw.Flush()
+	for _, s := range res.Meta.Steps {
+		if s.Saturated {
+			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)
+		}
+	}
+}
+
+func fmtMs(ms float64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return fmtUs(int64(ms * 1000))
+}

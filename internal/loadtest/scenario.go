@@ -1,0 +1,82 @@
+package loadtest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario is a scenario file: steps run one after another with a pause.
+//
+//	name: one-room sweep
+//	pause: 5s
+//	defaults: {msg_frequency: 1s, msg_size: 256, duration: 20s}
+//	steps:
+//	  - {name: n10, rooms: 1, room_size: 10}
+//	  - {name: n20, rooms: 1, room_size: 20}
+//
+// A step's fields override the defaults, which override the command-line
+// flags (so flags fill in whatever the file leaves out).
+type Scenario struct {
+	Name  string
+	Pause *Duration
+	Steps []Step
+}
+
+type scenarioFile struct {
+	Name     string      `yaml:"name"`
+	Pause    *Duration   `yaml:"pause"`
+	Defaults yaml.Node   `yaml:"defaults"`
+	Steps    []yaml.Node `yaml:"steps"`
+}
+
+// LoadScenario reads a scenario file; base holds the flag values.
+func LoadScenario(path string, base Step) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return ParseScenario(b, base)
+}
+
+// ParseScenario parses a scenario file's content.
+func ParseScenario(b []byte, base Step) (*Scenario, error) {
+	var f scenarioFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	if len(f.Steps) == 0 {
+		return nil, fmt.Errorf("scenario: no steps")
+	}
+	if !f.Defaults.IsZero() {
+		if err := decodeStrict(&f.Defaults, &base); err != nil {
+			return nil, fmt.Errorf("scenario defaults: %w", err)
+		}
+	}
+	sc := &Scenario{Name: f.Name, Pause: f.Pause}
+	for i := range f.Steps {
+		s := base
+		s.Name = fmt.Sprintf("s%d", i+1)
+		if err := decodeStrict(&f.Steps[i], &s); err != nil {
+			return nil, fmt.Errorf("scenario step %d: %w", i+1, err)
+		}
+		sc.Steps = append(sc.Steps, s)
+	}
+	return sc, nil
+}
+
+// decodeStrict decodes n into v, refusing unknown fields (yaml.Node.Decode
+// does not check them).
+func decodeStrict(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}

@@ -1,0 +1,77 @@
+package loadtest
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseScenario(t *testing.T) {
+	base := Step{Name: "x", Rooms: 1, RoomSize: 2, RoomsPerClient: 1, MsgFrequency: Duration(time.Second), MsgSize: 256,
+		Duration: Duration(30 * time.Second), Ramp: 1000, Drain: Duration(3 * time.Second)}
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		check   func(t *testing.T, sc *Scenario)
+	}{
+		{"defaults and overrides", `
+pause: 1s
+defaults: {msg_size: 64, duration: 5s}
+steps:
+  - {name: a, rooms: 3}
+  - {room_size: 7, msg_frequency: 0, msg_size: 10}
+`, "", func(t *testing.T, sc *Scenario) {
+			a, b := sc.Steps[0], sc.Steps[1]
+			if a.Name != "a" || a.Rooms != 3 || a.RoomSize != 2 || a.MsgSize != 64 || a.Duration.D() != 5*time.Second || a.Ramp != 1000 {
+				t.Errorf("step a %+v", a)
+			}
+			if b.Name != "s2" || b.Rooms != 1 || b.RoomSize != 7 || b.MsgFrequency != 0 || b.MsgSize != 10 {
+				t.Errorf("step b %+v", b)
+			}
+			if sc.Pause == nil || sc.Pause.D() != time.Second {
+				t.Errorf("pause %v", sc.Pause)
+			}
+		}},
+		{"unknown field", "steps:\n  - {rooms: 1, room_sise: 3}\n", "room_sise", nil},
+		{"unknown default", "defaults: {bogus: 1}\nsteps:\n  - {rooms: 1}\n", "bogus", nil},
+		{"bad duration", "steps:\n  - {duration: soon}\n", "invalid duration", nil},
+		{"no steps", "name: empty\n", "no steps", nil},
+		{"not yaml", "steps: [", "scenario", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := ParseScenario([]byte(tt.yaml), base)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, sc)
+		})
+	}
+}
+
+// The shipped scenarios must load and validate.
+func TestShippedScenarios(t *testing.T) {
+	files, _ := filepath.Glob("../../scenarios/*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("found %d scenario files", len(files))
+	}
+	for _, f := range files {
+		sc, err := LoadScenario(f, Step{RoomsPerClient: 1, MsgFrequency: Duration(time.Second), MsgSize: 256, Duration: Duration(time.Second), Ramp: 100})
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		cfg := &Config{URL: "ws://127.0.0.1:8080/ws", Steps: sc.Steps, RoomPrefix: "x", Loops: 1, ConnectTimeout: 1}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+// Package redistest runs a real redis-server on a loopback port for tests.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a redis-server process owned by a test.
+type Server struct {
+	t    testing.TB
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs redis-server on a free loopback port, without persistence,
+// stopped when the test ends. Without redis-server the test is skipped, or
+// fails when the CI variable is set: CI installs it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed (apt-get install redis-server)")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &Server{t: t, dir: t.TempDir(), port: port}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// URL returns the redis:// URL of database 0.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Stop kills the server (SIGKILL: an outage, not a shutdown) and waits for
+// it to exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port (empty: nothing is
+// persisted) and waits until it answers.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	cmd := exec.Command("redis-server", "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s.ping() {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on port %d did not answer", s.port)
+		}
+		time.Sleep(20 * time.Millisecond) // nothing to wait on but the port
+	}
+}
+
+func (s *Server) ping() bool {
+	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprint(c, "PING\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}

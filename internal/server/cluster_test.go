@@ -1,0 +1,155 @@
+//go:build linux
+
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/redistest"
+)
+
+// startCluster starts n nodes sharing one Redis.
+func startCluster(t *testing.T, redis *redistest.Server, n int, tweak func(*Config)) []*testServer {
+	t.Helper()
+	var nodes []*testServer
+	for range n {
+		nodes = append(nodes, startServer(t, func(c *Config) {
+			c.Redis = redis.URL()
+			c.RateLimit, c.RateBurst = 1000, 1000
+			if tweak != nil {
+				tweak(c)
+			}
+		}))
+	}
+	return nodes
+}
+
+func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
+	redis := redistest.Start(t)
+	nodes := startCluster(t, redis, 3, nil)
+	var cs []*client
+	for i := range 6 {
+		cs = append(cs, connect(t, nodes[i%3], "x"))
+	}
+	const per = 30
+	for j := range per {
+		for i, c := range cs {
+			c.sendJSON(msg(fmt.Sprintf("%d-%d", i, j)))
+		}
+	}
+	var first string
+	for i, c := range cs {
+		var texts []string
+		for want := 1; want <= per*len(cs); want++ {
+			m := c.next()
+			if m["seq"] != float64(want) {
+				t.Fatalf("client %d (node %d): want seq %d, got %v", i, i%3, want, m)
+			}
+			texts = append(texts, m["text"].(string))
+		}
+		if i == 0 {
+			first = strings.Join(texts, ",")
+		} else if strings.Join(texts, ",") != first {
+			t.Fatalf("client %d saw another order", i)
+		}
+	}
+	for i, n := range nodes {
+		st, _ := n.BrokerStats()
+		if !st.Up || st.Received != uint64(per*len(cs)) || st.Rooms != 1 {
+			t.Errorf("node %d broker: %+v", i, st)
+		}
+	}
+}
+
+func TestClusterResumeOnAnotherNode(t *testing.T) {
+	redis := redistest.Start(t)
+	nodes := startCluster(t, redis, 2, func(c *Config) { c.History = 50 })
+	writer := connect(t, nodes[0], "resume")
+	reader := connect(t, nodes[0], "resume")
+	for i := 1; i <= 5; i++ {
+		writer.sendJSON(msg(fmt.Sprint(i)))
+		writer.next()
+		reader.next()
+	}
+	reader.conn.Close() // gone at seq 5
+	for i := 6; i <= 9; i++ {
+		writer.sendJSON(msg(fmt.Sprint(i)))
+		writer.next()
+	}
+	// The reader comes back through the other node, which never had the room.
+	back := dial(t, nodes[1].url("/ws/resume?since=5"))
+	j, hist := back.joined()
+	if j["seq"] != float64(9) {
+		t.Errorf("joined %v", j)
+	}
+	var texts []string
+	for _, m := range hist {
+		texts = append(texts, m["text"].(string))
+	}
+	if strings.Join(texts, ",") != "6,7,8,9" {
+		t.Errorf("replayed %v, want 6..9", texts)
+	}
+	writer.sendJSON(msg("10"))
+	if m := back.next(); m["text"] != "10" || m["seq"] != float64(10) {
+		t.Errorf("live after resume: %v", m)
+	}
+}
+
+func TestClusterSurvivesRedisOutage(t *testing.T) {
+	redis := redistest.Start(t)
+	nodes := startCluster(t, redis, 2, nil)
+	a1, a2 := connect(t, nodes[0], "o"), connect(t, nodes[0], "o")
+	b1 := connect(t, nodes[1], "o")
+	a1.sendJSON(msg("before"))
+	for _, c := range []*client{a1, a2, b1} {
+		if m := c.next(); m["text"] != "before" {
+			t.Fatalf("got %v", m)
+		}
+	}
+
+	redis.Stop()
+	// Local delivery goes on: a2 hears a1 (possibly after a failed attempt
+	// through Redis), with seqs that keep increasing.
+	a1.sendJSON(msg("during"))
+	for _, c := range []*client{a1, a2} {
+		if m := c.next(); m["text"] != "during" || m["seq"] != float64(2) {
+			t.Fatalf("during outage: %v", m)
+		}
+	}
+	if _, body := httpGet(t, "http://"+nodes[0].addr+"/readyz", nil); !strings.Contains(body, "degraded") {
+		t.Errorf("readyz during outage: %q", body)
+	}
+
+	redis.Restart()
+	waitFor(t, "both nodes reconnected", func() bool {
+		s0, _ := nodes[0].BrokerStats()
+		s1, _ := nodes[1].BrokerStats()
+		return s0.Up && s1.Up
+	})
+	// Cross-node delivery is back, above every seq node 0 handed out.
+	b1.sendJSON(msg("after"))
+	for i, c := range []*client{a1, a2, b1} {
+		m := c.next()
+		if m["text"] != "after" || m["seq"].(float64) <= 2 {
+			t.Errorf("client %d after the outage: %v", i, m)
+		}
+	}
+	if _, body := httpGet(t, "http://"+nodes[0].addr+"/readyz", nil); !strings.HasPrefix(body, "ready") {
+		t.Errorf("readyz after outage: %q", body)
+	}
+}
+
+// waitFor polls cond, for states that have no event to wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
