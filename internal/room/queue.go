@@ -8,7 +8,7 @@ import "sync"
 type Delivery struct {
 	Room *Room
 	Message
-	Ready bool
+	Ready    bool
 	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 
