@@ -44,9 +44,9 @@ func CheckMetricsURL(u string) error {
 	return nil
 }
 
-// Run scrapes every URL each interval, all at once, until ctx is done, and
-// writes the header and the rows to w, flushing after every round so that a
-// run cut short keeps what it scraped. A failed scrape is counted and logged
+// Run scrapes every URL each interval, all at once, until ctx is done, then
+// once more, and writes the header and the rows to w, flushing after every
+// round so that a run cut short keeps what it scraped. A failed scrape is counted and logged
 // (once until that server answers again), not returned: the load test goes
 // on. Run returns the first error writing w.
 //
@@ -87,22 +87,20 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (ScrapeSummary, error) {
 	if err := bw.Flush(); err != nil {
 		return sum, fmt.Errorf("write server metrics: %w", err)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	var row []byte
-	for {
+	// round scrapes every URL at once and writes their rows. Its context is
+	// not ctx: a round under way when ctx ends completes, so that no
+	// scrape fails for being cut short.
+	round := func() error {
+		rctx, cancel := context.WithTimeout(context.Background(), interval)
+		defer cancel()
 		snaps := make([]Snapshot, len(sources))
 		errs := make([]error, len(sources))
-		sctx, cancel := context.WithTimeout(ctx, interval)
 		var wg sync.WaitGroup
 		for i, src := range sources {
-			wg.Go(func() { snaps[i], errs[i] = snapshotOf(sctx, src) })
+			wg.Go(func() { snaps[i], errs[i] = snapshotOf(rctx, src) })
 		}
 		wg.Wait()
-		cancel()
-		if ctx.Err() != nil {
-			return sum, bw.Flush()
-		}
 		for i := range sources {
 			if errs[i] != nil {
 				sum.Failed++
@@ -118,17 +116,27 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (ScrapeSummary, error) {
 			failing[i] = false
 			row = AppendServerCSVRow(row[:0], s.URLs[i], prev[i], snaps[i])
 			if _, err := bw.Write(row); err != nil {
-				return sum, fmt.Errorf("write server metrics: %w", err)
+				return fmt.Errorf("write server metrics: %w", err)
 			}
 			sum.Rows++
 			prev[i] = &snaps[i]
 		}
 		if err := bw.Flush(); err != nil {
-			return sum, fmt.Errorf("write server metrics: %w", err)
+			return fmt.Errorf("write server metrics: %w", err)
+		}
+		return nil
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := round(); err != nil {
+			return sum, err
 		}
 		select {
 		case <-ctx.Done():
-			return sum, nil
+			// One last round: the file ends with the servers' figures after
+			// the run.
+			return sum, round()
 		case <-t.C:
 		}
 	}

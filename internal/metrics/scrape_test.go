@@ -75,10 +75,10 @@ func (s *syncBuffer) String() string {
 func TestScraperWritesServerCSV(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const rounds = 5
+	const rounds = 5 // then one more after the cancel
 	a := &fakeNode{onScrape: func(k int64) {
-		if k == rounds+1 {
-			cancel() // the round in progress is dropped
+		if k == rounds {
+			cancel() // this round completes
 		}
 	}}
 	b := &fakeNode{failAt: map[int64]bool{3: true}}
@@ -105,7 +105,7 @@ func TestScraperWritesServerCSV(t *testing.T) {
 	}
 	rows = rows[1:]
 	// a: every round; b: every round but its third; down: never.
-	if sum.Rows != 2*rounds-1 || len(rows) != sum.Rows || sum.Failed != rounds+1 {
+	if sum.Rows != 2*(rounds+1)-1 || len(rows) != sum.Rows || sum.Failed != rounds+2 {
 		t.Fatalf("summary %+v, %d rows:\n%s", sum, len(rows), out.String())
 	}
 	var got []string
@@ -137,6 +137,9 @@ func TestScraperWritesServerCSV(t *testing.T) {
 		"b,4,1000004,7,400,4000,,",
 		"a,5,1000005,7,500,5000,1.500,1.990",
 		"b,5,1000005,7,500,5000,1.500,1.990",
+		// The last round, after the cancel.
+		"a,6,1000006,7,600,6000,1.500,1.990",
+		"b,6,1000006,7,600,6000,1.500,1.990",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -158,7 +161,7 @@ func TestScraperRefusesBadURLs(t *testing.T) {
 func TestRecordServerCSV(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &fakeNode{onScrape: func(k int64) {
-		if k == 3 {
+		if k == 1 {
 			cancel()
 		}
 	}}
