@@ -129,7 +129,7 @@ type Config struct {
 	Worker         int           `json:"worker"` // index of this worker process, when Workers > 1
 	NoRecord       bool          `json:"no_record,omitempty"`
 	ServerMetrics  []string      `json:"server_metrics,omitempty"` // servers' /metrics URLs the parent scrapes into <out>.server.csv
-	Progress       time.Duration `json:"-"` // progress interval; 0 = 1s
+	Progress       time.Duration `json:"-"`                        // progress interval; 0 = 1s
 }
 
 var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
