@@ -77,6 +77,9 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
   scalechat loadtest --scenario s.yaml --shard ${JOB_COMPLETION_INDEX}/4 --room-prefix run42 \
       --out results/run42.shard${JOB_COMPLETION_INDEX}.csv
 
+  # with the server's CPU, memory and processing time beside the results
+  scalechat loadtest --rooms 10 --room-size 20 --server-metrics http://127.0.0.1:8081/metrics
+
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`,
 		Args: cobra.NoArgs,
@@ -188,6 +191,7 @@ more than --max-loss of its expected deliveries, 2 for a plan the machine cannot
 	f.IntVar(&loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
 	f.Float64Var(&cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
 	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error")
+	f.StringArrayVar(&cfg.ServerMetrics, "server-metrics", nil, "a server's /metrics URL (repeat it, one per node), e.g. http://127.0.0.1:8081/metrics: scraped once a second into <out without .csv>.server.csv")
 	f.BoolVar(&dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")

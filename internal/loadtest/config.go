@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/scalechat/scalechat/internal/metrics"
 )
 
 // Protocols a run can speak.
@@ -126,7 +128,8 @@ type Config struct {
 	Args           []string      `json:"args"`
 	Worker         int           `json:"worker"` // index of this worker process, when Workers > 1
 	NoRecord       bool          `json:"no_record,omitempty"`
-	Progress       time.Duration `json:"-"` // progress interval; 0 = 1s
+	ServerMetrics  []string      `json:"server_metrics,omitempty"` // servers' /metrics URLs the parent scrapes into <out>.server.csv
+	Progress       time.Duration `json:"-"`                        // progress interval; 0 = 1s
 }
 
 var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
@@ -141,6 +144,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := parseTarget(c.URL); err != nil {
 		return err
+	}
+	for _, u := range c.ServerMetrics {
+		if err := metrics.CheckMetricsURL(u); err != nil {
+			return err
+		}
 	}
 	if len(c.Steps) == 0 {
 		return errors.New("no steps to run")

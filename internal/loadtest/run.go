@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/scalechat/scalechat/internal/metrics"
 )
 
 // Options are the parts of a run that are not the scenario.
@@ -119,9 +122,18 @@ func Paths(out string, workers int) (meta string, parts []string) {
 	return base + ".meta.json", parts
 }
 
+// ServerMetricsPath returns the server CSV of a run whose --out is out:
+// "x.csv" (or "x.csv.gz", or "x") gives "x.server.csv".
+func ServerMetricsPath(out string) string {
+	meta, _ := Paths(out, 1)
+	return strings.TrimSuffix(meta, ".meta.json") + ".server.csv"
+}
+
 // Run runs the load test in this process, or over cfg.Workers child
 // processes, writes the CSV part(s) and meta.json, and prints the summary.
 // ctx ends it gracefully (stop sending, drain, close), hard at once.
+// With cfg.ServerMetrics it also scrapes those servers once a second into
+// ServerMetricsPath(cfg.Out), from the start to the end of the run.
 func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	metaPath, parts := Paths(cfg.Out, cfg.Workers)
 	res := &Result{Meta: Meta{
@@ -135,16 +147,23 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	if res.Meta.Args == nil {
 		res.Meta.Args = []string{}
 	}
+	if len(cfg.ServerMetrics) > 0 {
+		res.Meta.ServerMetrics = filepath.Base(ServerMetricsPath(cfg.Out))
+	}
 	agg := newAggregator(opt.Stderr, opt.TTY, opt.Machine.Cores)
 	m := &merger{cfg: cfg, agg: agg, res: res, metaPath: metaPath, parts: cfg.Workers}
 	if err := m.writeMeta(); err != nil {
 		return nil, err
 	}
+	stopScraping := scrapeServers(cfg, opt.Stderr)
 	var err error
 	if cfg.Workers > 1 {
 		err = runWorkers(ctx, hard, cfg, opt, parts, agg, m)
 	} else {
 		err = runPart(ctx, hard, cfg, &localCoord{agg: agg, m: m}, cfg.Out)
+	}
+	if serr := stopScraping(); err == nil {
+		err = serr
 	}
 	agg.finish()
 	m.flushIncomplete()
@@ -158,6 +177,36 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	}
 	printSummary(opt.Stdout, res)
 	return res, err
+}
+
+// scrapeServers starts scraping cfg.ServerMetrics into the run's server
+// CSV, when there are any, and returns the function that stops it (after
+// one last scrape) and says whether the file was written.
+func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
+	if len(cfg.ServerMetrics) == 0 {
+		return func() error { return nil }
+	}
+	path := ServerMetricsPath(cfg.Out)
+	ctx, cancel := context.WithCancel(context.Background())
+	type outcome struct {
+		sum metrics.ScrapeSummary
+		err error
+	}
+	done := make(chan outcome, 1)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() {
+		sum, err := metrics.RecordServerCSV(ctx, path, cfg.ServerMetrics, log)
+		done <- outcome{sum, err}
+	}()
+	return func() error {
+		cancel()
+		o := <-done
+		if o.err != nil {
+			return fmt.Errorf("server metrics: %w", o.err)
+		}
+		fmt.Fprintf(stderr, "server metrics: %d row(s) in %s, %d failed scrape(s)\n", o.sum.Rows, path, o.sum.Failed)
+		return nil
+	}
 }
 
 // localCoord coordinates the single part of a run without workers.
