@@ -65,5 +65,6 @@ loadtest, analyze, report and bench.`,
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd(), newServeCmd())
 	root.AddCommand(newLoadtestCmd())
+	root.AddCommand(newBenchCmd())
 	return root
 }
