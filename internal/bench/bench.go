@@ -298,6 +298,8 @@ func kib(b float64) string { return fmt.Sprintf("%.2f KiB", b/1024) }
 // generator says so, as the server may not be the cause.
 func verdict(met, saturated bool) string {
 	switch {
+	case met && saturated:
+		return "met (generator saturated)"
 	case met:
 		return "met"
 	case saturated:

@@ -121,7 +121,7 @@ func TestPrintTable(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	if verdict(true, true) != "met" || verdict(false, false) != "MISSED" || !strings.Contains(verdict(false, true), "saturated") {
+	if verdict(true, false) != "met" || verdict(true, true) != "met (generator saturated)" || verdict(false, false) != "MISSED" || !strings.Contains(verdict(false, true), "saturated") {
 		t.Error("verdicts")
 	}
 }

@@ -70,18 +70,41 @@ type sample struct {
 // proc is a long-running child (server node or Redis) whose CPU time and
 // RSS are sampled every 100 ms.
 type proc struct {
+	*sampler
 	name string
 	cmd  *exec.Cmd
-	pid  int
 	log  *os.File
 	addr string
 
-	mu      sync.Mutex
-	samples []sample
+	waitMu  sync.Mutex
 	waitErr error
 	exited  chan struct{}
+}
+
+// sampler reads a process's CPU time and RSS every 100 ms until stopped
+// or the process is gone.
+type sampler struct {
+	pid     int
+	mu      sync.Mutex
+	samples []sample
 	stop    chan struct{}
-	sampled chan struct{}
+	done    chan struct{}
+}
+
+func startSampler(pid int, exited <-chan struct{}) *sampler {
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop(exited)
+	return s
+}
+
+// halt stops sampling and waits for the sampler.
+func (p *sampler) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
 }
 
 // readStat reads the CPU time and RSS of pid from /proc.
@@ -112,8 +135,8 @@ func readStat(pid int) (sample, error) {
 	return s, nil
 }
 
-func (p *proc) sampleLoop() {
-	defer close(p.sampled)
+func (p *sampler) loop(exited <-chan struct{}) {
+	defer close(p.done)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -125,7 +148,7 @@ func (p *proc) sampleLoop() {
 		select {
 		case <-p.stop:
 			return
-		case <-p.exited:
+		case <-exited:
 			return
 		case <-t.C:
 		}
@@ -133,7 +156,7 @@ func (p *proc) sampleLoop() {
 }
 
 // now returns a fresh reading.
-func (p *proc) now() sample {
+func (p *sampler) now() sample {
 	s, err := readStat(p.pid)
 	if err != nil {
 		p.mu.Lock()
@@ -146,7 +169,7 @@ func (p *proc) now() sample {
 }
 
 // cpuAt interpolates the process's CPU time at t between samples.
-func (p *proc) cpuAt(t time.Time) time.Duration {
+func (p *sampler) cpuAt(t time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return interpolate(p.samples, t)
@@ -170,10 +193,10 @@ func interpolate(ss []sample, t time.Time) time.Duration {
 }
 
 // cpuBetween is the CPU time the process used between a and b.
-func (p *proc) cpuBetween(a, b time.Time) time.Duration { return p.cpuAt(b) - p.cpuAt(a) }
+func (p *sampler) cpuBetween(a, b time.Time) time.Duration { return p.cpuAt(b) - p.cpuAt(a) }
 
 // rssAt is the RSS of the last sample at or before t.
-func (p *proc) rssAt(t time.Time) int64 {
+func (p *sampler) rssAt(t time.Time) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var rss int64
@@ -187,7 +210,7 @@ func (p *proc) rssAt(t time.Time) int64 {
 }
 
 // maxRSS is the largest RSS sampled between a and b.
-func (p *proc) maxRSS(a, b time.Time) int64 {
+func (p *sampler) maxRSS(a, b time.Time) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var rss int64
@@ -210,23 +233,21 @@ func (r *runner) startProc(name string, cmd *exec.Cmd) (*proc, error) {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, pid: cmd.Process.Pid, log: log,
-		exited: make(chan struct{}), stop: make(chan struct{}), sampled: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, log: log, exited: make(chan struct{})}
+	p.sampler = startSampler(cmd.Process.Pid, p.exited)
 	go func() {
 		err := cmd.Wait()
-		p.mu.Lock()
+		p.waitMu.Lock()
 		p.waitErr = err
-		p.mu.Unlock()
+		p.waitMu.Unlock()
 		close(p.exited)
 	}()
-	go p.sampleLoop()
 	return p, nil
 }
 
 // shutdown stops the process with SIGTERM (SIGKILL after grace) and waits.
 func (p *proc) shutdown(grace time.Duration) error {
-	close(p.stop)
-	<-p.sampled
+	p.halt()
 	select {
 	case <-p.exited:
 	default:
@@ -246,8 +267,8 @@ func (p *proc) shutdown(grace time.Duration) error {
 func (p *proc) alive() error {
 	select {
 	case <-p.exited:
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		p.waitMu.Lock()
+		defer p.waitMu.Unlock()
 		return fmt.Errorf("%s exited (%v); see %s", p.name, p.waitErr, p.log.Name())
 	default:
 		return nil
@@ -352,6 +373,7 @@ type genRun struct {
 	name     string
 	meta     loadtest.Meta
 	cpu      time.Duration // the generator's CPU time, workers included
+	samples  *sampler      // the generator's CPU time while it ran
 	exitCode int
 	csv      string // the events file (empty with --no-csv)
 	log      string
@@ -374,6 +396,7 @@ type loadgen struct {
 	sending chan struct{} // closed when its progress first says "sending" or "holding"
 	done    chan struct{}
 	err     error
+	samples *sampler
 }
 
 // startLoadtest starts `scalechat loadtest` against url with args, pinned
@@ -403,6 +426,9 @@ func (r *runner) startLoadtest(ctx context.Context, name, url string, timeout ti
 		return nil, fmt.Errorf("start loadtest: %w", err)
 	}
 	g := &loadgen{name: name, cmd: cmd, out: out, log: log, sending: make(chan struct{}), done: make(chan struct{})}
+	// Sampling stops by itself when the process is gone (exec.Cmd's
+	// ProcessState is not safe to poll while Wait runs).
+	g.samples = startSampler(cmd.Process.Pid, g.done)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -433,8 +459,9 @@ func (r *runner) startLoadtest(ctx context.Context, name, url string, timeout ti
 // wait waits for the generator to exit and reads its meta.json.
 func (g *loadgen) wait() (*genRun, error) {
 	<-g.done
+	g.samples.halt()
 	g.log.Close()
-	res := &genRun{name: g.name, log: g.log.Name()}
+	res := &genRun{name: g.name, log: g.log.Name(), samples: g.samples}
 	if st := g.cmd.ProcessState; st != nil {
 		res.cpu = st.UserTime() + st.SystemTime()
 		res.exitCode = st.ExitCode()
@@ -465,4 +492,14 @@ func (r *runner) runLoadtest(ctx context.Context, name, url string, timeout time
 		return nil, err
 	}
 	return g.wait()
+}
+
+// windowCPU is the generator's CPU time over its step's sending window
+// (the whole process when the window is unknown).
+func (g *genRun) windowCPU() time.Duration {
+	s := g.step()
+	if s.SendStartedAt.IsZero() || g.samples == nil {
+		return g.cpu
+	}
+	return g.samples.cpuBetween(s.SendStartedAt, s.SendEndedAt)
 }

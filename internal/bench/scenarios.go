@@ -38,7 +38,7 @@ func lossless(s loadtest.StepMeta) bool {
 func trafficRow(name string, g *genRun, servers ...*proc) Row {
 	s := g.step()
 	row := Row{Scenario: name, Clients: s.Clients, Ratio: -1, P50: s.LatencyMs.P50, P99: s.LatencyMs.P99, Max: s.LatencyMs.Max,
-		GenCPU: g.cpu.Seconds(), Saturated: s.Saturated, deliveries: s.ReceivedAll}
+		GenCPU: g.windowCPU().Seconds(), Saturated: s.Saturated, deliveries: s.ReceivedAll}
 	if s.Expected > 0 {
 		row.Ratio = s.DeliveryRatio
 	}
@@ -426,7 +426,7 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 	}
 	dels := sa.ReceivedAll + sb.ReceivedAll
 	cross := Row{Scenario: "cluster: rooms split over A and B", Clients: sa.Clients, Ratio: -1, ServerCPU: cpu.Seconds(), RSS: rss,
-		GenCPU: (ra.cpu + rb.cpu).Seconds(), Saturated: sa.Saturated || sb.Saturated}
+		GenCPU: (ra.windowCPU() + rb.windowCPU()).Seconds(), Saturated: sa.Saturated || sb.Saturated}
 	if d := dur.Seconds(); d > 0 {
 		cross.PerSecond = float64(dels) / d
 	}
@@ -498,7 +498,7 @@ func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
 		s := g.step()
 		if s.ReceivedAll > 0 {
 			// Each received message is one Received row; sends add one row each.
-			v := g.cpu.Seconds() * 1e6 / float64(s.ReceivedAll+s.Sent)
+			v := g.windowCPU().Seconds() * 1e6 / float64(s.ReceivedAll+s.Sent)
 			perMsg[on] = append(perMsg[on], v)
 			row.Figure = fmt.Sprintf("gen %.2f µs/msg", v)
 		}
@@ -508,7 +508,7 @@ func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
 	if on, off := mean(perMsg[true]), mean(perMsg[false]); on > 0 && off > 0 {
 		rows = append(rows, Row{Scenario: "overhead: CSV recording", Ratio: -1,
 			Figure: fmt.Sprintf("%+.2f µs/msg (%+.0f%%) generator CPU", on-off, 100*(on-off)/off),
-			Note:   "generator CPU per message (sent + received), whole process incl. connecting, mean of 2 runs each"})
+			Note:   "generator CPU per message (sent + received) over the sending window, mean of 2 runs each"})
 	}
 
 	// Metrics (the server's cost): needs a server with --metrics-addr.
