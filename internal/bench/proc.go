@@ -195,20 +195,6 @@ func interpolate(ss []sample, t time.Time) time.Duration {
 // cpuBetween is the CPU time the process used between a and b.
 func (p *sampler) cpuBetween(a, b time.Time) time.Duration { return p.cpuAt(b) - p.cpuAt(a) }
 
-// rssAt is the RSS of the last sample at or before t.
-func (p *sampler) rssAt(t time.Time) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var rss int64
-	for _, s := range p.samples {
-		if s.at.After(t) {
-			break
-		}
-		rss = s.rss
-	}
-	return rss
-}
-
 // maxRSS is the largest RSS sampled between a and b.
 func (p *sampler) maxRSS(a, b time.Time) int64 {
 	p.mu.Lock()
