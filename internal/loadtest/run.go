@@ -98,6 +98,10 @@ type StepMeta struct {
 	Invalid       int64       `json:"invalid"`
 	LatencyMs     Percentiles `json:"latency_ms"`
 	SendLagMs     Percentiles `json:"send_lag_ms"`
+	ConnectMs     Percentiles `json:"connect_ms"` // from a connect's due instant to the client's last joined frame
+	Senders       int         `json:"senders,omitempty"`
+	SendStartedAt time.Time   `json:"send_started_at"` // first due send (or the start of holding)
+	SendEndedAt   time.Time   `json:"send_ended_at"`   // end of the drain (or of holding)
 	Interrupted   bool        `json:"interrupted"`
 	FirstError    string      `json:"first_error,omitempty"`
 	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
@@ -142,7 +146,12 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		RoomPrefix: cfg.RoomPrefix, Seed: cfg.Seed, Workers: cfg.Workers, Shard: fmt.Sprintf("%d/%d", cfg.Shard, cfg.Shards),
 	}}
 	for _, p := range parts {
-		res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
+		if !cfg.NoCSV {
+			res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
+		}
+	}
+	if res.Meta.Parts == nil {
+		res.Meta.Parts = []string{}
 	}
 	if res.Meta.Args == nil {
 		res.Meta.Args = []string{}
@@ -309,10 +318,10 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm := StepMeta{
 		Name: s.Name, Rooms: s.Rooms, RoomSize: s.RoomSize, RoomsPerClient: s.RoomsPerClient, Clients: s.Clients(),
 		MsgFrequency: s.MsgFrequency, MsgSize: s.MsgSize, Duration: s.Duration, Ramp: s.Ramp, RoomSkew: s.RoomSkew,
-		Incomplete: incomplete,
+		Senders: s.Senders, Incomplete: incomplete,
 	}
 	var c stepCounts
-	lat, lag := newHist(), newHist()
+	lat, lag, conn := newHist(), newHist(), newHist()
 	for i, r := range rs {
 		c.add(r.Counts)
 		if i == 0 || r.StartedAt.Before(sm.StartedAt) {
@@ -327,6 +336,13 @@ func (m *merger) finalize(k int, incomplete string) {
 		}
 		decodeInto(lat, r.Lat)
 		decodeInto(lag, r.Lag)
+		decodeInto(conn, r.Conn)
+		if !r.SendStart.IsZero() && (sm.SendStartedAt.IsZero() || r.SendStart.Before(sm.SendStartedAt)) {
+			sm.SendStartedAt = r.SendStart.UTC()
+		}
+		if r.SendEnd.After(sm.SendEndedAt) {
+			sm.SendEndedAt = r.SendEnd.UTC()
+		}
 	}
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
@@ -338,6 +354,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	}
 	sm.LatencyMs = percentiles(lat)
 	sm.SendLagMs = percentiles(lag)
+	sm.ConnectMs = percentiles(conn)
 	if r := m.agg.saturation(s.Name); r != "" {
 		sm.Saturated, sm.SaturationReason = true, r
 	}
