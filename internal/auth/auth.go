@@ -6,7 +6,6 @@ package auth
 
 import (
 	"crypto"
-	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
@@ -152,10 +151,11 @@ func (k jwk) publicKey() (crypto.PublicKey, error) {
 		}
 		x.FillBytes(point[1:33])
 		y.FillBytes(point[33:])
-		if _, err := ecdh.P256().NewPublicKey(point[:]); err != nil {
+		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point[:])
+		if err != nil {
 			return nil, errors.New("EC point is not on P-256")
 		}
-		return &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}, nil
+		return pub, nil
 	}
 	return nil, fmt.Errorf("key type %q is not RSA or EC", k.Kty)
 }

@@ -69,5 +69,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newReportCmd())
 	root.AddCommand(newChatCmd())
 	root.AddCommand(newTokenCmd())
+	root.AddCommand(newBenchCmd())
 	return root
 }

@@ -90,6 +90,9 @@ meta.json and make the exit code 1.`,
   scalechat loadtest --transport poll --url http://127.0.0.1:8080 --rooms 10 --room-size 20
   scalechat loadtest --transport poll --poll-interval 500ms --url http://127.0.0.1:8080 --rooms 10 --room-size 20
 
+  # with the server's CPU, memory and processing time beside the results
+  scalechat loadtest --rooms 10 --room-size 20 --server-metrics http://127.0.0.1:8081/metrics
+
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`,
 		Args: cobra.NoArgs,
@@ -192,6 +195,8 @@ meta.json and make the exit code 1.`,
 	f.IntVar(&step.Rooms, "rooms", 1, "number of rooms")
 	f.IntVar(&step.RoomSize, "room-size", 10, "clients per room (clients = rooms × room size)")
 	f.IntVar(&step.RoomsPerClient, "rooms-per-client", 1, "rooms each client joins: its own plus K-1 chosen at random; it posts into them round robin")
+	f.IntVar(&step.NumClients, "clients", 0, "clients of the step, spread evenly over the rooms; 0 = rooms × room size")
+	f.IntVar(&step.Senders, "senders", 0, "how many of the clients send (spread evenly over them); the others only receive; 0 = all")
 	f.Float64Var(&step.RoomSkew, "room-skew", 0, "Zipf exponent of the clients' spread over rooms: 0 = even, 1 = a few hot rooms hold most clients")
 	f.DurationVar(&msgFreq, "msg-frequency", time.Second, "interval between two messages of one client; 0 = connect and hold only")
 	f.IntVar(&step.MsgSize, "msg-size", 256, "bytes of text per message")
@@ -201,6 +206,7 @@ meta.json and make the exit code 1.`,
 	f.StringVar(&scenario, "scenario", "", "YAML scenario file with a list of steps (flags give the defaults); see scenarios/")
 	f.DurationVar(&pause, "pause", 2*time.Second, "pause between steps (a scenario's pause: wins unless this flag is set)")
 	f.StringVar(&outFlag, "out", "", "CSV path, .gz for gzip (default results/<timestamp>.csv); metadata goes to <out without .csv>.meta.json")
+	f.BoolVar(&cfg.NoCSV, "no-csv", false, "write no CSV of events (meta.json and the summary only), e.g. to measure the cost of recording")
 	f.StringVar(&roomPfx, "room-prefix", "", "prefix of room names, unique per run so runs never see each other's history (default: a random run id)")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the room plan (every shard of a run must use the same)")
 	f.StringVar(&sources, "source-ips", "", "local addresses to connect from, e.g. 127.0.0.1-127.0.0.4 (each has its own ephemeral ports)")
@@ -209,6 +215,7 @@ meta.json and make the exit code 1.`,
 	f.IntVar(&loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
 	f.Float64Var(&cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
 	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error; with --transport poll it also bounds each HTTP request (plus the wait of a long poll)")
+	f.StringArrayVar(&cfg.ServerMetrics, "server-metrics", nil, "a server's /metrics URL (repeat it, one per node), e.g. http://127.0.0.1:8081/metrics: scraped once a second into <out without .csv>.server.csv")
 	f.BoolVar(&dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,11 +11,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -25,6 +28,7 @@ func newServeCmd() *cobra.Command {
 		tlsCert, tlsKey                   string
 		maxHistory                        byteSize
 		addr                              = "127.0.0.1:8080"
+		metricsAddr                       = "127.0.0.1:8081"
 		maxMsg, maxQueue                  = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
 		logLevel, logFormat               = "info", "text"
 	)
@@ -32,7 +36,9 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the chat server",
 		Long: `Run the chat server: WebSocket rooms at /ws/{room} (GET /ws joins "lobby"), the browser
-chat page at /, /healthz (process alive) and /readyz (accepting clients).
+chat page at /, /healthz (process alive) and /readyz (accepting clients). On a listener of
+its own (--metrics-addr), so that it answers while the chat port is saturated: Prometheus
+metrics at /metrics and a live dashboard at /dashboard.
 
 Single node, no external service. SIGINT or SIGTERM shut it down gracefully: /readyz fails,
 new connections are refused, every client gets close 1001 after the messages already
@@ -68,11 +74,34 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 			logger.Info("scalechat listening", "url", scheme+"://"+ln.Addr().String()+"/",
 				"websocket", strings.Replace(scheme, "http", "ws", 1)+"://"+ln.Addr().String()+"/ws/{room}",
 				"auth", cfg.Auth != nil)
-			return srv.Serve(cmd.Context(), ln)
+			if metricsAddr == "" {
+				return srv.Serve(cmd.Context(), ln)
+			}
+			mln, err := net.Listen("tcp", metricsAddr)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("cannot listen on %s for metrics: %w", metricsAddr, err)
+			}
+			logger.Info("metrics listening", "metrics", "http://"+mln.Addr().String()+"/metrics", "dashboard", "http://"+mln.Addr().String()+"/dashboard")
+			m := metrics.New(srv, metrics.Options{Node: nodeName(ln.Addr()), Logger: logger})
+			// The metrics outlive the chat server's graceful shutdown, so
+			// that it can be watched to the end.
+			mctx, stopMetrics := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if err := m.Serve(mctx, mln); err != nil {
+					logger.Error("metrics stopped", "err", err)
+				}
+			})
+			err = srv.Serve(cmd.Context(), ln)
+			stopMetrics()
+			wg.Wait()
+			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", addr, "address to listen on, host:port")
+	f.StringVar(&metricsAddr, "metrics-addr", metricsAddr, `address of the metrics listener (/metrics, /dashboard), host:port; "" turns metrics off`)
 	f.IntVar(&cfg.History, "history", cfg.History, "messages kept per room and replayed to joining clients; 0 disables history")
 	f.Var(&maxMsg, "max-message-size", "largest client message; larger ones close the connection with 1009")
 	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "open connections beyond which upgrades get HTTP 503; 0 means no limit")
@@ -107,6 +136,16 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 	f.StringVar(&logFormat, "log-format", logFormat, "text or json")
 	bindEnv(cmd)
 	return cmd
+}
+
+// nodeName names this node on the dashboard: host name and chat port.
+func nodeName(addr net.Addr) string {
+	host, err := os.Hostname()
+	tcp, ok := addr.(*net.TCPAddr)
+	if err != nil || !ok {
+		return addr.String()
+	}
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port))
 }
 
 func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) (*slog.Logger, error) {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/scalechat/scalechat/internal/metrics"
 )
 
 // Protocols a run can speak.
@@ -77,10 +79,22 @@ type Step struct {
 	Duration       Duration `yaml:"duration" json:"duration"`
 	Ramp           float64  `yaml:"ramp" json:"ramp"`
 	Drain          Duration `yaml:"drain" json:"drain"`
+	// NumClients, when positive, sets the clients of the step (spread evenly
+	// over the rooms) instead of Rooms × RoomSize, for shapes such as 4,000
+	// clients over 10,000 rooms.
+	NumClients int `yaml:"clients" json:"clients,omitempty"`
+	// Senders, when positive, is how many of the clients send (spread evenly
+	// over the step's clients); the others only receive. 0: all send.
+	Senders int `yaml:"senders" json:"senders,omitempty"`
 }
 
 // Clients is the number of clients of the step (all shards and workers).
-func (s Step) Clients() int { return s.Rooms * s.RoomSize }
+func (s Step) Clients() int {
+	if s.NumClients > 0 {
+		return s.NumClients
+	}
+	return s.Rooms * s.RoomSize
+}
 
 var stepNameRE = regexp.MustCompile(`^[^,"\r\n]{1,64}$`)
 
@@ -90,12 +104,16 @@ func (s Step) validate() error {
 		return fmt.Errorf("step name %q must be 1-64 characters without comma, quote or newline", s.Name)
 	case s.Rooms < 1:
 		return fmt.Errorf("step %s: rooms must be at least 1", s.Name)
-	case s.RoomSize < 1:
+	case s.NumClients == 0 && s.RoomSize < 1:
 		return fmt.Errorf("step %s: room size must be at least 1", s.Name)
+	case s.NumClients < 0:
+		return fmt.Errorf("step %s: clients must not be negative", s.Name)
 	case s.Clients() >= 1<<31:
 		return fmt.Errorf("step %s: %d clients is too many", s.Name, s.Clients())
 	case s.RoomsPerClient < 1 || s.RoomsPerClient > s.Rooms:
 		return fmt.Errorf("step %s: rooms per client must be between 1 and the number of rooms (%d)", s.Name, s.Rooms)
+	case s.Senders < 0 || s.Senders > s.Clients():
+		return fmt.Errorf("step %s: senders must be between 0 (all) and the number of clients (%d)", s.Name, s.Clients())
 	case s.RoomSkew < 0:
 		return fmt.Errorf("step %s: room skew must not be negative", s.Name)
 	case s.MsgFrequency < 0:
@@ -133,9 +151,11 @@ type Config struct {
 	ConnectTimeout Duration      `json:"connect_timeout"`
 	Out            string        `json:"out"`
 	Args           []string      `json:"args"`
-	Worker         int           `json:"worker"` // index of this worker process, when Workers > 1
-	NoRecord       bool          `json:"no_record,omitempty"`
-	Progress       time.Duration `json:"-"` // progress interval; 0 = 1s
+	Worker         int           `json:"worker"`                   // index of this worker process, when Workers > 1
+	NoRecord       bool          `json:"no_record,omitempty"`      // no CSV and no meta.json (benchmarks of the generator)
+	NoCSV          bool          `json:"no_csv,omitempty"`         // no CSV, meta.json still written
+	ServerMetrics  []string      `json:"server_metrics,omitempty"` // servers' /metrics URLs the parent scrapes into <out>.server.csv
+	Progress       time.Duration `json:"-"`                        // progress interval; 0 = 1s
 	// Transport is TransportWS (default) or TransportPoll.
 	Transport string `json:"transport,omitempty"`
 	// PollInterval, with TransportPoll, makes clients poll without wait
@@ -186,6 +206,11 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("transport %q is not ws or poll", c.Transport)
+	}
+	for _, u := range c.ServerMetrics {
+		if err := metrics.CheckMetricsURL(u); err != nil {
+			return err
+		}
 	}
 	if len(c.Steps) == 0 {
 		return errors.New("no steps to run")

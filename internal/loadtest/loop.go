@@ -77,6 +77,7 @@ type client struct {
 	id      uint64
 	phase   int64 // µs offset of its sends within the interval
 	startUs int64 // when its connect began
+	dueUs   int64 // when its connect was due by the ramp
 	rooms   []membership
 	key     string // Sec-WebSocket-Key while the handshake is in flight
 	pend    []byte // start of an incomplete frame
@@ -199,6 +200,7 @@ type loop struct {
 
 	lat, lag         *hdrhistogram.Histogram // this tick
 	stepLat, stepLag *hdrhistogram.Histogram // this step, loop only
+	stepConn         *hdrhistogram.Histogram // connect times of this step, loop only
 	mu               sync.Mutex              // guards pubLat, pubLag
 	pubLat, pubLag   *hdrhistogram.Histogram // since the collector last looked
 
@@ -226,7 +228,7 @@ func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop,
 		scratch: make([]byte, scratchSize),
 		rng:     uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
 		done:    make(chan struct{}),
-		lat:     newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), pubLat: newHist(), pubLag: newHist(),
+		lat:     newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
 	}
 	l.rows = rec.Buffer()
 	return l, nil
@@ -421,6 +423,7 @@ func (l *loop) beginStep(st *loopStep, ramp float64) {
 	st.joined = make([]int64, st.plan.rooms())
 	l.stepLat.Reset()
 	l.stepLag.Reset()
+	l.stepConn.Reset()
 	l.aConnected.Store(0)
 	l.publish()
 	l.checkSettled()
@@ -465,7 +468,7 @@ func (l *loop) startSending(t0, end int64, interval time.Duration, global []int6
 	st.intervalUs = int64(interval / time.Microsecond)
 	st.order = st.order[:0]
 	for _, c := range st.clients {
-		if c.state == csReady {
+		if c.state == csReady && st.plan.sends(int(c.c)) {
 			c.phase = int64(l.rand() % uint64(st.intervalUs))
 			st.order = append(st.order, c)
 		}
@@ -523,9 +526,9 @@ func (l *loop) checkClosed() {
 	}
 }
 
-// finishStep returns the step's counts and latency histograms and forgets
-// the step.
-func (l *loop) finishStep() (stepCounts, *hdrhistogram.Histogram, *hdrhistogram.Histogram, string) {
+// finishStep returns the step's counts, latency, send lag and connect time
+// histograms and forgets the step.
+func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, firstErr string) {
 	l.publish()
 	st := l.st
 	for _, c := range st.clients {
@@ -533,13 +536,14 @@ func (l *loop) finishStep() (stepCounts, *hdrhistogram.Histogram, *hdrhistogram.
 			l.closeFD(c)
 		}
 	}
-	lat, lag := newHist(), newHist()
+	lat, lag, conn = newHist(), newHist(), newHist()
 	lat.Merge(l.stepLat)
 	lag.Merge(l.stepLag)
+	conn.Merge(l.stepConn)
 	l.flushRows(l.clock.now())
 	l.st = nil
 	l.aConnected.Store(0)
-	return st.counts, lat, lag, st.firstErr
+	return st.counts, lat, lag, conn, st.firstErr
 }
 
 // shutdown closes every socket and hands the last rows to the writer.
@@ -562,14 +566,15 @@ func (l *loop) shutdown() {
 func (l *loop) connectDue(now int64) {
 	st := l.st
 	for st.next < len(st.clients) && st.inflight < maxInflight {
-		if due := st.connT0 + int64(float64(st.next)*st.connGap); due > now {
+		due := st.connT0 + int64(float64(st.next)*st.connGap)
+		if due > now {
 			return
 		}
 		c := st.clients[st.next]
 		st.next++
 		st.inflight++
 		c.state = csConnecting
-		c.startUs = now
+		c.startUs, c.dueUs = now, due
 		if err := l.connect(c); err != nil {
 			l.fail(c, err.Error())
 		}
@@ -679,6 +684,9 @@ func (l *loop) fail(c *client, reason string) {
 func (l *loop) ready(c *client) {
 	st := l.st
 	c.state = csReady
+	// Connect time counts from the instant the ramp made the connect due,
+	// so connects held back by the in-flight cap count as slow too.
+	record(l.stepConn, l.clock.now()-c.dueUs)
 	st.inflight--
 	st.unsettle--
 	st.counts.Joined++

@@ -67,6 +67,11 @@ type PartStep struct {
 	Interrupted bool       `json:"interrupted"`
 	Lat         []byte     `json:"lat"`
 	Lag         []byte     `json:"lag"`
+	Conn        []byte     `json:"conn"` // connect times
+	// The sending (or holding) phase: from the first due send to the end
+	// of the drain. Zero when the step never got there.
+	SendStart time.Time `json:"send_start"`
+	SendEnd   time.Time `json:"send_end"`
 }
 
 func encodeHist(h *hdrhistogram.Histogram) []byte {
@@ -126,6 +131,9 @@ func runPart(ctx, hard context.Context, cfg *Config, coord coordinator, path str
 		loops = 0 // polling clients are goroutines, not event loop clients
 	} else if p.tgt, err = parseTarget(cfg.URL); err != nil {
 		return err
+	}
+	if cfg.NoCSV {
+		path = ""
 	}
 	rec, err := CreateRecorder(path)
 	if err != nil {
@@ -311,27 +319,28 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 		res.Interrupted = true
 	}
 
-	lat, lag := newHist(), newHist()
+	lat, lag, conn := newHist(), newHist(), newHist()
 	for i, l := range p.loops {
 		ls := steps[i]
 		var c stepCounts
 		var fe string
-		var ll, lg *hdrhistogram.Histogram
+		var ll, lg, cn *hdrhistogram.Histogram
 		l.call(func() {
 			if l.st == ls {
-				c, ll, lg, fe = l.finishStep()
+				c, ll, lg, cn, fe = l.finishStep()
 			} else {
-				c, ll, lg, fe = ls.counts, newHist(), newHist(), ls.firstErr
+				c, ll, lg, cn, fe = ls.counts, newHist(), newHist(), newHist(), ls.firstErr
 			}
 		})
 		res.Counts.add(c)
 		lat.Merge(ll)
 		lag.Merge(lg)
+		conn.Merge(cn)
 		if res.FirstError == "" {
 			res.FirstError = fe
 		}
 	}
-	res.Lat, res.Lag = encodeHist(lat), encodeHist(lag)
+	res.Lat, res.Lag, res.Conn = encodeHist(lat), encodeHist(lag), encodeHist(conn)
 	res.EndedAt = time.Now()
 	return res, nil
 }
@@ -341,6 +350,8 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 func (p *part) sendPhase(ctx, hard, pollCtx context.Context, s Step, t0 int64, global []int64, res *PartStep) {
 	dur := s.Duration.D()
 	end := t0 + int64(dur/time.Microsecond)
+	res.SendStart = p.clock.time(t0)
+	defer func() { res.SendEnd = time.Now() }()
 	if s.MsgFrequency == 0 {
 		p.setPhase(s.Name, phaseHolding, dur)
 	} else {
@@ -461,9 +472,9 @@ func (p *part) runPollStep(ctx, hard context.Context, k int, idOffset uint64) *P
 	if hard.Err() != nil {
 		res.Interrupted = true
 	}
-	c, lat, lag, fe := ps.finish()
+	c, lat, lag, conn, fe := ps.finish()
 	res.Counts, res.FirstError = c, fe
-	res.Lat, res.Lag = encodeHist(lat), encodeHist(lag)
+	res.Lat, res.Lag, res.Conn = encodeHist(lat), encodeHist(lag), encodeHist(conn)
 	res.EndedAt = time.Now()
 	return res
 }

@@ -157,6 +157,18 @@ func (p *stepPlan) clientRooms(c int, dst []int32) []int32 {
 	return dst
 }
 
+// sends reports whether client c sends messages: all do unless the step
+// sets Senders, which are then spread evenly over the clients (the same in
+// every process of the run).
+func (p *stepPlan) sends(c int) bool {
+	n := int64(p.step.Senders)
+	if n <= 0 || n >= int64(p.clients) {
+		return true
+	}
+	x := int64(c)
+	return (x+1)*n/int64(p.clients) > x*n/int64(p.clients)
+}
+
 // roomName returns the name of room r.
 func (p *stepPlan) roomName(r int) string { return p.roomPre + strconv.Itoa(r) }
 

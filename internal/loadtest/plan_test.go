@@ -3,7 +3,9 @@ package loadtest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestRoomCounts(t *testing.T) {
@@ -123,5 +125,56 @@ func TestPaths(t *testing.T) {
 	meta, parts = Paths("r.csv", 1)
 	if meta != "r.meta.json" || parts[0] != "r.csv" {
 		t.Errorf("%s %v", meta, parts)
+	}
+}
+
+func TestSendersAreSpreadEvenly(t *testing.T) {
+	for _, tt := range []struct{ clients, senders, want int }{
+		{4000, 400, 400}, {10, 3, 3}, {10, 0, 10}, {10, 10, 10}, {7, 1, 1},
+	} {
+		cfg := &Config{Steps: []Step{{Rooms: 1, NumClients: tt.clients, Senders: tt.senders, RoomsPerClient: 1}}, RoomPrefix: "p", Workers: 1, Shards: 1}
+		p := newStepPlan(cfg, 0, 0)
+		n, run, longest := 0, 0, 0
+		for c := range tt.clients {
+			if p.sends(c) {
+				n++
+				run = 0
+			} else if run++; run > longest {
+				longest = run
+			}
+		}
+		if n != tt.want {
+			t.Errorf("%d clients, senders %d: %d send, want %d", tt.clients, tt.senders, n, tt.want)
+		}
+		if tt.senders > 0 && longest > tt.clients/tt.senders {
+			t.Errorf("%d clients, senders %d: %d receivers in a row, not spread evenly", tt.clients, tt.senders, longest)
+		}
+	}
+}
+
+func TestStepValidateClientsAndSenders(t *testing.T) {
+	base := Step{Name: "s", Rooms: 10, RoomSize: 1, RoomsPerClient: 1, Duration: Duration(time.Second), Ramp: 1}
+	for _, tt := range []struct {
+		name    string
+		edit    func(*Step)
+		wantErr string
+	}{
+		{"clients override", func(s *Step) { s.NumClients = 4; s.RoomSize = 0 }, ""},
+		{"negative clients", func(s *Step) { s.NumClients = -1 }, "clients must not be negative"},
+		{"too many senders", func(s *Step) { s.NumClients = 4; s.Senders = 5 }, "senders must be between"},
+		{"negative senders", func(s *Step) { s.Senders = -1 }, "senders must be between"},
+		{"no room size", func(s *Step) { s.RoomSize = 0 }, "room size"},
+	} {
+		s := base
+		tt.edit(&s)
+		err := s.validate()
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.wantErr)
+		}
+	}
+	s := base
+	s.NumClients = 4
+	if s.Clients() != 4 {
+		t.Errorf("Clients() = %d with clients 4", s.Clients())
 	}
 }

@@ -61,6 +61,7 @@ type pollStep struct {
 	joined           []int64                 // per room
 	pubLat, pubLag   *hdrhistogram.Histogram // since the collector last looked
 	stepLat, stepLag *hdrhistogram.Histogram
+	stepConn         *hdrhistogram.Histogram // from a client's due launch to its first poll's answer
 	global           []int64
 	sendCancel       context.CancelFunc
 }
@@ -75,7 +76,8 @@ type pollClient struct {
 	http     *http.Client
 	tr       *http.Transport
 
-	joined bool // guarded by s.mu
+	joined bool  // guarded by s.mu
+	dueUs  int64 // when its first poll was due by the ramp
 	// Owned by the client's poll goroutine.
 	joinedSeq, lastSeq uint64
 	// Owned by the client's send goroutine.
@@ -98,7 +100,7 @@ func newPollStep(cfg *Config, tgt pollTarget, plan *stepPlan, clk *clock, rec *R
 		text:    string(bytes.Repeat([]byte{'x'}, s.MsgSize)),
 		settled: make(chan struct{}),
 		joined:  make([]int64, plan.rooms()),
-		pubLat:  newHist(), pubLag: newHist(), stepLat: newHist(), stepLag: newHist(),
+		pubLat:  newHist(), pubLag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(),
 		rows: rec.Buffer(),
 	}
 	for _, c := range plan.localClients() {
@@ -163,7 +165,8 @@ func (s *pollStep) launch(ctx, pollCtx context.Context, ramp float64) {
 		gap := 1e6 / ramp
 		t0 := s.clock.now()
 		for i, c := range s.clients {
-			if !s.sleepUntil(ctx, t0+int64(float64(i)*gap)) {
+			c.dueUs = t0 + int64(float64(i)*gap)
+			if !s.sleepUntil(ctx, c.dueUs) {
 				s.settle(int64(len(s.clients) - i))
 				return
 			}
@@ -244,6 +247,8 @@ func (c *pollClient) join(pollCtx context.Context) bool {
 	}
 	c.joinedSeq, c.lastSeq = ans.Seq, ans.Seq
 	c.joined = true
+	// As for WebSocket clients, connect time counts from the due instant.
+	record(s.stepConn, now-c.dueUs)
 	s.counts.Replayed += int64(len(ans.Messages))
 	s.counts.Joined++
 	s.joined[c.room]++
@@ -398,7 +403,7 @@ func (s *pollStep) startSending(pollCtx context.Context, t0, end int64, interval
 	iv := int64(interval / time.Microsecond)
 	rng := uint64(time.Now().UnixNano()) | 1
 	for _, c := range s.clients {
-		if !c.joinedOK() {
+		if !c.joinedOK() || !s.plan.sends(c.c) {
 			continue
 		}
 		rng = rng*6364136223846793005 + 1442695040888963407
@@ -513,16 +518,17 @@ func (s *pollStep) close(cancel context.CancelFunc) {
 	}
 }
 
-// finish returns the step's counts and histograms and hands the last rows
+// finish returns the step's counts, latency, send lag and connect time histograms and hands the last rows
 // to the writer. Called after close.
-func (s *pollStep) finish() (stepCounts, *hdrhistogram.Histogram, *hdrhistogram.Histogram, string) {
+func (s *pollStep) finish() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, firstErr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushLocked(s.clock.now())
-	lat, lag := newHist(), newHist()
+	lat, lag, conn = newHist(), newHist(), newHist()
 	lat.Merge(s.stepLat)
 	lag.Merge(s.stepLag)
-	return s.counts, lat, lag, s.firstErr
+	conn.Merge(s.stepConn)
+	return s.counts, lat, lag, conn, s.firstErr
 }
 
 // snapshot adds the step's progress to snap and its latencies since the

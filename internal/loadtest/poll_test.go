@@ -54,12 +54,30 @@ func TestPollLosslessAgainstRealServer(t *testing.T) {
 			if s.LatencyMs.P50 <= 0 || s.LatencyMs.Max < s.LatencyMs.P99 {
 				t.Errorf("latency %+v", s.LatencyMs)
 			}
+			if s.ConnectMs.P50 <= 0 || s.ConnectMs.Max > 5000 || s.SendEndedAt.Sub(s.SendStartedAt) < time.Second {
+				t.Errorf("connect times %+v, sending window %v – %v", s.ConnectMs, s.SendStartedAt, s.SendEndedAt)
+			}
 			m := readMeta(t, cfg.Out)
 			if m.Transport != TransportPoll || (tt.interval > 0) != (m.PollInterval > 0) || (tt.interval == 0) != (m.PollWait > 0) {
 				t.Errorf("meta transport %q interval %v wait %v", m.Transport, m.PollInterval, m.PollWait)
 			}
 			checkCSVAgainstMeta(t, readCSV(t, cfg.Out), m)
 		})
+	}
+}
+
+// --senders and --clients work over HTTP as over WebSocket.
+func TestPollSenders(t *testing.T) {
+	srv := startPollServer(t, nil)
+	st := testStep("few", 3, 1)
+	st.NumClients, st.Senders = 9, 3
+	cfg := testConfig(t, srv.HTTPURL(""), st)
+	cfg.Transport = TransportPoll
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	// 3 senders × 10 messages, each to the 3 members of its room.
+	if len(res.Failures) > 0 || s.Joined != 9 || s.Sent != 30 || s.Expected != 90 || s.Received != 90 {
+		t.Fatalf("failures %v, step %+v", res.Failures, s)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/scalechat/scalechat/internal/metrics"
 )
 
 // Options are the parts of a run that are not the scenario.
@@ -103,6 +106,10 @@ type StepMeta struct {
 	HistoryGaps   int64       `json:"history_gaps,omitempty"` // HTTP transport: answers with a history_gap
 	LatencyMs     Percentiles `json:"latency_ms"`
 	SendLagMs     Percentiles `json:"send_lag_ms"`
+	ConnectMs     Percentiles `json:"connect_ms"` // from a connect's due instant to the client's last joined frame
+	Senders       int         `json:"senders,omitempty"`
+	SendStartedAt time.Time   `json:"send_started_at"` // first due send (or the start of holding)
+	SendEndedAt   time.Time   `json:"send_ended_at"`   // end of the drain (or of holding)
 	Interrupted   bool        `json:"interrupted"`
 	FirstError    string      `json:"first_error,omitempty"`
 	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
@@ -127,9 +134,18 @@ func Paths(out string, workers int) (meta string, parts []string) {
 	return base + ".meta.json", parts
 }
 
+// ServerMetricsPath returns the server CSV of a run whose --out is out:
+// "x.csv" (or "x.csv.gz", or "x") gives "x.server.csv".
+func ServerMetricsPath(out string) string {
+	meta, _ := Paths(out, 1)
+	return strings.TrimSuffix(meta, ".meta.json") + ".server.csv"
+}
+
 // Run runs the load test in this process, or over cfg.Workers child
 // processes, writes the CSV part(s) and meta.json, and prints the summary.
 // ctx ends it gracefully (stop sending, drain, close), hard at once.
+// With cfg.ServerMetrics it also scrapes those servers once a second into
+// ServerMetricsPath(cfg.Out), from the start to the end of the run.
 func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	metaPath, parts := Paths(cfg.Out, cfg.Workers)
 	res := &Result{Meta: Meta{
@@ -146,21 +162,33 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		}
 	}
 	for _, p := range parts {
-		res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
+		if !cfg.NoCSV {
+			res.Meta.Parts = append(res.Meta.Parts, filepath.Base(p))
+		}
+	}
+	if res.Meta.Parts == nil {
+		res.Meta.Parts = []string{}
 	}
 	if res.Meta.Args == nil {
 		res.Meta.Args = []string{}
+	}
+	if len(cfg.ServerMetrics) > 0 {
+		res.Meta.ServerMetrics = filepath.Base(ServerMetricsPath(cfg.Out))
 	}
 	agg := newAggregator(opt.Stderr, opt.TTY, opt.Machine.Cores)
 	m := &merger{cfg: cfg, agg: agg, res: res, metaPath: metaPath, parts: cfg.Workers}
 	if err := m.writeMeta(); err != nil {
 		return nil, err
 	}
+	stopScraping := scrapeServers(cfg, opt.Stderr)
 	var err error
 	if cfg.Workers > 1 {
 		err = runWorkers(ctx, hard, cfg, opt, parts, agg, m)
 	} else {
 		err = runPart(ctx, hard, cfg, &localCoord{agg: agg, m: m}, cfg.Out)
+	}
+	if serr := stopScraping(); err == nil {
+		err = serr
 	}
 	agg.finish()
 	m.flushIncomplete()
@@ -174,6 +202,36 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	}
 	printSummary(opt.Stdout, res)
 	return res, err
+}
+
+// scrapeServers starts scraping cfg.ServerMetrics into the run's server
+// CSV, when there are any, and returns the function that stops it (after
+// one last scrape) and says whether the file was written.
+func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
+	if len(cfg.ServerMetrics) == 0 {
+		return func() error { return nil }
+	}
+	path := ServerMetricsPath(cfg.Out)
+	ctx, cancel := context.WithCancel(context.Background())
+	type outcome struct {
+		sum metrics.ScrapeSummary
+		err error
+	}
+	done := make(chan outcome, 1)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() {
+		sum, err := metrics.RecordServerCSV(ctx, path, cfg.ServerMetrics, log)
+		done <- outcome{sum, err}
+	}()
+	return func() error {
+		cancel()
+		o := <-done
+		if o.err != nil {
+			return fmt.Errorf("server metrics: %w", o.err)
+		}
+		fmt.Fprintf(stderr, "server metrics: %d row(s) in %s, %d failed scrape(s)\n", o.sum.Rows, path, o.sum.Failed)
+		return nil
+	}
 }
 
 // localCoord coordinates the single part of a run without workers.
@@ -276,10 +334,10 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm := StepMeta{
 		Name: s.Name, Rooms: s.Rooms, RoomSize: s.RoomSize, RoomsPerClient: s.RoomsPerClient, Clients: s.Clients(),
 		MsgFrequency: s.MsgFrequency, MsgSize: s.MsgSize, Duration: s.Duration, Ramp: s.Ramp, RoomSkew: s.RoomSkew,
-		Incomplete: incomplete,
+		Senders: s.Senders, Incomplete: incomplete,
 	}
 	var c stepCounts
-	lat, lag := newHist(), newHist()
+	lat, lag, conn := newHist(), newHist(), newHist()
 	for i, r := range rs {
 		c.add(r.Counts)
 		if i == 0 || r.StartedAt.Before(sm.StartedAt) {
@@ -294,6 +352,13 @@ func (m *merger) finalize(k int, incomplete string) {
 		}
 		decodeInto(lat, r.Lat)
 		decodeInto(lag, r.Lag)
+		decodeInto(conn, r.Conn)
+		if !r.SendStart.IsZero() && (sm.SendStartedAt.IsZero() || r.SendStart.Before(sm.SendStartedAt)) {
+			sm.SendStartedAt = r.SendStart.UTC()
+		}
+		if r.SendEnd.After(sm.SendEndedAt) {
+			sm.SendEndedAt = r.SendEnd.UTC()
+		}
 	}
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
@@ -306,6 +371,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	}
 	sm.LatencyMs = percentiles(lat)
 	sm.SendLagMs = percentiles(lag)
+	sm.ConnectMs = percentiles(conn)
 	if r := m.agg.saturation(s.Name); r != "" {
 		sm.Saturated, sm.SaturationReason = true, r
 	}

@@ -470,3 +470,37 @@ func TestMachineCheckRefusesImpossiblePlan(t *testing.T) {
 		})
 	}
 }
+
+// --clients spreads clients over more rooms than clients, --senders makes
+// only some send, meta.json gets connect times and the sending window, and
+// --no-csv writes no events file.
+func TestClientsSendersConnectTimesNoCSV(t *testing.T) {
+	srv := startFakeServer(t, nil)
+	st := testStep("few", 8, 1)
+	st.NumClients, st.Senders, st.RoomsPerClient = 6, 2, 3
+	cfg := testConfig(t, srv.URL, st)
+	cfg.NoCSV = true
+	res := runTest(t, cfg)
+	if len(res.Failures) > 0 {
+		t.Fatalf("failures: %v", res.Failures)
+	}
+	s := res.Meta.Steps[0]
+	// 2 senders × 10 messages (every 100 ms for 1 s), each to every member of its room.
+	if s.Clients != 6 || s.Joined != 6 || s.Sent != 20 || s.Received != s.Expected || s.Expected < s.Sent || s.Senders != 2 {
+		t.Fatalf("step %+v", s)
+	}
+	if s.ConnectMs.P50 <= 0 || s.ConnectMs.Max < s.ConnectMs.P99 || s.ConnectMs.Max > 5000 {
+		t.Errorf("connect times %+v", s.ConnectMs)
+	}
+	if s.SendStartedAt.Before(s.StartedAt) || !s.SendEndedAt.After(s.SendStartedAt) || s.SendEndedAt.After(s.EndedAt) ||
+		s.SendEndedAt.Sub(s.SendStartedAt) < time.Second {
+		t.Errorf("sending window %v – %v within step %v – %v", s.SendStartedAt, s.SendEndedAt, s.StartedAt, s.EndedAt)
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Errorf("--no-csv wrote %s (%v)", cfg.Out, err)
+	}
+	m := readMeta(t, cfg.Out)
+	if len(m.Parts) != 0 || len(m.Steps) != 1 || m.Steps[0].ConnectMs != s.ConnectMs {
+		t.Errorf("meta.json parts %v steps %+v", m.Parts, m.Steps)
+	}
+}

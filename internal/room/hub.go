@@ -205,13 +205,13 @@ func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
 	}
 	for _, e := range tail {
 		if e.Seq > r.seq {
-			r.appendLocked(e.Seq, textFrame(e.Payload))
+			r.appendLocked(e.Seq, textFrame(e.Payload), 0)
 		}
 	}
 	r.seq = max(r.seq, seq)
 	for _, m := range r.early {
 		if m.Seq > r.seq {
-			r.appendLocked(m.Seq, m.Frame)
+			r.appendLocked(m.Seq, m.Frame, 0)
 		}
 	}
 	r.early = nil
@@ -229,6 +229,7 @@ func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
 // room. Messages at or below the room's seq are duplicates and dropped; a
 // broker that sees a gap fills it (see Seq) before delivering past it.
 func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
+	received := time.Now().UnixNano() // the processing time starts when the broker brings the message
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -241,7 +242,7 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 	case !r.loaded:
 		r.early = append(r.early, Message{Seq: seq, Frame: frame})
 	case seq > r.seq:
-		r.appendLocked(seq, frame)
+		r.appendLocked(seq, frame, received)
 	}
 }
 
@@ -249,6 +250,7 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 // seq: what a node does while its broker is unreachable, so that its own
 // members keep talking.
 func (h *Hub) PublishLocal(name string, prefix, suffix []byte) {
+	received := time.Now().UnixNano()
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -256,7 +258,7 @@ func (h *Hub) PublishLocal(name string, prefix, suffix []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {
-		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix))
+		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix), received)
 	}
 }
 

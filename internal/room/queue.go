@@ -8,7 +8,8 @@ import "sync"
 type Delivery struct {
 	Room *Room
 	Message
-	Ready bool
+	Ready    bool
+	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 
 // Queue carries deliveries from publishers (any goroutine) to the one event

@@ -65,14 +65,17 @@ func (r *Room) Name() string { return r.name }
 // Publish publishes a message whose JSON is draft with the seq's digits
 // inserted at seqAt (see protocol.AppendChatDraft). On a single node the
 // message is in the room's history and on its way to every member when
-// Publish returns; in a cluster it is on its way to the broker.
-func (r *Room) Publish(draft []byte, seqAt int) {
+// Publish returns; in a cluster it is on its way to the broker. received
+// (unix nanoseconds) is when the message was read: on a single node it
+// travels with the deliveries so that loops can measure the processing
+// time; in a cluster the clock starts when the broker brings it back.
+func (r *Room) Publish(draft []byte, seqAt int, received int64) {
 	if b := r.hub.broker; b != nil {
 		b.Publish(r.name, draft[:seqAt], draft[seqAt:])
 		return
 	}
 	r.mu.Lock()
-	r.appendLocked(r.seq+1, buildFrame(draft[:seqAt], r.seq+1, draft[seqAt:]))
+	r.appendLocked(r.seq+1, buildFrame(draft[:seqAt], r.seq+1, draft[seqAt:]), received)
 	r.mu.Unlock()
 }
 
@@ -96,8 +99,10 @@ func textFrame(payload []byte) []byte {
 
 // appendLocked makes seq the room's latest message: history, then every
 // loop with members. Pushing under the room's lock is what gives every
-// member the room's messages in one order.
-func (r *Room) appendLocked(seq uint64, frame []byte) {
+// member the room's messages in one order. received is when the message
+// reached this node (unix nanoseconds; 0 for history loaded from the
+// broker, which is not timed).
+func (r *Room) appendLocked(seq uint64, frame []byte, received int64) {
 	r.seq = seq
 	m := Message{Seq: seq, Frame: frame}
 	grew, evicted := r.hist.add(m)
@@ -119,7 +124,7 @@ func (r *Room) appendLocked(seq uint64, frame []byte) {
 	}
 	for i, n := range r.local {
 		if n > 0 {
-			r.hub.queues[i].push(Delivery{Room: r, Message: m})
+			r.hub.queues[i].push(Delivery{Room: r, Message: m, Received: received})
 		}
 	}
 	if r.notify != nil {

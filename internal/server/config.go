@@ -48,6 +48,7 @@ type Config struct {
 	EchoEndpoint      bool           // serve /echo: every message echoed, by the same connection layer
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
+	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	Logger            *slog.Logger
 }
 
@@ -68,6 +69,7 @@ func DefaultConfig() Config {
 		CloseTimeout:     5 * time.Second,
 		RoomGrace:        30 * time.Second,
 		FrameTimeout:     10 * time.Second,
+		ProcessingTime:   true,
 	}
 }
 

@@ -77,10 +77,3 @@ func (l *ipLimiter) sweep(now time.Time) {
 		}
 	}
 }
-
-// size returns how many addresses are tracked.
-func (l *ipLimiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}

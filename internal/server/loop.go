@@ -84,6 +84,7 @@ type loop struct {
 	dirty      []*conn // connections with frames to write
 	slow       []*conn // slow consumers to close once delivery is done
 	deliveries []room.Delivery
+	received   []int64 // read times of the messages delivered since the last flush, for Stats.Processing
 	readBuf    []byte
 	enc        []byte
 	hist       []room.Message
@@ -168,6 +169,7 @@ func (l *loop) run() error {
 		}
 		l.deliver()
 		l.flushDirty()
+		l.observeProcessing()
 		for l.nowNano >= l.wheel.next {
 			l.sweep()
 		}
@@ -325,6 +327,7 @@ func (l *loop) consume(c *conn, data []byte) {
 func (l *loop) deliver() {
 	l.deliveries = l.queue.Swap(l.deliveries)
 	var n uint64
+	timed := l.srv.cfg.ProcessingTime
 	for i := range l.deliveries {
 		d := &l.deliveries[i]
 		if d.Ready {
@@ -335,10 +338,14 @@ func (l *loop) deliver() {
 		if lr == nil {
 			continue
 		}
+		before := n
 		for _, m := range lr.members {
 			if d.Seq > m.minSeq && m.c.enqueueShared(d.Frame) {
 				n++
 			}
+		}
+		if timed && n > before && d.Received != 0 {
+			l.received = append(l.received, d.Received)
 		}
 	}
 	l.stats.deliveries.Add(n)
@@ -460,6 +467,20 @@ func (l *loop) flush(c *conn) {
 	if c.closeQueued && (c.peerClosed || c.failed) {
 		l.closeFD(c)
 	}
+}
+
+// observeProcessing records the processing time of the messages delivered
+// since the last call, now that the flush has written them: one clock read
+// per loop iteration, whatever the number of messages and members.
+func (l *loop) observeProcessing() {
+	if len(l.received) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	for _, r := range l.received {
+		l.stats.processing.observe(time.Duration(now - r))
+	}
+	l.received = l.received[:0]
 }
 
 // closeFD closes c's socket. c must have left its rooms.

@@ -4,6 +4,7 @@ package server
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/scalechat/scalechat/internal/ws"
 )
@@ -64,6 +65,49 @@ func closeCodeIndex(code ws.StatusCode) int {
 	return len(closeCodes)
 }
 
+// processingBounds are the upper bounds of the processing time histogram's
+// buckets: 1, 2, 3, 5, 7 per decade from 10µs to 10s, fine enough to
+// interpolate percentiles within about 20 %.
+var processingBounds = [...]time.Duration{
+	10 * time.Microsecond, 20 * time.Microsecond, 30 * time.Microsecond, 50 * time.Microsecond, 70 * time.Microsecond,
+	100 * time.Microsecond, 200 * time.Microsecond, 300 * time.Microsecond, 500 * time.Microsecond, 700 * time.Microsecond,
+	time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 7 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond, 70 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, 700 * time.Millisecond,
+	time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second,
+	10 * time.Second,
+}
+
+// histogram counts durations in processingBounds buckets. It belongs to one
+// loop, which alone writes it: the atomics only let Stats read it while the
+// loop runs, they are never contended.
+type histogram struct {
+	counts [len(processingBounds) + 1]atomic.Uint64 // the last one counts what exceeds every bound
+	sum    atomic.Int64                             // nanoseconds
+}
+
+func (h *histogram) observe(d time.Duration) {
+	lo, hi := 0, len(processingBounds)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if d > processingBounds[mid] {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	h.counts[lo].Add(1)
+	h.sum.Add(int64(d))
+}
+
+// Histogram is a snapshot of a duration histogram.
+type Histogram struct {
+	Bounds []float64 // upper bounds of the buckets, seconds, increasing
+	Counts []uint64  // observations per bucket (not cumulative); one more than Bounds, the last for larger values
+	Count  uint64    // observations, the sum of Counts
+	Sum    float64   // seconds
+}
+
 // loopStats are one loop's counters. Each loop owns its own, so counting on
 // the hot path never contends across loops.
 type loopStats struct {
@@ -73,6 +117,7 @@ type loopStats struct {
 	bytesOut    atomic.Uint64
 	dropped     [dropReasons]atomic.Uint64
 	disconnects [len(closeCodes) + 1]atomic.Uint64
+	processing  histogram
 	_           [64]byte // keep loops' counters off each other's cache lines
 }
 
@@ -83,6 +128,7 @@ type Stats struct {
 	Refused        map[string]uint64 // by RefuseReason
 	Rooms          int64             // rooms held, empty ones in their grace period included
 	HistoryEntries int64
+	HistoryBytes   int64
 	MessagesIn     uint64            // text messages received from clients
 	Deliveries     uint64            // chat messages queued to members
 	BytesIn        uint64            // WebSocket bytes read
@@ -97,6 +143,14 @@ type Stats struct {
 	HTTPDeliveries uint64 // chat messages returned to polls (also counted in Deliveries)
 	HTTPBytesIn    uint64 // bytes read on HTTP connections (for TLS: everything on the TLS connection)
 	HTTPBytesOut   uint64
+
+	// Processing is the message processing time: from the loop waking up
+	// with a client's frame to read (in a cluster: from the broker bringing
+	// the message to the node) until the end of the flush that wrote the
+	// message to the last member on a loop. A message delivered on k
+	// loops counts k times, once per loop, so that no delivery needs a
+	// counter shared across loops. Empty when Config.ProcessingTime is off.
+	Processing Histogram
 }
 
 // Stats returns a snapshot of the server's counters.
@@ -107,13 +161,23 @@ func (s *Server) Stats() Stats {
 		Refused:        make(map[string]uint64, refuseReasons),
 		Rooms:          s.hub.Rooms(),
 		HistoryEntries: s.hub.HistoryEntries(),
+		HistoryBytes:   s.hub.HistoryBytes(),
 		Dropped:        make(map[string]uint64, dropReasons),
 		Disconnects:    make(map[int]uint64, len(closeCodes)+1),
+		Processing: Histogram{
+			Bounds: make([]float64, len(processingBounds)),
+			Counts: make([]uint64, len(processingBounds)+1),
+		},
 	}
 	st.Polls, st.PollsWaiting = s.polls.Load(), s.waitingPolls.Load()
 	st.HTTPMessagesIn, st.HTTPDeliveries = s.httpIn.Load(), s.httpOut.Load()
 	st.HTTPBytesIn, st.HTTPBytesOut = s.httpBytesIn.Load(), s.httpBytesOut.Load()
 	st.MessagesIn, st.Deliveries = st.HTTPMessagesIn, st.HTTPDeliveries
+
+	for i, b := range processingBounds {
+		st.Processing.Bounds[i] = b.Seconds()
+	}
+	var sumNano int64
 	for i := range s.refused {
 		st.Refused[RefuseReason(i).String()] = s.refused[i].Load()
 	}
@@ -136,6 +200,15 @@ func (s *Server) Stats() Stats {
 			}
 			st.Disconnects[code] += ls.disconnects[i].Load()
 		}
+		// Sum before counts: an observation landing between the two reads
+		// then shows in the counts, never in the sum alone.
+		sumNano += ls.processing.sum.Load()
+		for i := range ls.processing.counts {
+			n := ls.processing.counts[i].Load()
+			st.Processing.Counts[i] += n
+			st.Processing.Count += n
+		}
 	}
+	st.Processing.Sum = time.Duration(sumNano).Seconds()
 	return st
 }

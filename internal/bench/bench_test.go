@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestInterpolate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ss := []sample{{at: t0, cpu: 0}, {at: t0.Add(time.Second), cpu: 100 * time.Millisecond}, {at: t0.Add(2 * time.Second), cpu: 300 * time.Millisecond}}
+	for _, tt := range []struct {
+		at   time.Time
+		want time.Duration
+	}{
+		{t0.Add(-time.Second), 0},
+		{t0, 0},
+		{t0.Add(500 * time.Millisecond), 50 * time.Millisecond},
+		{t0.Add(1500 * time.Millisecond), 200 * time.Millisecond},
+		{t0.Add(time.Hour), 300 * time.Millisecond},
+	} {
+		if got := interpolate(ss, tt.at); got != tt.want {
+			t.Errorf("interpolate at %v = %v, want %v", tt.at.Sub(t0), got, tt.want)
+		}
+	}
+	if got := interpolate(nil, t0); got != 0 {
+		t.Errorf("no samples: %v", got)
+	}
+}
+
+func TestReadStatOfThisProcess(t *testing.T) {
+	// Burn some CPU so that utime+stime is above one tick.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	s, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.cpu <= 0 || s.rss < 1<<20 {
+		t.Errorf("own stat: cpu %v rss %d", s.cpu, s.rss)
+	}
+	if _, err := readStat(1 << 30); err == nil {
+		t.Error("a process that does not exist has a stat")
+	}
+}
+
+const eventsCSV = `step,room,message_id,sender_id,client_id,event,unix_us,lag_us
+s,r0,,,0,Joined,100,
+s,r0,,,1,Joined,100,
+s,r0,,,2,Joined,500,
+s,r0,1,0,0,Sent,200,3
+s,r0,1,0,0,Received,210,
+s,r0,1,0,1,Received,230,
+s,r0,1,1,1,Sent,1000,0
+s,r0,1,1,0,Received,1100,
+s,r0,1,1,1,Received,1010,
+s,r0,1,1,2,Received,1400,
+`
+
+func TestEventsGroup(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e.csv")
+	if err := os.WriteFile(p, []byte(eventsCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := readEvents(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parity := func(s, r uint64) string {
+		if s%2 == r%2 {
+			return "same"
+		}
+		return "cross"
+	}
+	g := ev.group(func(sentMsg) bool { return true }, parity)
+	// Message (0,1) due at 200: clients 0 and 1 had joined (2 later), both received.
+	// Message (1,1) due at 1000: all three had joined and received.
+	same, cross := g["same"], g["cross"]
+	if same == nil || cross == nil {
+		t.Fatalf("groups %v", g)
+	}
+	if same.expected != 2 || same.count() != 2 || cross.expected != 3 || cross.count() != 3 {
+		t.Errorf("same %d/%d cross %d/%d", same.count(), same.expected, cross.count(), cross.expected)
+	}
+	if same.ms(100) != 0.01 || cross.ms(100) != 0.4 || same.ratio() != 1 {
+		t.Errorf("same max %v cross max %v ratio %v", same.ms(100), cross.ms(100), same.ratio())
+	}
+	// A window keeps only the message due at 1000.
+	g = ev.group(func(m sentMsg) bool { return m.due >= 500 }, func(_, _ uint64) string { return "" })
+	if l := g[""]; l == nil || l.count() != 3 || l.expected != 3 {
+		t.Errorf("window: %+v", g[""])
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	os.WriteFile(bad, []byte("h\ns,r0,x,0,0,Sent,1,\n"), 0o644)
+	if _, err := readEvents(bad); err == nil {
+		t.Error("a bad message id was accepted")
+	}
+}
+
+func TestPrintTable(t *testing.T) {
+	var b bytes.Buffer
+	PrintTable(&b, []Row{
+		{Scenario: "rooms 2500×4", Clients: 10000, PerSecond: 40000, Ratio: 1, P50: 0.4, P99: 3.1, Max: 120, ServerCPU: 2.5,
+			CPUPerDel: 4.2, RSS: 50 << 20, GenCPU: 9, Target: "p99 < 50ms", Result: "met"},
+		{Scenario: "idle", Ratio: -1, Saturated: true, Figure: "1.00 KiB/conn", Result: "MISSED", Note: "why"},
+	})
+	out := b.String()
+	for _, want := range []string{"scenario", "rooms 2500×4", "40.0k", "100%", "0.40ms", "120ms", "4.20", "50.0MiB", "met", "YES", "1.00 KiB/conn", "  idle: why"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	if verdict(true, false) != "met" || verdict(true, true) != "met (generator saturated)" || verdict(false, false) != "MISSED" || !strings.Contains(verdict(false, true), "saturated") {
+		t.Error("verdicts")
+	}
+}
+
+func TestUnknownScenario(t *testing.T) {
+	err := Run(context.Background(), []string{"nope"}, Options{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if err == nil || !strings.Contains(err.Error(), "unknown scenario") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestSmoke builds the scalechat binary and runs `scalechat bench --smoke`:
+// every scenario must run and land in the table. It asserts nothing about
+// speed.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and load generators for about half a minute")
+	}
+	exe := filepath.Join(t.TempDir(), "scalechat")
+	build := exec.Command("go", "build", "-o", exe, "github.com/scalechat/scalechat/cmd/scalechat")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var names []string
+	for _, s := range Scenarios() {
+		if s.Name == "cluster" {
+			if _, err := exec.LookPath("redis-server"); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatal("redis-server is missing (CI installs it)")
+				}
+				t.Log("redis-server missing: cluster scenario left out")
+				continue
+			}
+		}
+		names = append(names, s.Name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", dir}, names...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	t.Logf("stdout:\n%s", out)
+	if err != nil {
+		t.Fatalf("bench --smoke: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
+		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	if len(names) == len(Scenarios()) && !strings.Contains(out, "cluster: split, cross node deliveries") {
+		t.Error("table lacks the cluster's cross-node row")
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasSuffix(strings.TrimSpace(line), " error") {
+			t.Errorf("a scenario reported an error: %s", line)
+		}
+	}
+	// Every generator wrote its meta.json where --dir says.
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.meta.json")); len(m) < len(names) {
+		t.Errorf("%d meta files in --dir, want at least %d", len(m), len(names))
+	}
+}

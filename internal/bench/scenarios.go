@@ -1,0 +1,620 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+)
+
+// sources spreads the generator's connections over 4 loopback addresses,
+// each with its own ephemeral port range.
+const sources = "127.0.0.1-127.0.0.4"
+
+func wsURL(p *proc) string { return "ws://" + p.addr + "/ws" }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// timeoutFor bounds a generator: its planned time plus a margin for
+// connecting, draining and closing.
+func timeoutFor(clients int, ramp float64, d time.Duration) time.Duration {
+	return d + time.Duration(float64(clients)/ramp*float64(time.Second)) + 45*time.Second
+}
+
+// lossless reports whether a step delivered everything it expected and
+// kept every connection.
+func lossless(s loadtest.StepMeta) bool {
+	return s.Expected > 0 && s.Lost == 0 && s.ConnectErrors == 0 && s.Disconnects == 0 && s.Joined == int64(s.LocalClients)
+}
+
+// trafficRow fills a row from a generator run and the server processes
+// that carried it, over the step's sending window.
+func trafficRow(name string, g *genRun, servers ...*proc) Row {
+	s := g.step()
+	row := Row{Scenario: name, Clients: s.Clients, Ratio: -1, P50: s.LatencyMs.P50, P99: s.LatencyMs.P99, Max: s.LatencyMs.Max,
+		GenCPU: g.windowCPU().Seconds(), Saturated: s.Saturated, deliveries: s.ReceivedAll}
+	if s.Expected > 0 {
+		row.Ratio = s.DeliveryRatio
+	}
+	if d := s.Duration.D().Seconds(); d > 0 && s.MsgFrequency > 0 {
+		row.PerSecond = float64(s.ReceivedAll) / d
+	}
+	var cpu time.Duration
+	for _, p := range servers {
+		if !s.SendStartedAt.IsZero() {
+			cpu += p.cpuBetween(s.SendStartedAt, s.SendEndedAt)
+			row.RSS += p.maxRSS(s.SendStartedAt, s.SendEndedAt)
+		}
+	}
+	row.ServerCPU = cpu.Seconds()
+	if s.ReceivedAll > 0 {
+		row.CPUPerDel = float64(cpu.Microseconds()) / float64(s.ReceivedAll)
+	}
+	var notes []string
+	if n := s.ConnectErrors + s.Disconnects; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d connection errors (first: %s)", n, s.FirstError))
+	}
+	if s.Saturated {
+		notes = append(notes, "generator saturated: "+s.SaturationReason)
+	}
+	if s.ServerErrors > 0 {
+		notes = append(notes, fmt.Sprintf("%d error frames from the server", s.ServerErrors))
+	}
+	row.Note = strings.Join(notes, "; ")
+	return row
+}
+
+func addNote(row *Row, note string) {
+	if row.Note != "" {
+		row.Note += "; "
+	}
+	row.Note += note
+}
+
+// --- 1. idle --------------------------------------------------------------
+
+func runIdle(ctx context.Context, r *runner) ([]Row, error) {
+	n := r.size(15000, 300)
+	ramp := 5000.0
+	hold := r.dur(5*time.Second, time.Second)
+	srv, err := r.startServer(ctx, "idle-server")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	time.Sleep(300 * time.Millisecond) // let the fresh server settle
+	base := srv.now()
+	g, err := r.runLoadtest(ctx, "idle", wsURL(srv), timeoutFor(n, ramp, hold),
+		"--rooms", itoa(n/10), "--room-size", "10", "--msg-frequency", "0", "--duration", hold.String(),
+		"--ramp", fmt.Sprint(ramp), "--source-ips", sources, "--connect-timeout", "30s")
+	if err != nil {
+		return nil, err
+	}
+	s := g.step()
+	row := trafficRow("idle", g, srv)
+	row.Ratio = -1
+	held := srv.maxRSS(s.SendStartedAt, s.SendEndedAt)
+	row.RSS = held
+	row.Target = "≤ 2 KiB/conn"
+	if s.Joined == 0 || held == 0 {
+		row.Result = "MISSED"
+		addNote(&row, "no connection was held")
+		return []Row{row}, nil
+	}
+	per := float64(held-base.rss) / float64(s.Joined)
+	row.Figure = kib(per) + "/conn"
+	row.Result = verdict(per <= 2048 && s.Joined == int64(n), false)
+	row.P50, row.P99, row.Max = s.ConnectMs.P50, s.ConnectMs.P99, s.ConnectMs.Max
+	addNote(&row, fmt.Sprintf("%d connections held (%d rooms × 10) over 4 source addresses; server RSS %s before, %s holding; p50/p99/max are connect times",
+		s.Joined, n/10, mib(base.rss), mib(held)))
+	return []Row{row}, nil
+}
+
+// --- 2. one room ------------------------------------------------------------
+
+func runOneRoom(ctx context.Context, r *runner) ([]Row, error) {
+	sizes := []int{200, 400, 600, 800, 1000, 1200, 1600, 2000}
+	if r.smoke {
+		sizes = []int{5, 10}
+	}
+	dur := r.dur(8*time.Second, time.Second)
+	budget := time.Now().Add(r.dur(150*time.Second, time.Minute))
+	srv, err := r.startServer(ctx, "oneroom-server")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	var rows []Row
+	best, bestRow, satAt := 0, -1, 0
+	var first *Row
+	for i, n := range sizes {
+		if ctx.Err() != nil || time.Now().After(budget) {
+			break
+		}
+		if err := srv.alive(); err != nil {
+			return rows, err
+		}
+		g, err := r.runLoadtest(ctx, "oneroom-n"+itoa(n), wsURL(srv), timeoutFor(n, 2000, dur),
+			"--rooms", "1", "--room-size", itoa(n), "--msg-frequency", "1s", "--msg-size", "256", "--duration", dur.String(),
+			"--ramp", "2000", "--drain", "3s", "--source-ips", sources)
+		if err != nil {
+			return rows, err
+		}
+		row := trafficRow("oneroom n="+itoa(n), g, srv)
+		row.Target = "100 %, p99 < 100ms"
+		s := g.step()
+		pass := lossless(s) && s.LatencyMs.P99 < 100
+		row.Result = map[bool]string{true: "pass", false: "fail"}[pass]
+		if s.Saturated && satAt == 0 {
+			satAt = n
+		}
+		rows = append(rows, row)
+		if i == 0 {
+			first = &rows[0]
+		}
+		if !pass {
+			break
+		}
+		best, bestRow = n, len(rows)-1
+		time.Sleep(time.Second) // let the server's room go quiet between steps
+	}
+	sum := Row{Scenario: "oneroom largest N", Ratio: -1, Target: "N ≥ " + itoa(r.size(800, 10))}
+	if bestRow < 0 {
+		sum.Figure = "none passed"
+		sum.Result = verdict(false, satAt != 0)
+		return append(rows, sum), nil
+	}
+	b := rows[bestRow]
+	sum.Clients, sum.PerSecond, sum.CPUPerDel = best, b.PerSecond, b.CPUPerDel
+	sum.Figure = "N = " + itoa(best)
+	lower := satAt != 0 && satAt <= sizes[min(len(rows), len(sizes)-1)]
+	if lower {
+		sum.Figure = "N ≥ " + itoa(best) + " (lower bound)"
+		sum.Saturated = true
+	}
+	sum.Result = verdict(best >= r.size(800, 10), lower)
+	if bestRow == len(sizes)-1 {
+		addNote(&sum, "every step of the sweep passed: the largest N is at least the last step")
+	}
+	if lower {
+		addNote(&sum, fmt.Sprintf("the generator saturated from N=%d on, so the server's limit lies above what was measured", satAt))
+	}
+	if first != nil {
+		addNote(&sum, fmt.Sprintf("server CPU per delivery %.2f µs at N=%d, %.2f µs at N=%d (aim ≈ 6 at 200, well below at large N)",
+			first.CPUPerDel, sizes[0], b.CPUPerDel, best))
+	}
+	return append(rows, sum), nil
+}
+
+// --- 3. many rooms ----------------------------------------------------------
+
+// roomsArgs is scenario 3's traffic: rooms × 4 clients, 1 msg/s each.
+func roomsArgs(rooms int, d time.Duration, extra ...string) []string {
+	return append([]string{"--rooms", itoa(rooms), "--room-size", "4", "--msg-frequency", "1s", "--msg-size", "256",
+		"--duration", d.String(), "--ramp", "5000", "--drain", "3s", "--source-ips", sources}, extra...)
+}
+
+func runRooms(ctx context.Context, r *runner) ([]Row, error) {
+	rooms := r.size(2500, 10)
+	dur := r.dur(15*time.Second, time.Second)
+	srv, err := r.startServer(ctx, "rooms-server")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	g, err := r.runLoadtest(ctx, "rooms", wsURL(srv), timeoutFor(4*rooms, 5000, dur), roomsArgs(rooms, dur)...)
+	if err != nil {
+		return nil, err
+	}
+	s := g.step()
+	row := trafficRow(fmt.Sprintf("rooms %d×4", rooms), g, srv)
+	row.Target = "100 %, p99 < 50ms, ≤ 10 µs/deliv"
+	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50 && row.CPUPerDel <= 10, s.Saturated)
+	return []Row{row}, nil
+}
+
+// --- 4. connect storm -------------------------------------------------------
+
+func runStorm(ctx context.Context, r *runner) ([]Row, error) {
+	// 15,000 storm clients plus the traffic's must fit the server's
+	// 20,000 open files: the traffic runs 1,000 rooms × 4 (scenario 3's
+	// shape and per-client rate, 40 % of its size).
+	rooms := r.size(1000, 10)
+	storm := r.size(15000, 200)
+	ramp := float64(r.size(5000, 1000))
+	calmDur := r.dur(10*time.Second, time.Second)
+	stormDur := r.dur(14*time.Second, 4*time.Second)
+	lead := r.dur(3*time.Second, time.Second) // calm traffic before the storm starts
+	hold := r.dur(2*time.Second, time.Second)
+	srv, err := r.startServer(ctx, "storm-server")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	stormArgs := []string{"--rooms", itoa(storm / 10), "--room-size", "10", "--msg-frequency", "0", "--duration", hold.String(),
+		"--ramp", fmt.Sprint(ramp), "--source-ips", sources, "--connect-timeout", "30s"}
+
+	// Calm values, one after the other.
+	t1, err := r.runLoadtest(ctx, "storm-calm-traffic", wsURL(srv), timeoutFor(4*rooms, 5000, calmDur), roomsArgs(rooms, calmDur)...)
+	if err != nil {
+		return nil, err
+	}
+	s1, err := r.runLoadtest(ctx, "storm-calm-connects", wsURL(srv), timeoutFor(storm, ramp, hold), stormArgs...)
+	if err != nil {
+		return nil, err
+	}
+	calmT := trafficRow("storm: traffic alone", t1, srv)
+	calmC := trafficRow("storm: connects alone", s1, srv)
+	calmC.P50, calmC.P99, calmC.Max = s1.step().ConnectMs.P50, s1.step().ConnectMs.P99, s1.step().ConnectMs.Max
+	addNote(&calmC, "p50/p99/max are connect times (due → joined)")
+
+	// Both at once: the storm starts once the traffic has flowed for a while.
+	t2, err := r.startLoadtest(ctx, "storm-traffic", wsURL(srv), timeoutFor(4*rooms, 5000, stormDur), roomsArgs(rooms, stormDur)...)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-t2.sending:
+	case <-t2.done:
+	case <-ctx.Done():
+	}
+	select {
+	case <-time.After(lead):
+	case <-ctx.Done():
+	}
+	s2g, err := r.startLoadtest(ctx, "storm-connects", wsURL(srv), timeoutFor(storm, ramp, hold), stormArgs...)
+	if err != nil {
+		_, _ = t2.wait()
+		return nil, err
+	}
+	s2, err2 := s2g.wait()
+	tr, err := t2.wait()
+	if err := errJoin(err, err2); err != nil {
+		return nil, err
+	}
+	stormC := trafficRow("storm: connects during traffic", s2, srv)
+	sc := s2.step()
+	stormC.P50, stormC.P99, stormC.Max = sc.ConnectMs.P50, sc.ConnectMs.P99, sc.ConnectMs.Max
+	// The traffic's latency over the messages due while the storm
+	// connected (its step start to all joined).
+	from, to := sc.StartedAt.UnixMicro(), sc.SendStartedAt.UnixMicro()
+	if sc.SendStartedAt.IsZero() {
+		to = sc.EndedAt.UnixMicro()
+	}
+	stormT := trafficRow("storm: traffic during connects", tr, srv)
+	if tr.csv != "" {
+		ev, err := readEvents(tr.csv)
+		if err != nil {
+			return nil, err
+		}
+		g := ev.group(func(m sentMsg) bool { return m.due >= from && m.due <= to }, func(_, _ uint64) string { return "" })[""]
+		if g != nil && g.count() > 0 {
+			stormT.P50, stormT.P99, stormT.Max, stormT.Ratio = g.ms(50), g.ms(99), g.ms(100), g.ratio()
+			addNote(&stormT, fmt.Sprintf("latency of the %d deliveries of messages due during the storm's %.1f s of connecting; the whole step: p99 %s, delivery %s",
+				g.count(), float64(to-from)/1e6, ms(tr.step().LatencyMs.P99), ratio(tr.step().DeliveryRatio)))
+		}
+	}
+	cr, tr2 := ratioOf(stormC.P99, calmC.P99), ratioOf(stormT.P99, calmT.P99)
+	stormC.Figure = fmt.Sprintf("connect p99 ×%.2f", cr)
+	stormT.Figure = fmt.Sprintf("traffic p99 ×%.2f", tr2)
+	stormC.Target, stormT.Target = "≤ 2× calm", "≤ 2× calm"
+	allJoined := sc.Joined == int64(sc.LocalClients) && sc.ConnectErrors == 0
+	stormC.Result = verdict(cr > 0 && cr <= 2 && allJoined, sc.Saturated)
+	stormT.Result = verdict(tr2 > 0 && tr2 <= 2 && lossless(tr.step()), tr.step().Saturated)
+	addNote(&calmT, fmt.Sprintf("%d rooms × 4 (scenario 3's shape, scaled so that traffic + %d storm clients fit the 20,000 open files of the server)", rooms, storm))
+	return []Row{calmT, calmC, stormC, stormT}, nil
+}
+
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// --- 5. topics --------------------------------------------------------------
+
+func runTopics(ctx context.Context, r *runner) ([]Row, error) {
+	clients, rooms := r.size(4000, 40), r.size(10000, 100)
+	per, senders := r.size(50, 5), r.size(400, 4)
+	dur := r.dur(15*time.Second, time.Second)
+	srv, err := r.startServer(ctx, "topics-server")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	g, err := r.runLoadtest(ctx, "topics", wsURL(srv), timeoutFor(clients, 2000, dur),
+		"--rooms", itoa(rooms), "--clients", itoa(clients), "--rooms-per-client", itoa(per), "--senders", itoa(senders),
+		"--msg-frequency", "100ms", "--msg-size", "256", "--duration", dur.String(), "--ramp", "2000", "--drain", "3s",
+		"--source-ips", sources)
+	if err != nil {
+		return nil, err
+	}
+	s := g.step()
+	row := trafficRow(fmt.Sprintf("topics %d×%d/%d", clients, per, rooms), g, srv)
+	row.Target = "100 %, p99 < 50ms"
+	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50, s.Saturated)
+	addNote(&row, fmt.Sprintf("%d of %d clients send 10 msg/s round robin over their %d rooms; %d messages in, %d deliveries",
+		senders, clients, per, s.Sent, s.ReceivedAll))
+	return []Row{row}, nil
+}
+
+// --- 6. cluster -------------------------------------------------------------
+
+func runCluster(ctx context.Context, r *runner) ([]Row, error) {
+	rooms := r.size(500, 5)
+	dur := r.dur(10*time.Second, time.Second)
+	args := func(extra ...string) []string { return roomsArgs(rooms, dur, extra...) }
+	var rows []Row
+
+	// Baseline: the same traffic on one node without Redis.
+	single, err := r.startServer(ctx, "cluster-single")
+	if err != nil {
+		return nil, err
+	}
+	g, err := r.runLoadtest(ctx, "cluster-single", wsURL(single), timeoutFor(4*rooms, 5000, dur), args()...)
+	_ = single.shutdown(5 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, trafficRow("cluster: 1 node, no Redis", g, single))
+
+	redis, err := r.startRedis(ctx, "cluster-redis")
+	if err != nil {
+		return rows, err
+	}
+	defer redis.shutdown(5 * time.Second)
+	url := "redis://" + redis.addr + "/0"
+	a, err := r.startServer(ctx, "cluster-node-a", "--redis", url)
+	if err != nil {
+		return rows, err
+	}
+	defer a.shutdown(5 * time.Second)
+	b, err := r.startServer(ctx, "cluster-node-b", "--redis", url)
+	if err != nil {
+		return rows, err
+	}
+	defer b.shutdown(5 * time.Second)
+
+	// All members of every room on node A: every delivery is local (each
+	// message still takes its seq from Redis).
+	g, err = r.runLoadtest(ctx, "cluster-local", wsURL(a), timeoutFor(4*rooms, 5000, dur), args()...)
+	if err != nil {
+		return rows, err
+	}
+	local := trafficRow("cluster: all on node A", g, a, b, redis)
+	addNote(&local, "server CPU = node A + node B + Redis, all on CPU "+serverCPU)
+	rows = append(rows, local)
+
+	// Every room split over both nodes: shard 0 (even clients) on A, shard
+	// 1 (odd clients) on B, so half the deliveries cross nodes.
+	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
+	ga, err := r.startLoadtest(ctx, "cluster-cross-a", wsURL(a), timeoutFor(4*rooms, 5000, dur), args("--shard", "0/2", "--room-prefix", prefix)...)
+	if err != nil {
+		return rows, err
+	}
+	gb, errB := r.startLoadtest(ctx, "cluster-cross-b", wsURL(b), timeoutFor(4*rooms, 5000, dur), args("--shard", "1/2", "--room-prefix", prefix)...)
+	ra, errA := ga.wait()
+	if errB != nil {
+		return rows, errB
+	}
+	rb, errB := gb.wait()
+	if err := errJoin(errA, errB); err != nil {
+		return rows, err
+	}
+	sa, sb := ra.step(), rb.step()
+	from, to := sa.SendStartedAt, sa.SendEndedAt
+	if sb.SendStartedAt.Before(from) {
+		from = sb.SendStartedAt
+	}
+	if sb.SendEndedAt.After(to) {
+		to = sb.SendEndedAt
+	}
+	var cpu time.Duration
+	var rss int64
+	for _, p := range []*proc{a, b, redis} {
+		cpu += p.cpuBetween(from, to)
+		rss += p.maxRSS(from, to)
+	}
+	dels := sa.ReceivedAll + sb.ReceivedAll
+	cross := Row{Scenario: "cluster: rooms split over A and B", Clients: sa.Clients, Ratio: -1, ServerCPU: cpu.Seconds(), RSS: rss,
+		GenCPU: (ra.windowCPU() + rb.windowCPU()).Seconds(), Saturated: sa.Saturated || sb.Saturated}
+	if d := dur.Seconds(); d > 0 {
+		cross.PerSecond = float64(dels) / d
+	}
+	if dels > 0 {
+		cross.CPUPerDel = float64(cpu.Microseconds()) / float64(dels)
+	}
+	if local.CPUPerDel > 0 {
+		cross.Figure = fmt.Sprintf("CPU ×%.2f vs all local", cross.CPUPerDel/local.CPUPerDel)
+	}
+	addNote(&cross, "two generators (shards 0/2 → node A, 1/2 → node B); CPU = A + B + Redis")
+	rows = append(rows, cross)
+	if ra.csv == "" || rb.csv == "" {
+		return rows, nil
+	}
+	ev, err := readEvents(ra.csv, rb.csv)
+	if err != nil {
+		return rows, err
+	}
+	// A client's shard, hence its node, is its index mod 2 (one step: id = index).
+	groups := ev.group(func(sentMsg) bool { return true }, func(sender, recipient uint64) string {
+		if sender%2 == recipient%2 {
+			return "same node"
+		}
+		return "cross node"
+	})
+	for _, name := range []string{"same node", "cross node"} {
+		l := groups[name]
+		if l == nil {
+			continue
+		}
+		row := Row{Scenario: "cluster: split, " + name + " deliveries", Ratio: l.ratio(), P50: l.ms(50), P99: l.ms(99), Max: l.ms(100)}
+		if d := dur.Seconds(); d > 0 {
+			row.PerSecond = float64(l.count()) / d
+		}
+		rows = append(rows, row)
+	}
+	if s, c := groups["same node"], groups["cross node"]; s != nil && c != nil && s.ms(50) > 0 {
+		rows[len(rows)-1].Figure = fmt.Sprintf("p50 ×%.2f vs same node", c.ms(50)/s.ms(50))
+	}
+	return rows, nil
+}
+
+// --- 7. overhead ------------------------------------------------------------
+
+func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
+	rooms := r.size(1000, 10)
+	dur := r.dur(10*time.Second, time.Second)
+	timeout := timeoutFor(4*rooms, 5000, dur)
+	var rows []Row
+
+	// CSV recording (the generator's cost): on, off, on, off, same server.
+	srv, err := r.startServer(ctx, "overhead-csv-server")
+	if err != nil {
+		return nil, err
+	}
+	perMsg := map[bool][]float64{}
+	for i, on := range []bool{true, false, true, false} {
+		name := fmt.Sprintf("overhead-csv-%s-%d", onOff(on), i/2+1)
+		extra := []string{}
+		if !on {
+			extra = append(extra, "--no-csv")
+		}
+		g, err := r.runLoadtest(ctx, name, wsURL(srv), timeout, roomsArgs(rooms, dur, extra...)...)
+		if err != nil {
+			_ = srv.shutdown(5 * time.Second)
+			return rows, err
+		}
+		row := trafficRow("overhead: CSV "+onOff(on), g, srv)
+		s := g.step()
+		if s.ReceivedAll > 0 {
+			// Each received message is one Received row; sends add one row each.
+			v := g.windowCPU().Seconds() * 1e6 / float64(s.ReceivedAll+s.Sent)
+			perMsg[on] = append(perMsg[on], v)
+			row.Figure = fmt.Sprintf("gen %.2f µs/msg", v)
+		}
+		rows = append(rows, row)
+	}
+	_ = srv.shutdown(5 * time.Second)
+	if on, off := mean(perMsg[true]), mean(perMsg[false]); on > 0 && off > 0 {
+		rows = append(rows, Row{Scenario: "overhead: CSV recording", Ratio: -1,
+			Figure: fmt.Sprintf("%+.2f µs/msg (%+.0f%%) generator CPU", on-off, 100*(on-off)/off),
+			Note:   "generator CPU per message (sent + received) over the sending window, mean of 2 runs each"})
+	}
+
+	// Metrics (the server's cost): needs a server with --metrics-addr.
+	if !r.serverHasFlag("--metrics-addr") {
+		rows = append(rows, Row{Scenario: "overhead: metrics", Ratio: -1, Result: "n/a",
+			Note: "this server has no --metrics-addr yet (branch metrics): once merged, `scalechat bench overhead` measures it with no change"})
+		return rows, nil
+	}
+	cpuPer := map[bool][]float64{}
+	for i, on := range []bool{false, true, false, true} {
+		name := fmt.Sprintf("overhead-metrics-%s-%d", onOff(on), i/2+1)
+		row, err := r.metricsRun(ctx, name, on, rooms, dur, timeout)
+		if err != nil {
+			return rows, err
+		}
+		cpuPer[on] = append(cpuPer[on], row.CPUPerDel)
+		rows = append(rows, row)
+	}
+	if on, off := mean(cpuPer[true]), mean(cpuPer[false]); on > 0 && off > 0 {
+		rows = append(rows, Row{Scenario: "overhead: metrics", Ratio: -1,
+			Figure: fmt.Sprintf("%+.2f µs/deliv (%+.0f%%) server CPU", on-off, 100*(on-off)/off),
+			Note:   "server CPU per delivery with the metrics listener on (scraped once a second) vs off, mean of 2 runs each"})
+	}
+	return rows, nil
+}
+
+func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int, dur, timeout time.Duration) (Row, error) {
+	flags := []string{"--metrics-addr", ""}
+	maddr := ""
+	if on {
+		port, err := freePort()
+		if err != nil {
+			return Row{}, err
+		}
+		maddr = "127.0.0.1:" + itoa(port)
+		flags = []string{"--metrics-addr", maddr}
+	}
+	srv, err := r.startServer(ctx, name+"-server", flags...)
+	if err != nil {
+		return Row{}, err
+	}
+	defer srv.shutdown(5 * time.Second)
+	scrapes, failures := 0, 0
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if on {
+		// Scrape once a second, as loadtest --server-metrics does.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: time.Second}
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					resp, err := client.Get("http://" + maddr + "/metrics")
+					scrapes++
+					if err != nil {
+						failures++
+						continue
+					}
+					if resp.StatusCode != http.StatusOK {
+						failures++
+					}
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	g, err := r.runLoadtest(ctx, name, wsURL(srv), timeout, roomsArgs(rooms, dur, "--no-csv")...)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return Row{}, err
+	}
+	row := trafficRow("overhead: metrics "+onOff(on), g, srv)
+	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	if on {
+		addNote(&row, fmt.Sprintf("%d scrapes of /metrics, %d failed", scrapes, failures))
+	}
+	return row, nil
+}
+
+// serverHasFlag reports whether `scalechat serve --help` lists flag.
+func (r *runner) serverHasFlag(flag string) bool {
+	out, err := exec.Command(r.exe, "serve", "--help").Output()
+	return err == nil && strings.Contains(string(out), flag+" ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}

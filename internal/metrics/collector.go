@@ -1,0 +1,187 @@
+//go:build linux
+
+package metrics
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scalechat/scalechat/internal/server"
+)
+
+// Collector is a prometheus.Collector that reads a server's Stats (and its
+// broker's) at each scrape: the server's hot path increments its own
+// per-loop counters and never touches a Prometheus metric.
+type Collector struct {
+	srv *server.Server
+
+	connections, accepted, refused, rooms, history *prometheus.Desc
+	messagesIn, deliveries, dropped, disconnects   *prometheus.Desc
+	bytesIn, bytesOut, brokerOut, brokerIn         *prometheus.Desc
+	processing                                     *prometheus.Desc
+	polls, pollsWaiting, httpIn, httpOut           *prometheus.Desc
+	httpBytesIn, httpBytesOut, historyBytes        *prometheus.Desc
+
+	// Only in a cluster.
+	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
+}
+
+// NewCollector returns a collector of srv's figures.
+func NewCollector(srv *server.Server) *Collector {
+	d := prometheus.NewDesc
+	return &Collector{
+		srv: srv,
+		connections: d(nameConnections,
+			"WebSocket connections open now, counted from the upgrade until the socket is closed.", nil, nil),
+		accepted: d("scalechat_connections_accepted_total",
+			"WebSocket upgrades completed.", nil, nil),
+		refused: d("scalechat_connections_refused_total",
+			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full.",
+			[]string{"reason"}, nil),
+		rooms: d(nameRooms,
+			"Rooms held, empty ones still in their grace period included.", nil, nil),
+		history: d("scalechat_history_entries",
+			"Messages held in the rooms' history rings.", nil, nil),
+		messagesIn: d(nameMessagesIn,
+			"Complete text messages received from clients (chat messages and commands, accepted or not).", nil, nil),
+		deliveries: d(nameDeliveries,
+			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
+		dropped: d(nameDropped,
+			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines).",
+			[]string{"reason"}, nil),
+		disconnects: d("scalechat_disconnects_total",
+			"Connections closed, by WebSocket close code; 1006 is a connection that ended without a closing handshake, other is any code not listed.",
+			[]string{"code"}, nil),
+		bytesIn: d("scalechat_received_bytes_total",
+			"WebSocket bytes read from clients, frame headers included.", nil, nil),
+		bytesOut: d("scalechat_sent_bytes_total",
+			"WebSocket bytes written to clients, frame headers included.", nil, nil),
+		brokerOut: d("scalechat_broker_messages_published_total",
+			"Messages published to the broker (Redis) that links the nodes of a cluster; 0 on a single node.", nil, nil),
+		brokerIn: d("scalechat_broker_messages_received_total",
+			"Messages received from the broker (Redis) that links the nodes of a cluster, this node's own included; 0 on a single node.", nil, nil),
+		brokerUp: d("scalechat_broker_up",
+			"1 when the broker (Redis) answers, 0 while it is unreachable and the node serves its own members alone. Cluster only.", nil, nil),
+		brokerErrors: d("scalechat_broker_errors_total",
+			"Failed broker (Redis) operations. Cluster only.", nil, nil),
+		brokerLocal: d("scalechat_broker_local_messages_total",
+			"Messages published on this node alone because the broker was unreachable. Cluster only.", nil, nil),
+		brokerGaps: d("scalechat_broker_gap_fills_total",
+			"Messages fetched from the broker's history because its channel missed them. Cluster only.", nil, nil),
+		brokerLost: d("scalechat_broker_unrecovered_total",
+			"Sequence numbers skipped because the broker no longer held their messages. Cluster only.", nil, nil),
+		brokerReconnects: d("scalechat_broker_reconnects_total",
+			"Reconnections to the broker. Cluster only.", nil, nil),
+		brokerRooms: d("scalechat_broker_rooms",
+			"Rooms this node is subscribed to at the broker. Cluster only.", nil, nil),
+		historyBytes: d("scalechat_history_bytes",
+			"Bytes of frames held in the rooms' history rings.", nil, nil),
+		polls: d("scalechat_http_polls_total",
+			"GET /rooms/{room}/messages requests of the HTTP transport.", nil, nil),
+		pollsWaiting: d("scalechat_http_polls_waiting",
+			"Long polls of the HTTP transport waiting for a message now.", nil, nil),
+		httpIn: d("scalechat_http_messages_received_total",
+			"Chat messages POSTed over the HTTP transport (also counted in scalechat_messages_received_total).", nil, nil),
+		httpOut: d("scalechat_http_messages_delivered_total",
+			"Chat messages returned to polls of the HTTP transport (also counted in scalechat_messages_delivered_total).", nil, nil),
+		httpBytesIn: d("scalechat_http_received_bytes_total",
+			"Bytes read on HTTP connections: requests, polls, WebSocket handshakes (with TLS: all the TLS connection's bytes).", nil, nil),
+		httpBytesOut: d("scalechat_http_sent_bytes_total",
+			"Bytes written on HTTP connections: answers, polls, WebSocket handshakes (with TLS: all the TLS connection's bytes).", nil, nil),
+		processing: d(nameProcessing,
+			"Time from the event loop waking up with a client's message to read until the end of the flush that wrote it to the loop's last member of the room; counted once per message and event loop with members.",
+			nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
+		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
+		c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
+		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
+	} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.connections, float64(st.Connections))
+	counter(c.accepted, st.Accepted)
+	for _, reason := range sortedKeys(st.Refused) {
+		counter(c.refused, st.Refused[reason], reason)
+	}
+	gauge(c.rooms, float64(st.Rooms))
+	gauge(c.history, float64(st.HistoryEntries))
+	counter(c.messagesIn, st.MessagesIn)
+	counter(c.deliveries, st.Deliveries)
+	for _, reason := range sortedKeys(st.Dropped) {
+		counter(c.dropped, st.Dropped[reason], reason)
+	}
+	codes := make([]int, 0, len(st.Disconnects))
+	for code := range st.Disconnects {
+		codes = append(codes, code)
+	}
+	sort.Ints(codes)
+	for _, code := range codes {
+		label := "other"
+		if code != 0 {
+			label = strconv.Itoa(code)
+		}
+		counter(c.disconnects, st.Disconnects[code], label)
+	}
+	counter(c.bytesIn, st.BytesIn)
+	counter(c.bytesOut, st.BytesOut)
+	gauge(c.historyBytes, float64(st.HistoryBytes))
+	counter(c.polls, st.Polls)
+	gauge(c.pollsWaiting, float64(st.PollsWaiting))
+	counter(c.httpIn, st.HTTPMessagesIn)
+	counter(c.httpOut, st.HTTPDeliveries)
+	counter(c.httpBytesIn, st.HTTPBytesIn)
+	counter(c.httpBytesOut, st.HTTPBytesOut)
+	bs, cluster := c.srv.BrokerStats()
+	counter(c.brokerOut, bs.Published)
+	counter(c.brokerIn, bs.Received)
+	if cluster {
+		up := 0.0
+		if bs.Up {
+			up = 1
+		}
+		gauge(c.brokerUp, up)
+		counter(c.brokerErrors, bs.Errors)
+		counter(c.brokerLocal, bs.Local)
+		counter(c.brokerGaps, bs.Gaps)
+		counter(c.brokerLost, bs.Unrecovered)
+		counter(c.brokerReconnects, bs.Reconnects)
+		gauge(c.brokerRooms, float64(bs.Rooms))
+	}
+
+	h := st.Processing
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
+		buckets[b] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(c.processing, h.Count, h.Sum, buckets)
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
