@@ -171,7 +171,8 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("bench --smoke: %v\nstderr:\n%s", err, stderr.String())
 	}
 	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
-		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics"} {
+		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics",
+		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,7 +270,13 @@ func (r *runner) startServer(ctx context.Context, name string, flags ...string) 
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}, flags...)
+	args := []string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}
+	if !slices.Contains(flags, "--metrics-addr") {
+		// Metrics off unless asked for: the default address (:8081) is one
+		// per machine, and a cluster runs two nodes.
+		args = append(args, "--metrics-addr", "")
+	}
+	args = append(args, flags...)
 	// The server's figures must not depend on a scenario's context ending.
 	cmd := r.command(context.WithoutCancel(ctx), serverCPU, r.exe, args...)
 	p, err := r.startProc(name, cmd)
