@@ -181,7 +181,9 @@ func (s *Server) shutdown() {
 	start := time.Now()
 	s.ready.Store(false)
 	s.draining.Store(true)
-	s.upgrading.Lock() // wait for upgrades in progress: their connections get drained too
+	// A barrier: wait for upgrades in progress, so their connections get drained too.
+	//lint:ignore SA2001 the empty critical section is the barrier
+	s.upgrading.Lock()
 	s.upgrading.Unlock()
 	close(s.stopPolls)
 	s.log.Info("shutting down", "connections", s.conns.Load())
