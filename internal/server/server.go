@@ -181,11 +181,11 @@ func (s *Server) shutdown() {
 	start := time.Now()
 	s.ready.Store(false)
 	s.draining.Store(true)
-	// A barrier: wait for upgrades in progress, so their connections get drained too.
-	//lint:ignore SA2001 the empty critical section is the barrier
+	// Wait for upgrades in progress (they hold the read lock), so their
+	// connections get drained too; then answer the waiting polls.
 	s.upgrading.Lock()
-	s.upgrading.Unlock()
 	close(s.stopPolls)
+	s.upgrading.Unlock()
 	s.log.Info("shutting down", "connections", s.conns.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
