@@ -39,8 +39,8 @@ index.html that opens offline (no network) with:
 INPUT is either a folder written by "scalechat analyze --out" or the CSV files of a run,
 which are then analysed first (the summary files land in DIR too).
 
-INPUT may also be a transports comparison (a folder holding transports.csv, or that
-file; docs/loadtest.md): the report then draws, for WebSocket, long polling and
+INPUT may also be a transports comparison (scalechat bench transports: its folder holding
+transports.csv, or that file): the report then draws, for WebSocket, long polling and
 plain polling side by side, errors, server CPU seconds, megabytes on the wire and p99
 latency against the number of clients.`,
 		Example: `  scalechat report --out report/ results/
