@@ -65,5 +65,9 @@ loadtest, analyze, report and bench.`,
 	root.SetErr(stderr)
 	root.AddCommand(newVersionCmd(), newServeCmd())
 	root.AddCommand(newLoadtestCmd())
+	root.AddCommand(newAnalyzeCmd())
+	root.AddCommand(newReportCmd())
+	root.AddCommand(newChatCmd())
+	root.AddCommand(newTokenCmd())
 	return root
 }

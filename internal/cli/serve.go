@@ -3,22 +3,30 @@
 package cli
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var (
-		addr                = "127.0.0.1:8080"
-		maxMsg, maxQueue    = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
-		logLevel, logFormat = "info", "text"
+		jwtSecret, jwtPublicKey, jwksFile string
+		tlsCert, tlsKey                   string
+		maxHistory                        byteSize
+		addr                              = "127.0.0.1:8080"
+		maxMsg, maxQueue                  = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
+		logLevel, logFormat               = "info", "text"
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -38,6 +46,13 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 				return err
 			}
 			cfg.MaxMessageSize, cfg.MaxQueue, cfg.Logger = int(maxMsg), int(maxQueue), logger
+			cfg.MaxHistoryBytes = int64(maxHistory)
+			if cfg.Auth, err = verifier(jwtSecret, jwtPublicKey, jwksFile); err != nil {
+				return err
+			}
+			if cfg.TLS, err = tlsConfig(tlsCert, tlsKey); err != nil {
+				return err
+			}
 			srv, err := server.New(cfg)
 			if err != nil {
 				return err
@@ -46,7 +61,13 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 			if err != nil {
 				return fmt.Errorf("cannot listen on %s: %w", addr, err)
 			}
-			logger.Info("scalechat listening", "url", "http://"+ln.Addr().String()+"/", "websocket", "ws://"+ln.Addr().String()+"/ws/{room}")
+			scheme := "http"
+			if cfg.TLS != nil {
+				scheme = "https"
+			}
+			logger.Info("scalechat listening", "url", scheme+"://"+ln.Addr().String()+"/",
+				"websocket", strings.Replace(scheme, "http", "ws", 1)+"://"+ln.Addr().String()+"/ws/{room}",
+				"auth", cfg.Auth != nil)
 			return srv.Serve(cmd.Context(), ln)
 		},
 	}
@@ -70,6 +91,18 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 	f.StringVar(&cfg.Redis, "redis", "", "Redis URL (redis://host:port/db) that ties nodes into a cluster; empty runs a single node")
 	f.DurationVar(&cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's seq and history from Redis after this long without messages")
 	f.IntVar(&cfg.Loops, "loops", cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
+	f.StringVar(&jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")
+	f.StringVar(&jwtPublicKey, "auth-jwt-public-key", "", "require a JWT signed for this PEM public key file (RS256 or ES256)")
+	f.StringVar(&jwksFile, "auth-jwks-file", "", "require a JWT signed by a key of this JWKS file (RS256 or ES256, chosen by kid)")
+	f.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// (TLS 1.2+)")
+	f.StringVar(&tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
+	f.IntVar(&cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections from one address; 0 means no limit")
+	f.Float64Var(&cfg.ConnectRatePerIP, "connect-rate-per-ip", 0, "upgrade attempts per second from one address (burst twice that); 0 means no limit")
+	f.DurationVar(&cfg.FrameTimeout, "frame-timeout", cfg.FrameTimeout, "a frame or message begun must arrive whole within this (slowloris); 0 means no limit")
+	f.DurationVar(&cfg.FirstFrameTimeout, "first-frame-timeout", 0, "close connections that send no frame within this; 0 means never (listen-only clients are normal)")
+	f.IntVar(&cfg.MaxRooms, "max-rooms", 0, "rooms this node holds at most; 0 means no limit")
+	f.Var(&maxHistory, "max-history-bytes", "bytes of history this node keeps at most, the busiest rooms giving back their oldest messages; 0 means no limit")
+	f.BoolVar(&cfg.EchoEndpoint, "echo-endpoint", false, "serve /echo, a WebSocket that echoes every message (for conformance suites and loadtest --protocol echo)")
 	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", logFormat, "text or json")
 	bindEnv(cmd)
@@ -89,4 +122,50 @@ func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) 
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q is not text or json", format)
+}
+
+// verifier builds the token verifier of at most one of the auth flags.
+func verifier(secret, publicKey, jwks string) (*auth.Verifier, error) {
+	set := 0
+	for _, v := range []string{secret, publicKey, jwks} {
+		if v != "" {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return nil, nil
+	case set > 1:
+		return nil, errors.New("use only one of --auth-jwt-secret, --auth-jwt-public-key and --auth-jwks-file")
+	case secret != "":
+		return auth.NewHS256([]byte(secret))
+	case publicKey != "":
+		b, err := os.ReadFile(publicKey)
+		if err != nil {
+			return nil, fmt.Errorf("read the JWT public key: %w", err)
+		}
+		return auth.NewPublicKey(b)
+	}
+	b, err := os.ReadFile(jwks)
+	if err != nil {
+		return nil, fmt.Errorf("read the JWKS file: %w", err)
+	}
+	return auth.NewJWKS(b)
+}
+
+// tlsConfig loads the certificate for TLS, or returns nil without one.
+func tlsConfig(cert, key string) (*tls.Config, error) {
+	if cert == "" && key == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("load the TLS certificate: %w", err)
+	}
+	// HTTP/1.1 only: a WebSocket upgrade needs it (RFC 6455), and browsers
+	// would otherwise pick HTTP/2 for the page.
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
 }

@@ -33,6 +33,10 @@ func AppendChatDraft(dst []byte, room string, serverAt time.Time, f *Frame, data
 	dst = append(dst, `,"server_at":"`...)
 	dst = appendTime(dst, serverAt)
 	dst = append(dst, '"')
+	if f.SenderOverride != "" {
+		dst = append(dst, `,"sender":`...)
+		dst = appendString(dst, f.SenderOverride)
+	}
 	for _, s := range f.kept {
 		dst = append(dst, ',')
 		if s.raw {

@@ -259,3 +259,25 @@ func TestAppendChatDraftMatchesAppendChat(t *testing.T) {
 		}
 	}
 }
+
+func TestSenderOverrideReplacesTheClientsSender(t *testing.T) {
+	f := Frame{SenderOverride: `alice "the" admin`}
+	data := []byte(`{"text":"hi","sender":"mallory","x":1}`)
+	if err := ParseFrame(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(AppendChat(nil, "r", 1, fixedTime, &f, data), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["sender"] != `alice "the" admin` || got["text"] != "hi" || got["x"] != float64(1) {
+		t.Errorf("got %v", got)
+	}
+	f.SenderOverride = ""
+	if err := ParseFrame(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(AppendChat(nil, "r", 1, fixedTime, &f, data), &got); err != nil || got["sender"] != "mallory" {
+		t.Errorf("without override: %v %v", got, err)
+	}
+}

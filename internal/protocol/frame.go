@@ -110,6 +110,12 @@ type Frame struct {
 	HasMessageID bool
 	MessageID    uint64
 
+	// SenderOverride, when set by the caller, is the sender of every chat
+	// message parsed into this Frame (the authenticated user): the client's
+	// own "sender" is dropped and AppendChat writes this one. ParseFrame
+	// does not reset it.
+	SenderOverride string
+
 	// kept lists, in order, the members of the client's object that a chat
 	// broadcast copies: runs of members as offsets into the parsed data.
 	kept    []span
@@ -176,6 +182,10 @@ func ParseFrame(data []byte, f *Frame) error {
 		return errTooLarge
 	}
 
+	dropped := uint32(keysDropped)
+	if f.SenderOverride != "" {
+		dropped |= 1 << keySender
+	}
 	var (
 		vals      [numKeys][2]int // value of each known key: start, end
 		seen, dup uint32
@@ -220,7 +230,7 @@ func ParseFrame(data []byte, f *Frame) error {
 				seen |= 1 << k
 				vals[k] = [2]int{vs, ve}
 			}
-			if keysDropped&(1<<k) == 0 {
+			if dropped&(1<<k) == 0 {
 				n := len(f.kept)
 				compact := vs == ke+1
 				if lastKept == member-1 && compact && f.kept[n-1].raw &&

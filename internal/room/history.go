@@ -19,19 +19,39 @@ type history struct {
 
 func newHistory(limit int) history { return history{limit: max(limit, 0)} }
 
-func (h *history) add(m Message) (grew bool) {
+// add appends m, and reports whether the history grew and how many bytes of
+// frame it evicted to make room.
+func (h *history) add(m Message) (grew bool, evicted int) {
 	if h.limit == 0 {
-		return false
+		return false, 0
 	}
-	if len(h.ring) < h.limit {
-		// Not full yet: start is 0 and n is len(ring).
+	if len(h.ring) < h.limit && h.start == 0 && h.n == len(h.ring) {
+		// Still growing: the ring is in order from index 0 and full.
 		h.ring = append(h.ring, m)
 		h.n++
-		return true
+		return true, 0
 	}
+	if h.n < len(h.ring) { // room left by dropOldest
+		h.ring[(h.start+h.n)%len(h.ring)] = m
+		h.n++
+		return true, 0
+	}
+	evicted = len(h.ring[h.start].Frame)
 	h.ring[h.start] = m
 	h.start = (h.start + 1) % len(h.ring)
-	return false
+	return false, evicted
+}
+
+// dropOldest removes the oldest message and returns its frame's size.
+func (h *history) dropOldest() int {
+	if h.n == 0 {
+		return 0
+	}
+	n := len(h.ring[h.start].Frame)
+	h.ring[h.start] = Message{}
+	h.start = (h.start + 1) % len(h.ring)
+	h.n--
+	return n
 }
 
 // oldest returns the seq of the oldest message held, or 0 when empty.

@@ -38,7 +38,7 @@ func TestHistory(t *testing.T) {
 			h := newHistory(tt.limit)
 			grew := 0
 			for i := 1; i <= tt.add; i++ {
-				if h.add(Message{Seq: uint64(i)}) {
+				if g, _ := h.add(Message{Seq: uint64(i)}); g {
 					grew++
 				}
 			}
@@ -58,5 +58,32 @@ func TestHistory(t *testing.T) {
 				t.Errorf("ring grew to %d past its limit %d", len(h.ring), tt.limit)
 			}
 		})
+	}
+}
+
+func TestHistoryDropOldestThenGrow(t *testing.T) {
+	h := newHistory(5)
+	for i := 1; i <= 3; i++ {
+		h.add(Message{Seq: uint64(i), Frame: []byte{byte(i)}})
+	}
+	for range 3 {
+		if h.dropOldest() != 1 {
+			t.Fatal("dropOldest did not return the frame size")
+		}
+	}
+	if h.dropOldest() != 0 || h.n != 0 {
+		t.Fatal("dropOldest on an empty history")
+	}
+	for i := 4; i <= 9; i++ {
+		h.add(Message{Seq: uint64(i), Frame: []byte{byte(i)}})
+	}
+	got := seqs(h.appendSince(nil, 0))
+	if want := "5,6,7,8,9,"; got != want {
+		t.Errorf("after drops and adds: %s, want %s", got, want)
+	}
+	for _, m := range h.appendLast(nil, 10) {
+		if len(m.Frame) == 0 {
+			t.Errorf("empty message %d in history", m.Seq)
+		}
 	}
 }

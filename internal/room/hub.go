@@ -22,9 +22,22 @@ type Hub struct {
 	grace   time.Duration
 	broker  Broker // nil on a single node
 
+	maxRooms        int64 // 0: no limit
+	maxHistoryBytes int64 // 0: no limit
+
 	rooms          atomic.Int64
 	historyEntries atomic.Int64
+	historyBytes   atomic.Int64
 }
+
+// SetLimits caps the rooms held and the bytes of history kept on this node
+// (0: no cap). It must be called before the first Join.
+func (h *Hub) SetLimits(maxRooms int, maxHistoryBytes int64) {
+	h.maxRooms, h.maxHistoryBytes = int64(maxRooms), maxHistoryBytes
+}
+
+// HistoryBytes returns the bytes of frames held in all histories.
+func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }
 
 // NewHub returns a hub whose rooms keep the last history messages each and
 // are freed once empty for grace. queues holds one Queue per event loop;
@@ -60,6 +73,10 @@ func (h *Hub) Join(name []byte, loop int, since uint64, hasSince bool, dst []Mes
 		s.mu.Lock()
 		r := s.rooms[string(name)]
 		created := r == nil
+		if created && h.maxRooms > 0 && h.rooms.Load() >= h.maxRooms {
+			s.mu.Unlock()
+			return nil, JoinResult{Full: true}
+		}
 		if created {
 			r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
 				loaded: h.broker == nil, waiting: make([]bool, len(h.queues)), emptySince: time.Now()}
@@ -108,7 +125,8 @@ func (h *Hub) Sweep(now time.Time) int {
 				r.closed = true
 				delete(s.rooms, name)
 				h.historyEntries.Add(-int64(r.hist.n))
-				r.hist = history{}
+				h.historyBytes.Add(-r.histBytes)
+				r.hist, r.histBytes = history{}, 0
 				freed = append(freed, name)
 			}
 			r.mu.Unlock()

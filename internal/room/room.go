@@ -42,6 +42,7 @@ type Room struct {
 	mu         sync.Mutex
 	seq        uint64
 	hist       history
+	histBytes  int64   // bytes of the frames in hist
 	local      []int32 // members per event loop, indexed like Hub.queues
 	members    int
 	emptySince time.Time
@@ -95,8 +96,22 @@ func textFrame(payload []byte) []byte {
 func (r *Room) appendLocked(seq uint64, frame []byte) {
 	r.seq = seq
 	m := Message{Seq: seq, Frame: frame}
-	if r.hist.add(m) {
+	grew, evicted := r.hist.add(m)
+	if grew {
 		r.hub.historyEntries.Add(1)
+	}
+	if r.hist.limit > 0 {
+		delta := int64(len(frame) - evicted)
+		r.histBytes += delta
+		total := r.hub.historyBytes.Add(delta)
+		// Over the node's budget: this room, the one growing, gives back
+		// its oldest messages.
+		for max := r.hub.maxHistoryBytes; max > 0 && total > max && r.hist.n > 0; {
+			n := int64(r.hist.dropOldest())
+			r.histBytes -= n
+			total = r.hub.historyBytes.Add(-n)
+			r.hub.historyEntries.Add(-1)
+		}
 	}
 	for i, n := range r.local {
 		if n > 0 {
@@ -107,6 +122,7 @@ func (r *Room) appendLocked(seq uint64, frame []byte) {
 
 // JoinResult describes the room as a new member finds it.
 type JoinResult struct {
+	Full     bool      // the room does not exist and the node holds as many rooms as it may
 	Pending  bool      // the room is loading from the broker: join again after its Ready delivery
 	Seq      uint64    // latest seq: later messages come through the loop's queue
 	Members  int       // members after joining, this one included

@@ -9,8 +9,10 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/scalechat/scalechat/internal/auth"
 	"log/slog"
 	"runtime"
 	"time"
@@ -19,25 +21,34 @@ import (
 // Config holds the server's settings. Zero values mean the defaults of
 // DefaultConfig, except where a field says otherwise.
 type Config struct {
-	History          int           // messages kept per room; 0 disables history
-	MaxMessageSize   int           // bytes of one client message
-	MaxConnections   int           // 0: no limit
-	MaxRoomsPerConn  int           // rooms one connection may be in
-	RateLimit        float64       // chat messages per second per connection
-	RateBurst        int           // messages allowed at once above the rate
-	RateAbuse        int           // refused messages tolerated (refilled at RateLimit) before close 1008
-	MaxQueue         int           // bytes queued for one connection before it is closed as a slow consumer
-	AllowedOrigins   []string      // exact origins, or "*"; the page's own origin is always allowed
-	ShutdownTimeout  time.Duration // how long a graceful shutdown may take
-	HandshakeTimeout time.Duration // to read the upgrade request and write the answer
-	PingInterval     time.Duration // ping a connection idle this long
-	PongTimeout      time.Duration // close a connection silent this long
-	CloseTimeout     time.Duration // wait for the peer's close frame
-	RoomGrace        time.Duration // keep an empty room (and its history) this long
-	Loops            int           // event loops; 0: GOMAXPROCS
-	Redis            string        // redis://host:port/db ties nodes into a cluster; empty: a single node
-	RedisTTL         time.Duration // a room's keys in Redis expire after this long without messages; 0: 24h
-	Logger           *slog.Logger
+	History           int            // messages kept per room; 0 disables history
+	MaxMessageSize    int            // bytes of one client message
+	MaxConnections    int            // 0: no limit
+	MaxRoomsPerConn   int            // rooms one connection may be in
+	RateLimit         float64        // chat messages per second per connection
+	RateBurst         int            // messages allowed at once above the rate
+	RateAbuse         int            // refused messages tolerated (refilled at RateLimit) before close 1008
+	MaxQueue          int            // bytes queued for one connection before it is closed as a slow consumer
+	AllowedOrigins    []string       // exact origins, or "*"; the page's own origin is always allowed
+	ShutdownTimeout   time.Duration  // how long a graceful shutdown may take
+	HandshakeTimeout  time.Duration  // to read the upgrade request and write the answer
+	PingInterval      time.Duration  // ping a connection idle this long
+	PongTimeout       time.Duration  // close a connection silent this long
+	CloseTimeout      time.Duration  // wait for the peer's close frame
+	RoomGrace         time.Duration  // keep an empty room (and its history) this long
+	Loops             int            // event loops; 0: GOMAXPROCS
+	Auth              *auth.Verifier // checks the token of every connection; nil: no authentication
+	TLS               *tls.Config    // serve wss:// and https://; nil: plain TCP
+	MaxConnsPerIP     int            // open connections from one address; 0: no limit
+	ConnectRatePerIP  float64        // upgrade attempts per second from one address (burst: twice that); 0: no limit
+	FrameTimeout      time.Duration  // a frame begun must arrive whole within this (slowloris); 0: no limit
+	FirstFrameTimeout time.Duration  // a connection must send a first frame within this; 0: no limit (listen-only clients are normal)
+	MaxRooms          int            // rooms held on this node; 0: no limit
+	MaxHistoryBytes   int64          // bytes of history held on this node; 0: no limit
+	EchoEndpoint      bool           // serve /echo: every message echoed, by the same connection layer
+	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
+	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
+	Logger            *slog.Logger
 }
 
 // DefaultConfig returns the defaults documented in --help.
@@ -56,6 +67,7 @@ func DefaultConfig() Config {
 		PongTimeout:      60 * time.Second,
 		CloseTimeout:     5 * time.Second,
 		RoomGrace:        30 * time.Second,
+		FrameTimeout:     10 * time.Second,
 	}
 }
 
@@ -80,6 +92,9 @@ func (c *Config) validate() error {
 	check(c.CloseTimeout > 0, "close timeout must be positive")
 	check(c.RoomGrace >= 0, "room grace must not be negative")
 	check(c.Loops >= 0, "loops must not be negative")
+	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
+		"per-address limits, max rooms and max history bytes must not be negative")
+	check(c.FrameTimeout >= 0 && c.FirstFrameTimeout >= 0, "frame timeouts must not be negative")
 	return errors.Join(errs...)
 }
 

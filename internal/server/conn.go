@@ -3,6 +3,8 @@
 package server
 
 import (
+	"net/netip"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +37,7 @@ type conn struct {
 	pending []byte // a frame cut short by the last read
 	msg     []byte // fragments of a message in progress
 	inMsg   bool
+	msgOp   ws.OpCode // opcode of the message in progress
 
 	out      [][]byte // frames to write, shared with other members and the history
 	outHead  int      // out[:outHead] are written
@@ -57,12 +60,50 @@ type conn struct {
 	wantWrite   bool // registered for writability
 	closeQueued bool // our close frame is in out
 	peerClosed  bool // the peer's close frame arrived
+	failed      bool // the input is no longer framed: close after our close frame
 	closeCode   ws.StatusCode
+
+	echo         bool  // /echo: messages come back, no rooms
+	gotFrame     bool  // the client has sent a frame
+	opened       int64 // unix nanoseconds
+	partialSince int64 // a frame or message begun and not complete since then; 0: none
+	nextAt       int64 // when the wheel will look at this connection next
+
+	// From the token, when the server authenticates.
+	sender     string   // forced sender of every chat message
+	allowed    []string // rooms the token allows, when limitRooms
+	limitRooms bool
+	expires    int64 // unix nanoseconds; 0: never
+
+	ip        netip.Addr // counted by the address limiter when ipCounted
+	ipCounted bool
+}
+
+// nextDeadline returns when the wheel must next look at an open
+// connection: its ping or silence deadline, or an earlier one.
+func (c *conn) nextDeadline(cfg *Config) int64 {
+	at := c.lastRead + int64(cfg.PingInterval)
+	if c.pinged {
+		at = c.lastRead + int64(cfg.PongTimeout)
+	}
+	if c.partialSince != 0 && cfg.FrameTimeout > 0 {
+		at = min(at, c.partialSince+int64(cfg.FrameTimeout))
+	}
+	if !c.gotFrame && cfg.FirstFrameTimeout > 0 {
+		at = min(at, c.opened+int64(cfg.FirstFrameTimeout))
+	}
+	if c.expires != 0 {
+		at = min(at, c.expires)
+	}
+	return at
 }
 
 // process cuts data into frames and handles them, and returns how many
 // bytes it consumed; the rest is an incomplete frame.
 func (c *conn) process(data []byte) int {
+	if c.failed {
+		return len(data) // the stream is no longer framed: ignore the rest
+	}
 	maxSize := int64(c.loop.srv.cfg.MaxMessageSize)
 	off := 0
 	for off < len(data) && c.state != stateClosed {
@@ -72,7 +113,7 @@ func (c *conn) process(data []byte) int {
 		}
 		if err != nil {
 			c.loop.stats.dropped[DropInvalid].Add(1)
-			c.closeWith(ws.CloseProtocolError, err.Error())
+			c.fail(ws.CloseProtocolError, err.Error())
 			return len(data)
 		}
 		if hn == 0 {
@@ -80,7 +121,7 @@ func (c *conn) process(data []byte) int {
 		}
 		if !h.OpCode.IsControl() && h.Length+int64(len(c.msg)) > maxSize {
 			c.loop.stats.dropped[DropTooBig].Add(1)
-			c.closeWith(ws.CloseMessageTooBig, "message too big")
+			c.fail(ws.CloseMessageTooBig, "message too big")
 			return len(data)
 		}
 		if int64(len(data)-off-hn) < h.Length {
@@ -95,22 +136,24 @@ func (c *conn) process(data []byte) int {
 }
 
 func (c *conn) onFrame(h ws.Header, payload []byte) {
+	c.gotFrame = true
 	switch h.OpCode {
 	case ws.OpText, ws.OpBinary:
 		if c.inMsg {
 			c.closeWith(ws.CloseProtocolError, "new message inside a fragmented one")
 			return
 		}
-		if h.OpCode == ws.OpBinary {
+		if h.OpCode == ws.OpBinary && !c.echo {
 			c.loop.stats.dropped[DropInvalid].Add(1)
 			c.closeWith(ws.CloseUnsupportedData, "binary frames are not supported")
 			return
 		}
 		if h.Fin {
-			c.onMessage(payload)
+			c.onMessage(h.OpCode, payload)
 			return
 		}
 		c.inMsg = true
+		c.msgOp = h.OpCode
 		c.msg = append(make([]byte, 0, len(payload)), payload...)
 	case ws.OpContinuation:
 		if !c.inMsg {
@@ -121,7 +164,7 @@ func (c *conn) onFrame(h ws.Header, payload []byte) {
 		if h.Fin {
 			msg := c.msg
 			c.msg, c.inMsg = nil, false
-			c.onMessage(msg)
+			c.onMessage(c.msgOp, msg)
 		}
 	case ws.OpClose:
 		code, _, err := ws.ParseClosePayload(payload)
@@ -150,19 +193,24 @@ func (c *conn) onFrame(h ws.Header, payload []byte) {
 	}
 }
 
-// onMessage handles one complete text message.
-func (c *conn) onMessage(data []byte) {
+// onMessage handles one complete message: text, or binary on /echo.
+func (c *conn) onMessage(op ws.OpCode, data []byte) {
 	if c.state != stateOpen {
 		return
 	}
 	l := c.loop
 	l.stats.messagesIn.Add(1)
-	if !utf8.Valid(data) {
+	if op == ws.OpText && !utf8.Valid(data) {
 		l.stats.dropped[DropInvalid].Add(1)
 		c.closeWith(ws.CloseInvalidPayload, "text is not valid UTF-8")
 		return
 	}
+	if c.echo {
+		c.enqueueOwn(ws.AppendFrame(make([]byte, 0, ws.HeaderSize(len(data), false)+len(data)), op, true, data))
+		return
+	}
 	f := &l.frame
+	f.SenderOverride = c.sender
 	if err := protocol.ParseFrame(data, f); err != nil {
 		l.stats.dropped[DropInvalid].Add(1)
 		if pe, ok := err.(*protocol.Error); ok {
@@ -257,6 +305,11 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		c.sendError("too_many_rooms", c.loop.roomsMessage, f)
 		return
 	}
+	if c.limitRooms && !slices.Contains(c.allowed, string(f.Room)) {
+		c.loop.stats.dropped[DropForbidden].Add(1)
+		c.sendError("forbidden", "the token does not allow this room", f)
+		return
+	}
 	c.join(f.Room, f.Since, f.HasSince, false)
 }
 
@@ -287,6 +340,15 @@ func (c *conn) onLeave(f *protocol.Frame) {
 func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
 	l := c.loop
 	r, res := l.srv.hub.Join(name, l.id, since, hasSince, l.hist[:0])
+	if res.Full {
+		l.stats.dropped[DropForbidden].Add(1)
+		if url {
+			c.closeWith(ws.CloseTryAgainLater, "this server holds as many rooms as it may")
+			return
+		}
+		c.enqueueOwnJSON(protocol.AppendError(l.enc[:0], "rooms_full", "this server holds as many rooms as it may", &l.frame))
+		return
+	}
 	if res.Pending {
 		c.waiting = append(c.waiting, r.Name())
 		l.pending[r] = append(l.pending[r], pendingJoin{c: c, since: since, hasSince: hasSince, url: url})
@@ -419,6 +481,19 @@ func (c *conn) closeWith(code ws.StatusCode, reason string) {
 	c.state = stateClosing
 	c.closeCode = code
 	c.finishClosing(reason)
+}
+
+// fail closes a connection whose byte stream can no longer be cut into
+// frames (a malformed header, a frame too big to read): the close frame
+// goes out, then the TCP connection closes without waiting for the peer
+// (RFC 6455 section 7.1.7).
+func (c *conn) fail(code ws.StatusCode, reason string) {
+	if c.state != stateOpen {
+		c.failed = true
+		return
+	}
+	c.closeWith(code, reason)
+	c.failed = true
 }
 
 // finishClosing queues the close frame of a connection already marked

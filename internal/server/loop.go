@@ -5,12 +5,14 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/netpoll"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -52,12 +54,16 @@ const (
 )
 
 type command struct {
-	kind     commandKind
-	fd       int
-	room     string
-	since    uint64
-	hasSince bool
-	pending  []byte // bytes the HTTP server read past the upgrade request
+	kind      commandKind
+	fd        int
+	room      string
+	since     uint64
+	hasSince  bool
+	pending   []byte // bytes the HTTP server read past the upgrade request
+	echo      bool   // an /echo connection
+	claims    *auth.Claims
+	ip        netip.Addr
+	ipCounted bool // counted by the address limiter: release on close
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -197,13 +203,26 @@ func (l *loop) runCommands() (stop bool) {
 }
 
 func (l *loop) add(cmd command) {
-	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, slot: -1}
+	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo}
 	c.tokens = float64(l.srv.cfg.RateBurst)
 	c.abuse = float64(l.srv.cfg.RateAbuse)
+	if cmd.ipCounted {
+		c.ip = cmd.ip
+		c.ipCounted = true
+	}
+	if cmd.claims != nil {
+		c.sender = cmd.claims.Subject
+		c.allowed = cmd.claims.Rooms
+		c.expires = cmd.claims.Expires.UnixNano()
+		c.limitRooms = cmd.claims.Rooms != nil
+	}
 	if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
 		l.srv.log.Error("register connection", "err", err)
 		unix.Close(cmd.fd)
 		l.srv.conns.Add(-1)
+		if c.ipCounted {
+			l.srv.ips.release(c.ip)
+		}
 		return
 	}
 	for cmd.fd >= len(l.conns) {
@@ -215,8 +234,10 @@ func (l *loop) add(cmd command) {
 		c.closeWith(ws.CloseGoingAway, "server shutting down")
 		return
 	}
-	c.join([]byte(cmd.room), cmd.since, cmd.hasSince, true)
-	l.schedule(c, l.nowNano+int64(l.srv.cfg.PingInterval))
+	if !c.echo {
+		c.join([]byte(cmd.room), cmd.since, cmd.hasSince, true)
+	}
+	l.reschedule(c)
 	if len(cmd.pending) > 0 {
 		c.pending = cmd.pending
 		l.consume(c, nil)
@@ -285,10 +306,19 @@ func (l *loop) consume(c *conn, data []byte) {
 	n := c.process(data)
 	if c.state == stateClosed || n == len(data) {
 		c.pending = nil
-		return
+	} else {
+		// data lives in readBuf, never in c.pending, so c.pending can be reused.
+		c.pending = append(c.pending[:0], data[n:]...)
 	}
-	// data lives in readBuf, never in c.pending, so c.pending can be reused.
-	c.pending = append(c.pending[:0], data[n:]...)
+	partial := c.pending != nil || c.inMsg
+	switch {
+	case c.state != stateOpen:
+	case partial && c.partialSince == 0:
+		c.partialSince = l.nowNano
+		l.reschedule(c)
+	case !partial:
+		c.partialSince = 0
+	}
 }
 
 // deliver hands every queued room message to the local members of its room.
@@ -364,9 +394,17 @@ func (l *loop) flush(c *conn) {
 			if i == c.outHead {
 				b = b[c.outOff:]
 			}
+			if len(b) == 0 {
+				continue
+			}
 			v := unix.Iovec{Base: &b[0]}
 			v.SetLen(len(b))
 			iov = append(iov, v)
+		}
+		if len(iov) == 0 { // only empty frames left
+			clear(c.out)
+			c.out, c.outHead, c.outOff = c.out[:0], 0, 0
+			break
 		}
 		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 		clear(iov) // drop the pointers into frames
@@ -419,7 +457,7 @@ func (l *loop) flush(c *conn) {
 			l.srv.log.Error("unwatch writability", "err", err)
 		}
 	}
-	if c.closeQueued && c.peerClosed {
+	if c.closeQueued && (c.peerClosed || c.failed) {
 		l.closeFD(c)
 	}
 }
@@ -442,36 +480,59 @@ func (l *loop) closeFD(c *conn) {
 	clear(c.out)
 	c.out, c.pending, c.msg = nil, nil, nil
 	l.srv.conns.Add(-1)
+	if c.ipCounted {
+		l.srv.ips.release(c.ip)
+	}
 }
 
-func (l *loop) schedule(c *conn, at int64) { l.wheel.add(c, at) }
+func (l *loop) schedule(c *conn, at int64) {
+	c.nextAt = at
+	l.wheel.add(c, at)
+}
+
+// reschedule puts an open connection in the wheel at its next deadline,
+// unless it is already due earlier.
+func (l *loop) reschedule(c *conn) {
+	at := c.nextDeadline(&l.srv.cfg)
+	if c.slot < 0 || at < c.nextAt {
+		l.schedule(c, at)
+	}
+}
 
 // sweep handles the connections whose timer is due: pings idle ones,
-// closes silent ones and those whose closing handshake took too long.
+// closes silent ones, stalled frames, expired tokens, and closing
+// handshakes that took too long.
 func (l *loop) sweep() {
 	cfg := &l.srv.cfg
+	now := l.nowNano
 	due := l.wheel.advance()
 	for _, c := range due {
 		switch {
 		case c.state == stateClosed:
 		case c.state == stateClosing:
-			if l.nowNano >= c.deadline {
+			if now >= c.deadline {
 				l.closeFD(c)
 			} else {
 				l.schedule(c, c.deadline)
 			}
-		case l.nowNano-c.lastRead >= int64(cfg.PongTimeout):
+		case now-c.lastRead >= int64(cfg.PongTimeout):
 			c.closeCode = ws.CloseAbnormal
 			c.leaveAll()
 			l.closeFD(c)
-		case l.nowNano-c.lastRead >= int64(cfg.PingInterval):
-			if !c.pinged {
+		case c.partialSince != 0 && cfg.FrameTimeout > 0 && now-c.partialSince >= int64(cfg.FrameTimeout):
+			l.stats.dropped[DropTimeout].Add(1)
+			c.closeWith(ws.ClosePolicyViolation, "frame not completed in time")
+		case !c.gotFrame && cfg.FirstFrameTimeout > 0 && now-c.opened >= int64(cfg.FirstFrameTimeout):
+			l.stats.dropped[DropTimeout].Add(1)
+			c.closeWith(ws.ClosePolicyViolation, "no frame in time")
+		case c.expires != 0 && now >= c.expires:
+			c.closeWith(ws.ClosePolicyViolation, "token expired")
+		default:
+			if now-c.lastRead >= int64(cfg.PingInterval) && !c.pinged {
 				c.pinged = true
 				c.enqueueOwn(ws.AppendFrame(nil, ws.OpPing, true, nil))
 			}
-			l.schedule(c, c.lastRead+int64(cfg.PongTimeout))
-		default:
-			l.schedule(c, c.lastRead+int64(cfg.PingInterval))
+			l.schedule(c, c.nextDeadline(cfg))
 		}
 	}
 	l.wheel.release(due)

@@ -65,6 +65,9 @@ func TestSlowConsumerIsClosedAndOthersCarryOn(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
 		c.MaxQueue = 1 << 20
 		c.RateLimit, c.RateBurst = 1e6, 1e6
+		// The slow client reads its close frame only after the others got
+		// everything, which takes long on a loaded machine.
+		c.CloseTimeout = time.Minute
 	})
 	slow := smallBufferDial(t, ts.url("/ws/s"))
 	sender, fast := connect(t, ts, "s"), connect(t, ts, "s")

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,10 @@ type Server struct {
 	broker *broker.Redis // nil on a single node
 	loops  []*loop
 	http   *http.Server
+
+	ips       *ipLimiter     // nil without per-address limits
+	upgrading sync.RWMutex   // read-held by each upgrade in progress
+	bridges   sync.WaitGroup // TLS bridge goroutines
 
 	next     atomic.Uint32 // round-robin loop choice
 	conns    atomic.Int64
@@ -55,6 +60,8 @@ func New(cfg Config) (*Server, error) {
 		queues[i] = l.queue
 	}
 	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
+	s.hub.SetLimits(cfg.MaxRooms, cfg.MaxHistoryBytes)
+	s.ips = newIPLimiter(cfg.MaxConnsPerIP, cfg.ConnectRatePerIP)
 	if cfg.Redis != "" {
 		b, err := broker.New(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
 		if err != nil {
@@ -70,6 +77,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}/{rest...}", s.handleBadRoom)
+	if cfg.EchoEndpoint {
+		mux.HandleFunc("GET /echo", s.handleEcho)
+	}
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.Handle("GET /", webui.Handler())
@@ -107,6 +117,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		})
 	}
+	if s.ips != nil {
+		wg.Go(func() {
+			t := time.NewTicker(10 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-hubCtx.Done():
+					return
+				case now := <-t.C:
+					s.ips.sweep(now)
+				}
+			}
+		})
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- s.http.Serve(ln) })
 	s.ready.Store(true)
@@ -123,6 +150,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stopHub()
 	stopBroker()
 	wg.Wait()
+	s.bridges.Wait() // the loops closed their ends: every bridge has ended
 	if err == nil {
 		select {
 		case err = <-loopErrs:
@@ -136,6 +164,8 @@ func (s *Server) shutdown() {
 	start := time.Now()
 	s.ready.Store(false)
 	s.draining.Store(true)
+	s.upgrading.Lock() // wait for upgrades in progress: their connections get drained too
+	s.upgrading.Unlock()
 	s.log.Info("shutting down", "connections", s.conns.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

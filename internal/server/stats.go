@@ -18,10 +18,12 @@ const (
 	DropTooBig
 	DropInvalid
 	DropSlowConsumer
+	DropForbidden // a join the token or the node's room cap does not allow
+	DropTimeout   // a frame, or the first frame, that did not arrive in time
 	dropReasons
 )
 
-var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer"}
+var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout"}
 
 func (r DropReason) String() string { return dropReasonNames[r] }
 
@@ -35,10 +37,16 @@ const (
 	RefuseBadRequest
 	RefuseOrigin
 	RefuseInternal
+	RefuseAuth        // missing, forged or expired token
+	RefuseForbidden   // the token does not allow the room
+	RefusePerIP       // too many open connections from one address
+	RefuseConnectRate // too many upgrade attempts per second from one address
+	RefuseRoomsFull   // the node holds --max-rooms rooms
 	refuseReasons
 )
 
-var refuseReasonNames = [refuseReasons]string{"max_connections", "shutting_down", "bad_request", "origin", "internal"}
+var refuseReasonNames = [refuseReasons]string{"max_connections", "shutting_down", "bad_request", "origin", "internal",
+	"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"}
 
 func (r RefuseReason) String() string { return refuseReasonNames[r] }
 

@@ -3,12 +3,17 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +21,65 @@ import (
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/ws"
 )
+
+// upgradeRequest is what a valid upgrade request asks for.
+type upgradeRequest struct {
+	room     string // "" for /echo
+	since    uint64
+	hasSince bool
+	key      string
+	token    string
+}
+
+// refusal is the HTTP answer to an upgrade request that is refused.
+type refusal struct {
+	reason RefuseReason
+	status int
+	msg    string
+	header [2]string // one optional header: name, value
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+const roomNameRule = "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -"
+
+// parseUpgrade checks an upgrade request for the room (or echo endpoint)
+// at hand, with no side effect: it is the part of the upgrade path that
+// fuzzing covers.
+func parseUpgrade(r *http.Request, room string) (upgradeRequest, *refusal) {
+	var u upgradeRequest
+	if room != "" && !protocol.ValidRoomString(room) {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: roomNameRule}
+	}
+	u.room = room
+	q := r.URL.Query()
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "since must be a sequence number"}
+		}
+		u.since, u.hasSince = n, true
+	}
+	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "this endpoint speaks WebSocket", header: [2]string{"Upgrade", "websocket"}}
+	}
+	if r.Header.Get("Sec-WebSocket-Version") != "13" {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "unsupported WebSocket version", header: [2]string{"Sec-WebSocket-Version", "13"}}
+	}
+	u.key = r.Header.Get("Sec-WebSocket-Key")
+	if !ws.ValidClientKey(u.key) {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "invalid Sec-WebSocket-Key"}
+	}
+	u.token = q.Get("token")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return u, &refusal{reason: RefuseAuth, status: http.StatusUnauthorized, msg: "Authorization must be: Bearer <token>", header: [2]string{"WWW-Authenticate", "Bearer"}}
+		}
+		u.token = strings.TrimSpace(tok)
+	}
+	return u, nil
+}
 
 // handleWS upgrades GET /ws and GET /ws/{room} and hands the socket over to
 // an event loop. The HTTP server's goroutine and buffers are released when
@@ -25,63 +89,106 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if r.Pattern == "GET /ws" {
 		name = "lobby"
 	}
-	if !protocol.ValidRoomString(name) {
-		s.refuse(w, RefuseBadRequest, http.StatusBadRequest, "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -")
+	s.upgrade(w, r, name)
+}
+
+// handleEcho upgrades GET /echo: a connection that echoes every message,
+// served by the same connection layer as the chat.
+func (s *Server) handleEcho(w http.ResponseWriter, r *http.Request) { s.upgrade(w, r, "") }
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
+	// Held until the connection is handed to its loop, so that a shutdown
+	// (which takes the write lock after setting draining) drains it too.
+	s.upgrading.RLock()
+	defer s.upgrading.RUnlock()
+	u, ref := parseUpgrade(r, name)
+	if ref == nil {
+		ref = s.admit(r, &u)
+	}
+	if ref != nil {
+		if ref.header[0] != "" {
+			w.Header().Set(ref.header[0], ref.header[1])
+		}
+		s.refuse(w, ref.reason, ref.status, ref.msg)
 		return
 	}
-	var since uint64
-	var hasSince bool
-	if v := r.URL.Query().Get("since"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
+	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, echo: u.room == ""}
+	if s.cfg.Auth != nil {
+		claims, err := s.cfg.Auth.Verify(u.token)
 		if err != nil {
-			s.refuse(w, RefuseBadRequest, http.StatusBadRequest, "since must be a sequence number")
+			s.releaseAdmission(&cmd)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			s.refuse(w, RefuseAuth, http.StatusUnauthorized, err.Error())
 			return
 		}
-		since, hasSince = n, true
+		if u.room != "" && !claims.MayJoin(u.room) {
+			s.releaseAdmission(&cmd)
+			s.refuse(w, RefuseForbidden, http.StatusForbidden, "the token does not allow this room")
+			return
+		}
+		cmd.claims = &claims
 	}
-	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
-		w.Header().Set("Upgrade", "websocket")
-		s.refuse(w, RefuseBadRequest, http.StatusUpgradeRequired, "this endpoint speaks WebSocket")
-		return
+	cmd.ip = remoteIP(r)
+	if s.ips != nil {
+		if reason, ok := s.ips.admit(cmd.ip, time.Now()); !ok {
+			s.releaseAdmission(&cmd)
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, reason, http.StatusTooManyRequests, "too many connections from your address")
+			return
+		}
+		cmd.ipCounted = true
 	}
-	if r.Header.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		s.refuse(w, RefuseBadRequest, http.StatusUpgradeRequired, "unsupported WebSocket version")
-		return
-	}
-	key := r.Header.Get("Sec-WebSocket-Key")
-	if !ws.ValidClientKey(key) {
-		s.refuse(w, RefuseBadRequest, http.StatusBadRequest, "invalid Sec-WebSocket-Key")
-		return
-	}
-	if !s.originAllowed(r) {
-		s.refuse(w, RefuseOrigin, http.StatusForbidden, "origin not allowed")
-		return
-	}
-	if s.draining.Load() {
-		s.refuse(w, RefuseShuttingDown, http.StatusServiceUnavailable, "server shutting down")
-		return
-	}
-	if n := s.conns.Add(1); s.cfg.MaxConnections > 0 && n > int64(s.cfg.MaxConnections) {
-		s.conns.Add(-1)
-		w.Header().Set("Retry-After", "1")
-		s.refuse(w, RefuseMaxConnections, http.StatusServiceUnavailable, "server full")
-		return
-	}
-	fd, pending, err := s.hijack(w, key)
+	fd, pending, err := s.hijack(w, u.key)
 	if err != nil {
-		s.conns.Add(-1)
+		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
 		s.log.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
 	s.accepted.Add(1)
+	cmd.fd, cmd.pending = fd, pending
 	l := s.loops[int(s.next.Add(1))%len(s.loops)]
-	l.command(command{kind: cmdAdd, fd: fd, room: name, since: since, hasSince: hasSince, pending: pending})
+	l.command(cmd)
+}
+
+// admit applies the server-wide limits and takes a connection slot.
+func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
+	if !s.originAllowed(r) {
+		return &refusal{reason: RefuseOrigin, status: http.StatusForbidden, msg: "origin not allowed"}
+	}
+	if s.draining.Load() {
+		return &refusal{reason: RefuseShuttingDown, status: http.StatusServiceUnavailable, msg: "server shutting down"}
+	}
+	if u.room != "" && s.cfg.MaxRooms > 0 && s.hub.Rooms() >= int64(s.cfg.MaxRooms) && s.hub.Lookup([]byte(u.room)) == nil {
+		return &refusal{reason: RefuseRoomsFull, status: http.StatusServiceUnavailable, msg: "this server holds as many rooms as it may", header: [2]string{"Retry-After", "5"}}
+	}
+	if n := s.conns.Add(1); s.cfg.MaxConnections > 0 && n > int64(s.cfg.MaxConnections) {
+		s.conns.Add(-1)
+		return &refusal{reason: RefuseMaxConnections, status: http.StatusServiceUnavailable, msg: "server full", header: [2]string{"Retry-After", "1"}}
+	}
+	return nil
+}
+
+// releaseAdmission gives back what admit and the address limiter took, for
+// an upgrade that fails after them.
+func (s *Server) releaseAdmission(cmd *command) {
+	s.conns.Add(-1)
+	if cmd.ipCounted {
+		s.ips.release(cmd.ip)
+		cmd.ipCounted = false
+	}
+}
+
+func remoteIP(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 func (s *Server) handleBadRoom(w http.ResponseWriter, _ *http.Request) {
-	s.refuse(w, RefuseBadRequest, http.StatusBadRequest, "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -")
+	s.refuse(w, RefuseBadRequest, http.StatusBadRequest, roomNameRule)
 }
 
 func (s *Server) refuse(w http.ResponseWriter, reason RefuseReason, status int, msg string) {
@@ -90,53 +197,110 @@ func (s *Server) refuse(w http.ResponseWriter, reason RefuseReason, status int, 
 }
 
 // hijack takes the socket from the HTTP server, answers the upgrade, and
-// returns a duplicate of its descriptor that the event loop will own, plus
-// any bytes the client sent after the request.
+// returns a descriptor the event loop will own, plus any bytes the client
+// sent after the request. A TCP socket is duplicated; a TLS connection is
+// bridged to one end of a socket pair by two goroutines (see bridgeTLS).
 func (s *Server) hijack(w http.ResponseWriter, key string) (fd int, pending []byte, err error) {
 	netConn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return -1, nil, fmt.Errorf("hijack: %w", err)
 	}
-	defer netConn.Close() // the duplicate keeps the socket open
-	tcp, ok := netConn.(*net.TCPConn)
-	if !ok {
-		return -1, nil, fmt.Errorf("hijack: %T is not a TCP connection", netConn)
-	}
 	if n := rw.Reader.Buffered(); n > 0 {
 		pending = make([]byte, n)
-		if _, err := rw.Reader.Read(pending); err != nil {
+		if _, err := io.ReadFull(rw.Reader, pending); err != nil {
+			netConn.Close()
 			return -1, nil, fmt.Errorf("read buffered bytes: %w", err)
 		}
 	}
-	if err := tcp.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
+	if err := netConn.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
+		netConn.Close()
 		return -1, nil, fmt.Errorf("set deadline: %w", err)
 	}
 	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
 		ws.AcceptKey(key) + "\r\n\r\n"
-	if _, err := tcp.Write([]byte(resp)); err != nil {
+	if _, err := netConn.Write([]byte(resp)); err != nil {
+		netConn.Close()
 		return -1, nil, fmt.Errorf("write upgrade response: %w", err)
 	}
-	raw, err := tcp.SyscallConn()
-	if err != nil {
-		return -1, nil, fmt.Errorf("raw connection: %w", err)
+	if tc, ok := netConn.(*tls.Conn); ok {
+		fd, err = s.bridgeTLS(tc)
+		return fd, pending, err
 	}
-	fd = -1
+	defer netConn.Close() // the duplicate keeps the socket open
+	sc, ok := netConn.(syscall.Conn)
+	if !ok {
+		return -1, nil, fmt.Errorf("hijack: %T has no file descriptor", netConn)
+	}
+	fd, err = dupNonblock(sc)
+	return fd, pending, err
+}
+
+func dupNonblock(sc syscall.Conn) (int, error) {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("raw connection: %w", err)
+	}
+	fd := -1
 	var dupErr error
 	if err := raw.Control(func(orig uintptr) {
 		fd, dupErr = unix.FcntlInt(orig, unix.F_DUPFD_CLOEXEC, 0)
 	}); err != nil {
-		return -1, nil, fmt.Errorf("raw connection: %w", err)
+		return -1, fmt.Errorf("raw connection: %w", err)
 	}
 	if dupErr != nil {
-		return -1, nil, fmt.Errorf("duplicate socket: %w", dupErr)
+		return -1, fmt.Errorf("duplicate socket: %w", dupErr)
 	}
 	// The duplicate shares the open file description, so it is already
 	// non-blocking; say so anyway in case a runtime ever changes that.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return -1, nil, fmt.Errorf("set non-blocking: %w", err)
+		return -1, fmt.Errorf("set non-blocking: %w", err)
 	}
-	return fd, pending, nil
+	return fd, nil
+}
+
+// bridgeTLS connects a TLS connection to the event loop through a socket
+// pair: the loop owns one end like any socket, and two goroutines copy
+// between the other end and the TLS connection, encrypting and decrypting.
+// TLS costs those two goroutines and their buffers per connection; at
+// scale, terminate TLS at the load balancer.
+func (s *Server) bridgeTLS(tc *tls.Conn) (int, error) {
+	if err := tc.SetWriteDeadline(time.Time{}); err != nil {
+		tc.Close()
+		return -1, fmt.Errorf("clear deadline: %w", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tc.Close()
+		return -1, fmt.Errorf("socket pair: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		tc.Close()
+		return -1, fmt.Errorf("set non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[1]), "tls-bridge")
+	plain, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		tc.Close()
+		return -1, fmt.Errorf("socket pair: %w", err)
+	}
+	s.bridges.Add(2)
+	closeBoth := func() { tc.Close(); plain.Close() }
+	go func() {
+		defer s.bridges.Done()
+		_, _ = io.Copy(plain, tc) // ends when either side closes
+		closeBoth()
+	}()
+	go func() {
+		defer s.bridges.Done()
+		_, _ = io.Copy(tc, plain)
+		closeBoth()
+	}()
+	return fds[0], nil
 }
 
 // headerHasToken reports whether a comma-separated header holds token,

@@ -1,0 +1,279 @@
+package analyze
+
+import (
+	"bytes"
+	"errors"
+)
+
+// Header is the first line of a load-test CSV file in the current format
+// (docs/csv.md).
+const Header = "step,room,message_id,sender_id,client_id,event,unix_us,lag_us"
+
+// Kind is the event of a row.
+type Kind uint8
+
+// Row events.
+const (
+	Joined Kind = iota + 1
+	Sent
+	Received
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Joined:
+		return "Joined"
+	case Sent:
+		return "Sent"
+	case Received:
+		return "Received"
+	}
+	return "?"
+}
+
+// Row is one parsed CSV row. Step and Room alias the input line.
+type Row struct {
+	Kind     Kind
+	Step     []byte
+	Room     []byte
+	StepRoom []byte // "step,room": the bytes of both fields with their comma
+	Message  uint64
+	Sender   uint64
+	Client   uint64
+	UnixUS   int64
+	LagUS    int64
+	HasLag   bool
+}
+
+// Parse errors, kept as constants so that the hot path never allocates.
+var (
+	errFields     = errors.New("wrong number of fields")
+	errStep       = errors.New("bad step")
+	errRoom       = errors.New("bad room")
+	errMessageID  = errors.New("bad message_id")
+	errSenderID   = errors.New("bad sender_id")
+	errClientID   = errors.New("bad client_id")
+	errEvent      = errors.New("unknown event")
+	errUnixUS     = errors.New("bad unix_us")
+	errLagUS      = errors.New("bad lag_us")
+	errOldJoined  = errors.New("event Joined in the older format")
+	errEmptyField = errors.New("empty message_id or sender_id")
+)
+
+// parseUint parses the decimal digits of b up to the first comma, returning
+// the value, the rest after the comma (nil when b held no comma) and the
+// number of digits. ok is false for a non-digit or an overflow.
+func parseUint(b []byte) (v uint64, rest []byte, n int, ok bool) {
+	i := 0
+	for ; i < len(b); i++ {
+		c := b[i] - '0'
+		if c > 9 {
+			break
+		}
+		if v > (1<<64-1-uint64(c))/10 {
+			return 0, nil, 0, false
+		}
+		v = v*10 + uint64(c)
+	}
+	if i < len(b) {
+		if b[i] != ',' {
+			return 0, nil, 0, false
+		}
+		return v, b[i+1:], i, true
+	}
+	return v, nil, i, true
+}
+
+// ParseRow parses one line of the current format, without its line end.
+// It is the whole hand-written parser: no allocation, one pass.
+func ParseRow(line []byte, r *Row) error {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	// step
+	c1 := bytes.IndexByte(line, ',')
+	if c1 <= 0 {
+		if c1 < 0 {
+			return errFields
+		}
+		return errStep
+	}
+	r.Step = line[:c1]
+	rest := line[c1+1:]
+	c2 := bytes.IndexByte(rest, ',')
+	if c2 < 0 {
+		return errFields
+	}
+	if c2 == 0 || c2 > 64 {
+		return errRoom
+	}
+	r.Room = rest[:c2]
+	r.StepRoom = line[:c1+1+c2]
+	rest = rest[c2+1:]
+
+	var ok bool
+	var nMsg, nSender, n int
+	r.Message, rest, nMsg, ok = parseUint(rest)
+	if !ok || rest == nil {
+		if ok {
+			return errFields
+		}
+		return errMessageID
+	}
+	r.Sender, rest, nSender, ok = parseUint(rest)
+	if !ok || rest == nil {
+		if ok {
+			return errFields
+		}
+		return errSenderID
+	}
+	r.Client, rest, n, ok = parseUint(rest)
+	if !ok || rest == nil {
+		if ok {
+			return errFields
+		}
+		return errClientID
+	}
+	if n == 0 {
+		return errClientID
+	}
+	rest, err := parseEvent(rest, r)
+	if err != nil {
+		return err
+	}
+	var ts uint64
+	ts, rest, n, ok = parseUint(rest)
+	if !ok || rest == nil {
+		if ok {
+			return errFields
+		}
+		return errUnixUS
+	}
+	if n == 0 || ts > 1<<63-1 {
+		return errUnixUS
+	}
+	r.UnixUS = int64(ts)
+	var lag uint64
+	r.HasLag = false
+	if len(rest) > 0 {
+		neg := false
+		if rest[0] == '-' {
+			neg = true
+			rest = rest[1:]
+		}
+		lag, rest, n, ok = parseUint(rest)
+		if !ok || rest != nil || n == 0 || lag > 1<<63-1 {
+			if ok && rest != nil {
+				return errFields
+			}
+			return errLagUS
+		}
+		r.LagUS = int64(lag)
+		if neg {
+			r.LagUS = -r.LagUS
+		}
+		r.HasLag = true
+	}
+	if r.Kind != Joined && (nMsg == 0 || nSender == 0) {
+		return errEmptyField
+	}
+	if r.Kind != Received { // the room of a Received row is not used: skip the check on the hot path
+		if !validRoom(r.Room) {
+			return errRoom
+		}
+		if !validStep(r.Step) {
+			return errStep
+		}
+	}
+	return nil
+}
+
+// parseEvent reads the event field and its comma.
+func parseEvent(b []byte, r *Row) ([]byte, error) {
+	switch {
+	case len(b) >= 9 && string(b[:9]) == "Received,":
+		r.Kind = Received
+		return b[9:], nil
+	case len(b) >= 5 && string(b[:5]) == "Sent,":
+		r.Kind = Sent
+		return b[5:], nil
+	case len(b) >= 7 && string(b[:7]) == "Joined,":
+		r.Kind = Joined
+		return b[7:], nil
+	}
+	if bytes.IndexByte(b, ',') < 0 {
+		return nil, errFields
+	}
+	return nil, errEvent
+}
+
+// ParseOldRow parses one line of the older headerless five-column format
+// message_id,sender_id,client_id,event,unix_us.
+func ParseOldRow(line []byte, r *Row) error {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	r.Step, r.Room, r.StepRoom = nil, nil, nil
+	r.HasLag = false
+	var ok bool
+	var n int
+	rest := line
+	r.Message, rest, n, ok = parseUint(rest)
+	if !ok || rest == nil || n == 0 {
+		if ok && rest == nil {
+			return errFields
+		}
+		return errMessageID
+	}
+	r.Sender, rest, n, ok = parseUint(rest)
+	if !ok || rest == nil || n == 0 {
+		if ok && rest == nil {
+			return errFields
+		}
+		return errSenderID
+	}
+	r.Client, rest, n, ok = parseUint(rest)
+	if !ok || rest == nil || n == 0 {
+		if ok && rest == nil {
+			return errFields
+		}
+		return errClientID
+	}
+	rest, err := parseEvent(rest, r)
+	if err != nil {
+		return err
+	}
+	if r.Kind == Joined {
+		return errOldJoined
+	}
+	var ts uint64
+	ts, rest, n, ok = parseUint(rest)
+	if !ok || n == 0 || ts > 1<<63-1 {
+		return errUnixUS
+	}
+	if rest != nil {
+		return errFields
+	}
+	r.UnixUS = int64(ts)
+	return nil
+}
+
+// validRoom checks [A-Za-z0-9._-]{1,64}.
+func validRoom(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validStep rejects what docs/csv.md forbids in a step name.
+func validStep(b []byte) bool {
+	return len(b) > 0 && bytes.IndexByte(b, '"') < 0 && bytes.IndexByte(b, '\r') < 0
+}

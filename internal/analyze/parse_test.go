@@ -1,0 +1,101 @@
+package analyze
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseRow(t *testing.T) {
+	tests := []struct {
+		line string
+		want Row
+		err  error
+	}{
+		{line: "s1,r0,,,0,Joined,1763719200000000,", want: Row{Kind: Joined, Client: 0, UnixUS: 1763719200000000}},
+		{line: "s1,r0,1,0,0,Sent,1763719201000000,41", want: Row{Kind: Sent, Message: 1, Sender: 0, Client: 0, UnixUS: 1763719201000000, LagUS: 41, HasLag: true}},
+		{line: "s1,r0,1,0,0,Sent,1763719201000000,-3", want: Row{Kind: Sent, Message: 1, UnixUS: 1763719201000000, LagUS: -3, HasLag: true}},
+		{line: "s1,r0,1,7,12,Received,1763719201000412,", want: Row{Kind: Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
+		{line: "s1,r0,1,7,12,Received,1763719201000412,\r", want: Row{Kind: Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
+		{line: "step-10,room.a_b-C,18446744073709551615,2,3,Received,5,", want: Row{Kind: Received, Message: 1<<64 - 1, Sender: 2, Client: 3, UnixUS: 5}},
+		{line: "", err: errFields},
+		{line: "s1", err: errFields},
+		{line: ",r0,1,0,0,Sent,1,", err: errStep},
+		{line: "s1,,1,0,0,Sent,1,", err: errRoom},
+		{line: "s1,r 0,1,0,0,Sent,1,", err: errRoom},
+		{line: "s1,r0,x,0,0,Sent,1,", err: errMessageID},
+		{line: "s1,r0,18446744073709551616,0,0,Sent,1,", err: errMessageID},
+		{line: "s1,r0,1,-1,0,Sent,1,", err: errSenderID},
+		{line: "s1,r0,1,0,,Sent,1,", err: errClientID},
+		{line: "s1,r0,1,0,0,Left,1,", err: errEvent},
+		{line: "s1,r0,1,0,0,Sent", err: errFields},
+		{line: "s1,r0,1,0,0,Sent,", err: errFields},
+		{line: "s1,r0,1,0,0,Sent,,", err: errUnixUS},
+		{line: "s1,r0,1,0,0,Sent,9223372036854775808,", err: errUnixUS},
+		{line: "s1,r0,1,0,0,Sent,12", err: errFields},
+		{line: "s1,r0,1,0,0,Sent,12,4x", err: errLagUS},
+		{line: "s1,r0,1,0,0,Sent,12,4,", err: errFields},
+		{line: "s1,r0,1,0,0,Received,1763719", err: errFields}, // a truncated row
+		{line: "s1,r0,,0,0,Received,1,", err: errEmptyField},
+		{line: "s1,r0,1,,0,Sent,1,", err: errEmptyField},
+		{line: Header, err: errMessageID},
+	}
+	for _, tt := range tests {
+		var r Row
+		err := ParseRow([]byte(tt.line), &r)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("ParseRow(%q) error = %v, want %v", tt.line, err, tt.err)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if !sameRow(r, tt.want) {
+			t.Errorf("ParseRow(%q) = %+v, want %+v", tt.line, r, tt.want)
+		}
+	}
+}
+
+func TestParseRowNames(t *testing.T) {
+	var r Row
+	if err := ParseRow([]byte("step-2,room-7,1,2,3,Sent,4,5"), &r); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Step) != "step-2" || string(r.Room) != "room-7" || string(r.StepRoom) != "step-2,room-7" {
+		t.Errorf("names = %q %q %q", r.Step, r.Room, r.StepRoom)
+	}
+}
+
+func TestParseOldRow(t *testing.T) {
+	tests := []struct {
+		line string
+		want Row
+		err  error
+	}{
+		{line: "1,0,0,Sent,1763719201000000", want: Row{Kind: Sent, Message: 1, UnixUS: 1763719201000000}},
+		{line: "1,0,5,Received,1763719201000380\r", want: Row{Kind: Received, Message: 1, Client: 5, UnixUS: 1763719201000380}},
+		{line: "1,0,5,Received,1763719201000380,", err: errFields},
+		{line: "1,0,5,Joined,1", err: errOldJoined},
+		{line: "1,0,5,Received", err: errFields},
+		{line: "1,0,5", err: errFields},
+		{line: ",0,5,Sent,1", err: errMessageID},
+		{line: "1,0,5,Sent,", err: errUnixUS},
+		{line: "1,0,5,Sent,1x", err: errUnixUS},
+	}
+	for _, tt := range tests {
+		var r Row
+		err := ParseOldRow([]byte(tt.line), &r)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("ParseOldRow(%q) error = %v, want %v", tt.line, err, tt.err)
+			continue
+		}
+		if err == nil && !sameRow(r, tt.want) {
+			t.Errorf("ParseOldRow(%q) = %+v, want %+v", tt.line, r, tt.want)
+		}
+	}
+}
+
+// sameRow compares the parsed values, not the name slices.
+func sameRow(a, b Row) bool {
+	return a.Kind == b.Kind && a.Message == b.Message && a.Sender == b.Sender && a.Client == b.Client &&
+		a.UnixUS == b.UnixUS && a.LagUS == b.LagUS && a.HasLag == b.HasLag
+}

@@ -1,0 +1,431 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Options configure an analysis.
+type Options struct {
+	// Inputs are the CSV files, in any order; parts of one run are merged.
+	Inputs []Input
+	// Window is how long after its due time a message is held for its
+	// deliveries at least; a Received row later than that may find it gone
+	// and count as an orphan. It bounds memory for runs that lose messages
+	// (complete messages are let go after about a second). Default 2 min.
+	Window time.Duration
+	// Interval is the time-series bucket. Default 1 s.
+	Interval time.Duration
+	// Workers is the number of parser goroutines and join shards. Default
+	// GOMAXPROCS.
+	Workers int
+	// MaxErrors is how many malformed rows are reported by position.
+	// Default 10.
+	MaxErrors int
+	// TopRooms is how many hottest rooms are kept per step. Default 10.
+	TopRooms int
+}
+
+// settle is how long after a message's due time its room's Joined rows are
+// assumed complete: rows of one process are written within about this much
+// of their time order.
+const settle = int64(time.Second / time.Microsecond)
+
+// names interns step and step-room names into dense ids shared by all
+// parser goroutines; each worker caches them so the lock is taken once per
+// new name per worker.
+type names struct {
+	mu       sync.Mutex
+	srs      map[string]srRef
+	srList   []srName
+	steps    map[string]uint32
+	stepList []string
+}
+
+type srRef struct{ sr, step uint32 }
+
+type srName struct {
+	step uint32
+	room string
+}
+
+func newNames() *names {
+	return &names{srs: make(map[string]srRef), steps: make(map[string]uint32)}
+}
+
+// maxSteps bounds the distinct step names: real runs have tens; a file
+// whose step column is garbage must not make a histogram per row.
+const maxSteps = 1000
+
+var errTooManySteps = fmt.Errorf("more than %d distinct steps", maxSteps)
+
+func (n *names) step(name string) (uint32, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stepLocked(name)
+}
+
+func (n *names) stepLocked(name string) (uint32, error) {
+	id, ok := n.steps[name]
+	if !ok {
+		if len(n.stepList) >= maxSteps {
+			return 0, errTooManySteps
+		}
+		id = uint32(len(n.stepList))
+		n.steps[name] = id
+		n.stepList = append(n.stepList, name)
+	}
+	return id, nil
+}
+
+func (n *names) stepRoom(step, room string) (srRef, error) {
+	key := step + "," + room
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ref, ok := n.srs[key]
+	if !ok {
+		st, err := n.stepLocked(step)
+		if err != nil {
+			return srRef{}, err
+		}
+		ref = srRef{sr: uint32(len(n.srList)), step: st}
+		n.srs[key] = ref
+		n.srList = append(n.srList, srName{step: ref.step, room: room})
+	}
+	return ref, nil
+}
+
+// result is one parsed chunk.
+type result struct {
+	seq       int64
+	wm        int64
+	shards    []*[]event
+	joins     []event
+	rows      int64
+	malformed int64
+	errs      []string
+}
+
+// worker parses chunks; it is owned by one goroutine.
+type worker struct {
+	names    *names
+	inputs   []Input
+	oldRef   []srRef // per input, for the older format
+	nshards  int
+	maxErrs  int
+	srCache  map[string]srRef
+	stCache  map[string]uint32
+	lastStep string
+	lastID   uint32
+	pool     *sync.Pool
+}
+
+func (w *worker) parse(c chunk, seq, wm int64) *result {
+	res := &result{seq: seq, wm: wm, shards: make([]*[]event, w.nshards)}
+	for i := range res.shards {
+		res.shards[i] = w.pool.Get().(*[]event)
+		*res.shards[i] = (*res.shards[i])[:0]
+	}
+	in := &w.inputs[c.file]
+	data := c.data
+	line := c.startLine - 1
+	var row Row
+	for len(data) > 0 {
+		nl := indexNL(data)
+		l := data[:nl]
+		data = data[nl+1:]
+		line++
+		if len(l) == 0 || (len(l) == 1 && l[0] == '\r') {
+			continue
+		}
+		var ev event
+		var err error
+		if in.Old {
+			err = ParseOldRow(l, &row)
+		} else {
+			err = ParseRow(l, &row)
+		}
+		if err == nil {
+			ev, err = w.event(c.file, &row)
+		}
+		if err != nil {
+			if string(l) == Header { // files concatenated with their headers
+				continue
+			}
+			res.malformed++
+			if len(res.errs) < w.maxErrs {
+				res.errs = append(res.errs, fmt.Sprintf("%s:%d: %v: %s", in.Path, line, err, excerpt(l)))
+			}
+			continue
+		}
+		res.rows++
+		if ev.kind == Joined {
+			res.joins = append(res.joins, ev)
+			continue
+		}
+		s := 0
+		if w.nshards > 1 {
+			s = int((hashKey(ev.sender, ev.msg) >> 32) % uint64(w.nshards))
+		}
+		*res.shards[s] = append(*res.shards[s], ev)
+	}
+	return res
+}
+
+// event reduces a row to an event, naming its step (and room).
+func (w *worker) event(file int, row *Row) (event, error) {
+	ev := event{kind: row.Kind, t: row.UnixUS, sender: row.Sender, msg: row.Message, client: row.Client}
+	switch {
+	case w.inputs[file].Old:
+		ev.sr, ev.step = w.oldRef[file].sr, w.oldRef[file].step
+	case row.Kind == Received:
+		// Only the step: the room of a delivery is its message's.
+		if string(row.Step) != w.lastStep {
+			id, ok := w.stCache[string(row.Step)]
+			if !ok {
+				var err error
+				if id, err = w.names.step(string(row.Step)); err != nil {
+					return ev, err
+				}
+				w.stCache[string(row.Step)] = id
+			}
+			w.lastStep, w.lastID = string(row.Step), id
+		}
+		ev.step = w.lastID
+	default:
+		ref, ok := w.srCache[string(row.StepRoom)]
+		if !ok {
+			var err error
+			if ref, err = w.names.stepRoom(string(row.Step), string(row.Room)); err != nil {
+				return ev, err
+			}
+			w.srCache[string(row.StepRoom)] = ref
+		}
+		ev.sr, ev.step = ref.sr, ref.step
+	}
+	return ev, nil
+}
+
+func indexNL(b []byte) int {
+	for i, c := range b {
+		if c == '\n' {
+			return i
+		}
+	}
+	return len(b)
+}
+
+func excerpt(l []byte) string {
+	const n = 60
+	if len(l) > n {
+		return strconv.Quote(string(l[:n])) + "…"
+	}
+	return strconv.Quote(string(l))
+}
+
+// Run reads the inputs and computes the statistics. It fails only when an
+// input cannot be read; bad rows are counted in the result.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Inputs) == 0 {
+		return nil, fmt.Errorf("no input files")
+	}
+	if opts.Window <= 0 {
+		opts.Window = 2 * time.Minute
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxErrors <= 0 {
+		opts.MaxErrors = 10
+	}
+	if opts.TopRooms <= 0 {
+		opts.TopRooms = 10
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+
+	nm := newNames()
+	inputs := append([]Input(nil), opts.Inputs...)
+	oldRef := make([]srRef, len(inputs))
+	var fixed []int64
+	var old []bool
+	for i, in := range inputs {
+		if in.Old {
+			var err error
+			if oldRef[i], err = nm.stepRoom(in.Step, ""); err != nil {
+				return nil, err
+			}
+			for int(oldRef[i].step) >= len(fixed) {
+				fixed = append(fixed, 0)
+				old = append(old, false)
+			}
+			fixed[oldRef[i].step] = int64(in.RoomSize)
+			old[oldRef[i].step] = true
+		}
+	}
+
+	nw := opts.Workers
+	readers := make([]*fileReader, len(inputs))
+	pool := newBufPool(2*len(inputs) + 2*nw + 2)
+	var wg sync.WaitGroup
+	for i, in := range inputs {
+		readers[i] = &fileReader{idx: i, in: in, pool: pool, out: make(chan chunk, 1)}
+		wg.Go(func() { readers[i].run(ctx) })
+	}
+
+	type job struct {
+		c   chunk
+		seq int64
+		wm  int64
+	}
+	jobs := make(chan job, nw)
+	results := make(chan *result, nw)
+	evPool := &sync.Pool{New: func() any { b := make([]event, 0, 8192); return &b }}
+
+	// Merge the files in time order, chunk by chunk: always read from the
+	// file that is least far in time.
+	var mergeErr error
+	wg.Go(func() {
+		defer close(jobs)
+		lastT := make([]int64, len(inputs))
+		active := make([]bool, len(inputs))
+		for i := range lastT {
+			lastT[i] = math.MinInt64
+			active[i] = true
+		}
+		left := len(inputs)
+		seq := int64(0)
+		for left > 0 {
+			f := -1
+			for i := range lastT {
+				if active[i] && (f < 0 || lastT[i] < lastT[f]) {
+					f = i
+				}
+			}
+			var c chunk
+			var ok bool
+			select {
+			case c, ok = <-readers[f].out:
+			case <-ctx.Done():
+				return
+			}
+			if !ok {
+				active[f] = false
+				left--
+				if err := readers[f].err; err != nil {
+					mergeErr = fmt.Errorf("%s: %w", inputs[f].Path, err)
+					cancel()
+					return
+				}
+				continue
+			}
+			lastT[f] = max(lastT[f], c.lastT)
+			wm := int64(math.MaxInt64 - 1)
+			for i := range lastT {
+				if active[i] {
+					wm = min(wm, lastT[i])
+				}
+			}
+			select {
+			case jobs <- job{c, seq, wm}:
+				seq++
+			case <-ctx.Done():
+				pool.put(c.buf)
+				return
+			}
+		}
+	})
+
+	var workersWG sync.WaitGroup
+	for range nw {
+		w := &worker{names: nm, inputs: inputs, oldRef: oldRef, nshards: nw, maxErrs: opts.MaxErrors,
+			srCache: make(map[string]srRef), stCache: make(map[string]uint32), pool: evPool}
+		workersWG.Go(func() {
+			for j := range jobs {
+				r := w.parse(j.c, j.seq, j.wm)
+				pool.put(j.c.buf)
+				results <- r
+			}
+		})
+	}
+	wg.Go(func() {
+		workersWG.Wait()
+		close(results)
+	})
+
+	shards := make([]*shard, nw)
+	shardIn := make([]chan shardJob, nw)
+	var shardWG sync.WaitGroup
+	win := opts.Window.Microseconds()
+	for i := range shards {
+		shards[i] = newShard(i, win, settle, opts.Interval.Microseconds())
+		shards[i].fixed, shards[i].old = fixed, old
+		shardIn[i] = make(chan shardJob, 4)
+		shardWG.Go(func() {
+			for j := range shardIn[i] {
+				shards[i].apply(j)
+				evPool.Put(j.events)
+			}
+			shards[i].evict(math.MaxInt64)
+		})
+	}
+
+	// Hand chunks to the shards in input order.
+	var rows, malformed int64
+	var errs []string
+	waiting := make(map[int64]*result)
+	next := int64(0)
+	for r := range results {
+		waiting[r.seq] = r
+		for {
+			r, ok := waiting[next]
+			if !ok {
+				break
+			}
+			delete(waiting, next)
+			next++
+			rows += r.rows
+			malformed += r.malformed
+			for _, e := range r.errs {
+				if len(errs) < opts.MaxErrors {
+					errs = append(errs, e)
+				}
+			}
+			for i, ch := range shardIn {
+				ch <- shardJob{events: r.shards[i], joins: r.joins, wm: r.wm}
+			}
+		}
+	}
+	for _, ch := range shardIn {
+		close(ch)
+	}
+	shardWG.Wait()
+	wg.Wait()
+	if mergeErr != nil {
+		return nil, mergeErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	res := assemble(nm, shards, opts)
+	res.Rows, res.Malformed, res.Errors = rows, malformed, errs
+	for i, r := range readers {
+		res.Bytes += r.bytes
+		res.Inputs = append(res.Inputs, inputs[i].Path)
+		if r.truncated {
+			res.Truncated = append(res.Truncated, inputs[i].Path)
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}

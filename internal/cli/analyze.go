@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scalechat/scalechat/internal/analyze"
+)
+
+type analyzeFlags struct {
+	out      string
+	steps    string
+	meta     string
+	window   time.Duration
+	interval time.Duration
+	workers  int
+	top      int
+}
+
+func newAnalyzeCmd() *cobra.Command {
+	var f analyzeFlags
+	cmd := &cobra.Command{
+		Use:   "analyze [flags] FILE...",
+		Short: "Turn load-test CSV files into per-step delivery counts and latency percentiles",
+		Long: `analyze reads the CSV files of a load test (docs/csv.md) and prints, per step and overall:
+clients, rooms, messages sent, expected deliveries, received, lost, delivery ratio, orphans
+(Received rows without their Sent row) and per-delivery latency (receive time minus the
+message's due time): p10 … p90, p95, p99, p99.9, max, mean and standard deviation.
+
+Files may be gzip-compressed (.csv.gz). The parts of one run (--workers, --shard) are given
+together and merged in time order. The older headerless five-column format
+(message_id,sender_id,client_id,event,unix_us) is read with --steps FILE, a file of
+"rooms,room_size,path" lines, one step per CSV file; its messages each expect room_size
+deliveries.
+
+With --out DIR it also writes summary.csv, summary.json and timeseries.csv (deliveries
+per second and p50/p99 per --interval) there; "scalechat report" draws them. Latencies are
+in milliseconds (p50_ms, p99_ms, …), taken from an HdrHistogram with 3 significant digits;
+mean, standard deviation and max are exact.
+
+The run's <out>.meta.json is read when it lies beside the files (or names them in "parts"):
+steps whose load generator was saturated get a warning.
+
+Malformed rows are counted and the first ones reported as file:line: reason; a partial last
+line is skipped. The exit status is non-zero only when an input cannot be read.`,
+		Example: `  scalechat analyze run.csv
+  scalechat analyze --out results/ run-w0.csv.gz run-w1.csv.gz
+  scalechat analyze --steps steps.txt --out results/`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := runAnalyze(cmd, f, args)
+			if err != nil {
+				return err
+			}
+			return res.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "", "write summary.csv, summary.json and timeseries.csv into this `DIR`")
+	fl.StringVar(&f.steps, "steps", "", "read the older headerless format: a `FILE` of rooms,room_size,path lines, one step per CSV file")
+	fl.StringVar(&f.meta, "meta", "", "the run's meta.json `FILE` (default: found beside the inputs)")
+	fl.DurationVar(&f.window, "window", 2*time.Minute, "how long a message waits for missing deliveries after its due time; later ones may count as orphans (bounds memory)")
+	fl.DurationVar(&f.interval, "interval", time.Second, "time-series bucket")
+	fl.IntVar(&f.workers, "workers", 0, "parser goroutines and join shards (default: GOMAXPROCS)")
+	fl.IntVar(&f.top, "top-rooms", 10, "hottest rooms kept per step")
+	return cmd
+}
+
+// runAnalyze runs the analysis of args and writes the --out files.
+func runAnalyze(cmd *cobra.Command, f analyzeFlags, args []string) (*analyze.Result, error) {
+	var inputs []analyze.Input
+	if f.steps != "" {
+		in, err := analyze.ReadSteps(f.steps)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, in...)
+	}
+	for _, a := range args {
+		inputs = append(inputs, analyze.Input{Path: a})
+	}
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("no input: give CSV files or --steps FILE (see --help)")
+	}
+	if f.interval <= 0 || f.window <= 0 {
+		return nil, fmt.Errorf("--interval and --window must be positive")
+	}
+	res, err := analyze.Run(cmd.Context(), analyze.Options{
+		Inputs: inputs, Window: f.window, Interval: f.interval, Workers: f.workers, TopRooms: f.top,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	metaPath := f.meta
+	if metaPath == "" {
+		paths := make([]string, len(inputs))
+		for i, in := range inputs {
+			paths[i] = in.Path
+		}
+		if metaPath, err = analyze.FindMeta(paths); err != nil {
+			return nil, err
+		}
+		if metaPath == "" {
+			// No metadata: a server CSV may still lie beside the first file.
+			p := strings.TrimSuffix(strings.TrimSuffix(paths[0], ".gz"), ".csv") + ".server.csv"
+			if _, err := os.Stat(p); err == nil {
+				res.ServerMetrics, _ = filepath.Abs(p)
+			}
+		}
+	}
+	if metaPath != "" {
+		if err := analyze.AttachMeta(res, metaPath); err != nil {
+			return nil, fmt.Errorf("read metadata: %w", err)
+		}
+	}
+	if f.out != "" {
+		if err := res.WriteFiles(f.out); err != nil {
+			return nil, fmt.Errorf("write results: %w", err)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/report"
+)
+
+func newReportCmd() *cobra.Command {
+	var (
+		af         analyzeFlags
+		latencyCap time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "report --out DIR INPUT...",
+		Short: "Draw the charts and the HTML page of a load test",
+		Long: `report writes into --out DIR the charts of a load test, as PNG (1600×900) and SVG, and an
+index.html that opens offline (no network) with:
+
+  1. latency percentiles p10 … p99 per step, one panel per step, the y axis cut at
+     --latency-cap and marked where cut;
+  2. p50/p90/p99 against the step on a log scale;
+  3. mean latency ± standard deviation per step;
+  4. messages sent and deliveries expected vs received per step;
+  5. deliveries per second and p99 over time within each step;
+  6. server CPU, memory and processing time over time, when the run scraped server
+     metrics (<out>.server.csv);
+  7. the summary table, the machine and scenario from <out>.meta.json, and a warning on
+     every step whose load generator was saturated.
+
+INPUT is either a folder written by "scalechat analyze --out" or the CSV files of a run,
+which are then analysed first (the summary files land in DIR too).`,
+		Example: `  scalechat report --out report/ results/
+  scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
+  scalechat report --out report/ --steps steps.txt`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if af.out == "" {
+				return fmt.Errorf("--out DIR is required")
+			}
+			if latencyCap <= 0 {
+				return fmt.Errorf("--latency-cap must be positive")
+			}
+			in, err := reportInput(cmd, af, args)
+			if err != nil {
+				return err
+			}
+			if in.Summary.ServerMetrics != "" {
+				// Keep the server metrics with the report.
+				dst := filepath.Join(af.out, report.ServerCSV)
+				if err := copyFile(in.Summary.ServerMetrics, dst); err != nil {
+					return fmt.Errorf("copy server metrics: %w", err)
+				}
+			}
+			charts, err := report.Write(in, report.Options{Out: af.out, LatencyCap: latencyCap})
+			if err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(af.out, "index.html"))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&af.out, "out", "", "write the report into this `DIR` (required)")
+	fl.DurationVar(&latencyCap, "latency-cap", 2*time.Second, "cut the y axis of the latency percentile panels here")
+	fl.StringVar(&af.steps, "steps", "", "CSV input in the older headerless format: a `FILE` of rooms,room_size,path lines")
+	fl.StringVar(&af.meta, "meta", "", "the run's meta.json `FILE` for CSV input (default: found beside the inputs)")
+	fl.DurationVar(&af.window, "window", 2*time.Minute, "CSV input: how long a message waits for missing deliveries")
+	fl.DurationVar(&af.interval, "interval", time.Second, "CSV input: time-series bucket")
+	return cmd
+}
+
+// reportInput loads an analyze folder, or analyses CSV files into --out.
+func reportInput(cmd *cobra.Command, af analyzeFlags, args []string) (*report.Input, error) {
+	if len(args) == 1 && af.steps == "" {
+		if st, err := os.Stat(args[0]); err == nil && st.IsDir() {
+			in, err := report.Load(args[0])
+			if err != nil {
+				return nil, fmt.Errorf("read analysis: %w", err)
+			}
+			if abs1, abs2 := absPath(args[0]), absPath(af.out); abs1 != abs2 {
+				if err := os.MkdirAll(af.out, 0o755); err != nil {
+					return nil, err
+				}
+				for _, f := range []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV} {
+					if err := copyFile(filepath.Join(args[0], f), filepath.Join(af.out, f)); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return in, nil
+		}
+	}
+	res, err := runAnalyze(cmd, af, args)
+	if err != nil {
+		return nil, err
+	}
+	in := &report.Input{Summary: res, Series: res.Series}
+	if err := in.LoadServer(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func absPath(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+func copyFile(src, dst string) error {
+	if absPath(src) == absPath(dst) {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,141 @@
+//go:build linux
+
+package cli
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gws "github.com/gobwas/ws"
+)
+
+var listenRE = regexp.MustCompile(`url=https?://([0-9.:]+)/`)
+
+// startServe runs "scalechat serve" with args as a real process of the
+// built binary and returns its address once it listens.
+func startServe(t *testing.T, env []string, args ...string) (*exec.Cmd, string, <-chan string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "scalechat")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/scalechat").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 100)
+	addr := make(chan string, 1)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return cmd, a, lines
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start")
+	}
+	return nil, "", nil
+}
+
+func TestServeRequiresTokensFromTheEnvironmentSecret(t *testing.T) {
+	const secret = "a secret of at least sixteen bytes"
+	_, addr, _ := startServe(t, []string{"SCALECHAT_AUTH_JWT_SECRET=" + secret})
+	if _, _, _, err := gws.Dial(context.Background(), "ws://"+addr+"/ws/a"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("without a token: %v", err)
+	}
+	var out strings.Builder
+	if code := run(context.Background(), []string{"token", "--secret", secret, "--sub", "alice", "--rooms", "a"}, nil, &out, io.Discard); code != 0 {
+		t.Fatalf("token exit %d", code)
+	}
+	conn, _, _, err := gws.Dial(context.Background(), "ws://"+addr+"/ws/a?token="+strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("with the minted token: %v", err)
+	}
+	conn.Close()
+}
+
+func TestServeSIGTERMClosesClients1001AndExits0(t *testing.T) {
+	cmd, addr, _ := startServe(t, nil, "--shutdown-timeout", "5s")
+	conn, br, _, err := gws.Dial(context.Background(), "ws://"+addr+"/ws/lobby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var r io.Reader = conn
+	if br != nil {
+		r = io.MultiReader(br, conn)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		//lint:ignore SA1019 the peer is our own server, whose frames are small
+		f, err := gws.ReadFrame(r)
+		if err != nil {
+			t.Fatalf("want a close frame: %v", err)
+		}
+		if f.Header.OpCode == gws.OpClose {
+			if code := int(f.Payload[0])<<8 | int(f.Payload[1]); code != 1001 {
+				t.Errorf("close %d, want 1001", code)
+			}
+			break
+		}
+	}
+	_ = gws.WriteFrame(conn, gws.MaskFrameInPlace(gws.NewCloseFrame(gws.NewCloseFrameBody(1000, ""))))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v, want status 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not exit after SIGTERM")
+	}
+	if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Error("still answering after exit")
+	}
+}
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--max-message-size", "lots"},
+		{"serve", "--tls-cert", "x.pem"},
+		{"serve", "--auth-jwt-secret", "short"},
+		{"serve", "--auth-jwt-secret", "0123456789abcdef", "--auth-jwks-file", "k.json"},
+		{"serve", "--pong-timeout", "1s", "--ping-interval", "2s"},
+	} {
+		var stderr strings.Builder
+		if code := run(context.Background(), args, nil, io.Discard, &stderr); code == 0 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q: want one clear line", args, code, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,129 @@
+//go:build linux
+
+package server
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	gws "github.com/gobwas/ws"
+)
+
+// RFC 6455 edge cases, each driven by a raw-socket client against /echo,
+// which is served by the same connection layer as the chat.
+
+func echoServer(t *testing.T) *testServer {
+	return startServer(t, func(c *Config) { c.EchoEndpoint = true; c.MaxMessageSize = 1024 })
+}
+
+func TestEchoEchoesTextAndBinary(t *testing.T) {
+	ts := echoServer(t)
+	c := dial(t, ts.url("/echo"))
+	for _, f := range []gws.Frame{gws.NewTextFrame([]byte("héllo")), gws.NewBinaryFrame([]byte{0, 1, 2, 255}), gws.NewTextFrame(nil)} {
+		payload := append([]byte(nil), f.Payload...)
+		c.sendRaw(f)
+		got, err := c.readFrame(5e9)
+		if err != nil || got.Header.OpCode != f.Header.OpCode || !bytes.Equal(got.Payload, payload) || !got.Header.Fin {
+			t.Errorf("sent %v %q, got %v %q %v", f.Header.OpCode, payload, got.Header.OpCode, got.Payload, err)
+		}
+	}
+	if code, _ := httpGet(t, "http://"+startServer(t, nil).addr+"/echo", nil); code != 404 {
+		t.Errorf("/echo without --echo-endpoint: %d", code)
+	}
+}
+
+func TestRFC6455EdgeCases(t *testing.T) {
+	ts := echoServer(t)
+	type step struct {
+		frame gws.Frame
+		raw   []byte // written as is instead of frame (unmasked, malformed)
+	}
+	f := func(op gws.OpCode, fin bool, p string) step { return step{frame: gws.NewFrame(op, fin, []byte(p))} }
+	rsv := func(bits byte) step {
+		fr := gws.NewTextFrame([]byte("x"))
+		fr.Header.Rsv = bits
+		return step{frame: fr}
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		// expected answers in order: opcode and payload; a close is checked by code
+		want []gws.Frame
+		code int // close code expected at the end; 0: connection stays open
+	}{
+		{"fragmented text", []step{f(gws.OpText, false, "fra"), f(gws.OpContinuation, false, "gme"), f(gws.OpContinuation, true, "nted")},
+			[]gws.Frame{gws.NewTextFrame([]byte("fragmented"))}, 0},
+		{"fragmented binary", []step{f(gws.OpBinary, false, "\x00"), f(gws.OpContinuation, true, "\x01")},
+			[]gws.Frame{gws.NewBinaryFrame([]byte{0, 1})}, 0},
+		{"ping between fragments", []step{f(gws.OpText, false, "a"), f(gws.OpPing, true, "p"), f(gws.OpContinuation, true, "b")},
+			[]gws.Frame{gws.NewPongFrame([]byte("p")), gws.NewTextFrame([]byte("ab"))}, 0},
+		{"empty ping", []step{f(gws.OpPing, true, "")}, []gws.Frame{gws.NewPongFrame(nil)}, 0},
+		{"ping of 125 bytes", []step{f(gws.OpPing, true, strings.Repeat("p", 125))}, []gws.Frame{gws.NewPongFrame([]byte(strings.Repeat("p", 125)))}, 0},
+		{"unsolicited pong is ignored", []step{f(gws.OpPong, true, "x"), f(gws.OpText, true, "y")}, []gws.Frame{gws.NewTextFrame([]byte("y"))}, 0},
+		{"ping of 126 bytes", []step{f(gws.OpPing, true, strings.Repeat("p", 126))}, nil, 1002},
+		{"fragmented ping", []step{f(gws.OpPing, false, "p")}, nil, 1002},
+		{"close 1000 echoed", []step{{frame: gws.NewCloseFrame(gws.NewCloseFrameBody(1000, "bye"))}}, nil, 1000},
+		{"close 3000 answered", []step{{frame: gws.NewCloseFrame(gws.NewCloseFrameBody(3000, ""))}}, nil, 3000},
+		{"empty close answered 1000", []step{{frame: gws.NewCloseFrame(nil)}}, nil, 1000},
+		{"close with one byte", []step{{frame: gws.NewCloseFrame([]byte{3})}}, nil, 1002},
+		{"close 1005 on the wire", []step{{frame: gws.NewCloseFrame(gws.NewCloseFrameBody(1005, ""))}}, nil, 1002},
+		{"close 999", []step{{frame: gws.NewCloseFrame(gws.NewCloseFrameBody(999, ""))}}, nil, 1002},
+		{"close 5000", []step{{frame: gws.NewCloseFrame(gws.NewCloseFrameBody(5000, ""))}}, nil, 1002},
+		{"close reason not UTF-8", []step{{frame: gws.NewCloseFrame(append([]byte{3, 232}, 0xff))}}, nil, 1002},
+		{"unmasked frame", []step{{raw: []byte{0x81, 0x01, 'x'}}}, nil, 1002},
+		{"opcode 3", []step{f(3, true, "")}, nil, 1002},
+		{"opcode 7", []step{f(7, true, "")}, nil, 1002},
+		{"opcode 0xB", []step{f(0xB, true, "")}, nil, 1002},
+		{"opcode 0xF", []step{f(0xF, true, "")}, nil, 1002},
+		{"RSV1", []step{rsv(4)}, nil, 1002},
+		{"RSV2", []step{rsv(2)}, nil, 1002},
+		{"RSV3", []step{rsv(1)}, nil, 1002},
+		{"continuation first", []step{f(gws.OpContinuation, true, "x")}, nil, 1002},
+		{"text inside a fragmented text", []step{f(gws.OpText, false, "a"), f(gws.OpText, true, "b")}, nil, 1002},
+		{"invalid UTF-8 across fragments", []step{f(gws.OpText, false, "\xc3"), f(gws.OpContinuation, true, "\x28")}, nil, 1007},
+		{"UTF-8 split across fragments is fine", []step{f(gws.OpText, false, "\xc3"), f(gws.OpContinuation, true, "\xa9")},
+			[]gws.Frame{gws.NewTextFrame([]byte("é"))}, 0},
+		{"64-bit length with its top bit set", []step{{raw: []byte{0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}}}, nil, 1002},
+		{"message over the size limit", []step{f(gws.OpBinary, true, strings.Repeat("x", 1025))}, nil, 1009},
+		{"fragments over the size limit", []step{f(gws.OpBinary, false, strings.Repeat("x", 600)), f(gws.OpContinuation, true, strings.Repeat("x", 600))}, nil, 1009},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, ts.url("/echo"))
+			for _, s := range tt.steps {
+				if s.raw != nil {
+					if _, err := c.conn.Write(s.raw); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				c.sendRaw(s.frame)
+			}
+			for _, w := range tt.want {
+				got, err := c.readFrame(5e9)
+				if err != nil || got.Header.OpCode != w.Header.OpCode || !bytes.Equal(got.Payload, w.Payload) {
+					t.Fatalf("want %v %q, got %v %q %v", w.Header.OpCode, w.Payload, got.Header.OpCode, got.Payload, err)
+				}
+			}
+			if tt.code == 0 {
+				c.sendRaw(gws.NewTextFrame([]byte("still open")))
+				if got, err := c.readFrame(5e9); err != nil || string(got.Payload) != "still open" {
+					t.Errorf("connection not usable after: %v %v", got.Header.OpCode, err)
+				}
+				return
+			}
+			if code := c.expectClose(); code != tt.code {
+				t.Errorf("close %d, want %d", code, tt.code)
+			}
+			if last := tt.steps[len(tt.steps)-1]; last.raw == nil && last.frame.Header.OpCode == gws.OpClose && tt.code < 1002 || tt.code >= 3000 {
+				// The client started the closing handshake; the server ends TCP.
+				if _, err := c.readFrame(5e9); err == nil {
+					t.Error("TCP connection still open after the close handshake")
+				}
+				return
+			}
+			c.finishClose()
+		})
+	}
+}
