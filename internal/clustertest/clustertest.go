@@ -234,11 +234,19 @@ func StartNode(t testing.TB, bin, name string, flags ...string) *Node {
 // StartNodeAt runs `bin serve` on addr and waits until it serves.
 func StartNodeAt(t testing.TB, bin, name, addr string, flags ...string) *Node {
 	t.Helper()
+	return StartNodeEnv(t, bin, name, addr, nil, flags...)
+}
+
+// StartNodeEnv runs `bin serve` on addr with env (NAME=value, e.g. a
+// container's SCALECHAT_* variables) and waits until it serves. The --addr
+// flag wins over SCALECHAT_ADDR.
+func StartNodeEnv(t testing.TB, bin, name, addr string, env []string, flags ...string) *Node {
+	t.Helper()
 	serving := make(chan struct{})
 	var once sync.Once
 	args := append([]string{"serve", "--addr", addr, "--loops", "2"}, flags...)
-	p := start(t, name, nil, func(line string) {
-		if strings.Contains(line, "msg=serving") {
+	p := start(t, name, env, func(line string) {
+		if strings.Contains(line, "msg=serving") || strings.Contains(line, `"msg":"serving"`) { // text or json logs
 			once.Do(func() { close(serving) })
 		}
 	}, bin, args...)
