@@ -125,11 +125,14 @@ up() {
   spawn redis redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir"
   wait_until 10 "redis-server" redis_up "$rport"
 
-  local ports=() i p
+  local ports=() mports=() i p m
   for i in $(seq 1 "$n"); do
     p=$(free_port)
+    m=$(free_port)
     ports+=("$p")
-    spawn "node$i" "$dir/scalechat" serve --addr "127.0.0.1:$p" --redis "redis://127.0.0.1:$rport/0" "$@"
+    mports+=("$m")
+    spawn "node$i" "$dir/scalechat" serve --addr "127.0.0.1:$p" --metrics-addr "127.0.0.1:$m" \
+      --redis "redis://127.0.0.1:$rport/0" "$@"
   done
   for i in $(seq 1 "$n"); do
     wait_until 15 "node$i" node_ready "${ports[$((i - 1))]}"
@@ -149,6 +152,7 @@ up() {
     echo "LB_STATS=http://127.0.0.1:$sport/stats"
     echo "REDIS_URL=redis://127.0.0.1:$rport/0"
     for i in $(seq 1 "$n"); do echo "NODE$i=http://127.0.0.1:${ports[$((i - 1))]}/"; done
+    for i in $(seq 1 "$n"); do echo "NODE${i}_METRICS=http://127.0.0.1:${mports[$((i - 1))]}/metrics"; done
   } >"$dir/cluster.env"
 
   echo
@@ -156,7 +160,7 @@ up() {
   echo "  chat (haproxy)   http://127.0.0.1:$hport/      ws://127.0.0.1:$hport/ws/{room}"
   echo "  haproxy stats    http://127.0.0.1:$sport/stats"
   for i in $(seq 1 "$n"); do
-    echo "  node$i            http://127.0.0.1:${ports[$((i - 1))]}/"
+    echo "  node$i            http://127.0.0.1:${ports[$((i - 1))]}/   dashboard http://127.0.0.1:${mports[$((i - 1))]}/dashboard"
   done
   echo "  redis            redis://127.0.0.1:$rport/0"
   echo "  state and logs   $dir (URLs in cluster.env)"

@@ -294,7 +294,7 @@ func runSetup(ctx context.Context, o options, bin, dir, setup, prefix string) (r
 		if err != nil {
 			return result{}, err
 		}
-		args := []string{"serve", "--addr", addr, "--log-level", "warn", "--rate-limit", "1000", "--rate-burst", "1000"}
+		args := []string{"serve", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--log-level", "warn", "--rate-limit", "1000", "--rate-burst", "1000"}
 		if redisURL != "" {
 			args = append(args, "--redis", redisURL)
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,7 +270,12 @@ func (r *runner) startServer(ctx context.Context, name string, flags ...string) 
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}, flags...)
+	args := []string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}
+	if !slices.Contains(flags, "--metrics-addr") {
+		// Metrics on, as users run it, on a port of its own: servers share the host.
+		args = append(args, "--metrics-addr", "127.0.0.1:0")
+	}
+	args = append(args, flags...)
 	// The server's figures must not depend on a scenario's context ending.
 	cmd := r.command(context.WithoutCancel(ctx), serverCPU, r.exe, args...)
 	p, err := r.startProc(name, cmd)

@@ -244,7 +244,8 @@ func StartNodeEnv(t testing.TB, bin, name, addr string, env []string, flags ...s
 	t.Helper()
 	serving := make(chan struct{})
 	var once sync.Once
-	args := append([]string{"serve", "--addr", addr, "--loops", "2"}, flags...)
+	// A metrics listener of its own on a free port: nodes share the host.
+	args := append([]string{"serve", "--addr", addr, "--loops", "2", "--metrics-addr", "127.0.0.1:0"}, flags...)
 	p := start(t, name, env, func(line string) {
 		if strings.Contains(line, "msg=serving") || strings.Contains(line, `"msg":"serving"`) { // text or json logs
 			once.Do(func() { close(serving) })
