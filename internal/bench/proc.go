@@ -272,9 +272,8 @@ func (r *runner) startServer(ctx context.Context, name string, flags ...string) 
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}
 	if !slices.Contains(flags, "--metrics-addr") {
-		// Metrics off unless asked for: the default address (:8081) is one
-		// per machine, and a cluster runs two nodes.
-		args = append(args, "--metrics-addr", "")
+		// Metrics on, as users run it, on a port of its own: servers share the host.
+		args = append(args, "--metrics-addr", "127.0.0.1:0")
 	}
 	args = append(args, flags...)
 	// The server's figures must not depend on a scenario's context ending.

@@ -1,0 +1,466 @@
+//go:build linux
+
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/clustertest"
+	"github.com/scalechat/scalechat/internal/redistest"
+)
+
+// cluster is nodes sharing one Redis behind a load balancer.
+type cluster struct {
+	redis *redistest.Server
+	nodes []*clustertest.Node
+	lb    *clustertest.Proxy
+}
+
+func startNodes(t *testing.T, redis *redistest.Server, n int) []*clustertest.Node {
+	t.Helper()
+	var nodes []*clustertest.Node
+	for i := range n {
+		nodes = append(nodes, clustertest.StartNode(t, bin, fmt.Sprintf("node%d", i+1),
+			"--redis", redis.URL(), "--history", "1000", "--rate-limit", "1000", "--rate-burst", "1000",
+			"--shutdown-timeout", "5s"))
+	}
+	return nodes
+}
+
+func startHAProxyCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	clustertest.Need(t, "haproxy", "haproxy")
+	redis := redistest.Start(t)
+	nodes := startNodes(t, redis, n)
+	lb := clustertest.StartHAProxy(t, repoFile(t, "deploy/haproxy/haproxy.cfg"), nodes)
+	return &cluster{redis: redis, nodes: nodes, lb: lb}
+}
+
+// hostOf returns the index of the only node with more than probe's own
+// membership in room, failing when members are spread over several nodes.
+func (c *cluster) hostOf(t *testing.T, room string, want int) int {
+	t.Helper()
+	host := -1
+	for i, n := range c.nodes {
+		m, err := clustertest.Members(context.Background(), n, room)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m == want+1:
+			if host >= 0 {
+				t.Fatalf("room %s: nodes %d and %d both hold %d members", room, host+1, i+1, want)
+			}
+			host = i
+		case m != 1:
+			t.Fatalf("room %s: node%d holds %d members besides the probe, want 0 or %d", room, i+1, m-1, want)
+		}
+	}
+	if host < 0 {
+		t.Fatalf("room %s: no node holds its %d members", room, want)
+	}
+	return host
+}
+
+// keepsRoomsOnOneNode connects clients of several rooms through the load
+// balancer, with and without query strings, and checks that each room's
+// members all landed on one node, and that the rooms did not all land on
+// the same node.
+func keepsRoomsOnOneNode(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	rooms := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
+	const per = 4
+	hosts := map[int]bool{}
+	for _, room := range rooms {
+		for i := range per {
+			path := "/ws/" + room
+			if i%2 == 1 {
+				// A reconnecting client: the query string must not move it.
+				path += fmt.Sprintf("?since=0&attempt=%d", i)
+			}
+			conn, err := clustertest.Dial(ctx, c.lb.URL(path))
+			if err != nil {
+				t.Fatalf("dial %s: %v", path, err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			j, _, _, err := conn.Joined(5 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Members counts the node's own connections to the room.
+			if j.Members != i+1 {
+				t.Fatalf("client %d of room %s joined a node holding %d members, want %d: the room is split", i, room, j.Members, i+1)
+			}
+		}
+		hosts[c.hostOf(t, room, per)] = true
+	}
+	if len(hosts) < 2 {
+		t.Errorf("all %d rooms hashed to one node of %d", len(rooms), len(c.nodes))
+	}
+
+	// GET /ws joins lobby: it must land where /ws/lobby does.
+	for i, path := range []string{"/ws", "/ws/lobby", "/ws?since=0", "/ws/lobby?since=0"} {
+		conn, err := clustertest.Dial(ctx, c.lb.URL(path))
+		if err != nil {
+			t.Fatalf("dial %s: %v", path, err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		j, _, _, err := conn.Joined(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Room != "lobby" || j.Members != i+1 {
+			t.Fatalf("%s joined %s with %d members, want lobby with %d", path, j.Room, j.Members, i+1)
+		}
+	}
+	c.hostOf(t, "lobby", 4)
+}
+
+func TestHAProxyKeepsRoomOnOneNode(t *testing.T) {
+	c := startHAProxyCluster(t, 3)
+	keepsRoomsOnOneNode(t, c)
+
+	// Plain HTTP goes round robin to nodes that are ready.
+	for range 4 {
+		code, body := get(t, "http://"+c.lb.Addr+"/readyz")
+		if code != 200 || body != "ready\n" {
+			t.Fatalf("readyz through haproxy: %d %q", code, body)
+		}
+	}
+}
+
+func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
+	c := startHAProxyCluster(t, 2)
+	c.redis.Stop()
+	for _, n := range c.nodes {
+		waitFor(t, n.Name+" degraded", func() bool {
+			_, body := get(t, "http://"+n.Addr+"/readyz")
+			return strings.HasPrefix(body, "degraded")
+		})
+	}
+	// Were "degraded" a failure, haproxy would take the nodes out after
+	// fall (2) checks of inter (2s) and fastinter (0.5s): watch longer than
+	// that.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ss, err := c.lb.Servers("ws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ss {
+			if s.Status != "UP" {
+				t.Fatalf("haproxy took degraded %s out of rotation: %+v", s.Server, s)
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // sampling a state over a period
+	}
+	conn, err := clustertest.Dial(context.Background(), c.lb.URL("/ws/during-outage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, _, err := conn.Joined(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Send("still here"); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := conn.Read(5 * time.Second); err != nil || f.Text != "still here" {
+		t.Fatalf("echo during the outage: %+v, %v", f, err)
+	}
+}
+
+func TestHAProxyNodeKilledClientsMoveWithoutLoss(t *testing.T) {
+	c := startHAProxyCluster(t, 3)
+	failover(t, c, func(n *clustertest.Node) error { n.Kill(); return nil }, false)
+}
+
+func TestHAProxyNodeDrainedClientsMoveWithoutLoss(t *testing.T) {
+	c := startHAProxyCluster(t, 3)
+	failover(t, c, func(n *clustertest.Node) error { return n.Terminate(15 * time.Second) }, true)
+}
+
+// failover puts followers of a room behind the load balancer, posts into
+// the room from another node, stops the room's node mid-run with stop and
+// checks that every follower reconnected through the load balancer and
+// received every message exactly once, in order. With drained, each
+// follower must have been told 1001.
+func failover(t *testing.T, c *cluster, stop func(*clustertest.Node) error, drained bool) {
+	const (
+		room      = "failover"
+		followers = 4
+		total     = 150
+		stopAt    = 40
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var fs []*follower
+	for range followers {
+		f := newFollower(c.lb.URL("/ws/" + room))
+		fs = append(fs, f)
+		wg.Go(func() { f.run(ctx) })
+	}
+	for i, f := range fs {
+		if !f.wait(func(s followerState) bool { return s.connects >= 1 }, 10*time.Second) {
+			t.Fatalf("follower %d never connected: %+v", i, f.state())
+		}
+	}
+	host := c.hostOf(t, room, followers)
+	writerNode := c.nodes[(host+1)%len(c.nodes)]
+	w, err := clustertest.Dial(ctx, writerNode.URL("/ws/"+room))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, _, _, err := w.Joined(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := make(chan error, 1)
+	for i := 1; i <= total; i++ {
+		if i == stopAt+1 {
+			for j, f := range fs {
+				if !f.wait(func(s followerState) bool { return s.last >= stopAt }, 10*time.Second) {
+					t.Fatalf("follower %d stuck before the stop: %+v", j, f.state())
+				}
+			}
+			wg.Go(func() { stopped <- stop(c.nodes[host]) })
+		}
+		if err := w.Send(fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			f, err := w.Read(5 * time.Second)
+			if err != nil {
+				t.Fatalf("writer on %s, message %d: %v", writerNode.Name, i, err)
+			}
+			if f.Type != "" {
+				continue
+			}
+			if f.Seq != uint64(i) || f.Text != fmt.Sprint(i) {
+				t.Fatalf("writer's echo %d: %+v", i, f)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // paces the load; nothing waits on it
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stopping %s: %v", c.nodes[host].Name, err)
+	}
+	for i, f := range fs {
+		if !f.wait(func(s followerState) bool { return s.last >= total || len(s.errs) > 0 }, 20*time.Second) {
+			t.Fatalf("follower %d did not catch up: %+v", i, f.state())
+		}
+	}
+	cancel()
+	wg.Wait()
+	for i, f := range fs {
+		s := f.state()
+		if len(s.errs) > 0 {
+			t.Errorf("follower %d: %s", i, strings.Join(s.errs, "; "))
+		}
+		if s.last != total || len(s.texts) != total {
+			t.Errorf("follower %d: last seq %d, %d messages, want %d", i, s.last, len(s.texts), total)
+		}
+		for j, text := range s.texts {
+			if text != fmt.Sprint(j+1) {
+				t.Errorf("follower %d: message %d is %q", i, j+1, text)
+				break
+			}
+		}
+		if s.connects < 2 || s.replayed == 0 {
+			t.Errorf("follower %d connected %d times and got %d messages replayed: it never resumed on another node", i, s.connects, s.replayed)
+		}
+		t.Logf("follower %d: %d connections, %d messages replayed on reconnect, close codes %v", i, s.connects, s.replayed, s.closes)
+		if drained && !containsInt(s.closes, 1001) {
+			t.Errorf("follower %d: close codes %v, want 1001", i, s.closes)
+		}
+	}
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// follower is a client of one room that reconnects after any disconnect
+// with since = the last seq it received, and checks that seqs arrive one by
+// one.
+type follower struct {
+	url string
+
+	mu      sync.Mutex
+	s       followerState
+	changed chan struct{} // closed and replaced on every change of s
+}
+
+type followerState struct {
+	connects int      // connections that joined
+	last     uint64   // last seq received
+	texts    []string // in seq order
+	closes   []int    // close codes received
+	replayed int      // messages received as history on a reconnect
+	errs     []string // what went wrong: gaps, duplicates, give-ups
+}
+
+func newFollower(url string) *follower {
+	return &follower{url: url, changed: make(chan struct{})}
+}
+
+func (f *follower) update(fn func(*followerState)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(&f.s)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *follower) state() followerState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.s
+	s.texts = append([]string(nil), s.texts...)
+	s.closes = append([]int(nil), s.closes...)
+	s.errs = append([]string(nil), s.errs...)
+	return s
+}
+
+// wait waits until cond holds, at most timeout.
+func (f *follower) wait(cond func(followerState) bool, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		f.mu.Lock()
+		ok, ch := cond(f.s), f.changed
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func (f *follower) accept(m clustertest.Frame) {
+	if m.Type != "" {
+		return
+	}
+	f.update(func(s *followerState) {
+		if m.Seq != s.last+1 {
+			s.errs = append(s.errs, fmt.Sprintf("seq %d after %d", m.Seq, s.last))
+		}
+		if m.Seq > s.last {
+			s.last = m.Seq
+			s.texts = append(s.texts, m.Text)
+		}
+	})
+}
+
+// run connects at once, and after a disconnect waits a backoff of 100 ms
+// doubling up to 1 s before each attempt, like a real client: messages
+// posted meanwhile must come back through since.
+func (f *follower) run(ctx context.Context) {
+	const first = 100 * time.Millisecond
+	backoff, failures := time.Duration(0), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		url := fmt.Sprintf("%s?since=%d", f.url, f.state().last)
+		conn, err := clustertest.Dial(ctx, url)
+		if err != nil {
+			failures++
+			if failures > 20 {
+				f.update(func(s *followerState) { s.errs = append(s.errs, "gave up reconnecting: "+err.Error()) })
+				return
+			}
+			backoff = min(max(2*backoff, first), time.Second)
+			continue
+		}
+		failures = 0
+		f.session(ctx, conn)
+		backoff = first
+	}
+}
+
+// session reads one connection until it ends.
+func (f *follower) session(ctx context.Context, conn *clustertest.Conn) {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	_, gap, hist, err := conn.Joined(10 * time.Second)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.update(func(s *followerState) { s.errs = append(s.errs, "join: "+err.Error()) })
+		}
+		return
+	}
+	if gap != nil {
+		f.update(func(s *followerState) { s.errs = append(s.errs, fmt.Sprintf("history gap: %+v", *gap)) })
+	}
+	for _, m := range hist {
+		f.accept(m)
+	}
+	f.update(func(s *followerState) {
+		if s.connects > 0 {
+			s.replayed += len(hist)
+		}
+		s.connects++
+	})
+	for {
+		m, err := conn.Read(time.Minute)
+		var ce *clustertest.CloseError
+		switch {
+		case errors.As(err, &ce):
+			f.update(func(s *followerState) { s.closes = append(s.closes, ce.Code) })
+			return
+		case err != nil:
+			return // EOF from a killed node, or the test is over
+		}
+		f.accept(m)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond, for states that have no event to wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

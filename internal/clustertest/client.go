@@ -1,0 +1,147 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	gws "github.com/gobwas/ws"
+)
+
+// Frame is what a test needs of a server frame (docs/protocol.md).
+type Frame struct {
+	Type    string `json:"type"` // empty for a chat message
+	Room    string `json:"room"`
+	Seq     uint64 `json:"seq"`
+	Text    string `json:"text"`
+	Members int    `json:"members"`
+	History int    `json:"history"`
+	Since   uint64 `json:"since"`
+}
+
+// CloseError is returned by Conn.Read when the server sent a close frame.
+type CloseError struct{ Code int }
+
+func (e *CloseError) Error() string { return fmt.Sprintf("closed by the server with %d", e.Code) }
+
+// Conn is a plain blocking WebSocket chat client (gobwas/ws, an
+// implementation independent of the server's), with no reconnect logic of
+// its own.
+type Conn struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// Dial opens a WebSocket to url.
+func Dial(ctx context.Context, url string) (*Conn, error) {
+	d := gws.Dialer{Timeout: 5 * time.Second}
+	conn, r, _, err := d.Dial(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		r = bufio.NewReader(conn)
+	}
+	return &Conn{conn: conn, r: r}, nil
+}
+
+// Close closes the TCP connection.
+func (c *Conn) Close() error { return c.conn.Close() }
+
+// Send posts a chat message with text into the URL room.
+func (c *Conn) Send(text string) error {
+	b, err := json.Marshal(map[string]string{"text": text})
+	if err != nil {
+		return err
+	}
+	return gws.WriteFrame(c.conn, gws.MaskFrameInPlace(gws.NewTextFrame(b)))
+}
+
+// Read returns the next text frame, answering pings. A close frame from the
+// server is answered and returned as a *CloseError.
+func (c *Conn) Read(timeout time.Duration) (Frame, error) {
+	c.conn.SetReadDeadline(time.Now().Add(timeout))
+	defer c.conn.SetReadDeadline(time.Time{})
+	for {
+		//lint:ignore SA1019 the peer is the server under test, whose frames are bounded
+		f, err := gws.ReadFrame(c.r)
+		if err != nil {
+			return Frame{}, err
+		}
+		switch f.Header.OpCode {
+		case gws.OpPing:
+			pong := gws.NewPongFrame(f.Payload)
+			if err := gws.WriteFrame(c.conn, gws.MaskFrameInPlace(pong)); err != nil {
+				return Frame{}, err
+			}
+		case gws.OpPong:
+		case gws.OpText:
+			var m Frame
+			if err := json.Unmarshal(f.Payload, &m); err != nil {
+				return Frame{}, fmt.Errorf("frame %q: %w", f.Payload, err)
+			}
+			return m, nil
+		case gws.OpClose:
+			code := 1005
+			if len(f.Payload) >= 2 {
+				code = int(f.Payload[0])<<8 | int(f.Payload[1])
+			}
+			_ = gws.WriteFrame(c.conn, gws.MaskFrameInPlace(gws.NewCloseFrame(gws.NewCloseFrameBody(gws.StatusCode(code), ""))))
+			return Frame{}, &CloseError{Code: code}
+		default:
+			return Frame{}, fmt.Errorf("unexpected opcode %v", f.Header.OpCode)
+		}
+	}
+}
+
+// Joined reads the joined frame, an optional history_gap frame and the
+// replayed history that follows.
+func (c *Conn) Joined(timeout time.Duration) (joined Frame, gap *Frame, history []Frame, err error) {
+	joined, err = c.Read(timeout)
+	if err != nil {
+		return joined, nil, nil, err
+	}
+	if joined.Type != "joined" {
+		return joined, nil, nil, fmt.Errorf("want a joined frame, got %+v", joined)
+	}
+	for len(history) < joined.History {
+		f, err := c.Read(timeout)
+		if err != nil {
+			return joined, gap, history, err
+		}
+		switch {
+		case f.Type == "history_gap" && gap == nil && len(history) == 0:
+			gap = &f
+		case f.Type == "":
+			history = append(history, f)
+		default:
+			return joined, gap, history, fmt.Errorf("want replayed history, got %+v", f)
+		}
+	}
+	return joined, gap, history, nil
+}
+
+// Members joins room on a node directly and returns how many members the
+// node has in it, this probe included.
+func Members(ctx context.Context, n *Node, room string) (int, error) {
+	c, err := Dial(ctx, n.URL("/ws/"+room))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	defer c.Close()
+	j, _, _, err := c.Joined(5 * time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	return j.Members, nil
+}
+
+// IsTimeout says whether err is a read or dial past its deadline.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
