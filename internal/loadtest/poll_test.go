@@ -2,6 +2,8 @@ package loadtest
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -205,4 +207,42 @@ func TestPollConfig(t *testing.T) {
 	if got := tgt.roomURL("r1", "since=3"); got != "http://localhost:8080/base/rooms/r1/messages?token=abc&since=3" {
 		t.Errorf("roomURL = %s", got)
 	}
+}
+
+// The CLI with --transport poll over two worker processes, then Ctrl+C
+// while sending: the merged counts hold and every CSV row is whole.
+func TestPollWorkersAndInterrupt(t *testing.T) {
+	srv := startPollServer(t, nil)
+	out := filepath.Join(t.TempDir(), "run.csv")
+	p := startLoadtest(t, "--transport", "poll", "--url", srv.HTTPURL(""), "--rooms", "4", "--room-size", "5", "--workers", "2",
+		"--msg-frequency", "100ms", "--duration", "1s", "--drain", "3s", "--ramp", "3000", "--out", out)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	meta := readMeta(t, out)
+	s := meta.Steps[0]
+	if meta.Transport != TransportPoll || s.Sent != 200 || s.Expected != 1000 || s.Received != 1000 || s.Joined != 20 {
+		t.Fatalf("transport %q, merged step %+v", meta.Transport, s)
+	}
+	var rows []csvRow
+	for _, part := range meta.Parts {
+		rows = append(rows, readCSV(t, filepath.Join(filepath.Dir(out), part))...)
+	}
+	checkCSVAgainstMeta(t, rows, meta)
+
+	out2 := filepath.Join(t.TempDir(), "int.csv")
+	p = startLoadtest(t, "--transport", "poll", "--url", srv.HTTPURL(""), "--rooms", "4", "--room-size", "5",
+		"--msg-frequency", "50ms", "--duration", "30s", "--out", out2)
+	p.waitLine(t, "sending")
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 130 {
+		t.Fatalf("exit code %d after Ctrl+C, want 130", code)
+	}
+	meta = readMeta(t, out2)
+	if s := meta.Steps[0]; !s.Interrupted || s.Sent == 0 || s.Received != s.Expected {
+		t.Errorf("interrupted step %+v", s)
+	}
+	readCSV(t, out2) // every line parses
 }
