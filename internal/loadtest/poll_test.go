@@ -2,9 +2,9 @@ package loadtest
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
