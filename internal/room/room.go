@@ -153,16 +153,7 @@ func (r *Room) Poll(since uint64, hasSince bool, dst []Message) PollResult {
 		return PollResult{Wait: r.loadedCh}
 	}
 	res := PollResult{Seq: r.seq, FirstSeq: r.hist.oldest()}
-	switch {
-	case !hasSince:
-		res.Messages = r.hist.appendLast(dst, r.hist.n)
-	case since > r.seq:
-		res.Gap = true
-		res.Messages = r.hist.appendLast(dst, r.hist.n)
-	default:
-		res.Gap = since < r.seq && (r.hist.n == 0 || since+1 < res.FirstSeq)
-		res.Messages = r.hist.appendSince(dst, since)
-	}
+	res.Messages, res.Gap = r.replayLocked(since, hasSince, dst)
 	if len(res.Messages) == 0 && !res.Gap {
 		if r.notify == nil {
 			r.notify = make(chan struct{})
@@ -205,18 +196,23 @@ func (r *Room) join(loop int, since uint64, hasSince bool, dst []Message) (JoinR
 	r.local[loop]++
 	r.members++
 	res := JoinResult{Seq: r.seq, Members: r.members, FirstSeq: r.hist.oldest()}
+	res.History, res.Gap = r.replayLocked(since, hasSince, dst)
+	return res, true
+}
+
+// replayLocked appends to dst what a newcomer asking for the messages after
+// since gets (all the history without since), and reports whether some of
+// them are no longer held.
+func (r *Room) replayLocked(since uint64, hasSince bool, dst []Message) ([]Message, bool) {
 	switch {
 	case !hasSince:
-		res.History = r.hist.appendLast(dst, r.hist.n)
+		return r.hist.appendLast(dst, r.hist.n), false
 	case since > r.seq:
 		// The client saw a previous life of this room: replay all we hold.
-		res.Gap = true
-		res.History = r.hist.appendLast(dst, r.hist.n)
-	default:
-		res.Gap = since < r.seq && (r.hist.n == 0 || since+1 < res.FirstSeq)
-		res.History = r.hist.appendSince(dst, since)
+		return r.hist.appendLast(dst, r.hist.n), true
 	}
-	return res, true
+	gap := since < r.seq && (r.hist.n == 0 || since+1 < r.hist.oldest())
+	return r.hist.appendSince(dst, since), gap
 }
 
 // Leave removes a member on loop and returns the room's latest seq: the
