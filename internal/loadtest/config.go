@@ -9,6 +9,7 @@
 package loadtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -241,7 +242,15 @@ func parseTarget(raw string) (target, error) {
 	}
 	ip, err := netip.ParseAddr(hn)
 	if err != nil {
-		return target{}, fmt.Errorf("url %q: the host must be an IP address (or localhost)", raw)
+		// A name (a Kubernetes Service, a compose service): resolve it once,
+		// as every connection of the run goes to the same address.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", hn)
+		cancel()
+		if lerr != nil || len(ips) == 0 {
+			return target{}, fmt.Errorf("url %q: cannot resolve %s: %w", raw, hn, lerr)
+		}
+		ip = ips[0].Unmap()
 	}
 	ap, err := netip.ParseAddrPort(net.JoinHostPort(ip.String(), port))
 	if err != nil {
