@@ -30,4 +30,3 @@ func TestParseTarget(t *testing.T) {
 		}
 	}
 }
-
