@@ -9,12 +9,14 @@
 package loadtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -286,7 +288,15 @@ func parseTarget(raw string) (target, error) {
 	}
 	ip, err := netip.ParseAddr(hn)
 	if err != nil {
-		return target{}, fmt.Errorf("url %q: the host must be an IP address (or localhost)", raw)
+		// A name (a Kubernetes Service, a compose service): resolve it once,
+		// as every connection of the run goes to the same address.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", hn)
+		cancel()
+		if lerr != nil || len(ips) == 0 {
+			return target{}, fmt.Errorf("url %q: cannot resolve %s: %w", raw, hn, lerr)
+		}
+		ip = ips[0].Unmap()
 	}
 	ap, err := netip.ParseAddrPort(net.JoinHostPort(ip.String(), port))
 	if err != nil {
@@ -303,11 +313,11 @@ func parseTarget(raw string) (target, error) {
 }
 
 // pollTarget is the parsed --url of the HTTP transport: requests go to
-// base + "/rooms/{room}/messages", with query (e.g. a token) kept.
+// base + "/rooms/{room}/messages", with query (e.g. a token) kept. A host
+// name is resolved by net/http, as a polling client's would be.
 type pollTarget struct {
 	base  string
 	query string
-	addr  netip.AddrPort
 }
 
 func parsePollTarget(raw string) (pollTarget, error) {
@@ -315,23 +325,12 @@ func parsePollTarget(raw string) (pollTarget, error) {
 	if err != nil || u.Host == "" || u.Scheme != "http" {
 		return pollTarget{}, fmt.Errorf("url %q: --transport poll needs an http:// URL of the server, e.g. http://127.0.0.1:8080", raw)
 	}
-	hn := u.Hostname()
-	if hn == "localhost" {
-		hn = "127.0.0.1"
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return pollTarget{}, fmt.Errorf("url %q: bad port", raw)
+		}
 	}
-	ip, err := netip.ParseAddr(hn)
-	if err != nil {
-		return pollTarget{}, fmt.Errorf("url %q: the host must be an IP address (or localhost)", raw)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	ap, err := netip.ParseAddrPort(net.JoinHostPort(ip.String(), port))
-	if err != nil {
-		return pollTarget{}, fmt.Errorf("url %q: bad port", raw)
-	}
-	return pollTarget{base: "http://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/"), query: u.RawQuery, addr: ap}, nil
+	return pollTarget{base: "http://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/"), query: u.RawQuery}, nil
 }
 
 // roomURL is the messages URL of room, with extra query parameters.

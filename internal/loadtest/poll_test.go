@@ -186,7 +186,9 @@ func TestPollConfig(t *testing.T) {
 		{"echo", "http://127.0.0.1:1", "chat protocol only", func(c *Config) { c.Protocol = ProtocolEcho }},
 		{"rooms per client", "http://127.0.0.1:1", "one room per client", func(c *Config) { c.Steps[0].RoomsPerClient = 2 }},
 		{"long wait", "http://127.0.0.1:1", "poll wait", func(c *Config) { c.PollWait = Duration(time.Hour) }},
+		{"bad port", "http://127.0.0.1:99999", "bad port", nil},
 		{"ok", "http://localhost:1/prefix/", "", nil},
+		{"host name", "http://scalechat.example:8080", "", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(t, tt.url, testStep("s", 2, 1))

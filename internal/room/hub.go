@@ -205,13 +205,13 @@ func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
 	}
 	for _, e := range tail {
 		if e.Seq > r.seq {
-			r.appendLocked(e.Seq, textFrame(e.Payload), 0)
+			r.appendLocked(e.Seq, textFrame(e.Payload), 0, -1)
 		}
 	}
 	r.seq = max(r.seq, seq)
 	for _, m := range r.early {
 		if m.Seq > r.seq {
-			r.appendLocked(m.Seq, m.Frame, 0)
+			r.appendLocked(m.Seq, m.Frame, 0, -1)
 		}
 	}
 	r.early = nil
@@ -220,7 +220,7 @@ func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
 	for i, w := range r.waiting {
 		if w {
 			r.waiting[i] = false
-			h.queues[i].push(Delivery{Room: r, Ready: true})
+			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
 		}
 	}
 }
@@ -242,7 +242,7 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 	case !r.loaded:
 		r.early = append(r.early, Message{Seq: seq, Frame: frame})
 	case seq > r.seq:
-		r.appendLocked(seq, frame, received)
+		r.appendLocked(seq, frame, received, -1)
 	}
 }
 
@@ -258,7 +258,7 @@ func (h *Hub) PublishLocal(name string, prefix, suffix []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {
-		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix), received)
+		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix), received, -1)
 	}
 }
 

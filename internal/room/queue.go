@@ -25,11 +25,14 @@ type Queue struct {
 // loop comes to drain it. wake must be cheap when a wake-up is pending.
 func NewQueue(wake func()) *Queue { return &Queue{wake: wake} }
 
-func (q *Queue) push(d Delivery) {
+// push queues d and, when wake is set, wakes the owning loop.
+func (q *Queue) push(d Delivery, wake bool) {
 	q.mu.Lock()
 	q.items = append(q.items, d)
 	q.mu.Unlock()
-	q.wake()
+	if wake {
+		q.wake()
+	}
 }
 
 // Swap takes every queued delivery, handing the queue buf (emptied) to fill

@@ -262,7 +262,7 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	}
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
-	r.Publish(l.enc, seqAt, l.nowNano)
+	r.Publish(l.enc, seqAt, l.nowNano, l.id)
 }
 
 // frameOf returns a new unmasked text frame holding payload.

@@ -188,7 +188,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)
-	rm.Publish(draft, at, time.Now().UnixNano())
+	rm.Publish(draft, at, time.Now().UnixNano(), -1)
 	resp := []byte(`{"type":"accepted","room":`)
 	resp = strconv.AppendQuote(resp, rm.Name())
 	if f.HasMessageID {
