@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scalechat/scalechat/internal/client"
 	"io"
 	"net/http"
 	"strings"
@@ -203,11 +204,17 @@ func failover(t *testing.T, c *cluster, stop func(*clustertest.Node) error, drai
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	// Half the followers are the Go client package (internal/client), the
+	// others a bare reconnect loop: both must come through.
 	var fs []*follower
-	for range followers {
+	for i := range followers {
 		f := newFollower(c.lb.URL("/ws/" + room))
 		fs = append(fs, f)
-		wg.Go(func() { f.run(ctx) })
+		if i%2 == 0 {
+			wg.Go(func() { f.runClient(ctx, c.lb.URL("/ws"), room) })
+		} else {
+			wg.Go(func() { f.run(ctx) })
+		}
 	}
 	for i, f := range fs {
 		if !f.wait(func(s followerState) bool { return s.connects >= 1 }, 10*time.Second) {
@@ -397,6 +404,47 @@ func (f *follower) run(ctx context.Context) {
 		failures = 0
 		f.session(ctx, conn)
 		backoff = first
+	}
+}
+
+// runClient follows the room with the Go client package, which reconnects
+// by itself with backoff and since.
+func (f *follower) runClient(ctx context.Context, base, room string) {
+	cl, err := client.Dial(ctx, client.Config{URL: base, Room: room, Sender: "follower",
+		Backoff: client.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}, MaxAttempts: 20})
+	if err != nil {
+		f.update(func(s *followerState) { s.errs = append(s.errs, "client: "+err.Error()) })
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { cl.Close() })
+	defer stop()
+	history := 0 // messages announced by the last joined frame, still to come
+	for ev := range cl.Events() {
+		switch e := ev.(type) {
+		case *client.Joined:
+			history = e.History
+			f.update(func(s *followerState) {
+				if s.connects > 0 {
+					s.replayed += e.History
+				}
+				s.connects++
+			})
+		case *client.Message:
+			if history > 0 {
+				history--
+			}
+			f.accept(clustertest.Frame{Seq: e.Seq, Text: e.Text})
+		case *client.HistoryGap:
+			f.update(func(s *followerState) { s.errs = append(s.errs, fmt.Sprintf("history gap: %+v", *e)) })
+		case *client.State:
+			var ce *client.ConnError
+			if e.State == client.Disconnected && errors.As(e.Err, &ce) && ce.Code != 0 {
+				f.update(func(s *followerState) { s.closes = append(s.closes, ce.Code) })
+			}
+			if e.State == client.Closed && e.Err != nil && ctx.Err() == nil {
+				f.update(func(s *followerState) { s.errs = append(s.errs, "client gave up: "+e.Err.Error()) })
+			}
+		}
 	}
 }
 

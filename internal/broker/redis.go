@@ -112,8 +112,10 @@ type Redis struct {
 	subCmds []subCmd
 	subWake chan struct{}
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
+	self    [2]string             // name and URL to announce, under subMu
 
-	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
+	announceWake chan struct{}
+	fillMu       sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
 	up         atomic.Bool
 	downSince  atomic.Int64
@@ -154,7 +156,8 @@ func New(cfg Config, hub *room.Hub) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, hub: hub, rdb: rdb,
 		pubWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
-		rooms: make(map[string]*roomState),
+		announceWake: make(chan struct{}, 1),
+		rooms:        make(map[string]*roomState),
 	}
 	b.ps = rdb.Subscribe(context.Background())
 	return b, nil
@@ -231,6 +234,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.receiveLoop(ctx) })
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
+	wg.Go(func() { b.announceLoop(ctx) })
 	<-ctx.Done()
 	err := errors.Join(b.ps.Close(), b.rdb.Close())
 	wg.Wait()
@@ -630,4 +634,68 @@ func (b *backoff) sleep(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// announceTTL is how long a node's announcement lives without a refresh.
+const announceTTL = 10 * time.Second
+
+// Announce makes this node known to the others as name, reachable at url
+// (its metrics listener), refreshed every few seconds while Run runs.
+func (b *Redis) Announce(name, url string) {
+	b.subMu.Lock()
+	b.self = [2]string{name, url}
+	b.subMu.Unlock()
+	signal(b.announceWake)
+}
+
+func (b *Redis) nodesKey() string { return b.cfg.Prefix + ":nodes" }
+
+// announceLoop refreshes this node's announcement.
+func (b *Redis) announceLoop(ctx context.Context) {
+	t := time.NewTicker(announceTTL / 3)
+	defer t.Stop()
+	for {
+		b.subMu.Lock()
+		self := b.self
+		b.subMu.Unlock()
+		if self[0] != "" && b.up.Load() {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			exp := strconv.FormatInt(time.Now().Add(announceTTL).Unix(), 10)
+			if err := b.rdb.HSet(c, b.nodesKey(), self[0], exp+" "+self[1]).Err(); err != nil && ctx.Err() == nil {
+				b.fail("announce", err)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.announceWake:
+		}
+	}
+}
+
+// Nodes returns the announced nodes whose announcement is alive: name to
+// URL, this node included. Stale announcements are removed.
+func (b *Redis) Nodes(ctx context.Context) (map[string]string, error) {
+	all, err := b.rdb.HGetAll(ctx, b.nodesKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read cluster nodes: %w", err)
+	}
+	now := time.Now().Unix()
+	nodes := make(map[string]string, len(all))
+	var stale []string
+	for name, v := range all {
+		exp, url, ok := strings.Cut(v, " ")
+		t, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || t < now {
+			stale = append(stale, name)
+			continue
+		}
+		nodes[name] = url
+	}
+	if len(stale) > 0 {
+		_ = b.rdb.HDel(ctx, b.nodesKey(), stale...).Err() // best effort: readers skip stale entries anyway
+	}
+	return nodes, nil
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ func newServeCmd() *cobra.Command {
 		maxHistory                        byteSize
 		addr                              = "127.0.0.1:8080"
 		metricsAddr                       = "127.0.0.1:8081"
+		metricsAdvertise                  string
 		maxMsg, maxQueue                  = byteSize(cfg.MaxMessageSize), byteSize(cfg.MaxQueue)
 		logLevel, logFormat               = "info", "text"
 	)
@@ -83,7 +85,10 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 				return fmt.Errorf("cannot listen on %s for metrics: %w", metricsAddr, err)
 			}
 			logger.Info("metrics listening", "metrics", "http://"+mln.Addr().String()+"/metrics", "dashboard", "http://"+mln.Addr().String()+"/dashboard")
-			m := metrics.New(srv, metrics.Options{Node: nodeName(ln.Addr()), Logger: logger})
+			node := nodeName(ln.Addr())
+			m := metrics.New(srv, metrics.Options{Node: node, Logger: logger})
+			// In a cluster, every node's dashboard shows every node.
+			srv.Announce(node, "http://"+advertised(metricsAdvertise, mln.Addr())+"/metrics")
 			// The metrics outlive the chat server's graceful shutdown, so
 			// that it can be watched to the end.
 			mctx, stopMetrics := context.WithCancel(context.Background())
@@ -117,6 +122,7 @@ Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`,
 	f.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "close connections silent this long")
 	f.DurationVar(&cfg.CloseTimeout, "close-timeout", cfg.CloseTimeout, "wait this long for a client's close frame")
 	f.DurationVar(&cfg.RoomGrace, "room-grace", cfg.RoomGrace, "keep an empty room, and its history, this long")
+	f.StringVar(&metricsAdvertise, "metrics-advertise", "", "host:port at which the other nodes of a cluster reach this node's metrics (for their dashboards); default: --metrics-addr, with this host's name for an unspecified host")
 	f.StringVar(&cfg.Redis, "redis", "", "Redis URL (redis://host:port/db) that ties nodes into a cluster; empty runs a single node")
 	f.DurationVar(&cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's seq and history from Redis after this long without messages")
 	f.IntVar(&cfg.Loops, "loops", cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
@@ -207,4 +213,22 @@ func tlsConfig(cert, key string) (*tls.Config, error) {
 	// HTTP/1.1 only: a WebSocket upgrade needs it (RFC 6455), and browsers
 	// would otherwise pick HTTP/2 for the page.
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// advertised is the address other nodes use to reach a listener at addr:
+// the flag's value when set, else addr, with the host name in place of an
+// unspecified address (0.0.0.0, ::).
+func advertised(flag string, addr net.Addr) string {
+	if flag != "" {
+		return flag
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return addr.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }

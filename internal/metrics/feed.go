@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,7 +22,9 @@ const maxSubscribers = 64
 // the samples kept; each later one holds the newest sample of every node
 // (none, and an error, for a node that could not be scraped).
 type Feed struct {
-	sources  []Source
+	sources  []Source // written by sample under mu, read by sample freely
+	fixed    int      // sources[:fixed] are always there; the rest are discovered
+	discover func(context.Context) ([]Source, error)
 	interval time.Duration
 	keep     int // samples kept per node
 	log      *slog.Logger
@@ -58,6 +62,7 @@ func NewFeed(sources []Source, interval, keep time.Duration, log *slog.Logger) *
 	}
 	return &Feed{
 		sources:  sources,
+		fixed:    len(sources),
 		interval: interval,
 		keep:     max(1, int(keep/interval)),
 		log:      log,
@@ -81,11 +86,53 @@ func (f *Feed) Run(ctx context.Context) {
 	}
 }
 
+// Discover makes the feed ask discover, before each round, for the other
+// nodes to sample besides its own sources (the nodes of a cluster). Nodes
+// come and go with discover's answers; one with the name of a fixed source
+// is skipped.
+func (f *Feed) Discover(discover func(context.Context) ([]Source, error)) { f.discover = discover }
+
+// refresh sets the sources of this round from discover.
+func (f *Feed) refresh(ctx context.Context) {
+	if f.discover == nil {
+		return
+	}
+	found, err := f.discover(ctx)
+	if err != nil {
+		f.log.Debug("dashboard cannot list the cluster's nodes", "err", err)
+		return // keep the nodes known
+	}
+	sources := append([]Source(nil), f.sources[:f.fixed]...)
+	seen := map[string]bool{}
+	for _, s := range sources {
+		seen[s.Node] = true
+	}
+	slices.SortFunc(found, func(a, b Source) int { return strings.Compare(a.Node, b.Node) })
+	for _, s := range found {
+		if !seen[s.Node] {
+			seen[s.Node] = true
+			sources = append(sources, s)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := map[string]nodeState{}
+	for i, s := range f.sources {
+		old[s.Node] = f.nodes[i]
+	}
+	f.nodes = make([]nodeState, len(sources))
+	for i, s := range sources {
+		f.nodes[i] = old[s.Node]
+	}
+	f.sources = sources
+}
+
 // sample scrapes every node at once and sends the newest samples to the
 // dashboards.
 func (f *Feed) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, f.interval)
 	defer cancel()
+	f.refresh(ctx)
 	snaps := make([]Snapshot, len(f.sources))
 	errs := make([]error, len(f.sources))
 	var wg sync.WaitGroup

@@ -57,11 +57,26 @@ func New(srv *server.Server, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	return &Metrics{
-		reg:  reg,
-		feed: NewFeed([]Source{GathererSource(opts.Node, reg)}, opts.Interval, opts.Keep, opts.Logger),
-		log:  opts.Logger,
+	feed := NewFeed([]Source{GathererSource(opts.Node, reg)}, opts.Interval, opts.Keep, opts.Logger)
+	if _, cluster := srv.BrokerStats(); cluster {
+		// Every node of the cluster on the dashboard: the nodes announce
+		// their metrics URL through the broker.
+		client := &http.Client{Timeout: opts.Interval}
+		feed.Discover(func(ctx context.Context) ([]Source, error) {
+			nodes, err := srv.ClusterNodes(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var sources []Source
+			for name, url := range nodes {
+				src := URLSource(url, client)
+				src.Node = name
+				sources = append(sources, src)
+			}
+			return sources, nil
+		})
 	}
+	return &Metrics{reg: reg, feed: feed, log: opts.Logger}
 }
 
 // Gatherer returns the registry behind /metrics.

@@ -230,6 +230,23 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
+// Announce makes this node known to the other nodes of its cluster as name,
+// with the URL of its metrics; it does nothing on a single node.
+func (s *Server) Announce(name, metricsURL string) {
+	if s.broker != nil {
+		s.broker.Announce(name, metricsURL)
+	}
+}
+
+// ClusterNodes returns the nodes of the cluster that announced themselves
+// (name to metrics URL, this one included), or nil on a single node.
+func (s *Server) ClusterNodes(ctx context.Context) (map[string]string, error) {
+	if s.broker == nil {
+		return nil, nil
+	}
+	return s.broker.Nodes(ctx)
+}
+
 // BrokerStats returns the cluster broker's counters, and false on a single
 // node.
 func (s *Server) BrokerStats() (broker.Stats, bool) {
