@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of scalechat: vet, the race-enabled test suite (integration
-# tests start real servers on loopback, and drive headless Chromium where
-# installed), and a short run of each fuzz target.
+# Runs every test of scalechat: gofmt, vet and staticcheck, the race-enabled
+# test suite (integration tests start real servers on loopback, and drive
+# headless Chromium, Redis, HAProxy and nginx where installed), and a short
+# run of each fuzz target.
 #
 #   scripts/test.sh            all of it
 #   FUZZTIME=30s scripts/test.sh   longer fuzzing
@@ -10,8 +11,18 @@ cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-5s}
 
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+
 echo "== go vet"
 go vet ./...
+
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
