@@ -36,8 +36,6 @@ type conn struct {
 
 	pending []byte // a frame cut short by the last read
 	msg     []byte // fragments of a message in progress
-	inMsg   bool
-	msgOp   ws.OpCode // opcode of the message in progress
 
 	out      [][]byte // frames to write, shared with other members and the history
 	outHead  int      // out[:outHead] are written
@@ -51,32 +49,35 @@ type conn struct {
 	tokens, abuse float64 // rate limiter buckets
 	lastRefill    int64   // unix nanoseconds
 
-	lastRead    int64 // unix nanoseconds, coarse
-	pinged      bool  // a ping is out since lastRead
-	deadline    int64 // while closing: give up waiting for the peer
-	slot        int   // timing wheel slot, -1 when not scheduled
-	state       connState
-	dirty       bool // in loop.dirty
-	wantWrite   bool // registered for writability
-	closeQueued bool // our close frame is in out
-	peerClosed  bool // the peer's close frame arrived
-	failed      bool // the input is no longer framed: close after our close frame
-	closeCode   ws.StatusCode
-
-	echo         bool  // /echo: messages come back, no rooms
-	gotFrame     bool  // the client has sent a frame
+	lastRead     int64 // unix nanoseconds, coarse
+	deadline     int64 // while closing: give up waiting for the peer
+	slot         int   // timing wheel slot, -1 when not scheduled
 	opened       int64 // unix nanoseconds
 	partialSince int64 // a frame or message begun and not complete since then; 0: none
 	nextAt       int64 // when the wheel will look at this connection next
 
 	// From the token, when the server authenticates.
-	sender     string   // forced sender of every chat message
-	allowed    []string // rooms the token allows, when limitRooms
-	limitRooms bool
-	expires    int64 // unix nanoseconds; 0: never
+	sender  string   // forced sender of every chat message
+	allowed []string // rooms the token allows, when limitRooms
+	expires int64    // unix nanoseconds; 0: never
 
-	ip        netip.Addr // counted by the address limiter when ipCounted
-	ipCounted bool
+	ip netip.Addr // counted by the address limiter when ipCounted
+
+	// Small fields together, so that the struct has no padding between them.
+	closeCode   ws.StatusCode
+	state       connState
+	msgOp       ws.OpCode // opcode of the message in progress
+	inMsg       bool      // a fragmented message is in progress
+	pinged      bool      // a ping is out since lastRead
+	dirty       bool      // in loop.dirty
+	wantWrite   bool      // registered for writability
+	closeQueued bool      // our close frame is in out
+	peerClosed  bool      // the peer's close frame arrived
+	failed      bool      // the input is no longer framed: close after our close frame
+	echo        bool      // /echo: messages come back, no rooms
+	gotFrame    bool      // the client has sent a frame
+	limitRooms  bool      // the token limits the rooms
+	ipCounted   bool
 }
 
 // nextDeadline returns when the wheel must next look at an open
