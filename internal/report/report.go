@@ -225,16 +225,8 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 	return pageTmpl.Execute(w, pg)
 }
 
-var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"ms":  func(v float64) string { return fmtMs(v) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
-}).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>
+// pageCSS styles every page the report writes.
+const pageCSS = `
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1700px; padding: 0 1rem; color: #222; }
 h1 { font-size: 1.8rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.95rem; }
@@ -245,7 +237,21 @@ tr.saturated td { background: #fde2e2; }
 figure { margin: 2rem 0; } figure img { width: 100%; max-width: 1600px; height: auto; border: 1px solid #ddd; }
 figcaption { margin-top: 0.4rem; } dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dt { font-weight: bold; } .note { color: #555; font-size: 0.9rem; }
-</style>
+`
+
+func css() template.CSS { return template.CSS(pageCSS) }
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"css": css,
+	"ms":  func(v float64) string { return fmtMs(v) },
+	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>{{css}}</style>
 </head>
 <body>
 <h1>{{.Title}}</h1>

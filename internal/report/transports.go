@@ -183,26 +183,16 @@ func writeTransportsHTML(w io.Writer, in *TransportsInput, dir string) error {
 }
 
 var transportsTmpl = template.Must(template.New("transports").Funcs(template.FuncMap{
-	"ms": func(v float64) string { return fmtMs(v) },
-	"mb": func(v int64) string { return fmt.Sprintf("%.2f", float64(v)/1e6) },
+	"css": css,
+	"ms":  func(v float64) string { return fmtMs(v) },
+	"mb":  func(v int64) string { return fmt.Sprintf("%.2f", float64(v)/1e6) },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1700px; padding: 0 1rem; color: #222; }
-h1 { font-size: 1.8rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; font-size: 0.95rem; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-tr.saturated td { background: #fde2e2; }
-.warn { background: #fde2e2; border: 2px solid #d62728; padding: 0.8rem 1rem; margin: 1rem 0; font-weight: bold; }
-figure { margin: 2rem 0; } figure img { width: 100%; max-width: 1600px; height: auto; border: 1px solid #ddd; }
-dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; } dt { font-weight: bold; }
-.note { color: #555; font-size: 0.9rem; }
-</style>
+<style>{{css}}</style>
 </head>
 <body>
 <h1>{{.Title}}</h1>

@@ -6,8 +6,8 @@
 // two side by side exposes both to the same noise of a shared machine;
 // -alternate runs them one after the other instead.
 //
-//	go run ./cmd/metricsbench                  # 7 pairs of 10 s runs at 100,000 deliveries/s each
-//	go run ./cmd/metricsbench -pairs 11 -duration 20s
+//	go run ./bench/metrics                  # 7 pairs of 10 s runs at 100,000 deliveries/s each
+//	go run ./bench/metrics -pairs 11 -duration 20s
 //
 // With metrics on, the bench scrapes /metrics once a second, as Prometheus
 // would, so that the cost of a scrape counts too.
