@@ -1,4 +1,4 @@
-// Command metricsbench measures what metrics cost the chat server: it runs
+// Command metrics (go run ./bench/metrics) measures what metrics cost the chat server: it runs
 // two `scalechat serve` child processes, one with metrics on and one off,
 // drives the same fixed load through each at the same time (clients in
 // rooms on loopback, a fixed message rate), and prints each server's CPU

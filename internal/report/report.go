@@ -241,11 +241,9 @@ dt { font-weight: bold; } .note { color: #555; font-size: 0.9rem; }
 
 func css() template.CSS { return template.CSS(pageCSS) }
 
-var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"css": css,
-	"ms":  func(v float64) string { return fmtMs(v) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
-}).Parse(`<!DOCTYPE html>
+// pageHead opens every page the report writes; its template needs the
+// "css" function and a Title.
+const pageHead = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -255,7 +253,13 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 </head>
 <body>
 <h1>{{.Title}}</h1>
-{{range .Saturated}}<div class="warn">Warning: step {{.Step}}: the load generator was saturated{{if .SaturationReason}} ({{.SaturationReason}}){{end}}. Its latencies say more about the generator than about the server.</div>
+`
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"css": css,
+	"ms":  func(v float64) string { return fmtMs(v) },
+	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
+}).Parse(pageHead + `{{range .Saturated}}<div class="warn">Warning: step {{.Step}}: the load generator was saturated{{if .SaturationReason}} ({{.SaturationReason}}){{end}}. Its latencies say more about the generator than about the server.</div>
 {{end}}
 <h2>Summary</h2>
 <table>

@@ -186,17 +186,7 @@ var transportsTmpl = template.Must(template.New("transports").Funcs(template.Fun
 	"css": css,
 	"ms":  func(v float64) string { return fmtMs(v) },
 	"mb":  func(v int64) string { return fmt.Sprintf("%.2f", float64(v)/1e6) },
-}).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>{{css}}</style>
-</head>
-<body>
-<h1>{{.Title}}</h1>
-{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
+}).Parse(pageHead + `{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
 <p>For each number of clients, every client sends one message and waits for it to come back; a message not back
 within the timeout is an error. Each transport runs against a freshly started server.</p>
 {{with .Meta}}<h2>Run</h2>

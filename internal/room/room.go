@@ -238,10 +238,3 @@ func (r *Room) Members() int {
 	defer r.mu.Unlock()
 	return r.members
 }
-
-// Seq returns the room's latest seq.
-func (r *Room) Seq() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seq
-}
