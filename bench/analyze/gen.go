@@ -7,7 +7,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"strconv"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // The generator writes a CSV like a real `scalechat loadtest` run: several
@@ -62,7 +63,7 @@ func generate(w io.Writer, size int64, seed uint64) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	bw.WriteString("step,room,message_id,sender_id,client_id,event,unix_us,lag_us\n")
+	bw.WriteString(results.EventsHeader + "\n")
 	t0 := int64(1763719200_000000)
 	clientBase := 0
 	// Each step gets an equal share of the bytes.
@@ -101,22 +102,15 @@ func generate(w io.Writer, size int64, seed uint64) (int64, error) {
 		}
 		stopSending := false
 		var last int64
-		prefix := []byte(st.name + ",")
 		var line []byte
 		for h.Len() > 0 {
 			e := heap.Pop(h).(genEvent)
 			last = e.t
 			c := e.client
-			line = append(line[:0], prefix...)
-			line = append(line, roomNames[room[c]]...)
-			line = append(line, ',')
+			ev := results.Event{Step: st.name, Room: roomNames[room[c]], ClientID: uint64(clientBase + int(c)), UnixUS: e.t, LagUS: -1}
 			switch e.kind {
 			case 'J':
-				line = append(line, ",,"...)
-				line = strconv.AppendInt(line, int64(clientBase+int(c)), 10)
-				line = append(line, ",Joined,"...)
-				line = strconv.AppendInt(line, e.t, 10)
-				line = append(line, ",\n"...)
+				ev.Kind = results.Joined
 			case 'S':
 				if e.lag == 0 && e.at == e.t {
 					// Not yet written: decide the write lag, schedule the
@@ -141,29 +135,12 @@ func generate(w io.Writer, size int64, seed uint64) (int64, error) {
 					heap.Push(h, genEvent{at: e.t + 1_000_000, kind: 'S', t: e.t + 1_000_000, client: c})
 					continue
 				}
-				line = strconv.AppendUint(line, e.msg, 10)
-				line = append(line, ',')
-				line = strconv.AppendInt(line, int64(clientBase+int(c)), 10)
-				line = append(line, ',')
-				line = strconv.AppendInt(line, int64(clientBase+int(c)), 10)
-				line = append(line, ",Sent,"...)
-				line = strconv.AppendInt(line, e.t, 10)
-				line = append(line, ',')
-				line = strconv.AppendInt(line, e.lag, 10)
-				line = append(line, '\n')
+				ev.Kind, ev.MessageID, ev.SenderID, ev.LagUS = results.Sent, e.msg, ev.ClientID, e.lag
 			case 'R':
-				line = line[:len(prefix)]
-				line = append(line, roomNames[room[e.sender]]...)
-				line = append(line, ',')
-				line = strconv.AppendUint(line, e.msg, 10)
-				line = append(line, ',')
-				line = strconv.AppendInt(line, int64(clientBase+int(e.sender)), 10)
-				line = append(line, ',')
-				line = strconv.AppendInt(line, int64(clientBase+int(c)), 10)
-				line = append(line, ",Received,"...)
-				line = strconv.AppendInt(line, e.t, 10)
-				line = append(line, ",\n"...)
+				ev.Kind, ev.MessageID, ev.SenderID = results.Received, e.msg, uint64(clientBase+int(e.sender))
+				ev.Room = roomNames[room[e.sender]]
 			}
+			line = results.AppendEvent(line[:0], &ev)
 			if _, err := bw.Write(line); err != nil {
 				return cw.n, err
 			}

@@ -12,21 +12,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // simRow is one event of a simulated run.
 type simRow struct {
 	step, room          string
 	msg, sender, client uint64
-	kind                Kind
+	kind                results.Kind
 	t                   int64
 }
 
 func (r simRow) newLine() string {
 	switch r.kind {
-	case Joined:
+	case results.Joined:
 		return fmt.Sprintf("%s,%s,,,%d,Joined,%d,\n", r.step, r.room, r.client, r.t)
-	case Sent:
+	case results.Sent:
 		return fmt.Sprintf("%s,%s,%d,%d,%d,Sent,%d,7\n", r.step, r.room, r.msg, r.sender, r.client, r.t)
 	}
 	return fmt.Sprintf("%s,%s,%d,%d,%d,Received,%d,\n", r.step, r.room, r.msg, r.sender, r.client, r.t)
@@ -63,7 +65,7 @@ func simulate(seed uint64) ([]simRow, []simStep) {
 			for range st.roomSize {
 				client++
 				members[r] = append(members[r], client)
-				stepRows = append(stepRows, simRow{st.name, fmt.Sprintf("r%d", r), 0, 0, client, Joined, t})
+				stepRows = append(stepRows, simRow{st.name, fmt.Sprintf("r%d", r), 0, 0, client, results.Joined, t})
 				t += int64(rng.IntN(50))
 				st.clients++
 			}
@@ -76,7 +78,7 @@ func simulate(seed uint64) ([]simRow, []simStep) {
 			t = due
 			msg := uint64(len(stepRows)) // unique within the run
 			room := fmt.Sprintf("r%d", r)
-			stepRows = append(stepRows, simRow{st.name, room, msg, sender, sender, Sent, due})
+			stepRows = append(stepRows, simRow{st.name, room, msg, sender, sender, results.Sent, due})
 			st.sent++
 			st.expected += int64(st.roomSize)
 			got := int64(0)
@@ -93,7 +95,7 @@ func simulate(seed uint64) ([]simRow, []simStep) {
 				default:
 					lat = int64(rng.IntN(5_000_000))
 				}
-				stepRows = append(stepRows, simRow{st.name, room, msg, sender, m, Received, due + lat})
+				stepRows = append(stepRows, simRow{st.name, room, msg, sender, m, results.Received, due + lat})
 				st.lat = append(st.lat, lat)
 				got++
 			}
@@ -102,7 +104,7 @@ func simulate(seed uint64) ([]simRow, []simStep) {
 		}
 		// Orphans: deliveries of messages nobody sent.
 		for i := range rng.IntN(3) {
-			stepRows = append(stepRows, simRow{st.name, "r0", 1_000_000 + uint64(10*si+i), 1, members[0][0], Received, t + 10})
+			stepRows = append(stepRows, simRow{st.name, "r0", 1_000_000 + uint64(10*si+i), 1, members[0][0], results.Received, t + 10})
 			st.orphans++
 		}
 		slices.SortStableFunc(stepRows, func(a, b simRow) int { return int(a.t - b.t) })
@@ -160,11 +162,11 @@ func TestFormatsAgree(t *testing.T) {
 		rows, steps := simulate(seed)
 		dir := t.TempDir()
 		var newCSV strings.Builder
-		newCSV.WriteString(Header + "\n")
+		newCSV.WriteString(results.EventsHeader + "\n")
 		oldCSV := make(map[string]*strings.Builder)
 		for _, r := range rows {
 			newCSV.WriteString(r.newLine())
-			if r.kind != Joined {
+			if r.kind != results.Joined {
 				if oldCSV[r.step] == nil {
 					oldCSV[r.step] = &strings.Builder{}
 				}
@@ -213,7 +215,7 @@ func TestPartsMerge(t *testing.T) {
 	dir := t.TempDir()
 	var whole, p0, p1 bytes.Buffer
 	for _, b := range []*bytes.Buffer{&whole, &p0, &p1} {
-		b.WriteString(Header + "\n")
+		b.WriteString(results.EventsHeader + "\n")
 	}
 	for _, r := range rows {
 		whole.WriteString(r.newLine())
@@ -241,7 +243,7 @@ func TestPartsMerge(t *testing.T) {
 			t.Errorf("step %d: parts differ from the whole:\n%+v\n%+v", i, a.Steps[i], b.Steps[i])
 		}
 	}
-	if b.Bytes != a.Bytes+int64(len(Header)+1) { // two headers instead of one
-		t.Errorf("bytes = %d, want %d", b.Bytes, a.Bytes+int64(len(Header)+1))
+	if b.Bytes != a.Bytes+int64(len(results.EventsHeader)+1) { // two headers instead of one
+		t.Errorf("bytes = %d, want %d", b.Bytes, a.Bytes+int64(len(results.EventsHeader)+1))
 	}
 }

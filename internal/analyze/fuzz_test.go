@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // FuzzParseRow: no input crashes the row parsers, and a row they accept
@@ -20,7 +22,7 @@ func FuzzParseRow(f *testing.F) {
 		"s1,r0,1,0,1,Received,1763719",
 		"1,0,0,Sent,1763719201000000",
 		"1,0,5,Received,1763719201000380\r",
-		Header,
+		results.EventsHeader,
 	} {
 		f.Add([]byte(s))
 	}
@@ -32,7 +34,7 @@ func FuzzParseRow(f *testing.F) {
 				lag = fmt.Sprint(r.LagUS)
 			}
 			msg, sender := fmt.Sprint(r.Message), fmt.Sprint(r.Sender)
-			if r.Kind == Joined && r.Message == 0 && r.Sender == 0 {
+			if r.Kind == results.Joined && r.Message == 0 && r.Sender == 0 {
 				msg, sender = "", ""
 			}
 			again := fmt.Sprintf("%s,%s,%s,%s,%d,%s,%d,%s", r.Step, r.Room, msg, sender, r.Client, r.Kind, r.UnixUS, lag)
@@ -60,11 +62,11 @@ func FuzzParseRow(f *testing.F) {
 //	go test ./internal/analyze -run '^$' -fuzz '^FuzzAnalyze$' -fuzztime 30s
 func FuzzAnalyze(f *testing.F) {
 	f.Add([]byte(goldenRun))
-	f.Add([]byte(Header + "\ns,r,,,1,Joined,5,\ns,r,1,1,1,Sent,10,\ns,r,1,1,1,Received,9,\n"))
-	f.Add([]byte(Header + "\ns,r,1,1,1,Received,9223372036854775807,\ns,r,1,1,1,Sent,0,\n"))
+	f.Add([]byte(results.EventsHeader + "\ns,r,,,1,Joined,5,\ns,r,1,1,1,Sent,10,\ns,r,1,1,1,Received,9,\n"))
+	f.Add([]byte(results.EventsHeader + "\ns,r,1,1,1,Received,9223372036854775807,\ns,r,1,1,1,Sent,0,\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p := filepath.Join(t.TempDir(), "f.csv")
-		content := append([]byte(Header+"\n"), body...)
+		content := append([]byte(results.EventsHeader+"\n"), body...)
 		if err := os.WriteFile(p, content, 0o644); err != nil {
 			t.Fatal(err)
 		}

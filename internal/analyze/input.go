@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Input is one CSV file to read.
@@ -137,7 +138,7 @@ func (p *bufPool) put(b *[]byte) {
 // errNeedSteps and errBadHeader make unreadable inputs.
 var (
 	errNeedSteps = errors.New("has no header: the older headerless format needs --steps")
-	errBadHeader = errors.New("has an unknown header (want " + Header + ")")
+	errBadHeader = errors.New("has an unknown header (want " + results.EventsHeader + ")")
 )
 
 func openInput(path string) (io.ReadCloser, error) {
@@ -210,7 +211,7 @@ func (r *fileReader) read(ctx context.Context) error {
 			}
 			head = bytes.TrimSuffix(head, []byte{'\r'})
 			switch {
-			case string(head) == Header:
+			case string(head) == results.EventsHeader:
 				if r.in.Old {
 					r.in.Old = false // the steps file named a new-format file: read it as such
 				}

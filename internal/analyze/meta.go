@@ -1,77 +1,15 @@
 package analyze
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
-
-// Meta is a run's <out>.meta.json (docs/csv.md).
-type Meta struct {
-	Tool          string         `json:"tool,omitempty"`
-	Version       string         `json:"version,omitempty"`
-	StartedAt     string         `json:"started_at,omitempty"`
-	EndedAt       string         `json:"ended_at,omitempty"`
-	Args          []string       `json:"args,omitempty"`
-	Machine       map[string]any `json:"machine,omitempty"`
-	Parts         []string       `json:"parts,omitempty"`
-	ServerMetrics string         `json:"server_metrics,omitempty"`
-	Steps         []MetaStep     `json:"steps,omitempty"`
-}
-
-// MetaStep is one step of Meta. Only the fields analyze uses are typed;
-// the rest are kept as the loadtest wrote them.
-type MetaStep struct {
-	Name             string `json:"name"`
-	Saturated        bool   `json:"saturated"`
-	SaturationReason string `json:"saturation_reason,omitempty"`
-	Rest             map[string]any
-}
-
-// UnmarshalJSON keeps every field of the step.
-func (s *MetaStep) UnmarshalJSON(b []byte) error {
-	type plain MetaStep
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, &p.Rest); err != nil {
-		return err
-	}
-	*s = MetaStep(p)
-	return nil
-}
-
-// MarshalJSON writes the step as it was read.
-func (s MetaStep) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(s.Rest)+3)
-	for k, v := range s.Rest {
-		m[k] = v
-	}
-	m["name"], m["saturated"] = s.Name, s.Saturated
-	if s.SaturationReason != "" {
-		m["saturation_reason"] = s.SaturationReason
-	}
-	return json.Marshal(m)
-}
-
-// ReadMeta reads a meta.json file.
-func ReadMeta(path string) (*Meta, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var m Meta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &m, nil
-}
 
 // baseName strips .gz and .csv from a file name.
 func baseName(path string) string {
@@ -102,7 +40,7 @@ func FindMeta(inputs []string) (string, error) {
 			return "", err
 		}
 		for _, mp := range metas {
-			m, err := ReadMeta(mp)
+			m, err := results.ReadMeta(mp)
 			if err != nil {
 				continue // not ours to judge: another run's broken file
 			}
@@ -117,7 +55,7 @@ func FindMeta(inputs []string) (string, error) {
 }
 
 // serverMetricsPath returns the server CSV of a run, or "".
-func serverMetricsPath(metaPath string, m *Meta) string {
+func serverMetricsPath(metaPath string, m *results.Meta) string {
 	var cands []string
 	if m != nil && m.ServerMetrics != "" {
 		p := m.ServerMetrics
@@ -138,7 +76,7 @@ func serverMetricsPath(metaPath string, m *Meta) string {
 // AttachMeta reads the metadata at path into res: saturated steps and the
 // server metrics file. A missing file is not an error.
 func AttachMeta(res *Result, path string) error {
-	m, err := ReadMeta(path)
+	m, err := results.ReadMeta(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // TestWindow: a message is held at least --window after its due time; a
@@ -22,7 +24,7 @@ func TestWindow(t *testing.T) {
 	for i := range 40_000 { // over a chunk: the late row lands in the next one
 		fmt.Fprintf(&filler, "fill,f,,,%d,Joined,20000000,\n", 1000+i)
 	}
-	csv := Header + "\n" +
+	csv := results.EventsHeader + "\n" +
 		"s,r,,,1,Joined,1000000,\n" +
 		"s,r,,,2,Joined,1000000,\n" +
 		"s,r,1,1,1,Sent,2000000,\n" +
@@ -52,7 +54,7 @@ func TestWindow(t *testing.T) {
 // TestMemoryBounded: a long run holds only the messages in flight.
 func TestMemoryBounded(t *testing.T) {
 	var b bytes.Buffer
-	b.WriteString(Header + "\n")
+	b.WriteString(results.EventsHeader + "\n")
 	base := int64(1_700_000_000_000_000)
 	for c := range 10 {
 		fmt.Fprintf(&b, "s,r,,,%d,Joined,%d,\n", c, base)
@@ -84,7 +86,7 @@ func TestMemoryBounded(t *testing.T) {
 
 func TestUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	good := writeFile(t, dir, "good.csv", Header+"\n")
+	good := writeFile(t, dir, "good.csv", results.EventsHeader+"\n")
 	tests := []struct {
 		name, content string
 		want          error
@@ -112,13 +114,13 @@ func TestUnreadable(t *testing.T) {
 // TestBadRowsNotFatal: garbage, empty and binary lines are counted, the
 // rest analysed.
 func TestBadRowsNotFatal(t *testing.T) {
-	content := Header + "\n" +
+	content := results.EventsHeader + "\n" +
 		"s,r,,,1,Joined,10,\n" +
 		"\x00\xff garbage\n" +
 		"\n" +
 		"s,r,1,1,1,Sent,100,\n" +
 		"s,r,1,1,1,Received,150,,,,\n" +
-		Header + "\n" + // a second header (concatenated files) is skipped
+		results.EventsHeader + "\n" + // a second header (concatenated files) is skipped
 		"s,r,1,1,1,Received,160,\n"
 	var lines []string
 	for i := range 30 {
@@ -203,7 +205,7 @@ func TestOutputsAndMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Overall.Latency != res.Overall.Latency || back.Meta == nil || back.Meta.Steps[1].Rest["clients"] != 2.0 {
+	if back.Overall.Latency != res.Overall.Latency || back.Meta == nil || back.Meta.Steps[1].Clients != 2 {
 		t.Errorf("summary.json round trip: %+v", back)
 	}
 	series, err := ReadTimeseries(filepath.Join(out, TimeseriesCSV))

@@ -3,37 +3,20 @@ package analyze
 import (
 	"bytes"
 	"errors"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
-// Header is the first line of a load-test CSV file in the current format
-// (docs/csv.md).
-const Header = "step,room,message_id,sender_id,client_id,event,unix_us,lag_us"
-
-// Kind is the event of a row.
-type Kind uint8
-
-// Row events.
+// Event field values with their comma, as the fast parser meets them.
 const (
-	Joined Kind = iota + 1
-	Sent
-	Received
+	receivedField = results.ReceivedName + ","
+	sentField     = results.SentName + ","
+	joinedField   = results.JoinedName + ","
 )
-
-func (k Kind) String() string {
-	switch k {
-	case Joined:
-		return "Joined"
-	case Sent:
-		return "Sent"
-	case Received:
-		return "Received"
-	}
-	return "?"
-}
 
 // Row is one parsed CSV row. Step and Room alias the input line.
 type Row struct {
-	Kind     Kind
+	Kind     results.Kind
 	Step     []byte
 	Room     []byte
 	StepRoom []byte // "step,room": the bytes of both fields with their comma
@@ -174,10 +157,10 @@ func ParseRow(line []byte, r *Row) error {
 		}
 		r.HasLag = true
 	}
-	if r.Kind != Joined && (nMsg == 0 || nSender == 0) {
+	if r.Kind != results.Joined && (nMsg == 0 || nSender == 0) {
 		return errEmptyField
 	}
-	if r.Kind != Received { // the room of a Received row is not used: skip the check on the hot path
+	if r.Kind != results.Received { // the room of a Received row is not used: skip the check on the hot path
 		if !validRoom(r.Room) {
 			return errRoom
 		}
@@ -191,15 +174,15 @@ func ParseRow(line []byte, r *Row) error {
 // parseEvent reads the event field and its comma.
 func parseEvent(b []byte, r *Row) ([]byte, error) {
 	switch {
-	case len(b) >= 9 && string(b[:9]) == "Received,":
-		r.Kind = Received
-		return b[9:], nil
-	case len(b) >= 5 && string(b[:5]) == "Sent,":
-		r.Kind = Sent
-		return b[5:], nil
-	case len(b) >= 7 && string(b[:7]) == "Joined,":
-		r.Kind = Joined
-		return b[7:], nil
+	case len(b) >= len(receivedField) && string(b[:len(receivedField)]) == receivedField:
+		r.Kind = results.Received
+		return b[len(receivedField):], nil
+	case len(b) >= len(sentField) && string(b[:len(sentField)]) == sentField:
+		r.Kind = results.Sent
+		return b[len(sentField):], nil
+	case len(b) >= len(joinedField) && string(b[:len(joinedField)]) == joinedField:
+		r.Kind = results.Joined
+		return b[len(joinedField):], nil
 	}
 	if bytes.IndexByte(b, ',') < 0 {
 		return nil, errFields
@@ -243,7 +226,7 @@ func ParseOldRow(line []byte, r *Row) error {
 	if err != nil {
 		return err
 	}
-	if r.Kind == Joined {
+	if r.Kind == results.Joined {
 		return errOldJoined
 	}
 	var ts uint64

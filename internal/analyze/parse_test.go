@@ -3,6 +3,8 @@ package analyze
 import (
 	"errors"
 	"testing"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestParseRow(t *testing.T) {
@@ -11,12 +13,12 @@ func TestParseRow(t *testing.T) {
 		want Row
 		err  error
 	}{
-		{line: "s1,r0,,,0,Joined,1763719200000000,", want: Row{Kind: Joined, Client: 0, UnixUS: 1763719200000000}},
-		{line: "s1,r0,1,0,0,Sent,1763719201000000,41", want: Row{Kind: Sent, Message: 1, Sender: 0, Client: 0, UnixUS: 1763719201000000, LagUS: 41, HasLag: true}},
-		{line: "s1,r0,1,0,0,Sent,1763719201000000,-3", want: Row{Kind: Sent, Message: 1, UnixUS: 1763719201000000, LagUS: -3, HasLag: true}},
-		{line: "s1,r0,1,7,12,Received,1763719201000412,", want: Row{Kind: Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
-		{line: "s1,r0,1,7,12,Received,1763719201000412,\r", want: Row{Kind: Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
-		{line: "step-10,room.a_b-C,18446744073709551615,2,3,Received,5,", want: Row{Kind: Received, Message: 1<<64 - 1, Sender: 2, Client: 3, UnixUS: 5}},
+		{line: "s1,r0,,,0,Joined,1763719200000000,", want: Row{Kind: results.Joined, Client: 0, UnixUS: 1763719200000000}},
+		{line: "s1,r0,1,0,0,Sent,1763719201000000,41", want: Row{Kind: results.Sent, Message: 1, Sender: 0, Client: 0, UnixUS: 1763719201000000, LagUS: 41, HasLag: true}},
+		{line: "s1,r0,1,0,0,Sent,1763719201000000,-3", want: Row{Kind: results.Sent, Message: 1, UnixUS: 1763719201000000, LagUS: -3, HasLag: true}},
+		{line: "s1,r0,1,7,12,Received,1763719201000412,", want: Row{Kind: results.Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
+		{line: "s1,r0,1,7,12,Received,1763719201000412,\r", want: Row{Kind: results.Received, Message: 1, Sender: 7, Client: 12, UnixUS: 1763719201000412}},
+		{line: "step-10,room.a_b-C,18446744073709551615,2,3,Received,5,", want: Row{Kind: results.Received, Message: 1<<64 - 1, Sender: 2, Client: 3, UnixUS: 5}},
 		{line: "", err: errFields},
 		{line: "s1", err: errFields},
 		{line: ",r0,1,0,0,Sent,1,", err: errStep},
@@ -37,7 +39,7 @@ func TestParseRow(t *testing.T) {
 		{line: "s1,r0,1,0,0,Received,1763719", err: errFields}, // a truncated row
 		{line: "s1,r0,,0,0,Received,1,", err: errEmptyField},
 		{line: "s1,r0,1,,0,Sent,1,", err: errEmptyField},
-		{line: Header, err: errMessageID},
+		{line: results.EventsHeader, err: errMessageID},
 	}
 	for _, tt := range tests {
 		var r Row
@@ -71,8 +73,8 @@ func TestParseOldRow(t *testing.T) {
 		want Row
 		err  error
 	}{
-		{line: "1,0,0,Sent,1763719201000000", want: Row{Kind: Sent, Message: 1, UnixUS: 1763719201000000}},
-		{line: "1,0,5,Received,1763719201000380\r", want: Row{Kind: Received, Message: 1, Client: 5, UnixUS: 1763719201000380}},
+		{line: "1,0,0,Sent,1763719201000000", want: Row{Kind: results.Sent, Message: 1, UnixUS: 1763719201000000}},
+		{line: "1,0,5,Received,1763719201000380\r", want: Row{Kind: results.Received, Message: 1, Client: 5, UnixUS: 1763719201000380}},
 		{line: "1,0,5,Received,1763719201000380,", err: errFields},
 		{line: "1,0,5,Joined,1", err: errOldJoined},
 		{line: "1,0,5,Received", err: errFields},
@@ -98,4 +100,23 @@ func TestParseOldRow(t *testing.T) {
 func sameRow(a, b Row) bool {
 	return a.Kind == b.Kind && a.Message == b.Message && a.Sender == b.Sender && a.Client == b.Client &&
 		a.UnixUS == b.UnixUS && a.LagUS == b.LagUS && a.HasLag == b.HasLag
+}
+
+// The fast parser reads what the results package writes, field for field.
+func TestParseRowReadsResultsRows(t *testing.T) {
+	for _, e := range []results.Event{
+		{Step: "s1", Room: "p-s1-r3", Kind: results.Sent, MessageID: 7, SenderID: 2, ClientID: 2, UnixUS: 1763719201000000, LagUS: 41},
+		{Step: "s1", Room: "p-s1-r3", Kind: results.Joined, ClientID: 5, UnixUS: 1763719200000000, LagUS: -1},
+		{Step: "s1", Room: "p-s1-r3", Kind: results.Received, MessageID: 1<<32 - 1, SenderID: 1 << 40, ClientID: 9, UnixUS: 1763719201000380, LagUS: -1},
+	} {
+		line := results.AppendEvent(nil, &e)
+		var r Row
+		if err := ParseRow(line[:len(line)-1], &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if r.Kind != e.Kind || string(r.Step) != e.Step || string(r.Room) != e.Room || r.Message != e.MessageID ||
+			r.Sender != e.SenderID || r.Client != e.ClientID || r.UnixUS != e.UnixUS || r.HasLag != (e.LagUS >= 0) {
+			t.Errorf("%q parsed as %+v", line, r)
+		}
+	}
 }

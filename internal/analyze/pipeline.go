@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure an analysis.
@@ -154,7 +156,7 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 			ev, err = w.event(c.file, &row)
 		}
 		if err != nil {
-			if string(l) == Header { // files concatenated with their headers
+			if string(l) == results.EventsHeader { // files concatenated with their headers
 				continue
 			}
 			res.malformed++
@@ -164,7 +166,7 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 			continue
 		}
 		res.rows++
-		if ev.kind == Joined {
+		if ev.kind == results.Joined {
 			res.joins = append(res.joins, ev)
 			continue
 		}
@@ -183,7 +185,7 @@ func (w *worker) event(file int, row *Row) (event, error) {
 	switch {
 	case w.inputs[file].Old:
 		ev.sr, ev.step = w.oldRef[file].sr, w.oldRef[file].step
-	case row.Kind == Received:
+	case row.Kind == results.Received:
 		// Only the step: the room of a delivery is its message's.
 		if string(row.Step) != w.lastStep {
 			id, ok := w.stCache[string(row.Step)]

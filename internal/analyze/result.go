@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Result is what an analysis found.
@@ -26,7 +28,7 @@ type Result struct {
 	Steps        []StepStats   `json:"steps"`
 	Overall      StepStats     `json:"overall"`
 	Series       []SeriesPoint `json:"-"`
-	Meta         *Meta         `json:"meta,omitempty"`
+	Meta         *results.Meta `json:"meta,omitempty"`
 	// MetaPath and ServerMetrics are the files found beside the inputs.
 	MetaPath      string `json:"meta_path,omitempty"`
 	ServerMetrics string `json:"server_metrics,omitempty"`

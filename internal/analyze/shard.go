@@ -1,6 +1,10 @@
 package analyze
 
-import "math"
+import (
+	"math"
+
+	"github.com/scalechat/scalechat/internal/results"
+)
 
 // event is a parsed row reduced to what the join needs.
 type event struct {
@@ -10,7 +14,7 @@ type event struct {
 	client uint64
 	sr     uint32 // step-room id (Joined and Sent rows)
 	step   uint32
-	kind   Kind
+	kind   results.Kind
 }
 
 // shardJob is one chunk's events for one shard, in input order, and the
@@ -192,9 +196,9 @@ func (s *shard) apply(j shardJob) {
 	for i := range evs {
 		e := &evs[i]
 		switch e.kind {
-		case Sent:
+		case results.Sent:
 			s.sent(e)
-		case Received:
+		case results.Received:
 			s.received(e)
 		}
 	}

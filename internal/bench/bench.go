@@ -8,7 +8,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -308,6 +307,3 @@ func verdict(met, saturated bool) string {
 	}
 	return "MISSED"
 }
-
-// errJoin joins the errors that are not nil.
-func errJoin(errs ...error) error { return errors.Join(errs...) }

@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Some scenarios need more than a step's summary: the latency of the
@@ -41,7 +37,7 @@ type events struct {
 	joins    map[string][]join // per room, sorted by time
 }
 
-// readEvents reads plain (not gzipped) events CSVs.
+// readEvents reads events CSVs (plain or gzipped).
 func readEvents(paths ...string) (*events, error) {
 	ev := &events{sent: map[msgKey]sentMsg{}, joins: map[string][]join{}}
 	for _, p := range paths {
@@ -56,52 +52,17 @@ func readEvents(paths ...string) (*events, error) {
 }
 
 func (ev *events) read(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("read events: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line == 1 {
-			continue // header
+	return results.ReadEvents(path, func(e *results.Event) error {
+		switch e.Kind {
+		case results.Joined:
+			ev.joins[e.Room] = append(ev.joins[e.Room], join{e.ClientID, e.UnixUS})
+		case results.Sent:
+			ev.sent[msgKey{e.SenderID, e.MessageID}] = sentMsg{room: e.Room, due: e.UnixUS}
+		case results.Received:
+			ev.received = append(ev.received, delivery{key: msgKey{e.SenderID, e.MessageID}, client: e.ClientID, at: e.UnixUS})
 		}
-		// step,room,message_id,sender_id,client_id,event,unix_us,lag_us
-		f := strings.Split(sc.Text(), ",")
-		if len(f) != 8 {
-			return fmt.Errorf("%s:%d: %d fields, want 8", path, line, len(f))
-		}
-		client, err1 := strconv.ParseUint(f[4], 10, 64)
-		at, err2 := strconv.ParseInt(f[6], 10, 64)
-		if err := errJoin(err1, err2); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if f[5] == "Joined" {
-			ev.joins[f[1]] = append(ev.joins[f[1]], join{client, at})
-			continue
-		}
-		id, err1 := strconv.ParseUint(f[2], 10, 64)
-		sender, err2 := strconv.ParseUint(f[3], 10, 64)
-		if err := errJoin(err1, err2); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		k := msgKey{sender, id}
-		switch f[5] {
-		case "Sent":
-			ev.sent[k] = sentMsg{room: f[1], due: at}
-		case "Received":
-			ev.received = append(ev.received, delivery{key: k, client: client, at: at})
-		default:
-			return fmt.Errorf("%s:%d: unknown event %q", path, line, f[5])
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // latencies summarises a group of deliveries.

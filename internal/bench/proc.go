@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // CPUs the roles are pinned to: the server side on one core, the load
@@ -363,7 +363,7 @@ func redisPing(c net.Conn) bool {
 // genRun is one finished `scalechat loadtest` process.
 type genRun struct {
 	name     string
-	meta     loadtest.Meta
+	meta     results.Meta
 	cpu      time.Duration // the generator's CPU time, workers included
 	samples  *sampler      // the generator's CPU time while it ran
 	exitCode int
@@ -372,9 +372,9 @@ type genRun struct {
 }
 
 // step returns the run's only step.
-func (g *genRun) step() loadtest.StepMeta {
+func (g *genRun) step() results.StepMeta {
 	if len(g.meta.Steps) == 0 {
-		return loadtest.StepMeta{}
+		return results.StepMeta{}
 	}
 	return g.meta.Steps[0]
 }
@@ -460,7 +460,7 @@ func (g *loadgen) wait() (*genRun, error) {
 	}
 	// Exit code 1 means lost deliveries or connection errors: figures the
 	// table reports. Anything else without a meta.json is a broken run.
-	metaPath, _ := loadtest.Paths(g.out, 1)
+	metaPath, _ := results.Paths(g.out, 1)
 	b, err := os.ReadFile(metaPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s: loadtest ended (%v) without results; see %s", g.name, g.err, res.log)

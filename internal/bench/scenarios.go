@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -10,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // sources spreads the generator's connections over 4 loopback addresses,
@@ -29,7 +30,7 @@ func timeoutFor(clients int, ramp float64, d time.Duration) time.Duration {
 
 // lossless reports whether a step delivered everything it expected and
 // kept every connection.
-func lossless(s loadtest.StepMeta) bool {
+func lossless(s results.StepMeta) bool {
 	return s.Expected > 0 && s.Lost == 0 && s.ConnectErrors == 0 && s.Disconnects == 0 && s.Joined == int64(s.LocalClients)
 }
 
@@ -276,7 +277,7 @@ func runStorm(ctx context.Context, r *runner) ([]Row, error) {
 	}
 	s2, err2 := s2g.wait()
 	tr, err := t2.wait()
-	if err := errJoin(err, err2); err != nil {
+	if err := errors.Join(err, err2); err != nil {
 		return nil, err
 	}
 	stormC := trafficRow("storm: connects during traffic", s2, srv)
@@ -407,7 +408,7 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 		return rows, errB
 	}
 	rb, errB := gb.wait()
-	if err := errJoin(errA, errB); err != nil {
+	if err := errors.Join(errA, errB); err != nil {
 		return rows, err
 	}
 	sa, sb := ra.step(), rb.step()

@@ -17,7 +17,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/metrics"
-	"github.com/scalechat/scalechat/internal/transports"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // The transports comparison (issue 9): for a growing number of clients,
@@ -32,7 +32,7 @@ type TransportsOptions struct {
 	Exe          string        // the scalechat binary (default: this one)
 	Out          string        // results folder: transports.csv, transports.json, runs/
 	Clients      []int         // client counts, in order
-	Transports   []string      // a subset of transports.Names, in order (default all)
+	Transports   []string      // a subset of results.TransportNames, in order (default all)
 	Timeout      time.Duration // a message not back within this is an error
 	PollWait     time.Duration // wait of a long poll
 	PollInterval time.Duration // interval of plain polling
@@ -48,7 +48,7 @@ type TransportsOptions struct {
 // in steps of 50, an 11 s timeout, long polls of 25 s, polling every 500 ms.
 func DefaultTransportsOptions() TransportsOptions {
 	clients, _ := ClientSteps(100, 1000, 50)
-	return TransportsOptions{Clients: clients, Transports: transports.Names, Timeout: 11 * time.Second,
+	return TransportsOptions{Clients: clients, Transports: results.TransportNames, Timeout: 11 * time.Second,
 		PollWait: 25 * time.Second, PollInterval: 500 * time.Millisecond, MsgSize: 256, Ramp: 1000}
 }
 
@@ -69,10 +69,10 @@ func (o *TransportsOptions) validate() error {
 		return errors.New("no client counts to run")
 	}
 	if len(o.Transports) == 0 {
-		o.Transports = transports.Names
+		o.Transports = results.TransportNames
 	}
 	for _, t := range o.Transports {
-		if !slices.Contains(transports.Names, t) {
+		if !slices.Contains(results.TransportNames, t) {
 			return fmt.Errorf("transport %q is not one of websocket, long-polling, polling", t)
 		}
 	}
@@ -97,7 +97,7 @@ func (o *TransportsOptions) validate() error {
 // transports.csv and transports.json into opt.Out after every run, so an
 // interrupted comparison keeps what it measured; each run's CSV, meta.json
 // and logs go to opt.Out/runs.
-func RunTransports(ctx context.Context, opt TransportsOptions) ([]transports.Row, error) {
+func RunTransports(ctx context.Context, opt TransportsOptions) ([]results.ComparisonRow, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
@@ -123,26 +123,26 @@ func RunTransports(ctx context.Context, opt TransportsOptions) ([]transports.Row
 }
 
 // transports runs the comparison with r's processes.
-func (r *runner) transports(ctx context.Context, opt TransportsOptions) ([]transports.Row, error) {
-	meta := transports.Meta{Tool: "scalechat bench transports", Version: opt.Version, StartedAt: time.Now().UTC(), Args: opt.Args,
+func (r *runner) transports(ctx context.Context, opt TransportsOptions) ([]results.ComparisonRow, error) {
+	meta := results.ComparisonMeta{Tool: "scalechat bench transports", Version: opt.Version, StartedAt: time.Now().UTC(), Args: opt.Args,
 		Clients: opt.Clients, Transports: opt.Transports, Timeout: opt.Timeout.String(), PollWait: opt.PollWait.String(),
 		PollEvery: opt.PollInterval.String(), MsgSize: opt.MsgSize, Pinning: pinning(r.taskset != ""), LoadBefore: loadavg(),
 		Machine: loadtest.InspectMachine().String()}
-	var rows []transports.Row
+	var rows []results.ComparisonRow
 	save := func() error {
 		meta.EndedAt, meta.LoadAfter, meta.Interrupted = time.Now().UTC(), loadavg(), ctx.Err() != nil
 		var b bytes.Buffer
-		if err := transports.WriteCSV(&b, rows); err != nil {
+		if err := results.WriteComparison(&b, rows); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(opt.Out, transports.ResultsCSV), b.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(opt.Out, results.ComparisonCSV), b.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
 		j, err := json.MarshalIndent(meta, "", "  ")
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(opt.Out, transports.ResultsJSON), append(j, '\n'), 0o644)
+		return os.WriteFile(filepath.Join(opt.Out, results.ComparisonJSON), append(j, '\n'), 0o644)
 	}
 	r.logf("transports: %v at %d client counts (%d … %d), timeout %s; %s; load average %s",
 		opt.Transports, len(opt.Clients), opt.Clients[0], opt.Clients[len(opt.Clients)-1], opt.Timeout, meta.Pinning, meta.LoadBefore)
@@ -183,11 +183,11 @@ func (r *runner) transports(ctx context.Context, opt TransportsOptions) ([]trans
 }
 
 // transportRun measures one transport at n clients against a fresh server.
-func (r *runner) transportRun(ctx context.Context, opt TransportsOptions, transport string, n int) (transports.Row, string, error) {
+func (r *runner) transportRun(ctx context.Context, opt TransportsOptions, transport string, n int) (results.ComparisonRow, string, error) {
 	name := fmt.Sprintf("%s-%d", transport, n)
 	port, err := freePort()
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	metricsURL := "http://127.0.0.1:" + itoa(port) + "/metrics"
 	srv, err := r.startServer(ctx, name+"-server", "--metrics-addr", "127.0.0.1:"+itoa(port),
@@ -195,12 +195,12 @@ func (r *runner) transportRun(ctx context.Context, opt TransportsOptions, transp
 		// must not be what is measured. The same flags for every transport.
 		"--rate-limit", "1000000", "--rate-burst", "1000000")
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	defer srv.shutdown(5 * time.Second)
 	before, err := serverBytes(metricsURL)
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	cpu0 := srv.now().cpu
 	args := []string{"--rooms", itoa(n), "--room-size", "1", "--msg-frequency", "1s", "--duration", "1s",
@@ -209,32 +209,32 @@ func (r *runner) transportRun(ctx context.Context, opt TransportsOptions, transp
 		"--drain", (opt.Timeout + time.Second).String(), "--connect-timeout", opt.Timeout.String()}
 	url := wsURL(srv)
 	switch transport {
-	case transports.LongPolling:
+	case results.LongPolling:
 		url = "http://" + srv.addr
 		args = append(args, "--transport", "poll", "--poll-wait", opt.PollWait.String())
-	case transports.Polling:
+	case results.Polling:
 		url = "http://" + srv.addr
 		args = append(args, "--transport", "poll", "--poll-interval", opt.PollInterval.String())
 	}
 	g, err := r.runLoadtest(ctx, name, url, 2*opt.Timeout+timeoutFor(n, opt.Ramp, time.Second), args...)
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	if err := srv.alive(); err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	cpu1 := srv.now().cpu
 	after, err := serverBytes(metricsURL)
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	if g.csv == "" {
-		return transports.Row{}, "", fmt.Errorf("%s: the load test wrote no events; see %s", name, g.log)
+		return results.ComparisonRow{}, "", fmt.Errorf("%s: the load test wrote no events; see %s", name, g.log)
 	}
 	s := g.step()
-	row, err := transports.Measure(transport, g.csv, s, opt.Timeout)
+	row, err := Measure(transport, g.csv, s, opt.Timeout)
 	if err != nil {
-		return transports.Row{}, "", err
+		return results.ComparisonRow{}, "", err
 	}
 	row.ServerCPU = (cpu1 - cpu0).Seconds()
 	row.BytesIn, row.BytesOut = after[0]-before[0], after[1]-before[1]
@@ -284,7 +284,7 @@ func serverBytes(url string) ([2]int64, error) {
 }
 
 // printTransports writes the comparison as a table.
-func printTransports(w io.Writer, rows []transports.Row) {
+func printTransports(w io.Writer, rows []results.ComparisonRow) {
 	if w == nil {
 		return
 	}

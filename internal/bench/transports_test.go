@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/transports"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // TestTransportsEndToEnd builds scalechat, runs `scalechat bench transports
@@ -38,14 +38,14 @@ func TestTransportsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench transports: %v", err)
 	}
-	rows, bad, err := transports.ReadCSV(filepath.Join(dir, transports.ResultsCSV))
+	rows, bad, err := results.ReadComparison(filepath.Join(dir, results.ComparisonCSV))
 	if err != nil || bad != 0 || len(rows) != 6 {
 		t.Fatalf("transports.csv: %d rows, %d malformed, %v", len(rows), bad, err)
 	}
 	bytesOf := map[string]int64{}
 	var cpu float64
 	for i, r := range rows {
-		if r.Transport != transports.Names[i%3] || r.Clients != 10*(1+i/3) {
+		if r.Transport != results.TransportNames[i%3] || r.Clients != 10*(1+i/3) {
 			t.Errorf("row %d is %s with %d clients", i, r.Transport, r.Clients)
 		}
 		if r.Sent != int64(r.Clients) || r.Received != r.Sent || r.Errors != 0 || r.Timeouts != 0 {
@@ -64,14 +64,14 @@ func TestTransportsEndToEnd(t *testing.T) {
 		t.Error("the servers used no CPU time")
 	}
 	// Polling every 500 ms moves more bytes than one WebSocket frame each way.
-	if bytesOf[transports.Polling] <= bytesOf[transports.WebSocket] {
-		t.Errorf("bytes: polling %d, websocket %d", bytesOf[transports.Polling], bytesOf[transports.WebSocket])
+	if bytesOf[results.Polling] <= bytesOf[results.WebSocket] {
+		t.Errorf("bytes: polling %d, websocket %d", bytesOf[results.Polling], bytesOf[results.WebSocket])
 	}
 	// Plain polling every 500 ms cannot answer in a few ms on average.
 	if rows[2].P50 < 20 || rows[0].P50 > rows[2].P50 {
 		t.Errorf("p50: websocket %.1f ms, polling %.1f ms", rows[0].P50, rows[2].P50)
 	}
-	m, err := transports.ReadMeta(filepath.Join(dir, transports.ResultsJSON))
+	m, err := results.ReadComparisonMeta(filepath.Join(dir, results.ComparisonJSON))
 	if err != nil || m.Timeout != "3s" || m.LoadBefore == "" || m.LoadAfter == "" || len(m.Clients) != 2 {
 		t.Errorf("transports.json: %+v %v", m, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/analyze"
 	"github.com/scalechat/scalechat/internal/report"
-	"github.com/scalechat/scalechat/internal/transports"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func newReportCmd() *cobra.Command {
@@ -102,7 +102,7 @@ func transportsReport(cmd *cobra.Command, in *report.TransportsInput, src, out s
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range []string{transports.ResultsCSV, transports.ResultsJSON} {
+	for _, f := range []string{results.ComparisonCSV, results.ComparisonJSON} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			continue
 		}

@@ -20,9 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/scalechat/scalechat/internal/metrics"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Protocols a run can speak.
@@ -41,32 +40,7 @@ const (
 const DefaultPollWait = 25 * time.Second
 
 // Duration is a time.Duration written as "1.5s" in YAML and JSON.
-type Duration time.Duration
-
-// MarshalText writes d as a Go duration string.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText reads a Go duration string such as "250ms" or "1m".
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("invalid duration %q (want e.g. 500ms, 1s, 2m)", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// UnmarshalYAML accepts "1s" and also a bare 0.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode && n.Value == "0" {
-		*d = 0
-		return nil
-	}
-	return d.UnmarshalText([]byte(n.Value))
-}
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+type Duration = results.Duration
 
 // Step is one phase of a scenario: a population of clients that connect,
 // join their rooms, send for Duration, drain and disconnect.

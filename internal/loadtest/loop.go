@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/netpoll"
+	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
@@ -1048,7 +1049,8 @@ func (l *loop) delivered(c *client, room int, f *frameFields, now int64) {
 	if f.hasDue {
 		record(l.lat, now-int64(f.dueUs))
 	}
-	l.rows = appendRow(l.rows, st.name, st.plan.roomPre, room, true, f.messageID&0xffffffff, sender, c.id, evReceived, now, -1)
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(room), Kind: results.Received,
+		MessageID: f.messageID & 0xffffffff, SenderID: sender, ClientID: c.id, UnixUS: now, LagUS: -1})
 	l.rowDone()
 }
 
@@ -1059,7 +1061,7 @@ func (l *loop) joinedRoom(c *client, m *membership, r int, now int64) {
 	m.joined = true
 	c.nJoined++
 	st.joined[r]++
-	l.rows = appendRow(l.rows, st.name, st.plan.roomPre, r, false, 0, 0, c.id, evJoined, now, -1)
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(r), Kind: results.Joined, ClientID: c.id, UnixUS: now, LagUS: -1})
 	l.rowDone()
 	if c.nJoined == 1 && len(c.rooms) > 1 {
 		l.wbuf = l.wbuf[:0]
@@ -1143,7 +1145,8 @@ func (l *loop) sendMessage(c *client, due int64) {
 	} else {
 		st.counts.Expected += st.global[m.room]
 	}
-	l.rows = appendRow(l.rows, st.name, st.plan.roomPre, int(m.room), true, uint64(c.counter), c.id, c.id, evSent, due, lag)
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(int(m.room)), Kind: results.Sent,
+		MessageID: uint64(c.counter), SenderID: c.id, ClientID: c.id, UnixUS: due, LagUS: lag})
 	l.rowDone()
 }
 

@@ -7,22 +7,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/scalechat/scalechat/internal/results"
 	"golang.org/x/sys/unix"
 )
 
-// Machine describes the host of a run, as written to meta.json.
+// Machine describes the host of a run: what meta.json records, and the
+// ephemeral port range the load test plans with.
 type Machine struct {
-	Hostname       string `json:"hostname"`
-	OS             string `json:"os"`
-	Arch           string `json:"arch"`
-	Cores          int    `json:"cores"`
-	GOMAXPROCS     int    `json:"gomaxprocs"`
-	MemoryBytes    uint64 `json:"memory_bytes"`
-	NofileSoft     uint64 `json:"nofile_soft"`
-	NofileHard     uint64 `json:"nofile_hard"`
-	EphemeralPorts string `json:"ephemeral_ports"`
-	portsLo        int
-	portsHi        int
+	results.Machine
+	portsLo, portsHi int
 }
 
 // fdReserve is the descriptors a process needs besides its connections:
@@ -32,7 +25,7 @@ const fdReserve = 64
 // InspectMachine raises the soft open-file limit to the hard one and
 // describes the machine.
 func InspectMachine() Machine {
-	m := Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	m := Machine{Machine: results.Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}}
 	m.Hostname, _ = os.Hostname()
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil {

@@ -20,8 +20,9 @@ type stepPlan struct {
 	step     Step
 	clients  int
 	idOffset uint64
-	cum      []int  // cum[r] = first client index of room r (primary rooms), len rooms+1
-	roomPre  string // room names are roomPre + decimal room index
+	cum      []int    // cum[r] = first client index of room r (primary rooms), len rooms+1
+	roomPre  string   // room names are roomPre + decimal room index
+	names    []string // names[r] is the name of room r, made once for the CSV rows
 	echo     bool
 	seed     uint64
 	part     int
@@ -44,6 +45,10 @@ func newStepPlan(cfg *Config, index int, idOffset uint64) *stepPlan {
 		parts:    cfg.Parts(),
 		shard:    cfg.Shard,
 		workers:  cfg.Workers,
+	}
+	p.names = make([]string, p.rooms())
+	for r := range p.names {
+		p.names[r] = p.roomPre + strconv.Itoa(r)
 	}
 	if p.echo {
 		// Every echo client is alone in its own "room": it expects its own
@@ -170,7 +175,7 @@ func (p *stepPlan) sends(c int) bool {
 }
 
 // roomName returns the name of room r.
-func (p *stepPlan) roomName(r int) string { return p.roomPre + strconv.Itoa(r) }
+func (p *stepPlan) roomName(r int) string { return p.names[r] }
 
 // roomIndex parses a room name of this step, or returns -1.
 func (p *stepPlan) roomIndex(name []byte) int {

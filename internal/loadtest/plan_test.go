@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestRoomCounts(t *testing.T) {
@@ -85,9 +87,9 @@ func TestStepPlan(t *testing.T) {
 }
 
 func TestAppendRow(t *testing.T) {
-	b := appendRow(nil, "s1", "p-s1-r", 3, true, 7, 2, 5, evSent, 1763719201000000, 41)
-	b = appendRow(b, "s1", "p-s1-r", 3, false, 0, 0, 5, evJoined, 1763719200000000, -1)
-	b = appendRow(b, "s1", "p-s1-r", 3, true, 7, 2, 9, evReceived, 1763719201000380, -1)
+	b := results.AppendEvent(nil, &results.Event{Step: "s1", Room: "p-s1-r3", Kind: results.Sent, MessageID: 7, SenderID: 2, ClientID: 5, UnixUS: 1763719201000000, LagUS: 41})
+	b = results.AppendEvent(b, &results.Event{Step: "s1", Room: "p-s1-r3", Kind: results.Joined, MessageID: 7, SenderID: 2, ClientID: 5, UnixUS: 1763719200000000, LagUS: -1})
+	b = results.AppendEvent(b, &results.Event{Step: "s1", Room: "p-s1-r3", Kind: results.Received, MessageID: 7, SenderID: 2, ClientID: 9, UnixUS: 1763719201000380, LagUS: -1})
 	want := "s1,p-s1-r3,7,2,5,Sent,1763719201000000,41\ns1,p-s1-r3,,,5,Joined,1763719200000000,\ns1,p-s1-r3,7,2,9,Received,1763719201000380,\n"
 	if string(b) != want {
 		t.Errorf("rows\n%s\nwant\n%s", b, want)
@@ -118,11 +120,11 @@ func TestTruncateToLastRow(t *testing.T) {
 }
 
 func TestPaths(t *testing.T) {
-	meta, parts := Paths("results/run.csv.gz", 2)
+	meta, parts := results.Paths("results/run.csv.gz", 2)
 	if meta != "results/run.meta.json" || parts[0] != "results/run.w0.csv.gz" || parts[1] != "results/run.w1.csv.gz" {
 		t.Errorf("%s %v", meta, parts)
 	}
-	meta, parts = Paths("r.csv", 1)
+	meta, parts = results.Paths("r.csv", 1)
 	if meta != "r.meta.json" || parts[0] != "r.csv" {
 		t.Errorf("%s %v", meta, parts)
 	}

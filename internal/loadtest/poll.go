@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/scalechat/scalechat/internal/results"
 	"golang.org/x/sys/unix"
 )
 
@@ -202,8 +203,9 @@ func (s *pollStep) noteErr(counter *int64, what string, err error) {
 
 // appendRowLocked adds a row and hands full chunks (and, each second,
 // partial ones) to the writer. Called with s.mu held.
-func (s *pollStep) appendRowLocked(room int, msg bool, messageID, senderID, clientID uint64, event string, unixUs, lag int64) {
-	s.rows = appendRow(s.rows, s.name, s.plan.roomPre, room, msg, messageID, senderID, clientID, event, unixUs, lag)
+func (s *pollStep) appendRowLocked(room int, kind results.Kind, messageID, senderID, clientID uint64, unixUs, lag int64) {
+	s.rows = results.AppendEvent(s.rows, &results.Event{Step: s.name, Room: s.plan.roomName(room), Kind: kind,
+		MessageID: messageID, SenderID: senderID, ClientID: clientID, UnixUS: unixUs, LagUS: lag})
 	now := s.clock.now()
 	if len(s.rows) >= chunkSize || now-s.lastFlush >= 1_000_000 {
 		s.flushLocked(now)
@@ -253,7 +255,7 @@ func (c *pollClient) join(pollCtx context.Context) bool {
 	s.counts.Joined++
 	s.joined[c.room]++
 	s.connected.Add(1)
-	s.appendRowLocked(c.room, false, 0, 0, c.id, evJoined, now, -1)
+	s.appendRowLocked(c.room, results.Joined, 0, 0, c.id, now, -1)
 	return true
 }
 
@@ -341,7 +343,7 @@ func (c *pollClient) deliver(ans *pollAnswer, now int64) {
 			record(s.pubLat, d)
 			record(s.stepLat, d)
 		}
-		s.appendRowLocked(c.room, true, f.messageID&0xffffffff, sender, c.id, evReceived, now, -1)
+		s.appendRowLocked(c.room, results.Received, f.messageID&0xffffffff, sender, c.id, now, -1)
 	}
 }
 
@@ -467,7 +469,7 @@ func (c *pollClient) post(pollCtx context.Context, due int64) {
 	record(s.stepLag, lag)
 	s.counts.Sent++
 	s.counts.Expected += s.global[c.room]
-	s.appendRowLocked(c.room, true, uint64(c.counter), c.id, c.id, evSent, due, lag)
+	s.appendRowLocked(c.room, results.Sent, uint64(c.counter), c.id, c.id, due, lag)
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(pollCtx, s.cfg.ConnectTimeout.D())

@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-)
 
-// CSVHeader is the first line of every events file (docs/csv.md).
-const CSVHeader = "step,room,message_id,sender_id,client_id,event,unix_us,lag_us\n"
+	"github.com/scalechat/scalechat/internal/results"
+)
 
 // chunkSize is how many bytes of rows an event loop gathers before handing
 // them to the writer.
@@ -61,7 +59,7 @@ func CreateRecorder(path string) (*Recorder, error) {
 	if strings.HasSuffix(path, ".gz") {
 		r.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	}
-	if err := r.write([]byte(CSVHeader)); err != nil {
+	if err := r.write([]byte(results.EventsHeader + "\n")); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -134,41 +132,6 @@ func (r *Recorder) Close() error {
 // Bytes returns how many bytes of rows were submitted (before compression).
 // Valid after Close.
 func (r *Recorder) Bytes() int64 { return r.bytes }
-
-// Row events.
-const (
-	evJoined   = "Joined"
-	evSent     = "Sent"
-	evReceived = "Received"
-)
-
-// appendRow appends one CSV row. msg false leaves message_id and sender_id
-// empty (Joined rows); lag < 0 leaves lag_us empty.
-func appendRow(b []byte, step, roomPre string, room int, msg bool, messageID, senderID, clientID uint64, event string, unixUs, lag int64) []byte {
-	b = append(b, step...)
-	b = append(b, ',')
-	b = append(b, roomPre...)
-	b = strconv.AppendInt(b, int64(room), 10)
-	b = append(b, ',')
-	if msg {
-		b = strconv.AppendUint(b, messageID, 10)
-		b = append(b, ',')
-		b = strconv.AppendUint(b, senderID, 10)
-	} else {
-		b = append(b, ',')
-	}
-	b = append(b, ',')
-	b = strconv.AppendUint(b, clientID, 10)
-	b = append(b, ',')
-	b = append(b, event...)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, unixUs, 10)
-	b = append(b, ',')
-	if lag >= 0 {
-		b = strconv.AppendInt(b, lag, 10)
-	}
-	return append(b, '\n')
-}
 
 // TruncateToLastRow cuts an uncompressed CSV file after its last newline,
 // so a part whose writer was killed mid-write ends with a whole row.

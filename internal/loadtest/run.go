@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/scalechat/scalechat/internal/metrics"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options are the parts of a run that are not the scenario.
@@ -31,126 +31,21 @@ type Options struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	Meta        Meta
+	Meta        results.Meta
 	Failures    []string // connection errors, loss beyond --max-loss, dead workers
 	Interrupted bool
-}
-
-// Meta is the content of <out>.meta.json (docs/csv.md).
-type Meta struct {
-	Tool          string     `json:"tool"`
-	Version       string     `json:"version"`
-	StartedAt     time.Time  `json:"started_at"`
-	EndedAt       time.Time  `json:"ended_at"`
-	Args          []string   `json:"args"`
-	Machine       Machine    `json:"machine"`
-	Parts         []string   `json:"parts"`
-	ServerMetrics string     `json:"server_metrics,omitempty"`
-	Steps         []StepMeta `json:"steps"`
-	// Additions to the documented format (readers ignore unknown fields).
-	Scenario   string `json:"scenario,omitempty"`
-	URL        string `json:"url"`
-	Protocol   string `json:"protocol"`
-	RoomPrefix string `json:"room_prefix"`
-	Seed       uint64 `json:"seed"`
-	Workers    int    `json:"workers"`
-	Shard      string `json:"shard"`
-	// Transport is ws or poll; PollInterval (plain polling) and PollWait
-	// (long polling) only with poll.
-	Transport    string   `json:"transport"`
-	PollInterval Duration `json:"poll_interval,omitempty"`
-	PollWait     Duration `json:"poll_wait,omitempty"`
-}
-
-// Percentiles of a latency distribution in milliseconds.
-type Percentiles struct {
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-// StepMeta is one step's plan and outcome in meta.json.
-type StepMeta struct {
-	Name             string    `json:"name"`
-	Rooms            int       `json:"rooms"`
-	RoomSize         int       `json:"room_size"`
-	RoomsPerClient   int       `json:"rooms_per_client"`
-	Clients          int       `json:"clients"`
-	MsgFrequency     Duration  `json:"msg_frequency"`
-	MsgSize          int       `json:"msg_size"`
-	Duration         Duration  `json:"duration"`
-	Ramp             float64   `json:"ramp"`
-	StartedAt        time.Time `json:"started_at"`
-	EndedAt          time.Time `json:"ended_at"`
-	Sent             int64     `json:"sent"`
-	Expected         int64     `json:"expected"`
-	Received         int64     `json:"received"`
-	ConnectErrors    int64     `json:"connect_errors"`
-	Saturated        bool      `json:"saturated"`
-	SaturationReason string    `json:"saturation_reason"`
-	// Additions to the documented format.
-	RoomSkew      float64     `json:"room_skew"`
-	LocalClients  int64       `json:"local_clients"` // clients this shard ran
-	Joined        int64       `json:"joined"`
-	Lost          int64       `json:"lost"`
-	DeliveryRatio float64     `json:"delivery_ratio"`
-	ReceivedAll   int64       `json:"received_all"` // including messages of other shards
-	Disconnects   int64       `json:"disconnects"`
-	ServerErrors  int64       `json:"server_errors"`
-	Replayed      int64       `json:"replayed"`
-	OutOfOrder    int64       `json:"out_of_order"`
-	Invalid       int64       `json:"invalid"`
-	SendErrors    int64       `json:"send_errors,omitempty"`  // HTTP transport: failed POSTs
-	PollErrors    int64       `json:"poll_errors,omitempty"`  // HTTP transport: failed polls
-	HistoryGaps   int64       `json:"history_gaps,omitempty"` // HTTP transport: answers with a history_gap
-	LatencyMs     Percentiles `json:"latency_ms"`
-	SendLagMs     Percentiles `json:"send_lag_ms"`
-	ConnectMs     Percentiles `json:"connect_ms"` // from a connect's due instant to the client's last joined frame
-	Senders       int         `json:"senders,omitempty"`
-	SendStartedAt time.Time   `json:"send_started_at"` // first due send (or the start of holding)
-	SendEndedAt   time.Time   `json:"send_ended_at"`   // end of the drain (or of holding)
-	Interrupted   bool        `json:"interrupted"`
-	FirstError    string      `json:"first_error,omitempty"`
-	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
-}
-
-// Paths derives the files of a run from --out: "x.csv" (or "x.csv.gz", or
-// "x") gives the meta file "x.meta.json" and worker parts "x.w0.csv" ….
-func Paths(out string, workers int) (meta string, parts []string) {
-	ext := ".csv"
-	base := out
-	if strings.HasSuffix(base, ".gz") {
-		base = strings.TrimSuffix(base, ".gz")
-		ext += ".gz"
-	}
-	base = strings.TrimSuffix(base, ".csv")
-	if workers <= 1 {
-		return base + ".meta.json", []string{out}
-	}
-	for i := range workers {
-		parts = append(parts, fmt.Sprintf("%s.w%d%s", base, i, ext))
-	}
-	return base + ".meta.json", parts
-}
-
-// ServerMetricsPath returns the server CSV of a run whose --out is out:
-// "x.csv" (or "x.csv.gz", or "x") gives "x.server.csv".
-func ServerMetricsPath(out string) string {
-	meta, _ := Paths(out, 1)
-	return strings.TrimSuffix(meta, ".meta.json") + ".server.csv"
 }
 
 // Run runs the load test in this process, or over cfg.Workers child
 // processes, writes the CSV part(s) and meta.json, and prints the summary.
 // ctx ends it gracefully (stop sending, drain, close), hard at once.
 // With cfg.ServerMetrics it also scrapes those servers once a second into
-// ServerMetricsPath(cfg.Out), from the start to the end of the run.
+// results.ServerMetricsPath(cfg.Out), from the start to the end of the run.
 func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
-	metaPath, parts := Paths(cfg.Out, cfg.Workers)
-	res := &Result{Meta: Meta{
+	metaPath, parts := results.Paths(cfg.Out, cfg.Workers)
+	res := &Result{Meta: results.Meta{
 		Tool: "scalechat loadtest", Version: opt.Version, StartedAt: time.Now().UTC(), Args: cfg.Args,
-		Machine: opt.Machine, Scenario: cfg.Scenario, URL: cfg.URL, Protocol: cfg.Protocol,
+		Machine: opt.Machine.Machine, Scenario: cfg.Scenario, URL: cfg.URL, Protocol: cfg.Protocol,
 		RoomPrefix: cfg.RoomPrefix, Seed: cfg.Seed, Workers: cfg.Workers, Shard: fmt.Sprintf("%d/%d", cfg.Shard, cfg.Shards),
 		Transport: cfg.Transport,
 	}}
@@ -173,7 +68,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		res.Meta.Args = []string{}
 	}
 	if len(cfg.ServerMetrics) > 0 {
-		res.Meta.ServerMetrics = filepath.Base(ServerMetricsPath(cfg.Out))
+		res.Meta.ServerMetrics = filepath.Base(results.ServerMetricsPath(cfg.Out))
 	}
 	agg := newAggregator(opt.Stderr, opt.TTY, opt.Machine.Cores)
 	m := &merger{cfg: cfg, agg: agg, res: res, metaPath: metaPath, parts: cfg.Workers}
@@ -211,7 +106,7 @@ func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
 	if len(cfg.ServerMetrics) == 0 {
 		return func() error { return nil }
 	}
-	path := ServerMetricsPath(cfg.Out)
+	path := results.ServerMetricsPath(cfg.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	type outcome struct {
 		sum metrics.ScrapeSummary
@@ -331,7 +226,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	rs := m.pending[k]
 	delete(m.pending, k)
 	s := m.cfg.Steps[k]
-	sm := StepMeta{
+	sm := results.StepMeta{
 		Name: s.Name, Rooms: s.Rooms, RoomSize: s.RoomSize, RoomsPerClient: s.RoomsPerClient, Clients: s.Clients(),
 		MsgFrequency: s.MsgFrequency, MsgSize: s.MsgSize, Duration: s.Duration, Ramp: s.Ramp, RoomSkew: s.RoomSkew,
 		Senders: s.Senders, Incomplete: incomplete,
@@ -379,12 +274,12 @@ func (m *merger) finalize(k int, incomplete string) {
 	_ = m.writeMetaLocked()
 }
 
-func percentiles(h *hdrhistogram.Histogram) Percentiles {
+func percentiles(h *hdrhistogram.Histogram) results.Percentiles {
 	if h.TotalCount() == 0 {
-		return Percentiles{}
+		return results.Percentiles{}
 	}
 	ms := func(us int64) float64 { return float64(us) / 1000 }
-	return Percentiles{P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())}
+	return results.Percentiles{P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())}
 }
 
 func (m *merger) writeMeta() error {
@@ -419,7 +314,7 @@ func (m *merger) writeMetaLocked() error {
 }
 
 // stepFailures lists what makes a step fail the run.
-func stepFailures(s StepMeta, maxLoss float64) []string {
+func stepFailures(s results.StepMeta, maxLoss float64) []string {
 	var out []string
 	if s.ConnectErrors > 0 {
 		out = append(out, fmt.Sprintf("step %s: %d clients failed to connect or join (first error: %s)", s.Name, s.ConnectErrors, s.FirstError))

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func testStep(name string, rooms, size int) Step {
@@ -86,7 +88,7 @@ func readCSV(t *testing.T, path string) []csvRow {
 	for sc.Scan() {
 		line++
 		if line == 1 {
-			if sc.Text()+"\n" != CSVHeader {
+			if sc.Text()+"\n" != results.EventsHeader+"\n" {
 				t.Fatalf("header %q", sc.Text())
 			}
 			continue
@@ -114,12 +116,12 @@ func parseRow(s string) (csvRow, error) {
 		return r, fmt.Errorf("unix_us: %w", err)
 	}
 	switch r.event {
-	case evJoined:
+	case results.JoinedName:
 		if f[2] != "" || f[3] != "" || f[7] != "" {
 			return r, fmt.Errorf("joined row with message fields")
 		}
 		return r, nil
-	case evSent, evReceived:
+	case results.SentName, results.ReceivedName:
 	default:
 		return r, fmt.Errorf("event %q", r.event)
 	}
@@ -130,7 +132,7 @@ func parseRow(s string) (csvRow, error) {
 	if r.sender, err = strconv.ParseUint(f[3], 10, 64); err != nil {
 		return r, fmt.Errorf("sender_id: %w", err)
 	}
-	if r.event == evSent {
+	if r.event == results.SentName {
 		if r.lag, err = strconv.ParseInt(f[7], 10, 64); err != nil {
 			return r, fmt.Errorf("lag_us: %w", err)
 		}
@@ -145,7 +147,7 @@ type msgKey struct{ sender, id uint64 }
 
 // checkCSVAgainstMeta recounts the rows and compares with meta.json the way
 // analyze will: expected deliveries from Joined rows.
-func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta Meta) {
+func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta results.Meta) {
 	t.Helper()
 	type stepRoom struct{ step, room string }
 	members := map[stepRoom]int64{}
@@ -158,7 +160,7 @@ func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta Meta) {
 	sentMsgs := map[msgKey]string{}
 	for _, r := range rows {
 		switch r.event {
-		case evJoined:
+		case results.JoinedName:
 			members[stepRoom{r.step, r.room}]++
 			if _, ok := stepIdx[r.step]; !ok {
 				stepIdx[r.step] = uint64(len(stepIdx))
@@ -167,7 +169,7 @@ func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta Meta) {
 				joinedClients[k] = true
 				joined[r.step]++
 			}
-		case evSent:
+		case results.SentName:
 			sent[r.step]++
 			if r.sender != r.client {
 				t.Fatalf("sent row with sender %d != client %d", r.sender, r.client)
@@ -180,9 +182,9 @@ func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta Meta) {
 	}
 	for _, r := range rows {
 		switch r.event {
-		case evSent:
+		case results.SentName:
 			expected[r.step] += members[stepRoom{r.step, r.room}]
-		case evReceived:
+		case results.ReceivedName:
 			recv[r.step]++
 			room, ok := sentMsgs[msgKey{r.sender, r.msgID}]
 			if !ok {
@@ -201,14 +203,14 @@ func checkCSVAgainstMeta(t *testing.T, rows []csvRow, meta Meta) {
 	}
 }
 
-func readMeta(t *testing.T, out string) Meta {
+func readMeta(t *testing.T, out string) results.Meta {
 	t.Helper()
-	mp, _ := Paths(out, 1)
+	mp, _ := results.Paths(out, 1)
 	b, err := os.ReadFile(mp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m Meta
+	var m results.Meta
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -379,11 +381,11 @@ func TestConnectErrorsFailTheRun(t *testing.T) {
 func TestShardsSplitTheScenario(t *testing.T) {
 	srv := startFakeServer(t, nil)
 	prefix := fmt.Sprintf("sh%d", time.Now().UnixNano())
-	var total Meta
+	var total results.Meta
 	var rows []csvRow
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	results := make(chan *Result, 2)
+	done := make(chan *Result, 2)
 	cfgs := make([]*Config, 2)
 	for i := range cfgs {
 		cfg := testConfig(t, srv.URL, testStep("sh", 3, 4))
@@ -397,11 +399,11 @@ func TestShardsSplitTheScenario(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			results <- res
+			done <- res
 		}()
 	}
 	for range cfgs {
-		res := <-results
+		res := <-done
 		if res == nil {
 			t.FailNow()
 		}
@@ -425,9 +427,9 @@ func TestShardsSplitTheScenario(t *testing.T) {
 	var sent, recv int64
 	for _, r := range rows {
 		switch r.event {
-		case evSent:
+		case results.SentName:
 			sent++
-		case evReceived:
+		case results.ReceivedName:
 			recv++
 		}
 	}
@@ -437,7 +439,7 @@ func TestShardsSplitTheScenario(t *testing.T) {
 }
 
 func TestMachineCheckRefusesImpossiblePlan(t *testing.T) {
-	m := Machine{NofileSoft: 1000, NofileHard: 1000, portsLo: 40000, portsHi: 40999, EphemeralPorts: "40000-40999"}
+	m := Machine{Machine: results.Machine{NofileSoft: 1000, NofileHard: 1000, EphemeralPorts: "40000-40999"}, portsLo: 40000, portsHi: 40999}
 	tests := []struct {
 		name    string
 		clients int

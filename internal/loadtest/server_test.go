@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/metrics"
+	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -118,7 +119,7 @@ func TestServerMetricsBesideTheCSV(t *testing.T) {
 	if res.Meta.ServerMetrics != "run.server.csv" || readMeta(t, lt.Out).ServerMetrics != "run.server.csv" {
 		t.Errorf("meta names %q as the server CSV", res.Meta.ServerMetrics)
 	}
-	f, err := os.Open(ServerMetricsPath(lt.Out))
+	f, err := os.Open(results.ServerMetricsPath(lt.Out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestServerMetricsBesideTheCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(rows[0], ",") != metrics.ServerCSVHeader {
+	if strings.Join(rows[0], ",") != results.ServerHeader {
 		t.Fatalf("header %v", rows[0])
 	}
 	rows = rows[1:]

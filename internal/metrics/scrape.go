@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// ServerCSVHeader is the header row of a load test's <out>.server.csv
-// (docs/csv.md).
-const ServerCSVHeader = "unix_us,node,cpu_seconds,rss_bytes,connections,messages_in,deliveries,processing_p50_ms,processing_p99_ms"
+	"github.com/scalechat/scalechat/internal/results"
+)
 
 // Scraper reads the /metrics of one or more servers every interval during a
 // load test and writes one <out>.server.csv row per server per scrape.
@@ -81,7 +79,7 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (ScrapeSummary, error) {
 	failing := make([]bool, len(sources))
 
 	bw := bufio.NewWriter(w)
-	if _, err := bw.WriteString(ServerCSVHeader + "\n"); err != nil {
+	if _, err := bw.WriteString(results.ServerHeader + "\n"); err != nil {
 		return sum, fmt.Errorf("write server metrics: %w", err)
 	}
 	if err := bw.Flush(); err != nil {

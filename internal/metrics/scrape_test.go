@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // fakeNode serves an exposition whose counters grow by known steps at each
@@ -100,7 +102,7 @@ func TestScraperWritesServerCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(rows[0], ",") != ServerCSVHeader {
+	if strings.Join(rows[0], ",") != results.ServerHeader {
 		t.Fatalf("header %v", rows[0])
 	}
 	rows = rows[1:]
@@ -177,7 +179,7 @@ func TestRecordServerCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if sum.Rows != 2 || len(lines) != 3 || lines[0] != ServerCSVHeader {
+	if sum.Rows != 2 || len(lines) != 3 || lines[0] != results.ServerHeader {
 		t.Errorf("summary %+v, file:\n%s", sum, b)
 	}
 	if _, err := RecordServerCSV(context.Background(), filepath.Join(t.TempDir(), "no", "such", "dir.csv"), []string{s.URL}, nil); err == nil {
@@ -212,7 +214,7 @@ func TestScraperSurvivesBadAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.Rows != 0 || sum.Failed == 0 || out.String() != ServerCSVHeader+"\n" {
+			if sum.Rows != 0 || sum.Failed == 0 || out.String() != results.ServerHeader+"\n" {
 				t.Errorf("summary %+v, output %q", sum, out.String())
 			}
 		})

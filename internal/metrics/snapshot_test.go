@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestQuantile(t *testing.T) {
@@ -167,7 +169,7 @@ func TestAppendServerCSVRow(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
 	}
-	if n := strings.Count(ServerCSVHeader, ",") + 1; n != 9 {
+	if n := strings.Count(results.ServerHeader, ",") + 1; n != 9 {
 		t.Errorf("header has %d columns", n)
 	}
 }

@@ -4,6 +4,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -181,21 +182,24 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 			}
 		}
 		add("tool", strings.TrimSpace(m.Tool+" "+m.Version))
-		add("started", m.StartedAt)
-		add("ended", m.EndedAt)
+		add("started", timeString(m.StartedAt))
+		add("ended", timeString(m.EndedAt))
 		add("arguments", strings.Join(m.Args, " "))
-		keys := make([]string, 0, len(m.Machine))
-		for k := range m.Machine {
+		machine := jsonFields(m.Machine)
+		keys := make([]string, 0, len(machine))
+		for k := range machine {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			pg.Machine = append(pg.Machine, kv{k, fmt.Sprint(m.Machine[k])})
+			pg.Machine = append(pg.Machine, kv{k, fmt.Sprint(machine[k])})
 		}
 		// Scenario: every field the loadtest wrote per step.
 		seen := map[string]bool{}
-		for _, ms := range m.Steps {
-			for k := range ms.Rest {
+		steps := make([]map[string]any, len(m.Steps))
+		for i, ms := range m.Steps {
+			steps[i] = jsonFields(ms)
+			for k := range steps[i] {
 				if !seen[k] && k != "name" {
 					seen[k] = true
 					pg.Scenario.Cols = append(pg.Scenario.Cols, k)
@@ -204,10 +208,10 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 		}
 		slices.Sort(pg.Scenario.Cols)
 		pg.Scenario.Cols = append([]string{"name"}, pg.Scenario.Cols...)
-		for _, ms := range m.Steps {
+		for i, ms := range m.Steps {
 			row := []string{ms.Name}
 			for _, c := range pg.Scenario.Cols[1:] {
-				v, ok := ms.Rest[c]
+				v, ok := steps[i][c]
 				if !ok {
 					row = append(row, "")
 					continue
@@ -223,6 +227,27 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 		}
 	}
 	return pageTmpl.Execute(w, pg)
+}
+
+// jsonFields returns the fields of v as its JSON encoding names them.
+func jsonFields(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// timeString formats t as RFC 3339, or "" when it is zero.
+func timeString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // pageCSS styles every page the report writes.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/analyze"
 	"github.com/scalechat/scalechat/internal/browsertest"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // fixture writes a three-step run (the last one saturated, with a 3 s
@@ -27,7 +28,7 @@ func fixture(t *testing.T) *Input {
 	t.Helper()
 	dir := t.TempDir()
 	var b strings.Builder
-	b.WriteString(analyze.Header + "\n")
+	b.WriteString(results.EventsHeader + "\n")
 	t0 := int64(1_763_719_200_000_000)
 	for si, step := range []string{"s1", "s2", "s3"} {
 		base := t0 + int64(si)*60_000_000
@@ -63,7 +64,7 @@ func fixture(t *testing.T) *Input {
 		t.Fatal(err)
 	}
 	var s strings.Builder
-	s.WriteString(ServerHeader + "\n")
+	s.WriteString(results.ServerHeader + "\n")
 	for i := range 200 {
 		fmt.Fprintf(&s, "%d,http://127.0.0.1:9090/metrics,%g,%d,12,%d,%d,0.2,%g\n", t0+int64(i)*1_000_000, 0.3*float64(i), 50_000_000+i*10_000, i*5, i*40, 0.5+float64(i%7))
 	}
@@ -221,7 +222,7 @@ func TestLatencyCapCut(t *testing.T) {
 func TestReadServerCSV(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "s.csv")
-	os.WriteFile(p, []byte(ServerHeader+"\n1,n,1,2,3,4,5,6,7\n1,n,x,2,3,4,5,6,7\n1,n\n"), 0o644)
+	os.WriteFile(p, []byte(results.ServerHeader+"\n1,n,1,2,3,4,5,6,7\n1,n,x,2,3,4,5,6,7\n1,n\n"), 0o644)
 	rows, bad, err := ReadServerCSV(p)
 	if err != nil || len(rows) != 1 || bad != 2 || rows[0].ProcessingP99 != 7 {
 		t.Errorf("rows %+v bad %d err %v", rows, bad, err)

@@ -8,10 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-)
 
-// ServerHeader is the header of <out>.server.csv (docs/csv.md).
-const ServerHeader = "unix_us,node,cpu_seconds,rss_bytes,connections,messages_in,deliveries,processing_p50_ms,processing_p99_ms"
+	"github.com/scalechat/scalechat/internal/results"
+)
 
 // ServerRow is one scrape of one server.
 type ServerRow struct {
@@ -41,8 +40,8 @@ func ReadServerCSV(path string) (rows []ServerRow, malformed int, err error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	if strings.Join(head, ",") != ServerHeader {
-		return nil, 0, fmt.Errorf("%s: unexpected header (want %s)", path, ServerHeader)
+	if strings.Join(head, ",") != results.ServerHeader {
+		return nil, 0, fmt.Errorf("%s: unexpected header (want %s)", path, results.ServerHeader)
 	}
 	for {
 		rec, err := r.Read()

@@ -14,14 +14,14 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/scalechat/scalechat/internal/transports"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // TransportsInput is a transports comparison (scalechat bench transports):
 // its rows and, when present, its transports.json.
 type TransportsInput struct {
-	Rows      []transports.Row
-	Meta      *transports.Meta
+	Rows      []results.ComparisonRow
+	Meta      *results.ComparisonMeta
 	Malformed int
 }
 
@@ -30,21 +30,21 @@ type TransportsInput struct {
 func LoadTransports(path string) (*TransportsInput, bool, error) {
 	csvPath, jsonPath := path, ""
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		csvPath = filepath.Join(path, transports.ResultsCSV)
+		csvPath = filepath.Join(path, results.ComparisonCSV)
 		if _, err := os.Stat(csvPath); err != nil {
 			return nil, false, nil
 		}
-	} else if filepath.Base(path) != transports.ResultsCSV {
+	} else if filepath.Base(path) != results.ComparisonCSV {
 		return nil, false, nil
 	}
-	jsonPath = filepath.Join(filepath.Dir(csvPath), transports.ResultsJSON)
-	rows, bad, err := transports.ReadCSV(csvPath)
+	jsonPath = filepath.Join(filepath.Dir(csvPath), results.ComparisonJSON)
+	rows, bad, err := results.ReadComparison(csvPath)
 	if err != nil {
 		return nil, true, err
 	}
 	in := &TransportsInput{Rows: rows, Malformed: bad}
 	if _, err := os.Stat(jsonPath); err == nil {
-		if in.Meta, err = transports.ReadMeta(jsonPath); err != nil {
+		if in.Meta, err = results.ReadComparisonMeta(jsonPath); err != nil {
 			return nil, true, err
 		}
 	}
@@ -74,14 +74,14 @@ func WriteTransports(in *TransportsInput, opts Options) ([]Chart, error) {
 	}
 	type metric struct {
 		title, y string
-		get      func(transports.Row) float64
+		get      func(results.ComparisonRow) float64
 		log      bool
 	}
 	metrics := []metric{
-		{"Errors (message not back within the timeout)", "clients with an error", func(r transports.Row) float64 { return float64(r.Errors) }, false},
-		{"Server CPU time", "CPU seconds", func(r transports.Row) float64 { return r.ServerCPU }, false},
-		{"Bytes in + out at the server", "MB", func(r transports.Row) float64 { return float64(r.BytesIn+r.BytesOut) / 1e6 }, false},
-		{"Round-trip latency p99 (log scale)", "p99 latency (ms, log scale)", func(r transports.Row) float64 { return r.P99 }, true},
+		{"Errors (message not back within the timeout)", "clients with an error", func(r results.ComparisonRow) float64 { return float64(r.Errors) }, false},
+		{"Server CPU time", "CPU seconds", func(r results.ComparisonRow) float64 { return r.ServerCPU }, false},
+		{"Bytes in + out at the server", "MB", func(r results.ComparisonRow) float64 { return float64(r.BytesIn+r.BytesOut) / 1e6 }, false},
+		{"Round-trip latency p99 (log scale)", "p99 latency (ms, log scale)", func(r results.ComparisonRow) float64 { return r.P99 }, true},
 	}
 	for i, m := range metrics {
 		if err := transportPlot(opts.Out, transportCharts[i].Name, m.title, m.y, in.Rows, m.get, m.log); err != nil {
@@ -100,7 +100,7 @@ func WriteTransports(in *TransportsInput, opts Options) ([]Chart, error) {
 }
 
 // transportPlot draws one metric against clients, a line per transport.
-func transportPlot(dir, name, title, y string, rows []transports.Row, get func(transports.Row) float64, logY bool) error {
+func transportPlot(dir, name, title, y string, rows []results.ComparisonRow, get func(results.ComparisonRow) float64, logY bool) error {
 	p := newPlot(title, "clients (each sends one message)", y, false)
 	if logY {
 		p.Y.Scale = plot.LogScale{}
@@ -109,7 +109,7 @@ func transportPlot(dir, name, title, y string, rows []transports.Row, get func(t
 		p.Y.Tick.Marker = countTicks{}
 	}
 	lo, hi := math.Inf(1), 0.0
-	for k, t := range transports.Names {
+	for k, t := range results.TransportNames {
 		var xys plotter.XYs
 		for _, r := range rows {
 			if r.Transport != t {
@@ -160,8 +160,8 @@ var (
 type transportsPage struct {
 	Title     string
 	Generated string
-	Rows      []transports.Row
-	Meta      *transports.Meta
+	Rows      []results.ComparisonRow
+	Meta      *results.ComparisonMeta
 	Charts    []Chart
 	Files     []string
 	Malformed int
@@ -174,7 +174,7 @@ func writeTransportsHTML(w io.Writer, in *TransportsInput, dir string) error {
 	for _, r := range in.Rows {
 		pg.Saturated = pg.Saturated || r.Saturated
 	}
-	for _, f := range []string{transports.ResultsCSV, transports.ResultsJSON} {
+	for _, f := range []string{results.ComparisonCSV, results.ComparisonJSON} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			pg.Files = append(pg.Files, f)
 		}

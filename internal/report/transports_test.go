@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 
 	"github.com/scalechat/scalechat/internal/browsertest"
-	"github.com/scalechat/scalechat/internal/transports"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // transportsFixture writes a comparison folder: three transports at 100,
@@ -24,28 +24,28 @@ import (
 func transportsFixture(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	var rows []transports.Row
-	for k, tr := range transports.Names {
+	var rows []results.ComparisonRow
+	for k, tr := range results.TransportNames {
 		for _, n := range []int{100, 150, 200} {
-			r := transports.Row{Transport: tr, Clients: n, Sent: int64(n), Received: int64(n), P50: float64(1 + 100*k), P90: float64(2 + 150*k),
+			r := results.ComparisonRow{Transport: tr, Clients: n, Sent: int64(n), Received: int64(n), P50: float64(1 + 100*k), P90: float64(2 + 150*k),
 				P99: float64(3 + 200*k), Max: float64(4 + 300*k), ServerCPU: 0.01 * float64(n*(k+1)), BytesIn: int64(n * 1000 * (k + 1)), BytesOut: int64(n * 2000 * (k + 1))}
-			if tr == transports.Polling && n == 200 {
+			if tr == results.Polling && n == 200 {
 				r.Received, r.Errors, r.Timeouts, r.Saturated = 150, 50, 50, true
 			}
 			rows = append(rows, r)
 		}
 	}
 	var b bytes.Buffer
-	if err := transports.WriteCSV(&b, rows); err != nil {
+	if err := results.WriteComparison(&b, rows); err != nil {
 		t.Fatal(err)
 	}
 	b.WriteString("polling,x,1,1,0,0,0,0,1,1,1,1,1,1,1,false\n")
-	if err := os.WriteFile(filepath.Join(dir, transports.ResultsCSV), b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, results.ComparisonCSV), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	meta := `{"tool":"scalechat bench transports","timeout":"11s","poll_wait":"25s","poll_interval":"500ms","msg_size":64,
 	"pinning":"server on CPU 0, generator on CPU 1","loadavg_before":"0.50 0.40 0.30","loadavg_after":"1.50 0.90 0.50","machine":"lab1"}`
-	if err := os.WriteFile(filepath.Join(dir, transports.ResultsJSON), []byte(meta), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, results.ComparisonJSON), []byte(meta), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -104,7 +104,7 @@ func TestTransportsReportFiles(t *testing.T) {
 			t.Errorf("%s.png is nearly blank (%.4f inked)", c.Name, inked(img))
 		}
 		// One line per transport, each in its own colour.
-		for k, tr := range transports.Names {
+		for k, tr := range results.TransportNames {
 			if !hasColor(img, plotutil.Color(k)) {
 				t.Errorf("%s.png has no line for %s", c.Name, tr)
 			}
@@ -116,7 +116,7 @@ func TestTransportsReportFiles(t *testing.T) {
 		if !bytes.Contains(svg, []byte(`width="1152pt" height="648pt"`)) || !bytes.Contains(svg, []byte("<path")) {
 			t.Errorf("%s.svg: no 1152×648pt drawing: %.200s", c.Name, svg)
 		}
-		for _, tr := range transports.Names {
+		for _, tr := range results.TransportNames {
 			if !bytes.Contains(svg, []byte(">"+tr+"<")) {
 				t.Errorf("%s.svg has no legend entry %s", c.Name, tr)
 			}
@@ -158,7 +158,7 @@ func TestLoadTransportsIgnoresOtherInputs(t *testing.T) {
 	if _, ok, err := LoadTransports(other); ok || err != nil {
 		t.Errorf("other CSV: ok %v err %v", ok, err)
 	}
-	bad := filepath.Join(dir, transports.ResultsCSV)
+	bad := filepath.Join(dir, results.ComparisonCSV)
 	os.WriteFile(bad, []byte("a,b\n"), 0o644)
 	if _, ok, err := LoadTransports(dir); !ok || err == nil {
 		t.Errorf("wrong header: ok %v err %v", ok, err)

@@ -1,4 +1,4 @@
-package transports
+package bench
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // slowRooms is a fake HTTP chat transport that shows each posted message to
@@ -105,7 +108,7 @@ func TestTimeoutIsAnError(t *testing.T) {
 	if st.Sent != 10 || st.Received != 10 {
 		t.Fatalf("the load test itself lost messages: %+v", st)
 	}
-	row, err := Measure(LongPolling, cfg.Out, st, time.Second)
+	row, err := Measure(results.LongPolling, cfg.Out, st, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +118,40 @@ func TestTimeoutIsAnError(t *testing.T) {
 	}
 	if row.Max > 1000 {
 		t.Errorf("a message back after %.0f ms counted as in time", row.Max)
+	}
+}
+
+// Four clients: 0 back after 2 ms, 1 back after 8 ms, 2 back too late
+// (12 s), 3 never joined; 5 (another step's) message to 0 is not its own.
+const roundTripEvents = `step,room,message_id,sender_id,client_id,event,unix_us,lag_us
+s,r0,,,0,Joined,100,
+s,r0,1,0,0,Sent,1000,5
+s,r1,1,1,1,Sent,2000,5
+s,r2,1,2,2,Sent,3000,5
+s,r0,1,0,0,Received,3000,
+s,r1,1,1,1,Received,10000,
+s,r1,1,1,1,Received,20000,
+s,r2,1,2,2,Received,12003000,
+s,r0,1,5,0,Received,3500,
+`
+
+func TestMeasure(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e.csv")
+	if err := os.WriteFile(p, []byte(roundTripEvents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := results.StepMeta{Clients: 4, ConnectErrors: 1, SendErrors: 1, PollErrors: 2, Saturated: true}
+	row, err := Measure(results.LongPolling, p, st, 11*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := results.ComparisonRow{Transport: results.LongPolling, Clients: 4, Sent: 3, Received: 2, Errors: 2, Timeouts: 1, ConnectErrors: 1, RequestErrors: 3,
+		P50: 2, P90: 8, P99: 8, Max: 8, Saturated: true}
+	if !reflect.DeepEqual(row, want) {
+		t.Errorf("Measure:\n got %+v\nwant %+v", row, want)
+	}
+	os.WriteFile(p, []byte("h\ns,r0,x,0,0,Sent,1,\n"), 0o644)
+	if _, err := Measure(results.WebSocket, p, st, time.Second); err == nil {
+		t.Error("a malformed row was accepted")
 	}
 }

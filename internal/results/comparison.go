@@ -1,10 +1,10 @@
-// Package transports compares the server's transports — WebSocket, HTTP
-// long polling and plain HTTP polling — under the same load: for a growing
-// number of clients, each client sends one message and waits for it to come
-// back within a timeout. It defines the results file (docs/csv.md) that
-// `scalechat report` draws, and computes each row from a load test's
-// events and the server's counters.
-package transports
+// The transport comparison (`scalechat bench transports`) runs WebSocket,
+// HTTP long polling and plain HTTP polling under the same load: for a
+// growing number of clients, each client sends one message and waits for it
+// to come back within a timeout. Its results are comparison.csv rows and a
+// comparison.json that says how it ran; `scalechat report` draws them.
+
+package results
 
 import (
 	"encoding/csv"
@@ -26,21 +26,21 @@ const (
 	Polling     = "polling"
 )
 
-// Names lists the transports in chart order.
-var Names = []string{WebSocket, LongPolling, Polling}
+// TransportNames lists the transports in chart order.
+var TransportNames = []string{WebSocket, LongPolling, Polling}
 
 // File names inside a results folder.
 const (
-	ResultsCSV  = "transports.csv"
-	ResultsJSON = "transports.json"
+	ComparisonCSV  = "transports.csv"
+	ComparisonJSON = "transports.json"
 )
 
-// Header is the header row of transports.csv.
-const Header = "transport,clients,sent,received,errors,timeouts,connect_errors,request_errors," +
+// ComparisonHeader is the header row of transports.csv.
+const ComparisonHeader = "transport,clients,sent,received,errors,timeouts,connect_errors,request_errors," +
 	"p50_ms,p90_ms,p99_ms,max_ms,server_cpu_seconds,bytes_in,bytes_out,saturated"
 
-// Row is one step of one transport: clients that each sent one message.
-type Row struct {
+// ComparisonRow is one step of one transport: clients that each sent one message.
+type ComparisonRow struct {
 	Transport string `json:"transport"`
 	Clients   int    `json:"clients"`
 	Sent      int64  `json:"sent"`     // messages sent
@@ -63,8 +63,8 @@ type Row struct {
 	Saturated bool    `json:"saturated"`          // the load generator was the bottleneck
 }
 
-// Meta is transports.json: how the comparison ran.
-type Meta struct {
+// ComparisonMeta is transports.json: how the comparison ran.
+type ComparisonMeta struct {
 	Tool        string    `json:"tool"`
 	Version     string    `json:"version"`
 	StartedAt   time.Time `json:"started_at"`
@@ -84,10 +84,10 @@ type Meta struct {
 	Notes       []string  `json:"notes,omitempty"`
 }
 
-// WriteCSV writes rows with the header.
-func WriteCSV(w io.Writer, rows []Row) error {
+// WriteComparison writes rows with the header.
+func WriteComparison(w io.Writer, rows []ComparisonRow) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(strings.Split(Header, ",")); err != nil {
+	if err := cw.Write(strings.Split(ComparisonHeader, ",")); err != nil {
 		return err
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -103,9 +103,9 @@ func WriteCSV(w io.Writer, rows []Row) error {
 	return cw.Error()
 }
 
-// ReadCSV reads transports.csv. Malformed rows are skipped and counted;
+// ReadComparison reads transports.csv. Malformed rows are skipped and counted;
 // only an unreadable file or a wrong header is an error.
-func ReadCSV(path string) (rows []Row, malformed int, err error) {
+func ReadComparison(path string) (rows []ComparisonRow, malformed int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -117,7 +117,7 @@ func ReadCSV(path string) (rows []Row, malformed int, err error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	if strings.Join(head, ",") != Header {
+	if strings.Join(head, ",") != ComparisonHeader {
 		return nil, 0, fmt.Errorf("%s: not a transports comparison (header %q)", path, strings.Join(head, ","))
 	}
 	for {
@@ -129,7 +129,7 @@ func ReadCSV(path string) (rows []Row, malformed int, err error) {
 			malformed++
 			continue
 		}
-		row, ok := parseRow(rec)
+		row, ok := parseComparisonRow(rec)
 		if !ok {
 			malformed++
 			continue
@@ -139,11 +139,11 @@ func ReadCSV(path string) (rows []Row, malformed int, err error) {
 	return rows, malformed, nil
 }
 
-func parseRow(rec []string) (Row, bool) {
-	if len(rec) != 16 || !slices.Contains(Names, rec[0]) {
-		return Row{}, false
+func parseComparisonRow(rec []string) (ComparisonRow, bool) {
+	if len(rec) != 16 || !slices.Contains(TransportNames, rec[0]) {
+		return ComparisonRow{}, false
 	}
-	r := Row{Transport: rec[0]}
+	r := ComparisonRow{Transport: rec[0]}
 	var errs []error
 	n := func(s string) int64 {
 		v, err := strconv.ParseInt(s, 10, 64)
@@ -172,13 +172,13 @@ func parseRow(rec []string) (Row, bool) {
 	return r, len(errs) == 0
 }
 
-// ReadMeta reads transports.json.
-func ReadMeta(path string) (*Meta, error) {
+// ReadComparisonMeta reads transports.json.
+func ReadComparisonMeta(path string) (*ComparisonMeta, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var m Meta
+	var m ComparisonMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
