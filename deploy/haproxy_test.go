@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 	"io"
 	"net/http"
 	"strings"
@@ -204,7 +204,7 @@ func failover(t *testing.T, c *cluster, stop func(*clustertest.Node) error, drai
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	// Half the followers are the Go client package (internal/client), the
+	// Half the followers are the Go client package (github.com/scalechat/scalechat/client), the
 	// others a bare reconnect loop: both must come through.
 	var fs []*follower
 	for i := range followers {

@@ -3,11 +3,11 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/scalechat/scalechat/internal/chat"
+	"github.com/scalechat/scalechat/internal/terminal"
 )
 
 func newChatCmd() *cobra.Command {
-	o := chat.Options{URL: chat.DefaultURL}
+	o := terminal.Options{URL: terminal.DefaultURL}
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Chat in a room from the terminal",
@@ -30,7 +30,7 @@ Every flag has an environment variable twin, e.g. --url and SCALECHAT_URL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.In, o.Out, o.Err = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-			return chat.Run(cmd.Context(), o)
+			return terminal.Run(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 	"github.com/scalechat/scalechat/internal/servertest"
 )
 

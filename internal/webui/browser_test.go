@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/scalechat/scalechat/internal/browsertest"
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 	"github.com/scalechat/scalechat/internal/servertest"
 )
 

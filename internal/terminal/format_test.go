@@ -1,10 +1,10 @@
-package chat
+package terminal
 
 import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 )
 
 func TestFormat(t *testing.T) {

@@ -1,11 +1,11 @@
-// Package chat is the terminal chat client behind `scalechat chat`: it reads
+// Package terminal is the terminal chat client behind `scalechat chat`: it reads
 // lines from an input, posts them to a room, and prints the room's messages
 // as "[15:04:05] name: text", one per line.
 //
 // Messages go to the output and nothing else does: prompts, connection
 // states and notices go to the error output, so the output of a piped run
 // is the room's conversation alone.
-package chat
+package terminal
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 	"github.com/scalechat/scalechat/internal/protocol"
 )
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package chat
+package terminal
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/client"
+	"github.com/scalechat/scalechat/client"
 	"github.com/scalechat/scalechat/internal/servertest"
 )
 
