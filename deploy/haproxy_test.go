@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/scalechat/scalechat/client"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/client"
 
 	"github.com/scalechat/scalechat/internal/clustertest"
 	"github.com/scalechat/scalechat/internal/redistest"

@@ -12,10 +12,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/scalechat/scalechat/internal/auth"
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/auth"
 )
 
 // Config holds the server's settings. Zero values mean the defaults of

@@ -5,17 +5,18 @@ package webui_test
 import (
 	"context"
 	"fmt"
-	"github.com/scalechat/scalechat/internal/auth"
-	"github.com/scalechat/scalechat/internal/server"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/server"
+
 	"github.com/chromedp/chromedp"
 
-	"github.com/scalechat/scalechat/internal/browsertest"
 	"github.com/scalechat/scalechat/client"
+	"github.com/scalechat/scalechat/internal/browsertest"
 	"github.com/scalechat/scalechat/internal/servertest"
 )
 
