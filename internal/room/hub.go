@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/broker"
 )
 
 const shardCount = 256 // spreads room lookups so that joins do not contend on one lock
@@ -20,7 +22,7 @@ type Hub struct {
 	queues  []*Queue
 	history int
 	grace   time.Duration
-	broker  Broker // nil on a single node
+	broker  broker.Broker
 
 	maxRooms        int64 // 0: no limit
 	maxHistoryBytes int64 // 0: no limit
@@ -39,11 +41,13 @@ func (h *Hub) SetLimits(maxRooms int, maxHistoryBytes int64) {
 // HistoryBytes returns the bytes of frames held in all histories.
 func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }
 
-// NewHub returns a hub whose rooms keep the last history messages each and
-// are freed once empty for grace. queues holds one Queue per event loop;
-// loop indices passed to Join and Leave index it.
+// NewHub returns the hub of a single node, with a broker.Memory, whose rooms
+// keep the last history messages each and are freed once empty for grace.
+// queues holds one Queue per event loop; loop indices passed to Join and
+// Leave index it.
 func NewHub(history int, grace time.Duration, queues []*Queue) *Hub {
 	h := &Hub{queues: queues, history: history, grace: grace}
+	h.broker = broker.NewMemory(h)
 	for i := range h.shards {
 		h.shards[i].rooms = make(map[string]*Room)
 	}
@@ -60,9 +64,14 @@ func (h *Hub) shard(name []byte) *shard {
 	return &h.shards[x%shardCount]
 }
 
-// SetBroker makes the hub part of a cluster. It must be called before the
-// first Join.
-func (h *Hub) SetBroker(b Broker) { h.broker = b }
+var _ broker.Handler = (*Hub)(nil)
+
+// SetBroker replaces the hub's broker, to make it part of a cluster. It
+// must be called before the first Join.
+func (h *Hub) SetBroker(b broker.Broker) { h.broker = b }
+
+// Broker returns the hub's broker.
+func (h *Hub) Broker() broker.Broker { return h.broker }
 
 // Join makes a connection on loop a member of the room called name, creating
 // the room when needed, and returns the room and what the member should be
@@ -94,16 +103,12 @@ func (h *Hub) Open(name []byte) *Room {
 	}
 	if created {
 		r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
-			loaded: h.broker == nil, waiting: make([]bool, len(h.queues)), emptySince: time.Now(),
-			loadedCh: make(chan struct{})}
-		if r.loaded {
-			close(r.loadedCh)
-		}
+			waiting: make([]bool, len(h.queues)), emptySince: time.Now(), loadedCh: make(chan struct{})}
 		s.rooms[r.name] = r
 		h.rooms.Add(1)
 	}
 	s.mu.Unlock()
-	if created && h.broker != nil {
+	if created {
 		h.broker.Subscribe(r.name)
 	}
 	return r
@@ -154,10 +159,8 @@ func (h *Hub) Sweep(now time.Time) int {
 		s.mu.Unlock()
 	}
 	h.rooms.Add(-int64(len(freed)))
-	if h.broker != nil {
-		for _, name := range freed {
-			h.broker.Unsubscribe(name)
-		}
+	for _, name := range freed {
+		h.broker.Unsubscribe(name)
 	}
 	return len(freed)
 }
@@ -183,17 +186,11 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
-// Entry is a message as a broker holds it: its seq and its JSON.
-type Entry struct {
-	Seq     uint64
-	Payload []byte
-}
-
 // Loaded finishes loading a room from the broker: seq is the room's latest
 // seq and tail its latest messages in seq order (what the broker's history
 // holds, at most the hub's history size). Joiners waiting on any loop are
 // told to join again.
-func (h *Hub) Loaded(name string, seq uint64, tail []Entry) {
+func (h *Hub) Loaded(name string, seq uint64, tail []broker.Entry) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -246,19 +243,13 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 	}
 }
 
-// PublishLocal publishes a message on this node only, with the next local
-// seq: what a node does while its broker is unreachable, so that its own
-// members keep talking.
-func (h *Hub) PublishLocal(name string, prefix, suffix []byte) {
-	received := time.Now().UnixNano()
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
-		r.appendLocked(r.seq+1, buildFrame(prefix, r.seq+1, suffix), received, -1)
+// PublishLocal gives a message the next seq of its room on this node and
+// delivers it here: what a single node does with every message, and a
+// cluster node while its broker is unreachable, so that its own members
+// keep talking.
+func (h *Hub) PublishLocal(p broker.Publication) {
+	if r := h.lookup([]byte(p.Room)); r != nil {
+		r.publishLocal(p)
 	}
 }
 

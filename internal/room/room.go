@@ -6,10 +6,12 @@
 // node the room, under its lock, assigns the next seq, builds the frame,
 // stores it in the history ring and pushes one Delivery to the Queue of
 // every loop with local members; each loop then writes the frame to its
-// members. In a cluster the room hands the message to the Broker instead,
-// which gives it its global seq and brings it back to every node through
-// Hub.Deliver, where the same fan-out happens. Rooms never touch
-// connections, and loops never take a room's lock while delivering.
+// members. The room hands the message to the node's broker.Broker: on a
+// single node (broker.Memory) that is the hub's PublishLocal, at once and on
+// the publishing goroutine; in a cluster (broker.Redis) the broker gives it
+// its global seq and brings it back to every node through Hub.Deliver, where
+// the same fan-out happens. Rooms never touch connections, and loops never
+// take a room's lock while delivering.
 package room
 
 import (
@@ -17,22 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/ws"
 )
-
-// Broker ties the rooms of many nodes together and gives each room one order
-// across them. *broker.Redis implements it; a single node has none.
-type Broker interface {
-	// Publish sends a message into room; prefix + seq + suffix is its JSON
-	// once the broker has given it a seq. Every node subscribed to the room,
-	// this one included, gets it through Hub.Deliver. Publish must not block.
-	Publish(room string, prefix, suffix []byte)
-	// Subscribe starts bringing room's messages to this node; the broker
-	// answers once with Hub.Loaded.
-	Subscribe(room string)
-	// Unsubscribe stops bringing room's messages to this node.
-	Unsubscribe(room string)
-}
 
 // Room is one chat room on this node.
 type Room struct {
@@ -48,8 +37,9 @@ type Room struct {
 	emptySince time.Time
 	closed     bool // freed by the hub: joiners must look the room up again
 
-	// In a cluster a room is loaded (latest seq and history) from the broker
-	// before anyone can join; joiners on a loop wait for a Ready delivery.
+	// A room is loaded (latest seq and history) from the broker before anyone
+	// can join (a single node's broker loads it at once); joiners on a loop
+	// wait for a Ready delivery.
 	loaded   bool
 	waiting  []bool        // loops with joiners waiting for the room to load
 	early    []Message     // messages the broker delivered before the load finished
@@ -63,24 +53,28 @@ type Room struct {
 func (r *Room) Name() string { return r.name }
 
 // Publish publishes a message whose JSON is draft with the seq's digits
-// inserted at seqAt (see protocol.AppendChatDraft). On a single node the
-// message is in the room's history and on its way to every member when
-// Publish returns; in a cluster it is on its way to the broker. received
-// (unix nanoseconds) is when the message was read: on a single node it
-// travels with the deliveries so that loops can measure the processing
-// time; in a cluster the clock starts when the broker brings it back.
-// from is the index of the event loop calling Publish on its own
+// inserted at seqAt (see protocol.AppendChatDraft), through the node's
+// broker. On a single node the message is in the room's history and on its
+// way to every member when Publish returns; in a cluster it is on its way to
+// the broker. received (unix nanoseconds) is when the message was read: on a
+// single node it travels with the deliveries so that loops can measure the
+// processing time; in a cluster the clock starts when the broker brings it
+// back. from is the index of the event loop calling Publish on its own
 // goroutine, or -1: that loop drains its queue right after handling its
 // events, so it is not woken, which saves it an eventfd write and an extra
 // epoll_wait per message.
 func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) {
-	if b := r.hub.broker; b != nil {
-		b.Publish(r.name, draft[:seqAt], draft[seqAt:])
-		return
-	}
+	r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from})
+}
+
+// publishLocal gives a message the room's next seq and delivers it on this
+// node.
+func (r *Room) publishLocal(p broker.Publication) {
 	r.mu.Lock()
-	r.appendLocked(r.seq+1, buildFrame(draft[:seqAt], r.seq+1, draft[seqAt:]), received, from)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.appendLocked(r.seq+1, buildFrame(p.Prefix, r.seq+1, p.Suffix), p.Received, p.From)
+	}
 }
 
 // buildFrame returns a new text frame holding prefix + seq + suffix.

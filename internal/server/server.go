@@ -24,7 +24,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	hub    *room.Hub
-	broker *broker.Redis // nil on a single node
+	broker broker.Broker // broker.Memory on a single node, broker.Redis in a cluster
 	loops  []*loop
 	http   *http.Server
 
@@ -76,16 +76,16 @@ func New(cfg Config) (*Server, error) {
 	s.postLimit = &pollLimiter{rate: cfg.RateLimit, burst: float64(cfg.RateBurst), m: make(map[string]*bucket)}
 	s.stopPolls = make(chan struct{})
 	if cfg.Redis != "" {
-		b, err := broker.New(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
+		b, err := broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
 		if err != nil {
 			for _, l := range s.loops {
 				l.poller.Close()
 			}
 			return nil, err
 		}
-		s.broker = b
 		s.hub.SetBroker(b)
 	}
+	s.broker = s.hub.Broker()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
@@ -125,13 +125,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	wg.Go(func() { s.hub.Run(hubCtx) })
 	brokerCtx, stopBroker := context.WithCancel(context.Background())
-	if s.broker != nil {
-		wg.Go(func() {
-			if err := s.broker.Run(brokerCtx); err != nil {
-				s.log.Debug("broker closed", "err", err)
-			}
-		})
-	}
+	wg.Go(func() {
+		if err := s.broker.Run(brokerCtx); err != nil {
+			s.log.Debug("broker closed", "err", err)
+		}
+	})
 	wg.Go(func() { // forget idle senders and addresses
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
@@ -220,7 +218,7 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "shutting down")
 		return
 	}
-	if s.broker != nil && !s.broker.Up() {
+	if !s.broker.Up() {
 		// Still serving this node's members: a load balancer should keep
 		// sending clients here, so the status stays 200.
 		w.Header().Set("X-Scalechat-Degraded", "redis")
@@ -231,27 +229,17 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Announce makes this node known to the other nodes of its cluster as name,
-// with the URL of its metrics; it does nothing on a single node.
-func (s *Server) Announce(name, metricsURL string) {
-	if s.broker != nil {
-		s.broker.Announce(name, metricsURL)
-	}
-}
+// with the URL of its metrics.
+func (s *Server) Announce(name, metricsURL string) { s.broker.Announce(name, metricsURL) }
 
 // ClusterNodes returns the nodes of the cluster that announced themselves
-// (name to metrics URL, this one included), or nil on a single node.
+// (name to metrics URL, this one included).
 func (s *Server) ClusterNodes(ctx context.Context) (map[string]string, error) {
-	if s.broker == nil {
-		return nil, nil
-	}
 	return s.broker.Nodes(ctx)
 }
 
-// BrokerStats returns the cluster broker's counters, and false on a single
-// node.
+// BrokerStats returns the broker's counters, and whether the node is part
+// of a cluster.
 func (s *Server) BrokerStats() (broker.Stats, bool) {
-	if s.broker == nil {
-		return broker.Stats{}, false
-	}
-	return s.broker.Stats(), true
+	return s.broker.Stats(), s.cfg.Redis != ""
 }

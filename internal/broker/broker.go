@@ -1,0 +1,92 @@
+// Package broker ties the rooms of scalechat nodes together. A Broker gives
+// each room's messages one order (their seq), keeps the history that nodes
+// load a room from, and brings every message to each node subscribed to its
+// room, which hands it to its members. The node's rooms are the broker's
+// Handler.
+//
+// Two brokers implement it: Memory, for a single node, where publishing is
+// ordering and delivering at once, and Redis, for a cluster of nodes behind
+// a load balancer (docs/cluster.md).
+package broker
+
+import "context"
+
+// Broker orders, stores and carries the messages of rooms.
+type Broker interface {
+	// Publish sends a message into its room; the broker gives it the room's
+	// next seq and brings it to every node subscribed to the room, this one
+	// included, through Handler.Deliver (or Handler.PublishLocal). It must
+	// not block and does not keep p's slices after it returns.
+	Publish(p Publication)
+	// Subscribe starts bringing room's messages to this node; the broker
+	// answers once with Handler.Loaded.
+	Subscribe(room string)
+	// Unsubscribe stops bringing room's messages to this node.
+	Unsubscribe(room string)
+	// Run works until ctx is done, then releases the broker's connections.
+	Run(ctx context.Context) error
+	// Up reports whether the broker reaches every node: false while a
+	// cluster's broker is cut off, and each node serves its own members.
+	Up() bool
+	// Stats returns the broker's counters.
+	Stats() Stats
+	// Announce makes this node known to the others as name, reachable at
+	// url (its metrics listener).
+	Announce(name, url string)
+	// Nodes returns the nodes that announced themselves and are alive: name
+	// to URL, this one included.
+	Nodes(ctx context.Context) (map[string]string, error)
+}
+
+// Handler is the node side of a broker: its rooms. The broker calls it from
+// its own goroutines. *room.Hub implements it.
+type Handler interface {
+	// Loaded finishes loading a room: seq is its latest seq and tail its
+	// latest messages in seq order.
+	Loaded(room string, seq uint64, tail []Entry)
+	// Deliver brings a message the broker ordered to this node's members.
+	// Messages at or below the room's seq are duplicates and dropped.
+	Deliver(room string, seq uint64, payload []byte)
+	// PublishLocal gives a message the room's next seq on this node and
+	// delivers it to this node's members.
+	PublishLocal(p Publication)
+	// Seq returns the room's latest seq on this node, and whether the room
+	// is here and loaded.
+	Seq(room string) (uint64, bool)
+	// Skip moves the room's seq forward to seq without messages: the ones in
+	// between can no longer be had.
+	Skip(room string, seq uint64)
+}
+
+// Publication is a message on its way to its room, before it has a seq:
+// its JSON is Prefix + seq + Suffix (see protocol.AppendChatDraft).
+type Publication struct {
+	Room           string
+	Prefix, Suffix []byte
+	// Received is when the message was read (unix nanoseconds), for the
+	// processing time of a message delivered on the node that read it.
+	Received int64
+	// From is the event loop publishing on its own goroutine, or -1: a
+	// local delivery to that loop need not wake it.
+	From int
+}
+
+// Entry is a message as a broker holds it: its seq and its JSON.
+type Entry struct {
+	Seq     uint64
+	Payload []byte
+}
+
+// Stats counts a broker's traffic.
+type Stats struct {
+	Up          bool   // the broker reaches the other nodes
+	Published   uint64 // messages sent to the broker
+	Received    uint64 // messages received from the broker
+	Errors      uint64 // failed broker operations
+	Local       uint64 // messages published on this node only, the broker being unreachable
+	Gaps        uint64 // messages fetched from history because the channel missed them
+	Unrecovered uint64 // seqs skipped because the broker no longer had them
+	Rooms       int64  // rooms subscribed
+	Reconnects  uint64
+	LastError   string
+}

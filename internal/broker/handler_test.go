@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeRooms is a Handler that records what a broker asks of a node: it keeps
+// each room's seq and delivered messages the way room.Hub does (duplicates
+// dropped, local publishes numbered after the latest seq), and signals every
+// change so that tests wait on conditions, not on time.
+type fakeRooms struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	rooms   map[string]*fakeRoom
+	calls   []string
+}
+
+type fakeRoom struct {
+	loaded bool
+	seq    uint64
+	msgs   []Entry // delivered or published here, in order
+	tail   []Entry // what Loaded brought
+}
+
+func newFakeRooms() *fakeRooms {
+	return &fakeRooms{changed: make(chan struct{}), rooms: map[string]*fakeRoom{}}
+}
+
+// note records a call and wakes the waiters. Called with f.mu held.
+func (f *fakeRooms) note(call string) {
+	f.calls = append(f.calls, call)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// open creates the room as the hub does before asking the broker for it.
+func (f *fakeRooms) open(name string) {
+	f.mu.Lock()
+	f.rooms[name] = &fakeRoom{}
+	f.mu.Unlock()
+}
+
+func (f *fakeRooms) Loaded(name string, seq uint64, tail []Entry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil || r.loaded {
+		return
+	}
+	r.loaded, r.tail = true, tail
+	r.seq = seq
+	for _, e := range tail {
+		r.seq = max(r.seq, e.Seq)
+	}
+	f.note(fmt.Sprintf("loaded %s %d", name, r.seq))
+}
+
+func (f *fakeRooms) Deliver(name string, seq uint64, payload []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil || !r.loaded || seq <= r.seq {
+		return
+	}
+	r.seq = seq
+	r.msgs = append(r.msgs, Entry{seq, payload})
+	f.note(fmt.Sprintf("deliver %s %d", name, seq))
+}
+
+func (f *fakeRooms) PublishLocal(p Publication) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[p.Room]
+	if r == nil {
+		return
+	}
+	r.seq++
+	payload := string(p.Prefix) + strconv.FormatUint(r.seq, 10) + string(p.Suffix)
+	r.msgs = append(r.msgs, Entry{r.seq, []byte(payload)})
+	f.note(fmt.Sprintf("local %s %d", p.Room, r.seq))
+}
+
+func (f *fakeRooms) Seq(name string) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil {
+		return 0, false
+	}
+	return r.seq, r.loaded
+}
+
+func (f *fakeRooms) Skip(name string, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.rooms[name]; r != nil && r.loaded && seq > r.seq {
+		r.seq = seq
+		f.note(fmt.Sprintf("skip %s %d", name, seq))
+	}
+}
+
+// waitFor waits until cond (called with f.mu held) holds, or fails the test
+// after timeout.
+func (f *fakeRooms) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		f.mu.Lock()
+		ok, ch := cond(), f.changed
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("waiting for %s: calls so far %q", what, f.calls)
+		}
+	}
+}
+
+// payloads returns the room's messages as "seq:payload".
+func (f *fakeRooms) payloads(name string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	if r := f.rooms[name]; r != nil {
+		for _, m := range r.msgs {
+			out = append(out, fmt.Sprintf("%d:%s", m.Seq, m.Payload))
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Memory is the broker of a single node: a message is ordered, stored and
+// delivered by the node's rooms the moment it is published, with no copy
+// and no goroutine in between.
+type Memory struct {
+	h     Handler
+	rooms atomic.Int64
+
+	mu   sync.Mutex
+	self [2]string // announced name and URL
+}
+
+var _ Broker = (*Memory)(nil)
+
+// NewMemory returns the broker of a single node whose rooms are h.
+func NewMemory(h Handler) *Memory { return &Memory{h: h} }
+
+// Publish implements Broker: the room orders and delivers the message
+// before Publish returns.
+func (m *Memory) Publish(p Publication) { m.h.PublishLocal(p) }
+
+// Subscribe implements Broker: a room of a single node starts empty.
+func (m *Memory) Subscribe(room string) {
+	m.rooms.Add(1)
+	m.h.Loaded(room, 0, nil)
+}
+
+// Unsubscribe implements Broker.
+func (m *Memory) Unsubscribe(string) { m.rooms.Add(-1) }
+
+// Run implements Broker: it waits for ctx.
+func (m *Memory) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Up implements Broker: a single node is never cut off.
+func (m *Memory) Up() bool { return true }
+
+// Stats implements Broker. Messages published are not counted: no broker
+// carries them (and a shared counter would cost every message a contended
+// atomic add); the server counts them.
+func (m *Memory) Stats() Stats { return Stats{Up: true, Rooms: m.rooms.Load()} }
+
+// Announce implements Broker.
+func (m *Memory) Announce(name, url string) {
+	m.mu.Lock()
+	m.self = [2]string{name, url}
+	m.mu.Unlock()
+}
+
+// Nodes implements Broker: this node alone, once announced.
+func (m *Memory) Nodes(context.Context) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.self[0] == "" {
+		return map[string]string{}, nil
+	}
+	return map[string]string{m.self[0]: m.self[1]}, nil
+}

@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// announceTTL is how long a node's announcement lives without a refresh.
+const announceTTL = 10 * time.Second
+
+// Announce implements Broker: it makes this node known to the others as name, reachable at url
+// (its metrics listener), refreshed every few seconds while Run runs.
+func (b *Redis) Announce(name, url string) {
+	b.announceMu.Lock()
+	b.self = [2]string{name, url}
+	b.announceMu.Unlock()
+	signal(b.announceWake)
+}
+
+func (b *Redis) nodesKey() string { return b.cfg.Prefix + ":nodes" }
+
+// announceLoop refreshes this node's announcement.
+func (b *Redis) announceLoop(ctx context.Context) {
+	t := time.NewTicker(announceTTL / 3)
+	defer t.Stop()
+	for {
+		b.announceMu.Lock()
+		self := b.self
+		b.announceMu.Unlock()
+		if self[0] != "" && b.up.Load() {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			exp := strconv.FormatInt(time.Now().Add(announceTTL).Unix(), 10)
+			if err := b.rdb.HSet(c, b.nodesKey(), self[0], exp+" "+self[1]).Err(); err != nil && ctx.Err() == nil {
+				b.fail("announce", err)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.announceWake:
+		}
+	}
+}
+
+// Nodes implements Broker: it returns the announced nodes whose announcement is alive: name to
+// URL, this node included. Stale announcements are removed.
+func (b *Redis) Nodes(ctx context.Context) (map[string]string, error) {
+	all, err := b.rdb.HGetAll(ctx, b.nodesKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read cluster nodes: %w", err)
+	}
+	now := time.Now().Unix()
+	nodes := make(map[string]string, len(all))
+	var stale []string
+	for name, v := range all {
+		exp, url, ok := strings.Cut(v, " ")
+		t, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || t < now {
+			stale = append(stale, name)
+			continue
+		}
+		nodes[name] = url
+	}
+	if len(stale) > 0 {
+		_ = b.rdb.HDel(ctx, b.nodesKey(), stale...).Err() // best effort: readers skip stale entries anyway
+	}
+	return nodes, nil
+}

@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+func (b *Redis) fail(op string, err error) {
+	b.errs.Add(1)
+	msg := op + ": " + err.Error()
+	b.lastErr.Store(&msg)
+	if b.up.CompareAndSwap(true, false) {
+		b.downSince.Store(time.Now().UnixNano())
+		b.log.Warn("redis unreachable: serving local members only", "op", op, "err", err)
+		signal(b.upWake)
+	}
+}
+
+func (b *Redis) checkUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		b.fail("ping", err)
+		return false
+	}
+	if err := publishScript.Load(ctx, b.rdb).Err(); err != nil {
+		b.fail("load script", err)
+		return false
+	}
+	return true
+}
+
+// healthLoop waits for Redis to come back after a failure, with backoff,
+// then brings every room up to date.
+func (b *Redis) healthLoop(ctx context.Context) {
+	backoff := newBackoff()
+	for {
+		if b.up.Load() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.upWake:
+				continue
+			}
+		}
+		if !backoff.sleep(ctx) {
+			return
+		}
+		if !b.checkUp(ctx) {
+			continue
+		}
+		backoff.reset()
+		b.reconnects.Add(1)
+		b.up.Store(true)
+		b.log.Info("redis reachable again: resuming cross-node delivery",
+			"after", time.Duration(time.Now().UnixNano()-b.downSince.Load()).Round(time.Millisecond))
+		b.subMu.Lock()
+		names := make([]string, 0, len(b.rooms))
+		for name := range b.rooms {
+			names = append(names, name)
+		}
+		b.subMu.Unlock()
+		for _, name := range names {
+			b.catchUp(ctx, name)
+		}
+	}
+}
+
+// backoff is an exponential backoff with full jitter, 50 ms to 5 s.
+type backoff struct{ next time.Duration }
+
+func newBackoff() backoff { return backoff{next: 50 * time.Millisecond} }
+
+func (b *backoff) reset() { b.next = 50 * time.Millisecond }
+
+// sleep waits for the next attempt and reports whether ctx is still live.
+func (b *backoff) sleep(ctx context.Context) bool {
+	d := time.Duration(rand.Int64N(int64(b.next))) + b.next/2
+	b.next = min(b.next*2, 5*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

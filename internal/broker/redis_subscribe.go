@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Subscribe implements Broker.
+func (b *Redis) Subscribe(room string) { b.queueSub(subCmd{room: room, subscribe: true}) }
+
+// Unsubscribe implements Broker.
+func (b *Redis) Unsubscribe(room string) { b.queueSub(subCmd{room: room}) }
+
+func (b *Redis) queueSub(c subCmd) {
+	b.subMu.Lock()
+	b.subCmds = append(b.subCmds, c)
+	b.subMu.Unlock()
+	signal(b.subWake)
+}
+
+// receiveLoop reads the subscribed channels and delivers their messages, in
+// order, filling any gap from the room's history stream.
+func (b *Redis) receiveLoop(ctx context.Context) {
+	reconnected := false
+	backoff := newBackoff()
+	for ctx.Err() == nil {
+		msg, err := b.ps.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			b.fail("receive", err)
+			reconnected = true
+			backoff.sleep(ctx)
+			continue
+		}
+		backoff.reset()
+		switch m := msg.(type) {
+		case *redis.Message:
+			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			name := b.roomOf(m.Channel)
+			b.subMu.Lock()
+			st := b.rooms[name]
+			b.subMu.Unlock()
+			if st != nil {
+				select {
+				case <-st.confirmed:
+					if reconnected { // resubscribed after a broken connection
+						b.catchUp(ctx, name)
+					}
+				default:
+					close(st.confirmed)
+				}
+			}
+		}
+	}
+}
+
+func (b *Redis) onMessage(ctx context.Context, name, payload string) {
+	sp := strings.IndexByte(payload, ' ')
+	if sp < 0 {
+		b.errs.Add(1)
+		return
+	}
+	seq, err := strconv.ParseUint(payload[:sp], 10, 64)
+	if err != nil {
+		b.errs.Add(1)
+		return
+	}
+	b.received.Add(1)
+	b.fillMu.Lock()
+	defer b.fillMu.Unlock()
+	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 {
+		b.fill(ctx, name, cur, seq-1)
+	}
+	b.h.Deliver(name, seq, []byte(payload[sp+1:]))
+}
+
+// fill delivers the messages after seq from through to, from the room's
+// history stream; those no longer there are skipped and counted. The caller
+// holds fillMu.
+func (b *Redis) fill(ctx context.Context, name string, from, to uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	entries, err := b.rdb.XRange(ctx, b.historyKey(name), strconv.FormatUint(from+1, 10)+"-0", strconv.FormatUint(to, 10)+"-1").Result()
+	if err != nil {
+		b.fail("fetch history", err)
+	}
+	for _, e := range entries {
+		seq, payload, ok := entry(e)
+		if ok {
+			b.gaps.Add(1)
+			b.h.Deliver(name, seq, []byte(payload))
+		}
+	}
+	if cur, _ := b.h.Seq(name); cur < to {
+		b.lost.Add(to - cur)
+		b.h.Skip(name, to)
+	}
+}
+
+// catchUp brings a room up to Redis after a broken subscription.
+func (b *Redis) catchUp(ctx context.Context, name string) {
+	b.fillMu.Lock()
+	defer b.fillMu.Unlock()
+	cur, loaded := b.h.Seq(name)
+	if !loaded {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	seq, err := raiseScript.Run(c, b.rdb, []string{b.seqKey(name)}, cur, int(b.cfg.TTL/time.Second)).Uint64()
+	cancel()
+	if err != nil {
+		b.fail("catch up", err)
+		return
+	}
+	b.subMu.Lock()
+	st := b.rooms[name]
+	unsynced := st != nil && st.unsynced
+	if st != nil {
+		st.unsynced = false
+	}
+	b.subMu.Unlock()
+	switch {
+	case seq <= cur:
+	case unsynced:
+		// Loaded while Redis was down: what Redis holds predates every local
+		// member, who saw other seqs meanwhile. Continue above it.
+		b.h.Skip(name, seq)
+	default:
+		b.fill(ctx, name, cur, seq)
+	}
+}
+
+func entry(e redis.XMessage) (uint64, string, bool) {
+	i := strings.IndexByte(e.ID, '-')
+	if i < 0 {
+		return 0, "", false
+	}
+	seq, err := strconv.ParseUint(e.ID[:i], 10, 64)
+	p, ok := e.Values["m"].(string)
+	return seq, p, err == nil && ok
+}
+
+// subscribeLoop subscribes and unsubscribes rooms in batches, and loads
+// each newly subscribed room's seq and history tail.
+func (b *Redis) subscribeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.subWake:
+		}
+		b.subMu.Lock()
+		cmds := b.subCmds
+		b.subCmds = nil
+		b.subMu.Unlock()
+		var subs, unsubs []string
+		newRooms := map[string]*roomState{}
+		for _, c := range cmds {
+			ch := b.channel(c.room)
+			if c.subscribe {
+				st := &roomState{confirmed: make(chan struct{})}
+				newRooms[c.room] = st
+				b.subMu.Lock()
+				b.rooms[c.room] = st
+				b.subMu.Unlock()
+				subs = append(subs, ch)
+				continue
+			}
+			delete(newRooms, c.room)
+			b.subMu.Lock()
+			delete(b.rooms, c.room)
+			b.subMu.Unlock()
+			unsubs = append(unsubs, ch)
+		}
+		if len(unsubs) > 0 {
+			if err := b.ps.Unsubscribe(ctx, unsubs...); err != nil && ctx.Err() == nil {
+				b.fail("unsubscribe", err)
+			}
+		}
+		if len(subs) > 0 {
+			if err := b.ps.Subscribe(ctx, subs...); err != nil && ctx.Err() == nil {
+				b.fail("subscribe", err)
+			}
+			b.load(ctx, newRooms)
+		}
+	}
+}
+
+// load waits for the subscriptions of rooms to be confirmed (so no message
+// falls between the history read and the channel), then reads each room's
+// seq and history tail in one pipeline. Without Redis, rooms load empty and
+// unsynced, and serve their local members.
+func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
+	ok := b.up.Load()
+	if ok {
+		timeout := time.After(2 * time.Second)
+	wait:
+		for _, st := range rooms {
+			select {
+			case <-st.confirmed:
+			case <-timeout:
+				ok = false
+				break wait
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	type read struct {
+		seq  *redis.StringCmd
+		tail *redis.XMessageSliceCmd
+	}
+	reads := map[string]read{}
+	if ok {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+			for name := range rooms {
+				r := read{seq: p.Get(c, b.seqKey(name))}
+				if b.cfg.History > 0 {
+					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(b.cfg.History))
+				}
+				reads[name] = r
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			b.fail("load rooms", err)
+			ok = false
+		}
+	}
+	for name, st := range rooms {
+		if !ok {
+			b.subMu.Lock()
+			st.unsynced = true
+			b.subMu.Unlock()
+			b.h.Loaded(name, 0, nil)
+			continue
+		}
+		r := reads[name]
+		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
+		var tail []Entry
+		if r.tail != nil {
+			msgs := r.tail.Val()
+			for i := len(msgs) - 1; i >= 0; i-- {
+				if s, p, ok := entry(msgs[i]); ok {
+					tail = append(tail, Entry{Seq: s, Payload: []byte(p)})
+				}
+			}
+		}
+		b.h.Loaded(name, seq, tail)
+	}
+}

@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/redistest"
+)
+
+// node is one broker with its fake rooms, running until the test ends.
+type node struct {
+	b *Redis
+	h *fakeRooms
+}
+
+func startNode(t *testing.T, url string, history int) *node {
+	t.Helper()
+	h := newFakeRooms()
+	b, err := NewRedis(Config{URL: url, History: history, TTL: time.Hour}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return &node{b: b, h: h}
+}
+
+// join opens room on the node and waits until the broker loaded it.
+func (n *node) join(t *testing.T, room string) {
+	t.Helper()
+	n.h.open(room)
+	n.b.Subscribe(room)
+	n.h.waitFor(t, 10*time.Second, "room "+room+" to load", func() bool { return n.h.rooms[room].loaded })
+}
+
+func (n *node) publish(room, text string) {
+	n.b.Publish(Publication{Room: room, Prefix: []byte(text + "#"), From: 3})
+}
+
+// hasSeq waits until the node's room reached seq.
+func (n *node) hasSeq(t *testing.T, room string, seq uint64) {
+	t.Helper()
+	n.h.waitFor(t, 10*time.Second, fmt.Sprintf("%s to reach seq %d", room, seq), func() bool { return n.h.rooms[room].seq >= seq })
+}
+
+func TestRedisOneOrderOnEveryNode(t *testing.T) {
+	rs := redistest.Start(t)
+	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	b.join(t, "r")
+	for i := range 3 {
+		a.publish("r", fmt.Sprintf("a%d", i))
+		b.publish("r", fmt.Sprintf("b%d", i))
+	}
+	a.hasSeq(t, "r", 6)
+	b.hasSeq(t, "r", 6)
+	pa, pb := a.h.payloads("r"), b.h.payloads("r")
+	if !slices.Equal(pa, pb) || len(pa) != 6 {
+		t.Fatalf("the nodes disagree:\n a %q\n b %q", pa, pb)
+	}
+	for i, p := range pa {
+		if want := fmt.Sprintf("%d:", i+1); p[:len(want)] != want {
+			t.Errorf("message %d is %q: seqs must be 1..6 in order", i, p)
+		}
+	}
+	if s := a.b.Stats(); s.Published != 6/2 || s.Received != 6 || s.Rooms != 1 || !s.Up {
+		t.Errorf("node a stats %+v", s)
+	}
+}
+
+func TestRedisLoadsSeqAndHistory(t *testing.T) {
+	rs := redistest.Start(t)
+	a := startNode(t, rs.URL(), 3)
+	a.join(t, "r")
+	for i := range 5 {
+		a.publish("r", fmt.Sprintf("m%d", i+1))
+	}
+	a.hasSeq(t, "r", 5)
+	b := startNode(t, rs.URL(), 3)
+	b.join(t, "r")
+	b.h.mu.Lock()
+	seq, tail := b.h.rooms["r"].seq, b.h.rooms["r"].tail
+	b.h.mu.Unlock()
+	var got []string
+	for _, e := range tail {
+		got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Payload))
+	}
+	want := []string{"3:m3#3", "4:m4#4", "5:m5#5"}
+	if seq != 5 || !slices.Equal(got, want) {
+		t.Errorf("loaded seq %d tail %q, want 5 and %q (the last 3, oldest first)", seq, got, want)
+	}
+}
+
+func TestRedisUnsubscribeStopsDelivery(t *testing.T) {
+	rs := redistest.Start(t)
+	a, b := startNode(t, rs.URL(), 10), startNode(t, rs.URL(), 10)
+	for _, n := range []*node{a, b} {
+		n.join(t, "r")
+		n.join(t, "s")
+	}
+	b.b.Unsubscribe("r")
+	// Wait until the unsubscription took effect at Redis: then b's channel
+	// count falls to one.
+	eventually(t, 10*time.Second, "the unsubscription", func() bool {
+		n, err := b.b.rdb.PubSubNumSub(context.Background(), b.b.channel("r")).Result()
+		return err == nil && n[b.b.channel("r")] == 1
+	})
+	a.publish("r", "gone")
+	a.publish("s", "here")
+	b.hasSeq(t, "s", 1) // one subscriber connection: r's message would have come first
+	if got := b.h.payloads("r"); len(got) != 0 {
+		t.Errorf("b got %q of a room it left", got)
+	}
+}
+
+func TestRedisOutageServesLocalMembersThenRecovers(t *testing.T) {
+	rs := redistest.Start(t)
+	a := startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	a.publish("r", "before")
+	a.hasSeq(t, "r", 1)
+
+	rs.Stop()
+	// The first publish after the outage may be the one that discovers it:
+	// either way, it must reach the local members.
+	a.publish("r", "during1")
+	a.hasSeq(t, "r", 2)
+	eventually(t, 10*time.Second, "the broker to notice the outage", func() bool { return !a.b.Up() })
+	a.publish("r", "during2")
+	a.hasSeq(t, "r", 3)
+	if s := a.b.Stats(); s.Local == 0 || s.Errors == 0 || s.LastError == "" {
+		t.Errorf("stats during the outage %+v", s)
+	}
+
+	rs.Restart()
+	eventually(t, 30*time.Second, "the broker to reconnect", func() bool { return a.b.Up() })
+	// The node raised the room's counter above its local seqs: the next
+	// message continues after them, never reusing one.
+	a.publish("r", "after")
+	a.hasSeq(t, "r", 4)
+	got := a.h.payloads("r")
+	if len(got) != 4 || got[3] != "4:after#4" {
+		t.Errorf("messages %q, want the fourth to be 4:after#4", got)
+	}
+	if s := a.b.Stats(); s.Reconnects == 0 {
+		t.Errorf("stats after recovery %+v", s)
+	}
+}
+
+func TestRedisAnnounce(t *testing.T) {
+	rs := redistest.Start(t)
+	a, b := startNode(t, rs.URL(), 0), startNode(t, rs.URL(), 0)
+	a.b.Announce("a", "http://127.0.0.1:9001")
+	b.b.Announce("b", "http://127.0.0.1:9002")
+	eventually(t, 10*time.Second, "both announcements", func() bool {
+		nodes, err := b.b.Nodes(context.Background())
+		return err == nil && len(nodes) == 2 && nodes["a"] == "http://127.0.0.1:9001" && nodes["b"] == "http://127.0.0.1:9002"
+	})
+}
+
+func TestNewRedisRejectsABadURL(t *testing.T) {
+	if _, err := NewRedis(Config{URL: "http://127.0.0.1:1"}, newFakeRooms()); err == nil {
+		t.Error("an http URL was accepted")
+	}
+}
+
+// eventually polls cond, for conditions outside the fake rooms (Redis's own
+// state, the broker's health) that send no signal.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: timed out after %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
