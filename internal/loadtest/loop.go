@@ -83,7 +83,7 @@ type client struct {
 	key     string // Sec-WebSocket-Key while the handshake is in flight
 	pend    []byte // start of an incomplete frame
 	out     []byte // bytes the socket did not take yet
-	frag    []byte // a fragmented message being assembled
+	rd      ws.Reader // holds a fragmented message being assembled
 }
 
 // loopStep is a loop's share of one step. Owned by the loop goroutine
@@ -725,7 +725,8 @@ func (l *loop) closeFD(c *client) {
 	if c.pend != nil {
 		l.putBuf(c.pend)
 	}
-	c.pend, c.out, c.frag, c.key = nil, nil, nil, ""
+	c.pend, c.out, c.key = nil, nil, ""
+	c.rd.Reset()
 	switch c.state {
 	case csClosing:
 		c.state = csClosed
@@ -883,59 +884,23 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		}
 	}
 	for used < len(buf) {
-		h, hn, err := ws.ParseHeader(buf[used:])
-		if err == nil {
-			err = h.Validate(false)
-		}
+		f, n, need, err := c.rd.Next(buf[used:], ws.ClientSide, maxFrame)
 		if err != nil {
-			l.protocolError(c, ws.CloseProtocolError, err.Error())
+			l.protocolError(c, ws.CodeOf(err), err.Error())
 			return used, 0, false
 		}
-		if hn == 0 {
-			return used, 0, true
+		if n == 0 {
+			return used, need, true
 		}
-		if h.Length > maxFrame {
-			l.protocolError(c, ws.CloseMessageTooBig, "a frame larger than 64 MiB")
-			return used, 0, false
-		}
-		total := hn + int(h.Length)
-		if len(buf)-used < total {
-			return used, total, true
-		}
-		payload := buf[used+hn : used+total]
-		used += total
-		switch h.OpCode {
+		used += n
+		switch f.OpCode {
 		case ws.OpText, ws.OpBinary:
-			if c.frag != nil {
-				l.protocolError(c, ws.CloseProtocolError, "a new message inside a fragmented one")
-				return used, 0, false
-			}
-			if !h.Fin {
-				c.frag = append(make([]byte, 0, 2*len(payload)+64), payload...)
-				continue
-			}
-			l.onMessage(c, payload, now)
-		case ws.OpContinuation:
-			if c.frag == nil {
-				l.protocolError(c, ws.CloseProtocolError, "a continuation without a message")
-				return used, 0, false
-			}
-			if len(c.frag)+len(payload) > maxFrame {
-				l.protocolError(c, ws.CloseMessageTooBig, "a message larger than 64 MiB")
-				return used, 0, false
-			}
-			c.frag = append(c.frag, payload...)
-			if h.Fin {
-				msg := c.frag
-				c.frag = nil
-				l.onMessage(c, msg, now)
-			}
+			l.onMessage(c, f.Payload, now)
 		case ws.OpPing:
 			var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
-			l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpPong, true, payload, l.maskKey()))
-		case ws.OpPong:
+			l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpPong, true, f.Payload, l.maskKey()))
 		case ws.OpClose:
-			l.onClose(c, payload)
+			l.onClose(c, f.Payload)
 			return used, 0, false
 		}
 		if c.fd < 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/ws"
 )
 
 const shardCount = 256 // spreads room lookups so that joins do not contend on one lock
@@ -202,7 +203,7 @@ func (h *Hub) Loaded(name string, seq uint64, tail []broker.Entry) {
 	}
 	for _, e := range tail {
 		if e.Seq > r.seq {
-			r.appendLocked(e.Seq, textFrame(e.Payload), 0, -1)
+			r.appendLocked(e.Seq, ws.TextFrame(e.Payload), 0, -1)
 		}
 	}
 	r.seq = max(r.seq, seq)
@@ -231,7 +232,7 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 	if r == nil {
 		return
 	}
-	frame := textFrame(payload)
+	frame := ws.TextFrame(payload)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {

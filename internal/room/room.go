@@ -89,12 +89,6 @@ func buildFrame(prefix []byte, seq uint64, suffix []byte) []byte {
 	return append(frame, suffix...)
 }
 
-// textFrame returns a new text frame holding payload.
-func textFrame(payload []byte) []byte {
-	frame := make([]byte, 0, ws.HeaderSize(len(payload), false)+len(payload))
-	return ws.AppendFrame(frame, ws.OpText, true, payload)
-}
-
 // appendLocked makes seq the room's latest message: history, then every
 // loop with members. Pushing under the room's lock is what gives every
 // member the room's messages in one order. received is when the message

@@ -29,13 +29,14 @@ type membership struct {
 }
 
 // conn is one WebSocket connection. Only its loop's goroutine touches it.
-// An idle connection holds no buffer: pending, msg and out are nil.
+// An idle connection holds no buffer: pending, rd's fragments and out are
+// nil.
 type conn struct {
 	fd   int
 	loop *loop
 
-	pending []byte // a frame cut short by the last read
-	msg     []byte // fragments of a message in progress
+	pending []byte    // a frame cut short by the last read
+	rd      ws.Reader // holds the fragments of a message in progress
 
 	out      [][]byte // frames to write, shared with other members and the history
 	outHead  int      // out[:outHead] are written
@@ -66,17 +67,15 @@ type conn struct {
 	// Small fields together, so that the struct has no padding between them.
 	closeCode   ws.StatusCode
 	state       connState
-	msgOp       ws.OpCode // opcode of the message in progress
-	inMsg       bool      // a fragmented message is in progress
-	pinged      bool      // a ping is out since lastRead
-	dirty       bool      // in loop.dirty
-	wantWrite   bool      // registered for writability
-	closeQueued bool      // our close frame is in out
-	peerClosed  bool      // the peer's close frame arrived
-	failed      bool      // the input is no longer framed: close after our close frame
-	echo        bool      // /echo: messages come back, no rooms
-	gotFrame    bool      // the client has sent a frame
-	limitRooms  bool      // the token limits the rooms
+	pinged      bool // a ping is out since lastRead
+	dirty       bool // in loop.dirty
+	wantWrite   bool // registered for writability
+	closeQueued bool // our close frame is in out
+	peerClosed  bool // the peer's close frame arrived
+	failed      bool // the input is no longer framed: close after our close frame
+	echo        bool // /echo: messages come back, no rooms
+	gotFrame    bool // the client has sent a frame
+	limitRooms  bool // the token limits the rooms
 	ipCounted   bool
 }
 
@@ -105,70 +104,44 @@ func (c *conn) process(data []byte) int {
 	if c.failed {
 		return len(data) // the stream is no longer framed: ignore the rest
 	}
-	maxSize := int64(c.loop.srv.cfg.MaxMessageSize)
+	limit := int64(c.loop.srv.cfg.MaxMessageSize)
 	off := 0
 	for off < len(data) && c.state != stateClosed {
-		h, hn, err := ws.ParseHeader(data[off:])
-		if err == nil && hn > 0 {
-			err = h.Validate(true)
-		}
+		f, n, _, err := c.rd.Next(data[off:], ws.ServerSide, limit)
 		if err != nil {
-			c.loop.stats.dropped[DropInvalid].Add(1)
-			c.fail(ws.CloseProtocolError, err.Error())
+			code := ws.CodeOf(err)
+			if code == ws.CloseMessageTooBig {
+				c.loop.stats.dropped[DropTooBig].Add(1)
+			} else {
+				c.loop.stats.dropped[DropInvalid].Add(1)
+			}
+			c.fail(code, err.Error())
 			return len(data)
 		}
-		if hn == 0 {
+		if n == 0 {
 			break
 		}
-		if !h.OpCode.IsControl() && h.Length+int64(len(c.msg)) > maxSize {
-			c.loop.stats.dropped[DropTooBig].Add(1)
-			c.fail(ws.CloseMessageTooBig, "message too big")
-			return len(data)
+		off += n
+		c.gotFrame = true
+		if f.OpCode != 0 {
+			c.onFrame(f)
 		}
-		if int64(len(data)-off-hn) < h.Length {
-			break
-		}
-		payload := data[off+hn : off+hn+int(h.Length)]
-		ws.Mask(payload, h.Mask, 0)
-		off += hn + int(h.Length)
-		c.onFrame(h, payload)
 	}
 	return off
 }
 
-func (c *conn) onFrame(h ws.Header, payload []byte) {
-	c.gotFrame = true
-	switch h.OpCode {
+// onFrame handles a whole message or a control frame.
+func (c *conn) onFrame(f ws.Frame) {
+	switch f.OpCode {
 	case ws.OpText, ws.OpBinary:
-		if c.inMsg {
-			c.closeWith(ws.CloseProtocolError, "new message inside a fragmented one")
-			return
-		}
-		if h.OpCode == ws.OpBinary && !c.echo {
+		if f.OpCode == ws.OpBinary && !c.echo {
 			c.loop.stats.dropped[DropInvalid].Add(1)
 			c.closeWith(ws.CloseUnsupportedData, "binary frames are not supported")
 			return
 		}
-		if h.Fin {
-			c.onMessage(h.OpCode, payload)
-			return
-		}
-		c.inMsg = true
-		c.msgOp = h.OpCode
-		c.msg = append(make([]byte, 0, len(payload)), payload...)
-	case ws.OpContinuation:
-		if !c.inMsg {
-			c.closeWith(ws.CloseProtocolError, "continuation without a message")
-			return
-		}
-		c.msg = append(c.msg, payload...)
-		if h.Fin {
-			msg := c.msg
-			c.msg, c.inMsg = nil, false
-			c.onMessage(c.msgOp, msg)
-		}
+		c.onMessage(f.OpCode, f.Payload)
 	case ws.OpClose:
-		code, _, err := ws.ParseClosePayload(payload)
+		code, _, err := ws.ParseClosePayload(f.Payload)
 		if err != nil {
 			c.closeWith(ws.CloseProtocolError, err.Error())
 			return
@@ -187,7 +160,7 @@ func (c *conn) onFrame(h ws.Header, payload []byte) {
 		}
 	case ws.OpPing:
 		if c.state == stateOpen {
-			c.enqueueOwn(ws.AppendFrame(make([]byte, 0, 2+len(payload)), ws.OpPong, true, payload))
+			c.enqueueOwn(ws.AppendFrame(make([]byte, 0, 2+len(f.Payload)), ws.OpPong, true, f.Payload))
 		}
 	case ws.OpPong:
 		// lastRead, set by every read, is all a pong is for.
@@ -264,12 +237,6 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
 	r.Publish(l.enc, seqAt, l.nowNano, l.id)
-}
-
-// frameOf returns a new unmasked text frame holding payload.
-func frameOf(payload []byte) []byte {
-	frame := make([]byte, 0, ws.HeaderSize(len(payload), false)+len(payload))
-	return ws.AppendFrame(frame, ws.OpText, true, payload)
 }
 
 // allow takes a token from the rate limiter, refilling both buckets first.
@@ -423,7 +390,7 @@ func (c *conn) sendError(code, message string, f *protocol.Frame) {
 // connection alone.
 func (c *conn) enqueueOwnJSON(payload []byte) {
 	c.loop.enc = payload[:0]
-	c.enqueueOwn(frameOf(payload))
+	c.enqueueOwn(ws.TextFrame(payload))
 }
 
 // enqueueOwn queues a frame meant for this connection alone (answers and
@@ -502,7 +469,7 @@ func (c *conn) fail(code ws.StatusCode, reason string) {
 func (c *conn) finishClosing(reason string) {
 	l := c.loop
 	c.leaveAll()
-	c.msg, c.inMsg = nil, false
+	c.rd.Reset()
 	c.push(ws.AppendCloseFrame(nil, c.closeCode, reason))
 	c.closeQueued = true
 	c.deadline = l.nowNano + int64(l.closeTimeout)

@@ -312,7 +312,7 @@ func (l *loop) consume(c *conn, data []byte) {
 		// data lives in readBuf, never in c.pending, so c.pending can be reused.
 		c.pending = append(c.pending[:0], data[n:]...)
 	}
-	partial := c.pending != nil || c.inMsg
+	partial := c.pending != nil || c.rd.Pending()
 	switch {
 	case c.state != stateOpen:
 	case partial && c.partialSince == 0:
@@ -499,7 +499,8 @@ func (l *loop) closeFD(c *conn) {
 		l.srv.log.Debug("close socket", "err", err)
 	}
 	clear(c.out)
-	c.out, c.pending, c.msg = nil, nil, nil
+	c.out, c.pending = nil, nil
+	c.rd.Reset()
 	l.srv.conns.Add(-1)
 	if c.ipCounted {
 		l.srv.ips.release(c.ip)

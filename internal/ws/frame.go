@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strconv"
 )
 
 // OpCode is the 4-bit frame opcode.
@@ -25,6 +26,25 @@ const (
 	OpPing         OpCode = 0x9
 	OpPong         OpCode = 0xA
 )
+
+// String returns the opcode's name in RFC 6455, or its number.
+func (o OpCode) String() string {
+	switch o {
+	case OpContinuation:
+		return "continuation"
+	case OpText:
+		return "text"
+	case OpBinary:
+		return "binary"
+	case OpClose:
+		return "close"
+	case OpPing:
+		return "ping"
+	case OpPong:
+		return "pong"
+	}
+	return "0x" + strconv.FormatUint(uint64(o), 16)
+}
 
 // IsControl reports whether o is a control opcode (close, ping, pong or a
 // reserved control opcode).
@@ -213,4 +233,11 @@ func Mask(b []byte, key [4]byte, pos int) int {
 		b[i] ^= k[i&3]
 	}
 	return pos + len(b)
+}
+
+// TextFrame returns a new unmasked text frame holding payload, in a buffer
+// of exactly its size: frames outlive the call in queues and histories.
+func TextFrame(payload []byte) []byte {
+	frame := make([]byte, 0, HeaderSize(len(payload), false)+len(payload))
+	return AppendFrame(frame, OpText, true, payload)
 }
