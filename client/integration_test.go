@@ -13,7 +13,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/scalechat/scalechat/internal/server"
-	"github.com/scalechat/scalechat/internal/servertest"
+	"github.com/scalechat/scalechat/internal/server/servertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // fast reconnects keep the tests short; jitter stays on.
@@ -264,7 +265,7 @@ func TestDialErrors(t *testing.T) {
 // it gets every message of both its rooms once, in order.
 func TestReconnectAfterDropMissesNothing(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	proxy := servertest.NewProxy(t, srv.Addr())
+	proxy := testsupport.NewProxy(t, srv.Addr())
 	reader := dial(t, proxy.URL("/ws"), "main", "reader")
 	connected(t, reader)
 	if err := reader.Join(ctx(t), "side"); err != nil {
@@ -347,7 +348,7 @@ func TestUnconfirmedMessagesAreDeliveredOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := servertest.Start(t, nil)
-			proxy := servertest.NewProxy(t, srv.Addr())
+			proxy := testsupport.NewProxy(t, srv.Addr())
 			alice := dial(t, proxy.URL("/ws"), "r", "alice")
 			connected(t, alice)
 			watcher := dial(t, srv.URL("/ws"), "r", "watcher")
@@ -500,7 +501,7 @@ func TestCloseWhileReconnecting(t *testing.T) {
 // what it missed in both, and nothing of the room it left.
 func TestRoomsSurviveReconnect(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	proxy := servertest.NewProxy(t, srv.Addr())
+	proxy := testsupport.NewProxy(t, srv.Addr())
 	c := dial(t, proxy.URL("/ws"), "first", "c")
 	connected(t, c)
 	for _, r := range []string{"b", "a"} {

@@ -5,7 +5,6 @@ package deploy_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,15 +14,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/clustertest"
+	"github.com/scalechat/scalechat/internal/procstat"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // TestClusterScript runs scripts/cluster.sh up, uses the cluster through
 // the printed HAProxy URL, and checks that down stops every process up
 // started.
 func TestClusterScript(t *testing.T) {
-	clustertest.Need(t, "redis-server", "redis-server")
-	clustertest.Need(t, "haproxy", "haproxy")
+	testsupport.Need(t, "redis-server", "redis-server")
+	testsupport.Need(t, "haproxy", "haproxy")
 	script := repoFile(t, "scripts/cluster.sh")
 	dir := t.TempDir()
 	run := func(args ...string) (string, error) {
@@ -60,7 +60,7 @@ func TestClusterScript(t *testing.T) {
 	}
 
 	// A message through HAProxy, and its echo.
-	conn, err := clustertest.Dial(context.Background(), env["LB_WS"]+"/script")
+	conn, err := testsupport.DialWS(context.Background(), env["LB_WS"]+"/script")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,8 @@ func running(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndex(s, ") ")
-	return i < 0 || !strings.HasPrefix(s[i+2:], "Z")
+	st, err := procstat.Read(pid)
+	return err == nil && st.State != 'Z'
 }
 
 func readEnvFile(t *testing.T, path string) map[string]string {

@@ -21,7 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/scalechat/scalechat/internal/clustertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // pendingEnv are variables the deployment files set for flags being added
@@ -113,11 +113,11 @@ func probeNode(t *testing.T, where string, env map[string]string, paths ...strin
 	var kv []string
 	for k, v := range env {
 		if k == "SCALECHAT_METRICS_ADDR" {
-			v = clustertest.FreeAddr(t)
+			v = testsupport.FreeAddr(t)
 		}
 		kv = append(kv, k+"="+v)
 	}
-	n := clustertest.StartNodeEnv(t, bin, where, clustertest.FreeAddr(t), kv)
+	n := testsupport.StartNodeEnv(t, bin, where, testsupport.FreeAddr(t), kv)
 	for _, p := range paths {
 		code, body := get(t, "http://"+n.Addr+p)
 		if code != 200 {

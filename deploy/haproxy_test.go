@@ -15,22 +15,21 @@ import (
 
 	"github.com/scalechat/scalechat/client"
 
-	"github.com/scalechat/scalechat/internal/clustertest"
-	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // cluster is nodes sharing one Redis behind a load balancer.
 type cluster struct {
-	redis *redistest.Server
-	nodes []*clustertest.Node
-	lb    *clustertest.Proxy
+	redis *testsupport.Redis
+	nodes []*testsupport.Node
+	lb    *testsupport.LoadBalancer
 }
 
-func startNodes(t *testing.T, redis *redistest.Server, n int) []*clustertest.Node {
+func startNodes(t *testing.T, redis *testsupport.Redis, n int) []*testsupport.Node {
 	t.Helper()
-	var nodes []*clustertest.Node
+	var nodes []*testsupport.Node
 	for i := range n {
-		nodes = append(nodes, clustertest.StartNode(t, bin, fmt.Sprintf("node%d", i+1),
+		nodes = append(nodes, testsupport.StartNode(t, bin, fmt.Sprintf("node%d", i+1),
 			"--redis", redis.URL(), "--history", "1000", "--rate-limit", "1000", "--rate-burst", "1000",
 			"--shutdown-timeout", "5s"))
 	}
@@ -39,10 +38,10 @@ func startNodes(t *testing.T, redis *redistest.Server, n int) []*clustertest.Nod
 
 func startHAProxyCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	clustertest.Need(t, "haproxy", "haproxy")
-	redis := redistest.Start(t)
+	testsupport.Need(t, "haproxy", "haproxy")
+	redis := testsupport.StartRedis(t)
 	nodes := startNodes(t, redis, n)
-	lb := clustertest.StartHAProxy(t, repoFile(t, "deploy/haproxy/haproxy.cfg"), nodes)
+	lb := testsupport.StartHAProxy(t, repoFile(t, "deploy/haproxy/haproxy.cfg"), nodes)
 	return &cluster{redis: redis, nodes: nodes, lb: lb}
 }
 
@@ -52,7 +51,7 @@ func (c *cluster) hostOf(t *testing.T, room string, want int) int {
 	t.Helper()
 	host := -1
 	for i, n := range c.nodes {
-		m, err := clustertest.Members(context.Background(), n, room)
+		m, err := testsupport.Members(context.Background(), n, room)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +87,7 @@ func keepsRoomsOnOneNode(t *testing.T, c *cluster) {
 				// A reconnecting client: the query string must not move it.
 				path += fmt.Sprintf("?since=0&attempt=%d", i)
 			}
-			conn, err := clustertest.Dial(ctx, c.lb.URL(path))
+			conn, err := testsupport.DialWS(ctx, c.lb.URL(path))
 			if err != nil {
 				t.Fatalf("dial %s: %v", path, err)
 			}
@@ -110,7 +109,7 @@ func keepsRoomsOnOneNode(t *testing.T, c *cluster) {
 
 	// GET /ws joins lobby: it must land where /ws/lobby does.
 	for i, path := range []string{"/ws", "/ws/lobby", "/ws?since=0", "/ws/lobby?since=0"} {
-		conn, err := clustertest.Dial(ctx, c.lb.URL(path))
+		conn, err := testsupport.DialWS(ctx, c.lb.URL(path))
 		if err != nil {
 			t.Fatalf("dial %s: %v", path, err)
 		}
@@ -143,7 +142,7 @@ func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
 	c := startHAProxyCluster(t, 2)
 	c.redis.Stop()
 	for _, n := range c.nodes {
-		waitFor(t, n.Name+" degraded", func() bool {
+		testsupport.Eventually(t, 15*time.Second, n.Name+" degraded", func() bool {
 			_, body := get(t, "http://"+n.Addr+"/readyz")
 			return strings.HasPrefix(body, "degraded")
 		})
@@ -164,7 +163,7 @@ func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // sampling a state over a period
 	}
-	conn, err := clustertest.Dial(context.Background(), c.lb.URL("/ws/during-outage"))
+	conn, err := testsupport.DialWS(context.Background(), c.lb.URL("/ws/during-outage"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +181,12 @@ func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
 
 func TestHAProxyNodeKilledClientsMoveWithoutLoss(t *testing.T) {
 	c := startHAProxyCluster(t, 3)
-	failover(t, c, func(n *clustertest.Node) error { n.Kill(); return nil }, false)
+	failover(t, c, func(n *testsupport.Node) error { n.Kill(); return nil }, false)
 }
 
 func TestHAProxyNodeDrainedClientsMoveWithoutLoss(t *testing.T) {
 	c := startHAProxyCluster(t, 3)
-	failover(t, c, func(n *clustertest.Node) error { return n.Terminate(15 * time.Second) }, true)
+	failover(t, c, func(n *testsupport.Node) error { return n.Terminate(15 * time.Second) }, true)
 }
 
 // failover puts followers of a room behind the load balancer, posts into
@@ -195,7 +194,7 @@ func TestHAProxyNodeDrainedClientsMoveWithoutLoss(t *testing.T) {
 // checks that every follower reconnected through the load balancer and
 // received every message exactly once, in order. With drained, each
 // follower must have been told 1001.
-func failover(t *testing.T, c *cluster, stop func(*clustertest.Node) error, drained bool) {
+func failover(t *testing.T, c *cluster, stop func(*testsupport.Node) error, drained bool) {
 	const (
 		room      = "failover"
 		followers = 4
@@ -224,7 +223,7 @@ func failover(t *testing.T, c *cluster, stop func(*clustertest.Node) error, drai
 	}
 	host := c.hostOf(t, room, followers)
 	writerNode := c.nodes[(host+1)%len(c.nodes)]
-	w, err := clustertest.Dial(ctx, writerNode.URL("/ws/"+room))
+	w, err := testsupport.DialWS(ctx, writerNode.URL("/ws/"+room))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +363,7 @@ func (f *follower) wait(cond func(followerState) bool, timeout time.Duration) bo
 	}
 }
 
-func (f *follower) accept(m clustertest.Frame) {
+func (f *follower) accept(m testsupport.WSFrame) {
 	if m.Type != "" {
 		return
 	}
@@ -392,7 +391,7 @@ func (f *follower) run(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		url := fmt.Sprintf("%s?since=%d", f.url, f.state().last)
-		conn, err := clustertest.Dial(ctx, url)
+		conn, err := testsupport.DialWS(ctx, url)
 		if err != nil {
 			failures++
 			if failures > 20 {
@@ -434,7 +433,7 @@ func (f *follower) runClient(ctx context.Context, base, room string) {
 			if history > 0 {
 				history--
 			}
-			f.accept(clustertest.Frame{Seq: e.Seq, Text: e.Text})
+			f.accept(testsupport.WSFrame{Seq: e.Seq, Text: e.Text})
 		case *client.HistoryGap:
 			f.update(func(s *followerState) { s.errs = append(s.errs, fmt.Sprintf("history gap: %+v", *e)) })
 		case *client.State:
@@ -450,7 +449,7 @@ func (f *follower) runClient(ctx context.Context, base, room string) {
 }
 
 // session reads one connection until it ends.
-func (f *follower) session(ctx context.Context, conn *clustertest.Conn) {
+func (f *follower) session(ctx context.Context, conn *testsupport.WSConn) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -475,7 +474,7 @@ func (f *follower) session(ctx context.Context, conn *clustertest.Conn) {
 	})
 	for {
 		m, err := conn.Read(time.Minute)
-		var ce *clustertest.CloseError
+		var ce *testsupport.CloseError
 		switch {
 		case errors.As(err, &ce):
 			f.update(func(s *followerState) { s.closes = append(s.closes, ce.Code) })
@@ -500,16 +499,4 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-// waitFor polls cond, for states that have no event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

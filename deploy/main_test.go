@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/scalechat/scalechat/internal/clustertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // bin is the scalechat binary built once by TestMain: every node of every
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin, err = clustertest.Build(dir)
+	bin, err = testsupport.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // relative to the module root.
 func repoFile(t testing.TB, rel string) string {
 	t.Helper()
-	root, err := clustertest.ModuleRoot()
+	root, err := testsupport.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,13 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/scalechat/scalechat/internal/clustertest"
-	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func TestNginxConfigIsValid(t *testing.T) {
-	nginx := clustertest.Need(t, "nginx", "nginx")
+	nginx := testsupport.Need(t, "nginx", "nginx")
 	prefix := t.TempDir()
-	conf := clustertest.WriteNginxConf(t, repoFile(t, "deploy/nginx"), prefix, "127.0.0.1:18080",
+	conf := testsupport.WriteNginxConf(t, repoFile(t, "deploy/nginx"), prefix, "127.0.0.1:18080",
 		[]string{"127.0.0.1:18081", "127.0.0.1:18082"})
 	out, err := exec.Command(nginx, "-t", "-p", prefix, "-c", conf).CombinedOutput()
 	if err != nil {
@@ -22,9 +21,9 @@ func TestNginxConfigIsValid(t *testing.T) {
 }
 
 func TestNginxKeepsRoomOnOneNode(t *testing.T) {
-	clustertest.Need(t, "nginx", "nginx")
-	redis := redistest.Start(t)
+	testsupport.Need(t, "nginx", "nginx")
+	redis := testsupport.StartRedis(t)
 	nodes := startNodes(t, redis, 3)
-	lb := clustertest.StartNginx(t, repoFile(t, "deploy/nginx"), nodes)
+	lb := testsupport.StartNginx(t, repoFile(t, "deploy/nginx"), nodes)
 	keepsRoomsOnOneNode(t, &cluster{redis: redis, nodes: nodes, lb: lb})
 }

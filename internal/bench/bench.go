@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/procstat"
 )
 
 // Options configure a run of the benchmarks.
@@ -135,7 +137,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	} else {
 		r.logf("taskset not found: server and generator are not pinned to cores")
 	}
-	load := loadavg()
+	load := procstat.LoadAvg()
 	start := time.Now()
 	var rows []Row
 	var failed []string
@@ -159,7 +161,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		mode = "smoke (tiny sizes, figures mean nothing)"
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
-		mode, pinning(r.taskset != ""), load, loadavg(), time.Since(start).Round(time.Second))
+		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
 	PrintTable(opt.Stdout, rows)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
@@ -183,19 +185,6 @@ func pinning(on bool) string {
 		return "server on CPU " + serverCPU + ", generator on CPU " + generatorCPU
 	}
 	return "NOT pinned (no taskset)"
-}
-
-// loadavg returns the 1-, 5- and 15-minute load averages.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // PrintTable writes rows as an aligned table, then the notes.

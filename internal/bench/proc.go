@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
 )
 
@@ -29,10 +29,6 @@ const (
 	serverCPU    = "0"
 	generatorCPU = "1"
 )
-
-// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on every Linux architecture Go supports).
-const clockTick = 10 * time.Millisecond
 
 // freePort returns a loopback port nobody listens on right now.
 func freePort() (int, error) {
@@ -110,30 +106,8 @@ func (p *sampler) halt() {
 
 // readStat reads the CPU time and RSS of pid from /proc.
 func readStat(pid int) (sample, error) {
-	s := sample{at: time.Now()}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return s, err
-	}
-	// Fields after the command name, which may hold spaces: state is
-	// field 3, utime 14, stime 15, rss (pages) 24.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return s, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 22 {
-		return s, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	rss, err3 := strconv.ParseInt(f[21], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return s, fmt.Errorf("unexpected /proc/%d/stat: %w", pid, err)
-	}
-	s.cpu = time.Duration(ut+st) * clockTick
-	s.rss = rss * int64(os.Getpagesize())
-	return s, nil
+	st, err := procstat.Read(pid)
+	return sample{at: time.Now(), cpu: st.CPU, rss: st.RSS}, err
 }
 
 func (p *sampler) loop(exited <-chan struct{}) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/metrics"
+	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
 )
 
@@ -126,11 +127,11 @@ func RunTransports(ctx context.Context, opt TransportsOptions) ([]results.Compar
 func (r *runner) transports(ctx context.Context, opt TransportsOptions) ([]results.ComparisonRow, error) {
 	meta := results.ComparisonMeta{Tool: "scalechat bench transports", Version: opt.Version, StartedAt: time.Now().UTC(), Args: opt.Args,
 		Clients: opt.Clients, Transports: opt.Transports, Timeout: opt.Timeout.String(), PollWait: opt.PollWait.String(),
-		PollEvery: opt.PollInterval.String(), MsgSize: opt.MsgSize, Pinning: pinning(r.taskset != ""), LoadBefore: loadavg(),
+		PollEvery: opt.PollInterval.String(), MsgSize: opt.MsgSize, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(),
 		Machine: loadtest.InspectMachine().String()}
 	var rows []results.ComparisonRow
 	save := func() error {
-		meta.EndedAt, meta.LoadAfter, meta.Interrupted = time.Now().UTC(), loadavg(), ctx.Err() != nil
+		meta.EndedAt, meta.LoadAfter, meta.Interrupted = time.Now().UTC(), procstat.LoadAvg(), ctx.Err() != nil
 		var b bytes.Buffer
 		if err := results.WriteComparison(&b, rows); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // node is one broker with its fake rooms, running until the test ends.
@@ -52,7 +52,7 @@ func (n *node) hasSeq(t *testing.T, room string, seq uint64) {
 }
 
 func TestRedisOneOrderOnEveryNode(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
 	a.join(t, "r")
 	b.join(t, "r")
@@ -77,7 +77,7 @@ func TestRedisOneOrderOnEveryNode(t *testing.T) {
 }
 
 func TestRedisLoadsSeqAndHistory(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 3)
 	a.join(t, "r")
 	for i := range 5 {
@@ -100,7 +100,7 @@ func TestRedisLoadsSeqAndHistory(t *testing.T) {
 }
 
 func TestRedisUnsubscribeStopsDelivery(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 10), startNode(t, rs.URL(), 10)
 	for _, n := range []*node{a, b} {
 		n.join(t, "r")
@@ -109,7 +109,7 @@ func TestRedisUnsubscribeStopsDelivery(t *testing.T) {
 	b.b.Unsubscribe("r")
 	// Wait until the unsubscription took effect at Redis: then b's channel
 	// count falls to one.
-	eventually(t, 10*time.Second, "the unsubscription", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the unsubscription", func() bool {
 		n, err := b.b.rdb.PubSubNumSub(context.Background(), b.b.channel("r")).Result()
 		return err == nil && n[b.b.channel("r")] == 1
 	})
@@ -122,7 +122,7 @@ func TestRedisUnsubscribeStopsDelivery(t *testing.T) {
 }
 
 func TestRedisOutageServesLocalMembersThenRecovers(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 100)
 	a.join(t, "r")
 	a.publish("r", "before")
@@ -133,7 +133,7 @@ func TestRedisOutageServesLocalMembersThenRecovers(t *testing.T) {
 	// either way, it must reach the local members.
 	a.publish("r", "during1")
 	a.hasSeq(t, "r", 2)
-	eventually(t, 10*time.Second, "the broker to notice the outage", func() bool { return !a.b.Up() })
+	testsupport.Eventually(t, 10*time.Second, "the broker to notice the outage", func() bool { return !a.b.Up() })
 	a.publish("r", "during2")
 	a.hasSeq(t, "r", 3)
 	if s := a.b.Stats(); s.Local == 0 || s.Errors == 0 || s.LastError == "" {
@@ -141,7 +141,7 @@ func TestRedisOutageServesLocalMembersThenRecovers(t *testing.T) {
 	}
 
 	rs.Restart()
-	eventually(t, 30*time.Second, "the broker to reconnect", func() bool { return a.b.Up() })
+	testsupport.Eventually(t, 30*time.Second, "the broker to reconnect", func() bool { return a.b.Up() })
 	// The node raised the room's counter above its local seqs: the next
 	// message continues after them, never reusing one.
 	a.publish("r", "after")
@@ -156,11 +156,11 @@ func TestRedisOutageServesLocalMembersThenRecovers(t *testing.T) {
 }
 
 func TestRedisAnnounce(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 0), startNode(t, rs.URL(), 0)
 	a.b.Announce("a", "http://127.0.0.1:9001")
 	b.b.Announce("b", "http://127.0.0.1:9002")
-	eventually(t, 10*time.Second, "both announcements", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "both announcements", func() bool {
 		nodes, err := b.b.Nodes(context.Background())
 		return err == nil && len(nodes) == 2 && nodes["a"] == "http://127.0.0.1:9001" && nodes["b"] == "http://127.0.0.1:9002"
 	})
@@ -169,18 +169,5 @@ func TestRedisAnnounce(t *testing.T) {
 func TestNewRedisRejectsABadURL(t *testing.T) {
 	if _, err := NewRedis(Config{URL: "http://127.0.0.1:1"}, newFakeRooms()); err == nil {
 		t.Error("an http URL was accepted")
-	}
-}
-
-// eventually polls cond, for conditions outside the fake rooms (Redis's own
-// state, the broker's health) that send no signal.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: timed out after %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

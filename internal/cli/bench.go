@@ -29,7 +29,9 @@ works and says nothing about speed. The exit code is 1 when a scenario could not
 missed targets are results, shown in the table.
 
 "scalechat bench transports" runs the transports scenario alone, with flags for its sizes,
-and keeps its results folder for scalechat report.`
+and keeps its results folder for scalechat report. "scalechat bench analyze" times the
+analyzer against a pandas baseline; "scalechat bench generator" measures the load
+generator itself.`
 	cmd := &cobra.Command{
 		Use:   "bench [scenario...]",
 		Short: "Run the fixed benchmark scenarios and print one table of results",
@@ -43,9 +45,78 @@ and keeps its results folder for scalechat report.`
 			return bench.Run(c.Context(), args, opt)
 		},
 	}
-	cmd.AddCommand(newBenchTransportsCmd())
+	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
+	return cmd
+}
+
+func newBenchAnalyzeCmd() *cobra.Command {
+	opt := bench.DefaultAnalyzeOptions()
+	size := "1GB"
+	cmd := &cobra.Command{
+		Use:   "analyze",
+		Short: "Time scalechat analyze against a pandas baseline on a generated CSV file",
+		Long: `analyze generates a realistic events CSV once (several steps of growing load, rooms of
+many sizes, interleaved Joined, Sent and Received rows, log-normal latencies, a little
+loss), then times scalechat analyze (--runs times, as a child process) and a plain pandas
+script doing the same join (--pandas-runs times) on it, side by side, and prints MB/s,
+CPU seconds and the ratio of the medians. It then checks that both found the same counts
+per step and percentiles within 1 %. The pandas script ships inside the binary; it needs
+python3 with pandas (pip install pandas).`,
+		Example: `  scalechat bench analyze                          # 1 GB, 3 runs, 1 of pandas
+  scalechat bench analyze --size 100MB --runs 5
+  scalechat bench analyze --pandas-runs 0           # scalechat analyze alone`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			n, err := bench.ParseSize(size)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			opt.Size, opt.Stdout = n, c.OutOrStdout()
+			return bench.RunAnalyze(c.Context(), opt)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&size, "size", size, "size of the generated CSV (e.g. 100MB, 1GB)")
+	f.StringVar(&opt.File, "file", "", "CSV file to use or create (default: $TMPDIR/scalechat-bench-analyze-SIZE.csv)")
+	f.IntVar(&opt.Runs, "runs", opt.Runs, "runs of scalechat analyze (the median is reported)")
+	f.IntVar(&opt.PandasRuns, "pandas-runs", opt.PandasRuns, "runs of the pandas baseline (0: skip it)")
+	f.StringVar(&opt.Python, "python", opt.Python, "Python interpreter with pandas installed")
+	return cmd
+}
+
+func newBenchGeneratorCmd() *cobra.Command {
+	opt := bench.DefaultGeneratorOptions()
+	cmd := &cobra.Command{
+		Use:   "generator",
+		Short: "Measure the load generator itself: receive rate per core, memory per idle client",
+		Long: `generator measures scalechat loadtest, not a chat server. (a) A blaster process pinned to
+CPU 0 pushes pre-encoded chat frames, shaped like the server's, to a few connections as fast
+as the sockets take them; the generator, pinned to CPU 1 with GOMAXPROCS=1, parses and
+records every one: messages per second and CPU per message with the CSV not written,
+plain and gzipped. (b) A minimal server accepts --idle connections that one generator
+process holds: its RSS growth per connection. Needs taskset.`,
+		Example: `  scalechat bench generator              # both
+  scalechat bench generator --only recv  # receive + record throughput only`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opt.Stdout = c.OutOrStdout()
+			return bench.RunGenerator(c.Context(), opt)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opt.Only, "only", "", "run only recv or idle")
+	f.IntVar(&opt.Conns, "conns", opt.Conns, "recv: connections the blaster feeds")
+	f.DurationVar(&opt.Duration, "duration", opt.Duration, "recv: how long each measurement receives")
+	f.IntVar(&opt.Idle, "idle", opt.Idle, "idle: connections to hold")
+	// The processes of the benchmark: this binary started again.
+	f.StringVar(&opt.Role, "role", "", "internal: blaster, idleserver, recv or idle")
+	f.StringVar(&opt.Addr, "addr", "", "internal: the server's address")
+	f.StringVar(&opt.Record, "record", opt.Record, "internal: plain, gz or none")
+	for _, name := range []string{"role", "addr", "record"} {
+		_ = f.MarkHidden(name)
+	}
 	return cmd
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/client"
-	"github.com/scalechat/scalechat/internal/servertest"
+	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
 // lineSink is an io.Writer that hands over each complete line as it comes.

@@ -12,17 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
 
 // syncBuffer collects a command's output while it runs.
 type syncBuffer struct {
@@ -84,7 +76,7 @@ func get(t *testing.T, url string) (int, string, error) {
 }
 
 func TestServeMetricsAddr(t *testing.T) {
-	chat, metrics := freeAddr(t), freeAddr(t)
+	chat, metrics := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
 	stop, logs := serve(t, nil, "--addr", chat, "--metrics-addr", metrics)
 	status, body, err := get(t, "http://"+metrics+"/metrics")
 	if err != nil || status != 200 || !strings.Contains(body, "scalechat_connections 0") {
@@ -99,7 +91,7 @@ func TestServeMetricsAddr(t *testing.T) {
 }
 
 func TestServeMetricsOffFromEnv(t *testing.T) {
-	chat := freeAddr(t)
+	chat := testsupport.FreeAddr(t)
 	stop, logs := serve(t, map[string]string{"SCALECHAT_METRICS_ADDR": ""}, "--addr", chat)
 	if status, _, err := get(t, "http://"+chat+"/healthz"); err != nil || status != 200 {
 		t.Fatalf("healthz: %d %v", status, err)
@@ -122,7 +114,7 @@ func TestServeMetricsAddrInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"serve", "--addr", freeAddr(t), "--metrics-addr", ln.Addr().String()},
+	code := run(context.Background(), []string{"serve", "--addr", testsupport.FreeAddr(t), "--metrics-addr", ln.Addr().String()},
 		strings.NewReader(""), io.Discard, &stderr)
 	if code == 0 || !strings.Contains(stderr.String(), "cannot listen on "+ln.Addr().String()+" for metrics") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())

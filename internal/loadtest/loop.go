@@ -80,9 +80,9 @@ type client struct {
 	startUs int64 // when its connect began
 	dueUs   int64 // when its connect was due by the ramp
 	rooms   []membership
-	key     string // Sec-WebSocket-Key while the handshake is in flight
-	pend    []byte // start of an incomplete frame
-	out     []byte // bytes the socket did not take yet
+	key     string    // Sec-WebSocket-Key while the handshake is in flight
+	pend    []byte    // start of an incomplete frame
+	out     []byte    // bytes the socket did not take yet
 	rd      ws.Reader // holds a fragmented message being assembled
 }
 

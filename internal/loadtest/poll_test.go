@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/server"
-	"github.com/scalechat/scalechat/internal/servertest"
+	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
 // startPollServer runs the real server with a POST rate limit that the

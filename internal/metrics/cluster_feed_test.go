@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/redistest"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // TestDashboardShowsEveryNodeOfTheCluster starts two nodes sharing a Redis
 // and reads node a's dashboard feed until it carries samples of both.
 func TestDashboardShowsEveryNodeOfTheCluster(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	withRedis := func(c *server.Config) { c.Redis = redis.URL() }
 	a := startNode(t, withRedis, Options{Node: "node-a", Interval: 200 * time.Millisecond})
 	b := startNode(t, withRedis, Options{Node: "node-b", Interval: 200 * time.Millisecond})

@@ -12,15 +12,15 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/scalechat/scalechat/internal/browsertest"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // TestDashboardShowsLiveFigures opens /dashboard in headless Chromium and
 // watches its figures follow a load: connections, a message rate that keeps
 // changing, a drawn chart, and the rate falling back to zero after the load.
 func TestDashboardShowsLiveFigures(t *testing.T) {
-	ctx := browsertest.New(t, 2*time.Minute)
+	ctx := testsupport.NewBrowser(t, 2*time.Minute)
 	n := startNode(t, func(c *server.Config) { c.RateLimit, c.RateBurst = 1000, 1000 },
 		Options{Node: "node-1", Interval: 250 * time.Millisecond})
 

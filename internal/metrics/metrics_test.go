@@ -14,8 +14,8 @@ import (
 
 	gws "github.com/gobwas/ws"
 
-	"github.com/scalechat/scalechat/internal/redistest"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // TestMetricsAfterKnownTraffic drives a known sequence of events through a
@@ -283,7 +283,7 @@ func TestMetricsEndpoints(t *testing.T) {
 // TestBrokerMetrics checks the broker's series on a one-node cluster: its
 // own messages go to Redis and come back.
 func TestBrokerMetrics(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
 	deadline := time.Now().Add(20 * time.Second)
 	for value(n.scrape(t), "scalechat_broker_up", "") != 1 {

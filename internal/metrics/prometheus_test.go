@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/redistest"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // repoFile returns the path of a file of the repository, from this package.
@@ -105,7 +104,7 @@ var clusterOnly = map[string]bool{
 
 func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	// A node of a cluster exposes every series, the broker's included.
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
 	families := n.scrape(t)
 	for name := range clusterOnly {
@@ -141,17 +140,6 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 			t.Errorf("%s is not on the Grafana dashboard", name)
 		}
 	}
-}
-
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // promQuery runs an instant query against a Prometheus HTTP API.
@@ -199,7 +187,7 @@ func (s promSample) value() string { v, _ := s.Value[1].(string); return v }
 func TestPrometheusScrapesANode(t *testing.T) {
 	prom := prometheusTool(t, "prometheus")
 	// A node of a cluster, so that the broker's series are there too.
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
 	for deadline := time.Now().Add(20 * time.Second); value(n.scrape(t), "scalechat_broker_up", "") != 1; {
 		if time.Now().After(deadline) {
@@ -229,7 +217,7 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := testsupport.FreeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.Command(prom,

@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/scalechat/scalechat/internal/analyze"
-	"github.com/scalechat/scalechat/internal/browsertest"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // fixture writes a three-step run (the last one saturated, with a 3 s
@@ -182,7 +182,7 @@ func inked(img image.Image) float64 {
 // every image loaded.
 func TestReportInBrowser(t *testing.T) {
 	out := writeReport(t)
-	ctx := browsertest.New(t, 60*time.Second)
+	ctx := testsupport.NewBrowser(t, 60*time.Second)
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+filepath.Join(out, "index.html"))); err != nil {
 		t.Fatal(err)
 	}

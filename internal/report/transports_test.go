@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"gonum.org/v1/plot/plotutil"
 
-	"github.com/scalechat/scalechat/internal/browsertest"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // transportsFixture writes a comparison folder: three transports at 100,
@@ -169,7 +169,7 @@ func TestLoadTransportsIgnoresOtherInputs(t *testing.T) {
 // headless Chromium and checks its four charts load.
 func TestTransportsReportInBrowser(t *testing.T) {
 	out := writeTransportsReport(t)
-	ctx := browsertest.New(t, 60*time.Second)
+	ctx := testsupport.NewBrowser(t, 60*time.Second)
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+filepath.Join(out, "index.html"))); err != nil {
 		t.Fatal(err)
 	}

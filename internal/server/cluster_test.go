@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // startCluster starts n nodes sharing one Redis.
-func startCluster(t *testing.T, redis *redistest.Server, n int, tweak func(*Config)) []*testServer {
+func startCluster(t *testing.T, redis *testsupport.Redis, n int, tweak func(*Config)) []*testServer {
 	t.Helper()
 	var nodes []*testServer
 	for range n {
@@ -28,7 +28,7 @@ func startCluster(t *testing.T, redis *redistest.Server, n int, tweak func(*Conf
 }
 
 func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	nodes := startCluster(t, redis, 3, nil)
 	var cs []*client
 	for i := range 6 {
@@ -65,7 +65,7 @@ func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
 }
 
 func TestClusterResumeOnAnotherNode(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	nodes := startCluster(t, redis, 2, func(c *Config) { c.History = 50 })
 	writer := connect(t, nodes[0], "resume")
 	reader := connect(t, nodes[0], "resume")
@@ -99,7 +99,7 @@ func TestClusterResumeOnAnotherNode(t *testing.T) {
 }
 
 func TestClusterSurvivesRedisOutage(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	nodes := startCluster(t, redis, 2, nil)
 	a1, a2 := connect(t, nodes[0], "o"), connect(t, nodes[0], "o")
 	b1 := connect(t, nodes[1], "o")
@@ -124,7 +124,7 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 	}
 
 	redis.Restart()
-	waitFor(t, "both nodes reconnected", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "both nodes reconnected", func() bool {
 		s0, _ := nodes[0].BrokerStats()
 		s1, _ := nodes[1].BrokerStats()
 		return s0.Up && s1.Up
@@ -139,17 +139,5 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 	}
 	if _, body := httpGet(t, "http://"+nodes[0].addr+"/readyz", nil); !strings.HasPrefix(body, "ready") {
 		t.Errorf("readyz after outage: %q", body)
-	}
-}
-
-// waitFor polls cond, for states that have no event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/redistest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 type pollAnswer struct {
@@ -112,7 +112,7 @@ func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
 		a, _ := poll(t, ts.addr, "lp", fmt.Sprintf("?since=%d&wait=20s", a.Seq))
 		done <- result{a, time.Since(start)}
 	}()
-	waitFor(t, "the poll to wait", func() bool { return ts.Stats().PollsWaiting == 1 })
+	testsupport.Eventually(t, 15*time.Second, "the poll to wait", func() bool { return ts.Stats().PollsWaiting == 1 })
 	if code, _ := post(t, ts.addr, "lp", msg("wake up"), nil); code != 202 {
 		t.Fatalf("post %d", code)
 	}
@@ -184,7 +184,7 @@ func TestPollAuth(t *testing.T) {
 }
 
 func TestPollingAcrossNodes(t *testing.T) {
-	redis := redistest.Start(t)
+	redis := testsupport.StartRedis(t)
 	nodes := startCluster(t, redis, 2, nil)
 	first, _ := poll(t, nodes[1].addr, "far", "") // node 1 opens the room
 	done := make(chan pollAnswer, 1)
@@ -192,7 +192,7 @@ func TestPollingAcrossNodes(t *testing.T) {
 		a, _ := poll(t, nodes[1].addr, "far", fmt.Sprintf("?since=%d&wait=20s", first.Seq))
 		done <- a
 	}()
-	waitFor(t, "the poll to wait", func() bool { return nodes[1].Stats().PollsWaiting == 1 })
+	testsupport.Eventually(t, 15*time.Second, "the poll to wait", func() bool { return nodes[1].Stats().PollsWaiting == 1 })
 	wsc := connect(t, nodes[0], "far")
 	wsc.sendJSON(msg("from node 0"))
 	wsc.next()

@@ -21,6 +21,7 @@ import (
 	gws "github.com/gobwas/ws"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 var testSecret = []byte("a test secret of 32 bytes, or so")
@@ -177,7 +178,7 @@ func TestPerAddressLimits(t *testing.T) {
 		}
 		a.sendRaw(gws.NewCloseFrame(gws.NewCloseFrameBody(1000, "")))
 		a.expectClose()
-		waitFor(t, "the slot to be released", func() bool { return ts.Stats().Connections == 1 })
+		testsupport.Eventually(t, 15*time.Second, "the slot to be released", func() bool { return ts.Stats().Connections == 1 })
 		connect(t, ts, "ip")
 		if st := ts.Stats(); st.Refused["per_ip"] != 1 {
 			t.Errorf("refused %v", st.Refused)

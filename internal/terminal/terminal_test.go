@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/client"
-	"github.com/scalechat/scalechat/internal/servertest"
+	"github.com/scalechat/scalechat/internal/server/servertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // lines is an io.Writer that hands over each complete line as it comes.
@@ -230,7 +231,7 @@ func TestQuitLeavesAndHistoryIsPrinted(t *testing.T) {
 
 func TestReconnectIsShownAndChatGoesOn(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	proxy := servertest.NewProxy(t, srv.Addr())
+	proxy := testsupport.NewProxy(t, srv.Addr())
 	s := start(t, Options{URL: proxy.URL("/ws"), Name: "ann", Room: "r"})
 	s.err.wait(t, "connected")
 	s.write(t, "before\n")

@@ -12,12 +12,12 @@ import (
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/server/servertest"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/scalechat/scalechat/client"
-	"github.com/scalechat/scalechat/internal/browsertest"
-	"github.com/scalechat/scalechat/internal/servertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // row is a message as the page shows it.
@@ -104,7 +104,7 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // connection.
 func open(t *testing.T, browser context.Context, url, name string) context.Context {
 	t.Helper()
-	tab := browsertest.NewTab(t, browser)
+	tab := testsupport.NewBrowserTab(t, browser)
 	do(t, tab, chromedp.Navigate(url))
 	waitState(t, tab, "connected")
 	do(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
@@ -120,7 +120,7 @@ var clock = regexp.MustCompile(`^\d\d:\d\d:\d\d$`)
 
 func TestPagesExchangeMessagesAndShowHistory(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	browser := browsertest.New(t, 2*time.Minute)
+	browser := testsupport.NewBrowser(t, 2*time.Minute)
 
 	alice := open(t, browser, srv.HTTPURL("/#room1"), "alice")
 	if got := text(t, alice, "#members"); got != "1 member" {
@@ -137,7 +137,7 @@ func TestPagesExchangeMessagesAndShowHistory(t *testing.T) {
 
 	// A late joiner gets the history, then both see live messages. Bob has
 	// his own browser: tabs of one share the stored name.
-	bob := open(t, browsertest.New(t, 2*time.Minute), srv.HTTPURL("/#room1"), "bob")
+	bob := open(t, testsupport.NewBrowser(t, 2*time.Minute), srv.HTTPURL("/#room1"), "bob")
 	if got := text(t, bob, "#members"); got != "2 members" {
 		t.Errorf("members %q", got)
 	}
@@ -174,8 +174,8 @@ func TestPagesExchangeMessagesAndShowHistory(t *testing.T) {
 // shows each missed message once, and sends again.
 func TestPageReconnectsAndMissesNothing(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	proxy := servertest.NewProxy(t, srv.Addr())
-	browser := browsertest.New(t, 2*time.Minute)
+	proxy := testsupport.NewProxy(t, srv.Addr())
+	browser := testsupport.NewBrowser(t, 2*time.Minute)
 	writer, err := client.Dial(context.Background(), client.Config{URL: srv.URL("/ws"), Room: "r", Sender: "writer"})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestPageReconnectsAndMissesNothing(t *testing.T) {
 // tells that the room's history is gone, and chats on.
 func TestPageReconnectsAfterServerRestart(t *testing.T) {
 	srv := servertest.Start(t, nil)
-	browser := browsertest.New(t, 2*time.Minute)
+	browser := testsupport.NewBrowser(t, 2*time.Minute)
 	page := open(t, browser, srv.HTTPURL("/#r"), "ann")
 	say(t, page, "before")
 	waitRows(t, page, 1)
@@ -269,7 +269,7 @@ func TestPagePassesItsTokenOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := open(t, browsertest.New(t, 2*time.Minute), srv.HTTPURL("/?token="+tok+"#vip"), "someone else")
+	tab := open(t, testsupport.NewBrowser(t, 2*time.Minute), srv.HTTPURL("/?token="+tok+"#vip"), "someone else")
 	say(t, tab, "signed")
 	if got := summary(waitRows(t, tab, 1)); got != "1 dana: signed" && got != "1 dana: signed [own]" {
 		t.Errorf("page shows %s", got)

@@ -2,7 +2,7 @@
 plain way (read_csv with dtypes, merge, groupby). Prints per-step figures as
 JSON so the benchmark can check both tools agree.
 
-usage: python3 bench/analyze/baseline.py FILE.csv
+usage: python3 analyze_baseline.py FILE.csv (scalechat bench analyze writes it out and runs it)
 """
 import json
 import sys

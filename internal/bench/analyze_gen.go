@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -58,8 +58,8 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
-// generate writes about size bytes of CSV to w and returns the bytes written.
-func generate(w io.Writer, size int64, seed uint64) (int64, error) {
+// generateEvents writes about size bytes of CSV to w and returns the bytes written.
+func generateEvents(w io.Writer, size int64, seed uint64) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))

@@ -1,4 +1,4 @@
-package browsertest
+package testsupport
 
 import (
 	"net/http"
@@ -15,7 +15,7 @@ func TestBrowserRendersAPage(t *testing.T) {
 		w.Write([]byte(`<!doctype html><title>t</title><p id="x">hello</p><script>document.getElementById("x").textContent += " from js"</script>`))
 	}))
 	defer srv.Close()
-	ctx := New(t, time.Minute)
+	ctx := NewBrowser(t, time.Minute)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
-// Package redistest runs a real redis-server on a loopback port for tests.
-package redistest
+// Runs a real redis-server on a loopback port for tests.
+
+package testsupport
 
 import (
 	"bufio"
@@ -13,8 +14,8 @@ import (
 	"time"
 )
 
-// Server is a redis-server process owned by a test.
-type Server struct {
+// Redis is a redis-server process owned by a test.
+type Redis struct {
 	t    testing.TB
 	dir  string
 	port int
@@ -22,10 +23,10 @@ type Server struct {
 	done chan struct{}
 }
 
-// Start runs redis-server on a free loopback port, without persistence,
+// StartRedis runs redis-server on a free loopback port, without persistence,
 // stopped when the test ends. Without redis-server the test is skipped, or
 // fails when the CI variable is set: CI installs it.
-func Start(t testing.TB) *Server {
+func StartRedis(t testing.TB) *Redis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -39,21 +40,21 @@ func Start(t testing.TB) *Server {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &Server{t: t, dir: t.TempDir(), port: port}
+	s := &Redis{t: t, dir: t.TempDir(), port: port}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
 }
 
 // Addr returns host:port.
-func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+func (s *Redis) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
 // URL returns the redis:// URL of database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+func (s *Redis) URL() string { return "redis://" + s.Addr() + "/0" }
 
 // Stop kills the server (SIGKILL: an outage, not a shutdown) and waits for
 // it to exit. Stopping a stopped server does nothing.
-func (s *Server) Stop() {
+func (s *Redis) Stop() {
 	if s.cmd == nil {
 		return
 	}
@@ -64,7 +65,7 @@ func (s *Server) Stop() {
 
 // Restart starts the server again on the same port (empty: nothing is
 // persisted) and waits until it answers.
-func (s *Server) Restart() {
+func (s *Redis) Restart() {
 	s.t.Helper()
 	s.Stop()
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
@@ -87,7 +88,7 @@ func (s *Server) Restart() {
 	}
 }
 
-func (s *Server) ping() bool {
+func (s *Redis) ping() bool {
 	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
 	if err != nil {
 		return false

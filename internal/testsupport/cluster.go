@@ -1,8 +1,9 @@
-// Package clustertest runs a scalechat cluster for tests the way it runs in
+// Runs a scalechat cluster for tests the way it runs in
 // production: nodes are separate processes of the built binary, in front of
 // them a real HAProxy or nginx with the configuration files shipped in
-// deploy/, and Redis is a real redis-server (package redistest).
-package clustertest
+// deploy/, and Redis is a real redis-server (StartRedis).
+
+package testsupport
 
 import (
 	"bufio"
@@ -75,19 +76,6 @@ func Need(t testing.TB, program, pkg string) string {
 	return p
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago. For processes whose address must be known before they start (the
-// proxies' configuration names every node).
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // logBuffer keeps a process's output for the test log.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -115,7 +103,7 @@ type Process struct {
 	err  error // from Wait, read after done
 }
 
-func start(t testing.TB, name string, env []string, onLine func(string), prog string, args ...string) *Process {
+func startProcess(t testing.TB, name string, env []string, onLine func(string), prog string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(prog, args...)
 	cmd.Env = append(cleanEnv(), env...)
@@ -246,7 +234,7 @@ func StartNodeEnv(t testing.TB, bin, name, addr string, env []string, flags ...s
 	var once sync.Once
 	// A metrics listener of its own on a free port: nodes share the host.
 	args := append([]string{"serve", "--addr", addr, "--loops", "2", "--metrics-addr", "127.0.0.1:0"}, flags...)
-	p := start(t, name, env, func(line string) {
+	p := startProcess(t, name, env, func(line string) {
 		if strings.Contains(line, "msg=serving") || strings.Contains(line, `"msg":"serving"`) { // text or json logs
 			once.Do(func() { close(serving) })
 		}
@@ -261,31 +249,31 @@ func StartNodeEnv(t testing.TB, bin, name, addr string, env []string, flags ...s
 	return &Node{Process: p, Addr: addr}
 }
 
-// Proxy is a load balancer process in front of nodes.
-type Proxy struct {
+// LoadBalancer is a load balancer process in front of nodes.
+type LoadBalancer struct {
 	*Process
 	Addr      string // where clients connect
 	StatsAddr string // HAProxy's stats page; empty for nginx
 }
 
 // URL returns the proxy's ws:// URL for path.
-func (p *Proxy) URL(path string) string { return "ws://" + p.Addr + path }
+func (p *LoadBalancer) URL(path string) string { return "ws://" + p.Addr + path }
 
 // StartHAProxy runs haproxy with cfg (deploy/haproxy/haproxy.cfg) in front
 // of nodes, and waits until its health checks see every node up.
-func StartHAProxy(t testing.TB, cfg string, nodes []*Node) *Proxy {
+func StartHAProxy(t testing.TB, cfg string, nodes []*Node) *LoadBalancer {
 	t.Helper()
 	bin := Need(t, "haproxy", "haproxy")
 	if len(nodes) > 8 {
 		t.Fatalf("haproxy.cfg names at most 8 nodes, got %d", len(nodes))
 	}
-	px := &Proxy{Addr: FreeAddr(t), StatsAddr: FreeAddr(t)}
+	px := &LoadBalancer{Addr: FreeAddr(t), StatsAddr: FreeAddr(t)}
 	env := []string{"LB_ADDR=" + px.Addr, "LB_STATS_ADDR=" + px.StatsAddr}
 	for i, n := range nodes {
 		env = append(env, fmt.Sprintf("LB_NODE%d=%s", i+1, n.Addr))
 	}
 	// -db: stay in the foreground; -Ws would need systemd.
-	px.Process = start(t, "haproxy", env, nil, bin, "-db", "-f", cfg)
+	px.Process = startProcess(t, "haproxy", env, nil, bin, "-db", "-f", cfg)
 	px.WaitServers(t, len(nodes), 15*time.Second)
 	return px
 }
@@ -299,7 +287,7 @@ type ServerState struct {
 }
 
 // Servers reads HAProxy's stats page and returns the servers of backend.
-func (p *Proxy) Servers(backend string) ([]ServerState, error) {
+func (p *LoadBalancer) Servers(backend string) ([]ServerState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.StatsAddr+"/stats;csv", nil)
@@ -344,7 +332,7 @@ func (p *Proxy) Servers(backend string) ([]ServerState, error) {
 
 // WaitServers waits until n servers of backend ws are UP with a passed
 // health check.
-func (p *Proxy) WaitServers(t testing.TB, n int, timeout time.Duration) {
+func (p *LoadBalancer) WaitServers(t testing.TB, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -372,17 +360,17 @@ func (p *Proxy) WaitServers(t testing.TB, n int, timeout time.Duration) {
 // StartNginx runs nginx with the shipped configuration directory dir
 // (deploy/nginx) in front of nodes: nginx.conf is used as is, the two files
 // it includes are written for this run into a fresh prefix directory.
-func StartNginx(t testing.TB, dir string, nodes []*Node) *Proxy {
+func StartNginx(t testing.TB, dir string, nodes []*Node) *LoadBalancer {
 	t.Helper()
 	bin := Need(t, "nginx", "nginx")
 	prefix := t.TempDir()
-	px := &Proxy{Addr: FreeAddr(t)}
+	px := &LoadBalancer{Addr: FreeAddr(t)}
 	var addrs []string
 	for _, n := range nodes {
 		addrs = append(addrs, n.Addr)
 	}
 	conf := WriteNginxConf(t, dir, prefix, px.Addr, addrs)
-	px.Process = start(t, "nginx", nil, nil, bin, "-p", prefix, "-c", conf, "-g", "daemon off;")
+	px.Process = startProcess(t, "nginx", nil, nil, bin, "-p", prefix, "-c", conf, "-g", "daemon off;")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", px.Addr, time.Second)

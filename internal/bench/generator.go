@@ -1,28 +1,9 @@
-// Command loadtest benchmarks the load generator itself (not a chat server):
-//
-//	go run ./bench/loadtest            # both benchmarks
-//	go run ./bench/loadtest -only recv # receive + record throughput of one core
-//	go run ./bench/loadtest -only idle # memory per idle connection
-//
-// recv: a blaster process pinned to CPU 0 pushes pre-encoded chat frames
-// (as scalechat's server writes them) to a few connections as fast as the
-// sockets take them; the generator, pinned to CPU 1 with GOMAXPROCS=1,
-// parses and records every one. Printed: messages per second with the CSV
-// plain, gzipped, and not written.
-//
-// idle: a minimal server process accepts -idle connections and answers the
-// handshake and the joined frame; the generator holds them (msg-frequency
-// 0) and reports its RSS growth per connection.
-//
-// The roles run as separate processes (this binary re-executed with -role)
-// so that each has its own open-file limit and core.
-package main
+package bench
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,88 +21,103 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
-func main() {
-	role := flag.String("role", "", "internal: blaster, idleserver, recv or idle")
-	only := flag.String("only", "", "run only recv or idle")
-	conns := flag.Int("conns", 8, "recv: connections the blaster feeds")
-	dur := flag.Duration("duration", 5*time.Second, "recv: how long each measurement receives")
-	idle := flag.Int("idle", 15000, "idle: connections to hold")
-	addr := flag.String("addr", "", "internal: server address")
-	record := flag.String("record", "plain", "internal: plain, gz or none")
-	cpuprofile := flag.String("cpuprofile", "", "internal: write the generator's CPU profile here")
-	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err == nil && pprof.StartCPUProfile(f) == nil {
-			defer pprof.StopCPUProfile()
-		}
-	}
+// The generator benchmark measures the load generator itself, not a chat
+// server:
+//
+// recv: a blaster process pinned to CPU 0 pushes pre-encoded chat frames
+// (as scalechat's server writes them) to a few connections as fast as the
+// sockets take them; the generator, pinned to CPU 1 with GOMAXPROCS=1,
+// parses and records every one. Printed: messages per second with the CSV
+// plain, gzipped, and not written.
+//
+// idle: a minimal server process accepts the connections and answers the
+// handshake and the joined frame; the generator holds them (msg-frequency
+// 0) and reports its RSS growth per connection.
+//
+// The roles run as separate processes (scalechat bench generator --role …)
+// so that each has its own open-file limit and core.
 
-	var err error
-	switch *role {
-	case "blaster":
-		err = blaster(*conns)
-	case "idleserver":
-		err = idleServer()
-	case "recv":
-		err = recvBench(*addr, *conns, *dur, *record)
-	case "idle":
-		err = idleBench(*addr, *idle)
-	case "":
-		err = orchestrate(*only, *conns, *dur, *idle)
-	default:
-		err = fmt.Errorf("unknown role %q", *role)
-	}
-	if err != nil {
-		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+// GeneratorOptions configures the generator benchmark and its roles.
+type GeneratorOptions struct {
+	Only     string        // "recv" or "idle"; "" runs both
+	Conns    int           // recv: connections the blaster feeds
+	Duration time.Duration // recv: how long each measurement receives
+	Idle     int           // idle: connections to hold
+	// Role, Addr and Record select what a child process does.
+	Role   string // blaster, idleserver, recv or idle
+	Addr   string // the blaster's or idle server's address
+	Record string // recv: plain, gz or none
+	Stdout io.Writer
 }
 
-// orchestrate starts the server and generator processes for each benchmark.
-func orchestrate(only string, conns int, dur time.Duration, idle int) error {
+// DefaultGeneratorOptions returns the documented run.
+func DefaultGeneratorOptions() GeneratorOptions {
+	return GeneratorOptions{Conns: 8, Duration: 5 * time.Second, Idle: 15000, Record: "plain"}
+}
+
+// RunGenerator runs the generator benchmark, or, with opt.Role, one of its
+// processes.
+func RunGenerator(ctx context.Context, opt GeneratorOptions) error {
+	switch opt.Role {
+	case "blaster":
+		return blaster(opt.Conns)
+	case "idleserver":
+		return idleServer()
+	case "recv":
+		return recvBench(opt.Addr, opt.Conns, opt.Duration, opt.Record)
+	case "idle":
+		return idleBench(opt.Addr, opt.Idle)
+	case "":
+	default:
+		return fmt.Errorf("unknown role %q", opt.Role)
+	}
+	if opt.Only != "" && opt.Only != "recv" && opt.Only != "idle" {
+		return fmt.Errorf("--only takes recv or idle, not %q", opt.Only)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("machine: %d cores, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	if only == "" || only == "recv" {
-		fmt.Printf("\n(a) receive + record, generator on 1 core (taskset -c 1, GOMAXPROCS=1), %d connections, %v per run\n", conns, dur)
+	w := opt.Stdout
+	conns := strconv.Itoa(opt.Conns)
+	fmt.Fprintf(w, "machine: %d cores, %s/%s, %s; load average %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), procstat.LoadAvg())
+	if opt.Only == "" || opt.Only == "recv" {
+		fmt.Fprintf(w, "\n(a) receive + record, generator on 1 core (taskset -c 1, GOMAXPROCS=1), %d connections, %v per run\n", opt.Conns, opt.Duration)
 		for _, rec := range []string{"none", "plain", "gz"} {
-			srv, addr, err := startServer(self, "0", "-role", "blaster", "-conns", strconv.Itoa(conns))
+			srv, addr, err := startRole(ctx, self, serverCPU, "--role", "blaster", "--conns", conns)
 			if err != nil {
 				return err
 			}
-			out, err := runPinned(self, "1", "-role", "recv", "-addr", addr, "-conns", strconv.Itoa(conns), "-duration", dur.String(), "-record", rec)
-			stopServer(srv)
+			out, err := runPinned(ctx, self, generatorCPU, "--role", "recv", "--addr", addr, "--conns", conns, "--duration", opt.Duration.String(), "--record", rec)
+			stopRole(srv)
 			if err != nil {
 				return err
 			}
-			fmt.Print(out)
+			fmt.Fprint(w, out)
 		}
 	}
-	if only == "" || only == "idle" {
-		fmt.Printf("\n(b) idle connections held by one generator process\n")
-		srv, addr, err := startServer(self, "0", "-role", "idleserver")
+	if opt.Only == "" || opt.Only == "idle" {
+		fmt.Fprintf(w, "\n(b) idle connections held by one generator process\n")
+		srv, addr, err := startRole(ctx, self, serverCPU, "--role", "idleserver")
 		if err != nil {
 			return err
 		}
-		out, err := runPinned(self, "1", "-role", "idle", "-addr", addr, "-idle", strconv.Itoa(idle))
-		stopServer(srv)
+		out, err := runPinned(ctx, self, generatorCPU, "--role", "idle", "--addr", addr, "--idle", strconv.Itoa(opt.Idle))
+		stopRole(srv)
 		if err != nil {
 			return err
 		}
-		fmt.Print(out)
+		fmt.Fprint(w, out)
 	}
 	return nil
 }
 
-func startServer(self, cpu string, args ...string) (*exec.Cmd, string, error) {
-	cmd := exec.Command("taskset", append([]string{"-c", cpu, self}, args...)...)
+func startRole(ctx context.Context, self, cpu string, args ...string) (*exec.Cmd, string, error) {
+	cmd := exec.CommandContext(ctx, "taskset", append([]string{"-c", cpu, self, "bench", "generator"}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -141,13 +136,13 @@ func startServer(self, cpu string, args ...string) (*exec.Cmd, string, error) {
 	return cmd, strings.TrimSpace(line), nil
 }
 
-func stopServer(cmd *exec.Cmd) {
+func stopRole(cmd *exec.Cmd) {
 	cmd.Process.Kill()
 	cmd.Wait()
 }
 
-func runPinned(self, cpu string, args ...string) (string, error) {
-	cmd := exec.Command("taskset", append([]string{"-c", cpu, self}, args...)...)
+func runPinned(ctx context.Context, self, cpu string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "taskset", append([]string{"-c", cpu, self, "bench", "generator"}, args...)...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -163,7 +158,7 @@ func raiseNofile() {
 }
 
 // upgrade answers a client's upgrade request on c by hand.
-func upgrade(c net.Conn, br *bufio.Reader) (room string, err error) {
+func upgradeByHand(c net.Conn, br *bufio.Reader) (room string, err error) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return "", err
@@ -174,7 +169,7 @@ func upgrade(c net.Conn, br *bufio.Reader) (room string, err error) {
 }
 
 // Room names the generator uses for step 1 with prefix "bench".
-const roomPre = "bench-s1-r"
+const blasterRoomPre = "bench-s1-r"
 
 // blaster accepts connections and writes pre-encoded chat frames to each
 // as fast as it can, until the client sends anything (its close frame).
@@ -192,11 +187,11 @@ func blaster(conns int) error {
 		go func() {
 			defer c.Close()
 			br := bufio.NewReader(c)
-			room, err := upgrade(c, br)
+			room, err := upgradeByHand(c, br)
 			if err != nil {
 				return
 			}
-			r, _ := strconv.Atoi(strings.TrimPrefix(room, roomPre))
+			r, _ := strconv.Atoi(strings.TrimPrefix(room, blasterRoomPre))
 			var buf []byte
 			buf = ws.AppendFrame(buf, ws.OpText, true, fmt.Appendf(nil, `{"type":"joined","room":"%s","seq":0,"members":1,"history":0}`, room))
 			if _, err := c.Write(buf); err != nil {
@@ -249,7 +244,7 @@ func idleServer() error {
 		go func() {
 			defer c.Close()
 			br := bufio.NewReaderSize(c, 512)
-			room, err := upgrade(c, br)
+			room, err := upgradeByHand(c, br)
 			if err != nil {
 				return
 			}
@@ -259,7 +254,7 @@ func idleServer() error {
 	}
 }
 
-func runConfig(addr string, clients int, dur time.Duration, out string) *loadtest.Config {
+func generatorConfig(addr string, clients int, dur time.Duration, out string) *loadtest.Config {
 	return &loadtest.Config{
 		URL: "ws://" + addr + "/ws", RoomPrefix: "bench", Seed: 1, Loops: 1, ConnectTimeout: loadtest.Duration(10 * time.Second),
 		Out: out, NoRecord: out == "",
@@ -281,7 +276,7 @@ func recvBench(addr string, conns int, dur time.Duration, record string) error {
 	case "gz":
 		out = filepath.Join(dir, "run.csv.gz")
 	}
-	cfg := runConfig(addr, conns, dur, out)
+	cfg := generatorConfig(addr, conns, dur, out)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -318,30 +313,17 @@ func (w *rssWatch) Write(p []byte) (int, error) {
 }
 
 func cpuSeconds() float64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	s, _ := procstat.Self()
+	return s.CPU.Seconds()
 }
 
 func rss() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			f := strings.Fields(l)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	s, _ := procstat.Self()
+	return s.RSS
 }
 
 func idleBench(addr string, n int) error {
-	cfg := runConfig(addr, n, 15*time.Second, "")
+	cfg := generatorConfig(addr, n, 15*time.Second, "")
 	cfg.Steps[0].Ramp = 5000
 	if err := cfg.Validate(); err != nil {
 		return err

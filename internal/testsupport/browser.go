@@ -1,6 +1,7 @@
-// Package browsertest starts headless Chromium for end-to-end tests of the
+// Starts headless Chromium for end-to-end tests of the
 // pages scalechat serves or writes (chat page, dashboard, report).
-package browsertest
+
+package testsupport
 
 import (
 	"context"
@@ -12,8 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// Path returns the Chromium binary, or "" when none is installed.
-func Path() string {
+// BrowserPath returns the Chromium binary, or "" when none is installed.
+func BrowserPath() string {
 	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
 		if p == "" {
 			continue
@@ -28,13 +29,13 @@ func Path() string {
 	return ""
 }
 
-// New returns the context of a fresh headless browser (its own profile in a
+// NewBrowser returns the context of a fresh headless browser (its own profile in a
 // temporary folder) that is shut down when the test ends. Without Chromium
 // the test is skipped, or fails when the CI variable is set: CI installs it.
 // Every browser gets at most timeout overall.
-func New(t testing.TB, timeout time.Duration) context.Context {
+func NewBrowser(t testing.TB, timeout time.Duration) context.Context {
 	t.Helper()
-	path := Path()
+	path := BrowserPath()
 	if path == "" {
 		if os.Getenv("CI") != "" {
 			t.Fatal("Chromium is not installed (apt-get install chromium)")
@@ -70,8 +71,8 @@ func New(t testing.TB, timeout time.Duration) context.Context {
 	return browserCtx
 }
 
-// NewTab opens another tab of the browser of ctx, closed when the test ends.
-func NewTab(t testing.TB, ctx context.Context) context.Context {
+// NewBrowserTab opens another tab of the browser of ctx, closed when the test ends.
+func NewBrowserTab(t testing.TB, ctx context.Context) context.Context {
 	t.Helper()
 	tab, cancel := chromedp.NewContext(ctx)
 	t.Cleanup(cancel)

@@ -1,4 +1,4 @@
-package clustertest
+package testsupport
 
 import (
 	"bufio"
@@ -12,8 +12,8 @@ import (
 	gws "github.com/gobwas/ws"
 )
 
-// Frame is what a test needs of a server frame (docs/protocol.md).
-type Frame struct {
+// WSFrame is what a test needs of a server frame (docs/protocol.md).
+type WSFrame struct {
 	Type    string `json:"type"` // empty for a chat message
 	Room    string `json:"room"`
 	Seq     uint64 `json:"seq"`
@@ -23,21 +23,21 @@ type Frame struct {
 	Since   uint64 `json:"since"`
 }
 
-// CloseError is returned by Conn.Read when the server sent a close frame.
+// CloseError is returned by WSConn.Read when the server sent a close frame.
 type CloseError struct{ Code int }
 
 func (e *CloseError) Error() string { return fmt.Sprintf("closed by the server with %d", e.Code) }
 
-// Conn is a plain blocking WebSocket chat client (gobwas/ws, an
+// WSConn is a plain blocking WebSocket chat client (gobwas/ws, an
 // implementation independent of the server's), with no reconnect logic of
 // its own.
-type Conn struct {
+type WSConn struct {
 	conn net.Conn
 	r    *bufio.Reader
 }
 
-// Dial opens a WebSocket to url.
-func Dial(ctx context.Context, url string) (*Conn, error) {
+// DialWS opens a WebSocket to url.
+func DialWS(ctx context.Context, url string) (*WSConn, error) {
 	d := gws.Dialer{Timeout: 5 * time.Second}
 	conn, r, _, err := d.Dial(ctx, url)
 	if err != nil {
@@ -46,14 +46,14 @@ func Dial(ctx context.Context, url string) (*Conn, error) {
 	if r == nil {
 		r = bufio.NewReader(conn)
 	}
-	return &Conn{conn: conn, r: r}, nil
+	return &WSConn{conn: conn, r: r}, nil
 }
 
 // Close closes the TCP connection.
-func (c *Conn) Close() error { return c.conn.Close() }
+func (c *WSConn) Close() error { return c.conn.Close() }
 
 // Send posts a chat message with text into the URL room.
-func (c *Conn) Send(text string) error {
+func (c *WSConn) Send(text string) error {
 	b, err := json.Marshal(map[string]string{"text": text})
 	if err != nil {
 		return err
@@ -63,26 +63,26 @@ func (c *Conn) Send(text string) error {
 
 // Read returns the next text frame, answering pings. A close frame from the
 // server is answered and returned as a *CloseError.
-func (c *Conn) Read(timeout time.Duration) (Frame, error) {
+func (c *WSConn) Read(timeout time.Duration) (WSFrame, error) {
 	c.conn.SetReadDeadline(time.Now().Add(timeout))
 	defer c.conn.SetReadDeadline(time.Time{})
 	for {
 		//lint:ignore SA1019 the peer is the server under test, whose frames are bounded
 		f, err := gws.ReadFrame(c.r)
 		if err != nil {
-			return Frame{}, err
+			return WSFrame{}, err
 		}
 		switch f.Header.OpCode {
 		case gws.OpPing:
 			pong := gws.NewPongFrame(f.Payload)
 			if err := gws.WriteFrame(c.conn, gws.MaskFrameInPlace(pong)); err != nil {
-				return Frame{}, err
+				return WSFrame{}, err
 			}
 		case gws.OpPong:
 		case gws.OpText:
-			var m Frame
+			var m WSFrame
 			if err := json.Unmarshal(f.Payload, &m); err != nil {
-				return Frame{}, fmt.Errorf("frame %q: %w", f.Payload, err)
+				return WSFrame{}, fmt.Errorf("frame %q: %w", f.Payload, err)
 			}
 			return m, nil
 		case gws.OpClose:
@@ -91,16 +91,16 @@ func (c *Conn) Read(timeout time.Duration) (Frame, error) {
 				code = int(f.Payload[0])<<8 | int(f.Payload[1])
 			}
 			_ = gws.WriteFrame(c.conn, gws.MaskFrameInPlace(gws.NewCloseFrame(gws.NewCloseFrameBody(gws.StatusCode(code), ""))))
-			return Frame{}, &CloseError{Code: code}
+			return WSFrame{}, &CloseError{Code: code}
 		default:
-			return Frame{}, fmt.Errorf("unexpected opcode %v", f.Header.OpCode)
+			return WSFrame{}, fmt.Errorf("unexpected opcode %v", f.Header.OpCode)
 		}
 	}
 }
 
 // Joined reads the joined frame, an optional history_gap frame and the
 // replayed history that follows.
-func (c *Conn) Joined(timeout time.Duration) (joined Frame, gap *Frame, history []Frame, err error) {
+func (c *WSConn) Joined(timeout time.Duration) (joined WSFrame, gap *WSFrame, history []WSFrame, err error) {
 	joined, err = c.Read(timeout)
 	if err != nil {
 		return joined, nil, nil, err
@@ -128,7 +128,7 @@ func (c *Conn) Joined(timeout time.Duration) (joined Frame, gap *Frame, history 
 // Members joins room on a node directly and returns how many members the
 // node has in it, this probe included.
 func Members(ctx context.Context, n *Node, room string) (int, error) {
-	c, err := Dial(ctx, n.URL("/ws/"+room))
+	c, err := DialWS(ctx, n.URL("/ws/"+room))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", n.Name, err)
 	}
