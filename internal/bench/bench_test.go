@@ -140,11 +140,7 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and load generators for about half a minute")
 	}
-	exe := filepath.Join(t.TempDir(), "scalechat")
-	build := exec.Command("go", "build", "-o", exe, "github.com/scalechat/scalechat/cmd/scalechat")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	exe := buildScalechat(t)
 	var names []string
 	for _, s := range Scenarios() {
 		if s.Name == "cluster" {
@@ -188,5 +184,56 @@ func TestSmoke(t *testing.T) {
 	// Every generator wrote its meta.json where --dir says.
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.meta.json")); len(m) < len(names) {
 		t.Errorf("%d meta files in --dir, want at least %d", len(m), len(names))
+	}
+}
+
+// buildScalechat builds the binary once for the tests that run it.
+func buildScalechat(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "scalechat")
+	build := exec.Command("go", "build", "-o", exe, "github.com/scalechat/scalechat/cmd/scalechat")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return exe
+}
+
+// The analyze and generator benchmarks run end to end at tiny sizes: they
+// prove the commands work, not how fast anything is.
+func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the analyzer and load generators")
+	}
+	exe := buildScalechat(t)
+	pandasRuns := "0"
+	if exec.Command("python3", "-c", "import pandas").Run() == nil {
+		pandasRuns = "1" // then the cross-check with pandas runs too
+	}
+	file := filepath.Join(t.TempDir(), "events.csv")
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"bench", "analyze", "--size", "3MB", "--runs", "2", "--pandas-runs", pandasRuns, "--file", file},
+			[]string{"generating " + file, "scalechat analyze run 2:", "scalechat analyze: median"}},
+		{[]string{"bench", "generator", "--only", "recv", "--conns", "2", "--duration", "300ms"},
+			[]string{"record none", "record plain", "record gz", "msgs/s"}},
+		{[]string{"bench", "generator", "--only", "idle", "--idle", "300"},
+			[]string{"300 connections held (0 connect errors)", "per connection:"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		out, err := exec.CommandContext(ctx, exe, tt.args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tt.args, err, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%v: output lacks %q:\n%s", tt.args, w, out)
+			}
+		}
+		if pandasRuns == "1" && tt.args[1] == "analyze" && !strings.Contains(string(out), "cross-check: 3 steps, same counts") {
+			t.Errorf("the analyzer and pandas disagree:\n%s", out)
+		}
 	}
 }
