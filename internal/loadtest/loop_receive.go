@@ -1,0 +1,319 @@
+package loadtest
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/scalechat/scalechat/internal/netpoll"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/ws"
+	"golang.org/x/sys/unix"
+)
+
+// Receiving: reading sockets, cutting the server's frames (ws.Reader),
+// and recording every Joined and Received row.
+
+func (l *loop) handle(c *client, events uint32) {
+	if c.state == csConnecting {
+		l.onConnected(c)
+		return
+	}
+	if events&netpoll.Writable != 0 && len(c.out) > 0 {
+		if !l.flush(c) {
+			return
+		}
+	}
+	if events&(netpoll.Readable|netpoll.Hangup) != 0 {
+		l.onReadable(c)
+	}
+}
+
+// write sends b or queues what the socket does not take. It reports false
+// when the connection is gone.
+func (l *loop) write(c *client, b []byte) bool {
+	if c.fd < 0 {
+		return false
+	}
+	if len(c.out) > 0 {
+		c.out = append(c.out, b...)
+		return true
+	}
+	n, err := unix.Write(int(c.fd), b)
+	if err != nil {
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			l.lost(c, "write: "+err.Error())
+			return false
+		}
+		n = 0
+	}
+	if n < len(b) {
+		c.out = append(c.out, b[n:]...)
+		if err := l.poller.Mod(int(c.fd), netpoll.Readable|netpoll.Writable); err != nil {
+			l.lost(c, err.Error())
+			return false
+		}
+	}
+	return true
+}
+
+func (l *loop) flush(c *client) bool {
+	n, err := unix.Write(int(c.fd), c.out)
+	if err != nil {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			return true
+		}
+		l.lost(c, "write: "+err.Error())
+		return false
+	}
+	if n < len(c.out) {
+		c.out = c.out[:copy(c.out, c.out[n:])]
+		return true
+	}
+	c.out = nil
+	if err := l.poller.Mod(int(c.fd), netpoll.Readable); err != nil {
+		l.lost(c, err.Error())
+		return false
+	}
+	return true
+}
+
+func (l *loop) onReadable(c *client) {
+	for range 4 {
+		off := 0
+		if c.pend != nil {
+			off = copy(l.scratch, c.pend)
+		}
+		n, err := unix.Read(int(c.fd), l.scratch[off:])
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				return
+			}
+			l.lost(c, "read: "+err.Error())
+			return
+		}
+		if n == 0 {
+			l.lost(c, "the server closed the connection without a close frame")
+			return
+		}
+		if c.pend != nil {
+			l.putBuf(c.pend)
+			c.pend = nil
+		}
+		buf := l.scratch[:off+n]
+		used, need, alive := l.consume(c, buf, l.clock.now())
+		if !alive {
+			return
+		}
+		if used < len(buf) {
+			c.pend = append(l.getBuf(len(buf)-used), buf[used:]...)
+		}
+		if need > len(l.scratch)-1024 {
+			l.scratch = make([]byte, need+scratchSize)
+		}
+		if off+n < len(l.scratch) {
+			return // the socket is drained
+		}
+	}
+}
+
+func (l *loop) getBuf(n int) []byte {
+	if n <= pendBufSize {
+		if k := len(l.bufs); k > 0 {
+			b := l.bufs[k-1]
+			l.bufs = l.bufs[:k-1]
+			return b[:0]
+		}
+		return make([]byte, 0, pendBufSize)
+	}
+	return make([]byte, 0, n)
+}
+
+func (l *loop) putBuf(b []byte) {
+	if cap(b) == pendBufSize && len(l.bufs) < 1024 {
+		l.bufs = append(l.bufs, b[:0])
+	}
+}
+
+// consume handles the handshake response and every whole frame in buf. It
+// returns how many bytes it used, the size the incomplete frame at the end
+// needs (0 if unknown), and false when the client was closed.
+func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive bool) {
+	if c.state == csHandshake {
+		n, err := ws.ParseServerHandshake(buf, c.key)
+		if err != nil {
+			l.fail(c, err.Error())
+			return 0, 0, false
+		}
+		if n == 0 {
+			return 0, 0, true
+		}
+		c.key = ""
+		used = n
+		if l.st.plan.echo {
+			l.joinedRoom(c, &c.rooms[0], 0, now)
+		} else {
+			c.state = csJoining
+		}
+	}
+	for used < len(buf) {
+		f, n, need, err := c.rd.Next(buf[used:], ws.ClientSide, maxFrame)
+		if err != nil {
+			l.protocolError(c, ws.CodeOf(err), err.Error())
+			return used, 0, false
+		}
+		if n == 0 {
+			return used, need, true
+		}
+		used += n
+		switch f.OpCode {
+		case ws.OpText, ws.OpBinary:
+			l.onMessage(c, f.Payload, now)
+		case ws.OpPing:
+			var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
+			l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpPong, true, f.Payload, l.maskKey()))
+		case ws.OpClose:
+			l.onClose(c, f.Payload)
+			return used, 0, false
+		}
+		if c.fd < 0 {
+			return used, 0, false
+		}
+	}
+	return used, 0, true
+}
+
+func (l *loop) protocolError(c *client, code ws.StatusCode, why string) {
+	var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
+	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, code, ""), l.maskKey()))
+	l.st.counts.Invalid++
+	l.lost(c, "protocol error: "+why)
+}
+
+func (l *loop) onClose(c *client, payload []byte) {
+	if c.state == csClosing {
+		l.closeFD(c)
+		return
+	}
+	code, _, _ := ws.ParseClosePayload(payload)
+	var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
+	reply := ws.CloseNormal
+	if code.ValidOnWire() {
+		reply = code
+	}
+	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, reply, ""), l.maskKey()))
+	l.lost(c, "the server closed the connection with code "+strconv.Itoa(int(code)))
+}
+
+func (c *client) membership(room int) *membership {
+	for i := range c.rooms {
+		if int(c.rooms[i].room) == room {
+			return &c.rooms[i]
+		}
+	}
+	return nil
+}
+
+func (l *loop) onMessage(c *client, p []byte, now int64) {
+	st := l.st
+	f := &l.ff
+	if !parseFields(p, f) {
+		st.counts.Invalid++
+		return
+	}
+	plan := st.plan
+	if plan.echo {
+		if !f.hasID || c.state != csReady && c.state != csClosing {
+			st.counts.Invalid++
+			return
+		}
+		l.delivered(c, int(c.rooms[0].room), f, now)
+		return
+	}
+	if f.hasType {
+		switch string(f.typ) {
+		case "joined":
+			r := plan.roomIndex(f.room)
+			m := c.membership(r)
+			if m == nil || m.joined {
+				st.counts.Invalid++
+				return
+			}
+			m.joinedSeq, m.lastSeq = f.seq, f.seq
+			l.joinedRoom(c, m, r, now)
+		case "error":
+			if c.state == csJoining {
+				l.fail(c, "the server refused a join: "+string(p))
+				return
+			}
+			st.counts.ServerErrors++
+			if st.firstErr == "" {
+				st.firstErr = "server error frame: " + string(p)
+			}
+		}
+		return
+	}
+	r := plan.roomIndex(f.room)
+	m := c.membership(r)
+	if m == nil || !m.joined {
+		st.counts.Invalid++
+		return
+	}
+	if f.hasSeq {
+		if f.seq <= m.joinedSeq {
+			st.counts.Replayed++ // history from before we joined: not a delivery of this run
+			return
+		}
+		if f.seq <= m.lastSeq {
+			st.counts.OutOfOrder++
+		} else {
+			m.lastSeq = f.seq
+		}
+	}
+	if !f.hasID {
+		st.counts.Invalid++
+		return
+	}
+	l.delivered(c, r, f, now)
+}
+
+func (l *loop) delivered(c *client, room int, f *frameFields, now int64) {
+	st := l.st
+	sender := f.messageID >> 32
+	st.counts.ReceivedAll++
+	if st.plan.inShard(sender) {
+		st.counts.Received++
+	}
+	if f.hasDue {
+		record(l.lat, now-int64(f.dueUs))
+	}
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(room), Kind: results.Received,
+		MessageID: f.messageID & 0xffffffff, SenderID: sender, ClientID: c.id, UnixUS: now, LagUS: -1})
+	l.rowDone()
+}
+
+// joinedRoom records that c is in room r; when it is the URL room, c joins
+// its other rooms.
+func (l *loop) joinedRoom(c *client, m *membership, r int, now int64) {
+	st := l.st
+	m.joined = true
+	c.nJoined++
+	st.joined[r]++
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(r), Kind: results.Joined, ClientID: c.id, UnixUS: now, LagUS: -1})
+	l.rowDone()
+	if c.nJoined == 1 && len(c.rooms) > 1 {
+		l.wbuf = l.wbuf[:0]
+		for _, m := range c.rooms[1:] {
+			l.pbuf = append(l.pbuf[:0], `{"type":"join","room":"`...)
+			l.pbuf = append(l.pbuf, st.plan.roomPre...)
+			l.pbuf = strconv.AppendInt(l.pbuf, int64(m.room), 10)
+			l.pbuf = append(l.pbuf, `"}`...)
+			l.wbuf = ws.AppendMaskedFrame(l.wbuf, ws.OpText, true, l.pbuf, l.maskKey())
+		}
+		if !l.write(c, l.wbuf) {
+			return
+		}
+	}
+	if int(c.nJoined) == len(c.rooms) {
+		l.ready(c)
+	}
+}
