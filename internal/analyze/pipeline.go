@@ -232,181 +232,50 @@ func excerpt(l []byte) string {
 
 // Run reads the inputs and computes the statistics. It fails only when an
 // input cannot be read; bad rows are counted in the result.
+//
+// The pipeline: one reader per file cuts it into chunks at line ends; the
+// merge hands chunks to the workers in time order across files; workers
+// parse rows and split each chunk's events by message into per-shard
+// batches; the batches go to the shards in input order, where Sent and
+// Received rows are joined.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Inputs) == 0 {
 		return nil, fmt.Errorf("no input files")
 	}
-	if opts.Window <= 0 {
-		opts.Window = 2 * time.Minute
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Second
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
-	}
-	if opts.MaxErrors <= 0 {
-		opts.MaxErrors = 10
-	}
-	if opts.TopRooms <= 0 {
-		opts.TopRooms = 10
-	}
+	opts.fillDefaults()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
 
 	nm := newNames()
 	inputs := append([]Input(nil), opts.Inputs...)
-	oldRef := make([]srRef, len(inputs))
-	var fixed []int64
-	var old []bool
-	for i, in := range inputs {
-		if in.Old {
-			var err error
-			if oldRef[i], err = nm.stepRoom(in.Step, ""); err != nil {
-				return nil, err
-			}
-			for int(oldRef[i].step) >= len(fixed) {
-				fixed = append(fixed, 0)
-				old = append(old, false)
-			}
-			fixed[oldRef[i].step] = int64(in.RoomSize)
-			old[oldRef[i].step] = true
-		}
+	legacy, err := legacySteps(nm, inputs)
+	if err != nil {
+		return nil, err
 	}
-
 	nw := opts.Workers
-	readers := make([]*fileReader, len(inputs))
 	pool := newBufPool(2*len(inputs) + 2*nw + 2)
+	evPool := &sync.Pool{New: func() any { b := make([]event, 0, 8192); return &b }}
 	var wg sync.WaitGroup
+	readers := make([]*fileReader, len(inputs))
 	for i, in := range inputs {
 		readers[i] = &fileReader{idx: i, in: in, pool: pool, out: make(chan chunk, 1)}
 		wg.Go(func() { readers[i].run(ctx) })
 	}
-
-	type job struct {
-		c   chunk
-		seq int64
-		wm  int64
-	}
 	jobs := make(chan job, nw)
-	results := make(chan *result, nw)
-	evPool := &sync.Pool{New: func() any { b := make([]event, 0, 8192); return &b }}
-
-	// Merge the files in time order, chunk by chunk: always read from the
-	// file that is least far in time.
 	var mergeErr error
 	wg.Go(func() {
 		defer close(jobs)
-		lastT := make([]int64, len(inputs))
-		active := make([]bool, len(inputs))
-		for i := range lastT {
-			lastT[i] = math.MinInt64
-			active[i] = true
-		}
-		left := len(inputs)
-		seq := int64(0)
-		for left > 0 {
-			f := -1
-			for i := range lastT {
-				if active[i] && (f < 0 || lastT[i] < lastT[f]) {
-					f = i
-				}
-			}
-			var c chunk
-			var ok bool
-			select {
-			case c, ok = <-readers[f].out:
-			case <-ctx.Done():
-				return
-			}
-			if !ok {
-				active[f] = false
-				left--
-				if err := readers[f].err; err != nil {
-					mergeErr = fmt.Errorf("%s: %w", inputs[f].Path, err)
-					cancel()
-					return
-				}
-				continue
-			}
-			lastT[f] = max(lastT[f], c.lastT)
-			wm := int64(math.MaxInt64 - 1)
-			for i := range lastT {
-				if active[i] {
-					wm = min(wm, lastT[i])
-				}
-			}
-			select {
-			case jobs <- job{c, seq, wm}:
-				seq++
-			case <-ctx.Done():
-				pool.put(c.buf)
-				return
-			}
+		if mergeErr = merge(ctx, readers, jobs, pool); mergeErr != nil {
+			cancel()
 		}
 	})
-
-	var workersWG sync.WaitGroup
-	for range nw {
-		w := &worker{names: nm, inputs: inputs, oldRef: oldRef, nshards: nw, maxErrs: opts.MaxErrors,
+	results := startWorkers(&wg, nw, jobs, pool, func() *worker {
+		return &worker{names: nm, inputs: inputs, oldRef: legacy.ref, nshards: nw, maxErrs: opts.MaxErrors,
 			srCache: make(map[string]srRef), stCache: make(map[string]uint32), pool: evPool}
-		workersWG.Go(func() {
-			for j := range jobs {
-				r := w.parse(j.c, j.seq, j.wm)
-				pool.put(j.c.buf)
-				results <- r
-			}
-		})
-	}
-	wg.Go(func() {
-		workersWG.Wait()
-		close(results)
 	})
-
-	shards := make([]*shard, nw)
-	shardIn := make([]chan shardJob, nw)
-	var shardWG sync.WaitGroup
-	win := opts.Window.Microseconds()
-	for i := range shards {
-		shards[i] = newShard(i, win, settle, opts.Interval.Microseconds())
-		shards[i].fixed, shards[i].old = fixed, old
-		shardIn[i] = make(chan shardJob, 4)
-		shardWG.Go(func() {
-			for j := range shardIn[i] {
-				shards[i].apply(j)
-				evPool.Put(j.events)
-			}
-			shards[i].evict(math.MaxInt64)
-		})
-	}
-
-	// Hand chunks to the shards in input order.
-	var rows, malformed int64
-	var errs []string
-	waiting := make(map[int64]*result)
-	next := int64(0)
-	for r := range results {
-		waiting[r.seq] = r
-		for {
-			r, ok := waiting[next]
-			if !ok {
-				break
-			}
-			delete(waiting, next)
-			next++
-			rows += r.rows
-			malformed += r.malformed
-			for _, e := range r.errs {
-				if len(errs) < opts.MaxErrors {
-					errs = append(errs, e)
-				}
-			}
-			for i, ch := range shardIn {
-				ch <- shardJob{events: r.shards[i], joins: r.joins, wm: r.wm}
-			}
-		}
-	}
+	shards, shardIn, shardWG := startShards(nw, opts, legacy, evPool)
+	rows, malformed, errs := inOrder(results, shardIn, opts.MaxErrors)
 	for _, ch := range shardIn {
 		close(ch)
 	}
@@ -430,4 +299,182 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// fillDefaults sets the options left zero.
+func (o *Options) fillDefaults() {
+	if o.Window <= 0 {
+		o.Window = 2 * time.Minute
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxErrors <= 0 {
+		o.MaxErrors = 10
+	}
+	if o.TopRooms <= 0 {
+		o.TopRooms = 10
+	}
+}
+
+// legacy describes the inputs in the older headerless format: each file is
+// one step of one room, of the size given with it.
+type legacy struct {
+	ref   []srRef // per input: its step and room (inputs of the current format: zero)
+	fixed []int64 // per step: the room size of a legacy step
+	old   []bool  // per step: the step is in the older format
+}
+
+func legacySteps(nm *names, inputs []Input) (legacy, error) {
+	l := legacy{ref: make([]srRef, len(inputs))}
+	for i, in := range inputs {
+		if !in.Old {
+			continue
+		}
+		var err error
+		if l.ref[i], err = nm.stepRoom(in.Step, ""); err != nil {
+			return l, err
+		}
+		for int(l.ref[i].step) >= len(l.fixed) {
+			l.fixed = append(l.fixed, 0)
+			l.old = append(l.old, false)
+		}
+		l.fixed[l.ref[i].step] = int64(in.RoomSize)
+		l.old[l.ref[i].step] = true
+	}
+	return l, nil
+}
+
+// job is a chunk for the workers: its place in input order and the
+// watermark (no later chunk holds an earlier row than wm, µs).
+type job struct {
+	c   chunk
+	seq int64
+	wm  int64
+}
+
+// merge hands the files' chunks to jobs in time order, chunk by chunk:
+// always from the file that is least far in time.
+func merge(ctx context.Context, readers []*fileReader, jobs chan<- job, pool *bufPool) error {
+	lastT := make([]int64, len(readers))
+	active := make([]bool, len(readers))
+	for i := range lastT {
+		lastT[i] = math.MinInt64
+		active[i] = true
+	}
+	left := len(readers)
+	seq := int64(0)
+	for left > 0 {
+		f := -1
+		for i := range lastT {
+			if active[i] && (f < 0 || lastT[i] < lastT[f]) {
+				f = i
+			}
+		}
+		var c chunk
+		var ok bool
+		select {
+		case c, ok = <-readers[f].out:
+		case <-ctx.Done():
+			return nil
+		}
+		if !ok {
+			active[f] = false
+			left--
+			if err := readers[f].err; err != nil {
+				return fmt.Errorf("%s: %w", readers[f].in.Path, err)
+			}
+			continue
+		}
+		lastT[f] = max(lastT[f], c.lastT)
+		wm := int64(math.MaxInt64 - 1)
+		for i := range lastT {
+			if active[i] {
+				wm = min(wm, lastT[i])
+			}
+		}
+		select {
+		case jobs <- job{c, seq, wm}:
+			seq++
+		case <-ctx.Done():
+			pool.put(c.buf)
+			return nil
+		}
+	}
+	return nil
+}
+
+// startWorkers starts n workers that parse the jobs; the returned channel
+// closes when they are done.
+func startWorkers(wg *sync.WaitGroup, n int, jobs <-chan job, pool *bufPool, newWorker func() *worker) <-chan *result {
+	results := make(chan *result, n)
+	var workers sync.WaitGroup
+	for range n {
+		w := newWorker()
+		workers.Go(func() {
+			for j := range jobs {
+				r := w.parse(j.c, j.seq, j.wm)
+				pool.put(j.c.buf)
+				results <- r
+			}
+		})
+	}
+	wg.Go(func() {
+		workers.Wait()
+		close(results)
+	})
+	return results
+}
+
+// startShards starts n shards, each fed by its channel.
+func startShards(n int, opts Options, l legacy, evPool *sync.Pool) ([]*shard, []chan shardJob, *sync.WaitGroup) {
+	shards := make([]*shard, n)
+	in := make([]chan shardJob, n)
+	var wg sync.WaitGroup
+	win := opts.Window.Microseconds()
+	for i := range shards {
+		shards[i] = newShard(i, win, settle, opts.Interval.Microseconds())
+		shards[i].fixed, shards[i].old = l.fixed, l.old
+		in[i] = make(chan shardJob, 4)
+		wg.Go(func() {
+			for j := range in[i] {
+				shards[i].apply(j)
+				evPool.Put(j.events)
+			}
+			shards[i].evict(math.MaxInt64)
+		})
+	}
+	return shards, in, &wg
+}
+
+// inOrder hands the workers' results to the shards in input order, and
+// counts rows, malformed rows and the first maxErrors errors.
+func inOrder(results <-chan *result, shardIn []chan shardJob, maxErrors int) (rows, malformed int64, errs []string) {
+	waiting := make(map[int64]*result)
+	next := int64(0)
+	for r := range results {
+		waiting[r.seq] = r
+		for {
+			r, ok := waiting[next]
+			if !ok {
+				break
+			}
+			delete(waiting, next)
+			next++
+			rows += r.rows
+			malformed += r.malformed
+			for _, e := range r.errs {
+				if len(errs) < maxErrors {
+					errs = append(errs, e)
+				}
+			}
+			for i, ch := range shardIn {
+				ch <- shardJob{events: r.shards[i], joins: r.joins, wm: r.wm}
+			}
+		}
+	}
+	return rows, malformed, errs
 }

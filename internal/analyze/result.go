@@ -168,56 +168,14 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 	for id := range nsteps {
 		acc := &stepAcc{lat: newLatAcc(), first: math.MaxInt64, last: math.MinInt64, clients: make(map[uint64]struct{})}
 		for _, sh := range shards {
-			if id >= len(sh.steps) || sh.steps[id] == nil {
-				continue
-			}
-			a := sh.steps[id]
-			acc.sent += a.sent
-			acc.expected += a.expected
-			acc.received += a.received
-			acc.lost += a.lost
-			acc.orphans += a.orphans
-			acc.duplicates += a.duplicates
-			acc.lat.merge(a.lat)
-			acc.first = min(acc.first, a.first)
-			acc.last = max(acc.last, a.last)
-			for c := range a.clients {
-				acc.clients[c] = struct{}{}
+			if id < len(sh.steps) && sh.steps[id] != nil {
+				acc.add(sh.steps[id])
+				for c := range sh.steps[id].clients {
+					acc.clients[c] = struct{}{}
+				}
 			}
 		}
-		// Rooms of the step, merged across shards.
-		var rooms []RoomStats
-		for _, sr := range srsOf[id] {
-			n := nm.srList[sr]
-			var r RoomStats
-			r.Room = n.room
-			var latSum, latMax int64
-			active := false
-			for _, sh := range shards {
-				if sr >= len(sh.rooms) {
-					continue
-				}
-				a := &sh.rooms[sr]
-				active = active || a.active
-				if sh.id == 0 {
-					r.Members = a.members
-				}
-				r.Sent += a.sent
-				r.Expected += a.expected
-				r.Received += a.received
-				r.Lost += a.lost
-				latSum += a.latSum
-				latMax = max(latMax, a.latMax)
-			}
-			if !active {
-				continue
-			}
-			if r.Received > 0 {
-				r.MeanMs = ms(latSum) / float64(r.Received)
-				r.MaxMs = ms(latMax)
-			}
-			rooms = append(rooms, r)
-		}
+		rooms := stepRooms(nm, shards, srsOf[id])
 		if acc.first == math.MaxInt64 && len(rooms) == 0 {
 			continue // a name seen only on malformed paths
 		}
@@ -233,15 +191,7 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		for c := range acc.clients {
 			allClients[c] = struct{}{}
 		}
-		total.sent += acc.sent
-		total.expected += acc.expected
-		total.received += acc.received
-		total.lost += acc.lost
-		total.orphans += acc.orphans
-		total.duplicates += acc.duplicates
-		total.lat.merge(acc.lat)
-		total.first = min(total.first, acc.first)
-		total.last = max(total.last, acc.last)
+		total.add(acc)
 	}
 	slices.SortStableFunc(out, func(a, b stepOut) int { return cmp.Compare(a.start, b.start) })
 	for _, o := range out {
@@ -254,12 +204,65 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		res.Overall.Rooms += s.Rooms
 	}
 	fillCounts(&res.Overall, total)
-
 	for _, sh := range shards {
 		res.PeakInFlight += int64(sh.peak)
 	}
+	res.Series = series(nm, shards, res.Steps, opts.Interval)
+	return res
+}
 
-	// Time series.
+// add adds the counts and latencies of b to a (not the clients).
+func (a *stepAcc) add(b *stepAcc) {
+	a.sent += b.sent
+	a.expected += b.expected
+	a.received += b.received
+	a.lost += b.lost
+	a.orphans += b.orphans
+	a.duplicates += b.duplicates
+	a.lat.merge(b.lat)
+	a.first = min(a.first, b.first)
+	a.last = max(a.last, b.last)
+}
+
+// stepRooms merges the figures of a step's rooms (srs) across shards; rooms
+// that saw no event are left out.
+func stepRooms(nm *names, shards []*shard, srs []int) []RoomStats {
+	var rooms []RoomStats
+	for _, sr := range srs {
+		r := RoomStats{Room: nm.srList[sr].room}
+		var latSum, latMax int64
+		active := false
+		for _, sh := range shards {
+			if sr >= len(sh.rooms) {
+				continue
+			}
+			a := &sh.rooms[sr]
+			active = active || a.active
+			if sh.id == 0 {
+				r.Members = a.members
+			}
+			r.Sent += a.sent
+			r.Expected += a.expected
+			r.Received += a.received
+			r.Lost += a.lost
+			latSum += a.latSum
+			latMax = max(latMax, a.latMax)
+		}
+		if !active {
+			continue
+		}
+		if r.Received > 0 {
+			r.MeanMs = ms(latSum) / float64(r.Received)
+			r.MaxMs = ms(latMax)
+		}
+		rooms = append(rooms, r)
+	}
+	return rooms
+}
+
+// series merges the shards' time series of the steps reported, in step
+// order and then time order.
+func series(nm *names, shards []*shard, steps []StepStats, interval time.Duration) []SeriesPoint {
 	merged := make(map[seriesKey]*seriesAcc)
 	for _, sh := range shards {
 		for k, a := range sh.series {
@@ -274,24 +277,25 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		}
 	}
 	order := make(map[string]int)
-	for i, s := range res.Steps {
+	for i, s := range steps {
 		order[s.Step] = i
 	}
-	sec := float64(opts.Interval) / float64(time.Second)
+	sec := float64(interval) / float64(time.Second)
+	var out []SeriesPoint
 	for k, a := range merged {
 		name := nm.stepList[k.step]
 		if _, ok := order[name]; !ok {
 			continue
 		}
-		res.Series = append(res.Series, SeriesPoint{
-			Step: name, UnixUS: k.idx * opts.Interval.Microseconds(), Sent: a.sent, Deliveries: a.recv,
+		out = append(out, SeriesPoint{
+			Step: name, UnixUS: k.idx * interval.Microseconds(), Sent: a.sent, Deliveries: a.recv,
 			PerSecond: float64(a.recv) / sec, P50Ms: ms(a.hist.quantile(.5)), P99Ms: ms(a.hist.quantile(.99)),
 		})
 	}
-	slices.SortFunc(res.Series, func(a, b SeriesPoint) int {
+	slices.SortFunc(out, func(a, b SeriesPoint) int {
 		return cmp.Or(cmp.Compare(order[a.Step], order[b.Step]), cmp.Compare(a.UnixUS, b.UnixUS))
 	})
-	return res
+	return out
 }
 
 func fillCounts(s *StepStats, a *stepAcc) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/loadtest"
@@ -28,30 +29,182 @@ const (
 )
 
 func newLoadtestCmd() *cobra.Command {
-	var (
-		step      loadtest.Step
-		cfg       loadtest.Config
-		scenario  string
-		sources   string
-		shard     string
-		pause     time.Duration
-		connTO    time.Duration
-		isWorker  bool
-		roomPfx   string
-		dryRun    bool
-		msgFreq   time.Duration
-		duration  time.Duration
-		drain     time.Duration
-		stepName  string
-		outFlag   string
-		loopCount int
-		pollIv    time.Duration
-		pollWait  time.Duration
-	)
+	var o loadtestFlags
 	cmd := &cobra.Command{
-		Use:   "loadtest",
-		Short: "Simulate thousands of chat clients and record every message sent and received",
-		Long: `loadtest starts many WebSocket chat clients in this process (or in --workers child
+		Use:     "loadtest",
+		Short:   "Simulate thousands of chat clients and record every message sent and received",
+		Long:    loadtestLong,
+		Example: loadtestExample,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			hard, stopSignals := secondInterrupt(ctx)
+			defer stopSignals()
+			if o.isWorker {
+				if err := loadtest.RunWorker(ctx, hard, c.InOrStdin(), c.OutOrStdout()); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				return nil
+			}
+			cfg, err := o.config(c)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return runLoadtest(hard, c, cfg, o.dryRun)
+		},
+	}
+	o.define(cmd.Flags())
+	return cmd
+}
+
+// loadtestFlags are the flags of scalechat loadtest that are not fields of
+// loadtest.Config as they are.
+type loadtestFlags struct {
+	step      loadtest.Step
+	cfg       loadtest.Config
+	scenario  string
+	sources   string
+	shard     string
+	pause     time.Duration
+	connTO    time.Duration
+	isWorker  bool
+	roomPfx   string
+	dryRun    bool
+	msgFreq   time.Duration
+	duration  time.Duration
+	drain     time.Duration
+	stepName  string
+	outFlag   string
+	loopCount int
+	pollIv    time.Duration
+	pollWait  time.Duration
+}
+
+func (o *loadtestFlags) define(f *pflag.FlagSet) {
+	f.StringVar(&o.cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; in chat mode the room is appended as /{room}; with --transport poll the server's http:// URL (default http://127.0.0.1:8080)")
+	f.StringVar(&o.cfg.Transport, "transport", loadtest.TransportWS, "ws (a WebSocket per client) or poll (HTTP: POST to send, GET /rooms/{room}/messages to receive)")
+	f.DurationVar(&o.pollIv, "poll-interval", 0, "with --transport poll: poll without wait every interval (plain polling); 0 = long polling")
+	f.DurationVar(&o.pollWait, "poll-wait", loadtest.DefaultPollWait, "with --transport poll: how long a long poll asks the server to wait (at most 60s)")
+	f.StringVar(&o.cfg.Protocol, "protocol", loadtest.ProtocolChat, "chat (scalechat's protocol) or echo (any WebSocket echo server, --url used as is)")
+	f.StringVar(&o.stepName, "step-name", "s1", "name of the step in the CSV when no --scenario is given")
+	f.IntVar(&o.step.Rooms, "rooms", 1, "number of rooms")
+	f.IntVar(&o.step.RoomSize, "room-size", 10, "clients per room (clients = rooms × room size)")
+	f.IntVar(&o.step.RoomsPerClient, "rooms-per-client", 1, "rooms each client joins: its own plus K-1 chosen at random; it posts into them round robin")
+	f.IntVar(&o.step.NumClients, "clients", 0, "clients of the step, spread evenly over the rooms; 0 = rooms × room size")
+	f.IntVar(&o.step.Senders, "senders", 0, "how many of the clients send (spread evenly over them); the others only receive; 0 = all")
+	f.Float64Var(&o.step.RoomSkew, "room-skew", 0, "Zipf exponent of the clients' spread over rooms: 0 = even, 1 = a few hot rooms hold most clients")
+	f.DurationVar(&o.msgFreq, "msg-frequency", time.Second, "interval between two messages of one client; 0 = connect and hold only")
+	f.IntVar(&o.step.MsgSize, "msg-size", 256, "bytes of text per message")
+	f.DurationVar(&o.duration, "duration", 30*time.Second, "how long each step sends (or holds, with --msg-frequency 0)")
+	f.Float64Var(&o.step.Ramp, "ramp", 1000, "new connections per second (for the whole run, all workers and shards)")
+	f.DurationVar(&o.drain, "drain", 3*time.Second, "after sending stops, wait at most this long for messages in flight")
+	f.StringVar(&o.scenario, "scenario", "", "YAML scenario file with a list of steps (flags give the defaults); see scenarios/")
+	f.DurationVar(&o.pause, "pause", 2*time.Second, "pause between steps (a scenario's pause: wins unless this flag is set)")
+	f.StringVar(&o.outFlag, "out", "", "CSV path, .gz for gzip (default results/<timestamp>.csv); metadata goes to <out without .csv>.meta.json")
+	f.BoolVar(&o.cfg.NoCSV, "no-csv", false, "write no CSV of events (meta.json and the summary only), e.g. to measure the cost of recording")
+	f.StringVar(&o.roomPfx, "room-prefix", "", "prefix of room names, unique per run so runs never see each other's history (default: a random run id)")
+	f.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the room plan (every shard of a run must use the same)")
+	f.StringVar(&o.sources, "source-ips", "", "local addresses to connect from, e.g. 127.0.0.1-127.0.0.4 (each has its own ephemeral ports)")
+	f.IntVar(&o.cfg.Workers, "workers", 1, "child processes to spread the clients over (each has its own open-file limit and CSV part)")
+	f.StringVar(&o.shard, "shard", "", "run only part i of N of the scenario (i/N, 0-based), e.g. one per machine; needs --room-prefix")
+	f.IntVar(&o.loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
+	f.Float64Var(&o.cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
+	f.DurationVar(&o.connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error; with --transport poll it also bounds each HTTP request (plus the wait of a long poll)")
+	f.StringArrayVar(&o.cfg.ServerMetrics, "server-metrics", nil, "a server's /metrics URL (repeat it, one per node), e.g. http://127.0.0.1:8081/metrics: scraped once a second into <out without .csv>.server.csv")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the machine check and the plan, then exit")
+	f.BoolVar(&o.isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
+	_ = f.MarkHidden("internal-worker")
+}
+
+// config turns the flags (and the scenario file) into a validated plan.
+func (o *loadtestFlags) config(c *cobra.Command) (*loadtest.Config, error) {
+	cfg := o.cfg
+	step := o.step
+	step.Name = o.stepName
+	step.MsgFrequency = loadtest.Duration(o.msgFreq)
+	step.Duration = loadtest.Duration(o.duration)
+	step.Drain = loadtest.Duration(o.drain)
+	cfg.Steps = []loadtest.Step{step}
+	cfg.Pause = loadtest.Duration(o.pause)
+	if o.scenario != "" {
+		sc, err := loadtest.LoadScenario(o.scenario, step)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Steps = sc.Steps
+		cfg.Scenario = sc.Name
+		if sc.Pause != nil && !c.Flags().Changed("pause") {
+			cfg.Pause = *sc.Pause
+		}
+	}
+	var err error
+	if cfg.SourceIPs, err = loadtest.ParseSourceIPs(o.sources); err != nil {
+		return nil, err
+	}
+	if o.shard != "" {
+		if cfg.Shard, cfg.Shards, err = loadtest.ParseShard(o.shard); err != nil {
+			return nil, err
+		}
+	}
+	cfg.RoomPrefix = o.roomPfx
+	if cfg.RoomPrefix == "" {
+		if cfg.Shards > 1 {
+			return nil, errors.New("--shard needs --room-prefix, the same for every shard of the run")
+		}
+		cfg.RoomPrefix = newRunID()
+	}
+	if cfg.Transport == loadtest.TransportPoll && !c.Flags().Changed("url") {
+		cfg.URL = "http://127.0.0.1:8080"
+	}
+	cfg.PollInterval = loadtest.Duration(o.pollIv)
+	cfg.PollWait = loadtest.Duration(o.pollWait)
+	cfg.ConnectTimeout = loadtest.Duration(o.connTO)
+	cfg.Loops = o.loopCount
+	if cfg.Loops == 0 {
+		cfg.Loops = runtime.GOMAXPROCS(0)
+	}
+	cfg.Out = o.outFlag
+	if cfg.Out == "" {
+		cfg.Out = "results/" + time.Now().Format("20060102-150405") + ".csv"
+	}
+	cfg.Args = os.Args[1:]
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// runLoadtest checks the machine can hold the plan, runs it and turns its
+// outcome into the exit code.
+func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, dryRun bool) error {
+	stderr := c.ErrOrStderr()
+	m := loadtest.InspectMachine()
+	fmt.Fprintln(stderr, m)
+	if err := m.Check(cfg); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	fmt.Fprintf(stderr, "run: %d step(s), room prefix %s, %d worker(s), shard %d/%d, writing %s\n",
+		len(cfg.Steps), cfg.RoomPrefix, cfg.Workers, cfg.Shard, cfg.Shards, cfg.Out)
+	if dryRun {
+		return nil
+	}
+	res, err := loadtest.Run(c.Context(), hard, cfg, loadtest.Options{
+		Stdout: c.OutOrStdout(), Stderr: stderr, TTY: isTerminal(stderr), Machine: m,
+		Version: version.Version(), WorkerArgs: []string{"loadtest", "--internal-worker"},
+	})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if len(res.Failures) > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d failure(s):\n  %s", len(res.Failures), strings.Join(res.Failures, "\n  "))}
+	}
+	if res.Interrupted {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted; the results cover what ran")}
+	}
+	return nil
+}
+
+const loadtestLong = `loadtest starts many WebSocket chat clients in this process (or in --workers child
 processes), puts them in rooms, makes each send a message every --msg-frequency on an
 open-loop schedule, and writes one CSV row per message sent and per message received
 (docs/csv.md), plus <out without .csv>.meta.json. Latency is measured from the instant a message was
@@ -72,8 +225,9 @@ a goroutine with its own HTTP connections; it joins with a first GET of its room
 by long polling (GET with since and --poll-wait) or, with --poll-interval, by plain polling
 (GET without wait every interval), and sends each message with a POST on the same schedule.
 Same CSV, same summary; failed requests (HTTP errors such as 429, timeouts) are counted in
-meta.json and make the exit code 1.`,
-		Example: `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
+meta.json and make the exit code 1.`
+
+const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
   scalechat loadtest --url ws://127.0.0.1:8080/ws --rooms 10 --room-size 20 --duration 30s
 
   # a sweep from a scenario file, results gzipped
@@ -94,133 +248,7 @@ meta.json and make the exit code 1.`,
   scalechat loadtest --rooms 10 --room-size 20 --server-metrics http://127.0.0.1:8081/metrics
 
   # any WebSocket echo server
-  scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			ctx := c.Context()
-			hard, stopSignals := secondInterrupt(ctx)
-			defer stopSignals()
-			if isWorker {
-				if err := loadtest.RunWorker(ctx, hard, c.InOrStdin(), c.OutOrStdout()); err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				return nil
-			}
-			stderr := c.ErrOrStderr()
-
-			step.Name = stepName
-			step.MsgFrequency = loadtest.Duration(msgFreq)
-			step.Duration = loadtest.Duration(duration)
-			step.Drain = loadtest.Duration(drain)
-			cfg.Steps = []loadtest.Step{step}
-			cfg.Pause = loadtest.Duration(pause)
-			if scenario != "" {
-				sc, err := loadtest.LoadScenario(scenario, step)
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				cfg.Steps = sc.Steps
-				cfg.Scenario = sc.Name
-				if sc.Pause != nil && !c.Flags().Changed("pause") {
-					cfg.Pause = *sc.Pause
-				}
-			}
-			var err error
-			if cfg.SourceIPs, err = loadtest.ParseSourceIPs(sources); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if shard != "" {
-				if cfg.Shard, cfg.Shards, err = loadtest.ParseShard(shard); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-			}
-			cfg.RoomPrefix = roomPfx
-			if cfg.RoomPrefix == "" {
-				if cfg.Shards > 1 {
-					return &exitError{code: exitUsage, err: errors.New("--shard needs --room-prefix, the same for every shard of the run")}
-				}
-				cfg.RoomPrefix = newRunID()
-			}
-			if cfg.Transport == loadtest.TransportPoll && !c.Flags().Changed("url") {
-				cfg.URL = "http://127.0.0.1:8080"
-			}
-			cfg.PollInterval = loadtest.Duration(pollIv)
-			cfg.PollWait = loadtest.Duration(pollWait)
-			cfg.ConnectTimeout = loadtest.Duration(connTO)
-			cfg.Loops = loopCount
-			if cfg.Loops == 0 {
-				cfg.Loops = runtime.GOMAXPROCS(0)
-			}
-			cfg.Out = outFlag
-			if cfg.Out == "" {
-				cfg.Out = "results/" + time.Now().Format("20060102-150405") + ".csv"
-			}
-			cfg.Args = os.Args[1:]
-			if err := cfg.Validate(); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			m := loadtest.InspectMachine()
-			fmt.Fprintln(stderr, m)
-			if err := m.Check(&cfg); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			fmt.Fprintf(stderr, "run: %d step(s), room prefix %s, %d worker(s), shard %d/%d, writing %s\n",
-				len(cfg.Steps), cfg.RoomPrefix, cfg.Workers, cfg.Shard, cfg.Shards, cfg.Out)
-			if dryRun {
-				return nil
-			}
-			res, err := loadtest.Run(ctx, hard, &cfg, loadtest.Options{
-				Stdout: c.OutOrStdout(), Stderr: stderr, TTY: isTerminal(stderr), Machine: m,
-				Version: version.Version(), WorkerArgs: []string{"loadtest", "--internal-worker"},
-			})
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			if len(res.Failures) > 0 {
-				return &exitError{code: exitFailed, err: fmt.Errorf("%d failure(s):\n  %s", len(res.Failures), strings.Join(res.Failures, "\n  "))}
-			}
-			if res.Interrupted {
-				return &exitError{code: exitInterrupted, err: errors.New("interrupted; the results cover what ran")}
-			}
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; in chat mode the room is appended as /{room}; with --transport poll the server's http:// URL (default http://127.0.0.1:8080)")
-	f.StringVar(&cfg.Transport, "transport", loadtest.TransportWS, "ws (a WebSocket per client) or poll (HTTP: POST to send, GET /rooms/{room}/messages to receive)")
-	f.DurationVar(&pollIv, "poll-interval", 0, "with --transport poll: poll without wait every interval (plain polling); 0 = long polling")
-	f.DurationVar(&pollWait, "poll-wait", loadtest.DefaultPollWait, "with --transport poll: how long a long poll asks the server to wait (at most 60s)")
-	f.StringVar(&cfg.Protocol, "protocol", loadtest.ProtocolChat, "chat (scalechat's protocol) or echo (any WebSocket echo server, --url used as is)")
-	f.StringVar(&stepName, "step-name", "s1", "name of the step in the CSV when no --scenario is given")
-	f.IntVar(&step.Rooms, "rooms", 1, "number of rooms")
-	f.IntVar(&step.RoomSize, "room-size", 10, "clients per room (clients = rooms × room size)")
-	f.IntVar(&step.RoomsPerClient, "rooms-per-client", 1, "rooms each client joins: its own plus K-1 chosen at random; it posts into them round robin")
-	f.IntVar(&step.NumClients, "clients", 0, "clients of the step, spread evenly over the rooms; 0 = rooms × room size")
-	f.IntVar(&step.Senders, "senders", 0, "how many of the clients send (spread evenly over them); the others only receive; 0 = all")
-	f.Float64Var(&step.RoomSkew, "room-skew", 0, "Zipf exponent of the clients' spread over rooms: 0 = even, 1 = a few hot rooms hold most clients")
-	f.DurationVar(&msgFreq, "msg-frequency", time.Second, "interval between two messages of one client; 0 = connect and hold only")
-	f.IntVar(&step.MsgSize, "msg-size", 256, "bytes of text per message")
-	f.DurationVar(&duration, "duration", 30*time.Second, "how long each step sends (or holds, with --msg-frequency 0)")
-	f.Float64Var(&step.Ramp, "ramp", 1000, "new connections per second (for the whole run, all workers and shards)")
-	f.DurationVar(&drain, "drain", 3*time.Second, "after sending stops, wait at most this long for messages in flight")
-	f.StringVar(&scenario, "scenario", "", "YAML scenario file with a list of steps (flags give the defaults); see scenarios/")
-	f.DurationVar(&pause, "pause", 2*time.Second, "pause between steps (a scenario's pause: wins unless this flag is set)")
-	f.StringVar(&outFlag, "out", "", "CSV path, .gz for gzip (default results/<timestamp>.csv); metadata goes to <out without .csv>.meta.json")
-	f.BoolVar(&cfg.NoCSV, "no-csv", false, "write no CSV of events (meta.json and the summary only), e.g. to measure the cost of recording")
-	f.StringVar(&roomPfx, "room-prefix", "", "prefix of room names, unique per run so runs never see each other's history (default: a random run id)")
-	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the room plan (every shard of a run must use the same)")
-	f.StringVar(&sources, "source-ips", "", "local addresses to connect from, e.g. 127.0.0.1-127.0.0.4 (each has its own ephemeral ports)")
-	f.IntVar(&cfg.Workers, "workers", 1, "child processes to spread the clients over (each has its own open-file limit and CSV part)")
-	f.StringVar(&shard, "shard", "", "run only part i of N of the scenario (i/N, 0-based), e.g. one per machine; needs --room-prefix")
-	f.IntVar(&loopCount, "loops", 0, "event loops per process (default GOMAXPROCS)")
-	f.Float64Var(&cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
-	f.DurationVar(&connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error; with --transport poll it also bounds each HTTP request (plus the wait of a long poll)")
-	f.StringArrayVar(&cfg.ServerMetrics, "server-metrics", nil, "a server's /metrics URL (repeat it, one per node), e.g. http://127.0.0.1:8081/metrics: scraped once a second into <out without .csv>.server.csv")
-	f.BoolVar(&dryRun, "dry-run", false, "print the machine check and the plan, then exit")
-	f.BoolVar(&isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
-	_ = f.MarkHidden("internal-worker")
-	return cmd
-}
+  scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`
 
 // secondInterrupt returns a context cancelled by the second SIGINT/SIGTERM
 // (the root context already ends at the first).
