@@ -136,26 +136,8 @@ func ParseRow(line []byte, r *Row) error {
 		return errUnixUS
 	}
 	r.UnixUS = int64(ts)
-	var lag uint64
-	r.HasLag = false
-	if len(rest) > 0 {
-		neg := false
-		if rest[0] == '-' {
-			neg = true
-			rest = rest[1:]
-		}
-		lag, rest, n, ok = parseUint(rest)
-		if !ok || rest != nil || n == 0 || lag > 1<<63-1 {
-			if ok && rest != nil {
-				return errFields
-			}
-			return errLagUS
-		}
-		r.LagUS = int64(lag)
-		if neg {
-			r.LagUS = -r.LagUS
-		}
-		r.HasLag = true
+	if err := parseLag(rest, r); err != nil {
+		return err
 	}
 	if r.Kind != results.Joined && (nMsg == 0 || nSender == 0) {
 		return errEmptyField
@@ -168,6 +150,31 @@ func ParseRow(line []byte, r *Row) error {
 			return errStep
 		}
 	}
+	return nil
+}
+
+// parseLag reads the last field, lag_us: empty, or a signed integer.
+func parseLag(b []byte, r *Row) error {
+	r.HasLag = false
+	if len(b) == 0 {
+		return nil
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	lag, rest, n, ok := parseUint(b)
+	if !ok || rest != nil || n == 0 || lag > 1<<63-1 {
+		if ok && rest != nil {
+			return errFields
+		}
+		return errLagUS
+	}
+	r.LagUS = int64(lag)
+	if neg {
+		r.LagUS = -r.LagUS
+	}
+	r.HasLag = true
 	return nil
 }
 

@@ -439,12 +439,19 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 	}
 	addNote(&cross, "two generators (shards 0/2 → node A, 1/2 → node B); CPU = A + B + Redis")
 	rows = append(rows, cross)
+	split, err := splitDeliveries(ra, rb, dur)
+	return append(rows, split...), err
+}
+
+// splitDeliveries reads the events of the split run and gives the latency
+// of same-node and cross-node deliveries a row each.
+func splitDeliveries(ra, rb *genRun, dur time.Duration) ([]Row, error) {
 	if ra.csv == "" || rb.csv == "" {
-		return rows, nil
+		return nil, nil
 	}
 	ev, err := readEvents(ra.csv, rb.csv)
 	if err != nil {
-		return rows, err
+		return nil, err
 	}
 	// A client's shard, hence its node, is its index mod 2 (one step: id = index).
 	groups := ev.group(func(sentMsg) bool { return true }, func(sender, recipient uint64) string {
@@ -453,6 +460,7 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 		}
 		return "cross node"
 	})
+	var rows []Row
 	for _, name := range []string{"same node", "cross node"} {
 		l := groups[name]
 		if l == nil {

@@ -235,36 +235,14 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 	if p.cfg.Transport == TransportPoll {
 		return p.runPollStep(ctx, hard, k, idOffset), nil
 	}
-	cfg := p.cfg
-	s := cfg.Steps[k]
-	plan := newStepPlan(cfg, k, idOffset)
+	s := p.cfg.Steps[k]
+	plan := newStepPlan(p.cfg, k, idOffset)
 	res := &PartStep{Index: k, Name: s.Name, StartedAt: time.Now()}
-	local := plan.localClients()
-	steps := make([]*loopStep, len(p.loops))
-	text := strings.Repeat("x", s.MsgSize)
-	for i := range steps {
-		steps[i] = &loopStep{plan: plan, name: s.Name, text: text}
-	}
-	var rooms []int32
-	for i, c := range local {
-		rooms = plan.clientRooms(c, rooms[:0])
-		cl := &client{fd: -1, c: int32(c), id: plan.id(c), src: -1, rooms: make([]membership, len(rooms))}
-		for j, r := range rooms {
-			cl.rooms[j].room = r
-		}
-		if len(cfg.SourceIPs) > 0 {
-			cl.src = int32(c % len(cfg.SourceIPs))
-		}
-		ls := steps[i%len(steps)]
-		ls.clients = append(ls.clients, cl)
-	}
-	p.mu.Lock()
-	p.target = int64(len(local))
-	p.mu.Unlock()
+	steps := p.planLoops(plan, s)
 
 	// Connect and join.
 	p.setPhase(s.Name, phaseConnecting, 0)
-	ramp := s.Ramp / float64(cfg.Parts()) / float64(len(p.loops))
+	ramp := s.Ramp / float64(p.cfg.Parts()) / float64(len(p.loops))
 	for i, l := range p.loops {
 		ls := steps[i]
 		l.call(func() { l.beginStep(ls, ramp) })
@@ -296,7 +274,6 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 		}
 		t0, global, err := p.coord.ready(ctx, k, joined)
 		if err != nil {
-			stopped = true
 			res.Interrupted = true
 		} else {
 			p.sendPhase(ctx, hard, nil, s, t0, global, res)
@@ -318,7 +295,41 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 	if hard.Err() != nil {
 		res.Interrupted = true
 	}
+	p.gather(steps, res)
+	res.EndedAt = time.Now()
+	return res, nil
+}
 
+// planLoops deals this part's clients of a step out to the event loops,
+// round robin.
+func (p *part) planLoops(plan *stepPlan, s Step) []*loopStep {
+	local := plan.localClients()
+	steps := make([]*loopStep, len(p.loops))
+	text := strings.Repeat("x", s.MsgSize)
+	for i := range steps {
+		steps[i] = &loopStep{plan: plan, name: s.Name, text: text}
+	}
+	var rooms []int32
+	for i, c := range local {
+		rooms = plan.clientRooms(c, rooms[:0])
+		cl := &client{fd: -1, c: int32(c), id: plan.id(c), src: -1, rooms: make([]membership, len(rooms))}
+		for j, r := range rooms {
+			cl.rooms[j].room = r
+		}
+		if len(p.cfg.SourceIPs) > 0 {
+			cl.src = int32(c % len(p.cfg.SourceIPs))
+		}
+		ls := steps[i%len(steps)]
+		ls.clients = append(ls.clients, cl)
+	}
+	p.mu.Lock()
+	p.target = int64(len(local))
+	p.mu.Unlock()
+	return steps
+}
+
+// gather adds up the loops' counts and histograms of a step into res.
+func (p *part) gather(steps []*loopStep, res *PartStep) {
 	lat, lag, conn := newHist(), newHist(), newHist()
 	for i, l := range p.loops {
 		ls := steps[i]
@@ -341,8 +352,6 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 		}
 	}
 	res.Lat, res.Lag, res.Conn = encodeHist(lat), encodeHist(lag), encodeHist(conn)
-	res.EndedAt = time.Now()
-	return res, nil
 }
 
 // sendPhase runs the schedule from t0 for the step's duration, then drains.

@@ -133,6 +133,22 @@ type fromWorker struct {
 	eof bool
 }
 
+// workerSet is the parent's view of its worker processes.
+type workerSet struct {
+	ws       []*worker
+	msgs     chan fromWorker
+	readers  sync.WaitGroup
+	barriers map[int]*barrier // per step: the workers whose clients have all joined
+}
+
+// barrier gathers the workers ready to send a step, and their joined
+// counts per room.
+type barrier struct {
+	n      int
+	joined []int64
+	from   map[int]bool
+}
+
 // runWorkers starts cfg.Workers children, coordinates their steps and
 // merges their progress and results.
 func runWorkers(ctx, hard context.Context, cfg *Config, opt Options, parts []string, agg *aggregator, m *merger) error {
@@ -143,127 +159,37 @@ func runWorkers(ctx, hard context.Context, cfg *Config, opt Options, parts []str
 			return fmt.Errorf("find own executable to start workers: %w", err)
 		}
 	}
-	msgs := make(chan fromWorker, 64)
-	var readers sync.WaitGroup
-	ws := make([]*worker, cfg.Workers)
-	defer func() {
-		// Normally every worker has exited here; after a setup error, stop
-		// the ones started and drain their readers.
-		go func() {
-			readers.Wait()
-			close(msgs)
-		}()
-		for _, w := range ws {
-			if w != nil && w.alive {
-				_ = w.cmd.Process.Kill()
-			}
-		}
-		for range msgs {
-		}
-		for _, w := range ws {
-			if w != nil && w.alive {
-				_ = w.cmd.Wait()
-			}
-		}
-	}()
-	for i := range ws {
-		wcfg := *cfg
-		wcfg.Worker = i
-		wcfg.Out = parts[i]
-		b, err := json.Marshal(wcfg)
-		if err != nil {
+	s := &workerSet{ws: make([]*worker, cfg.Workers), msgs: make(chan fromWorker, 64), barriers: map[int]*barrier{}}
+	defer s.stop()
+	for i := range s.ws {
+		if err := s.start(i, exe, cfg, opt, parts[i]); err != nil {
 			return err
 		}
-		cmd := exec.Command(exe, opt.WorkerArgs...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Stderr = opt.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start worker %d: %w", i, err)
-		}
-		w := &worker{i: i, cmd: cmd, stdin: stdin, part: parts[i], alive: true}
-		ws[i] = w
-		if _, err := stdin.Write(append(b, '\n')); err != nil {
-			return fmt.Errorf("configure worker %d: %w", i, err)
-		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			sc := bufio.NewScanner(stdout)
-			sc.Buffer(make([]byte, 64<<10), 64<<20)
-			for sc.Scan() {
-				var m workerMsg
-				if json.Unmarshal(sc.Bytes(), &m) == nil {
-					msgs <- fromWorker{i: i, msg: m}
-				}
-			}
-			msgs <- fromWorker{i: i, eof: true}
-		}()
-	}
-
-	signalAll := func() {
-		for _, w := range ws {
-			if w.alive {
-				_ = w.cmd.Process.Signal(os.Interrupt)
-			}
-		}
-	}
-	type barrier struct {
-		n      int
-		joined []int64
-		from   map[int]bool
-	}
-	barriers := map[int]*barrier{}
-	release := func(k int) {
-		b := barriers[k]
-		alive := 0
-		for _, w := range ws {
-			if w.alive {
-				alive++
-			}
-		}
-		if b == nil || b.n < alive || b.n == 0 {
-			return
-		}
-		line, _ := json.Marshal(parentMsg{Type: "go", Step: k, T0: time.Now().Add(50 * time.Millisecond).UnixMicro(), Global: b.joined})
-		for _, w := range ws {
-			if w.alive && b.from[w.i] {
-				_, _ = w.stdin.Write(append(line, '\n'))
-			}
-		}
-		delete(barriers, k)
 	}
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	ctxDone, hardDone := ctx.Done(), hard.Done()
 	var failures []error
-	alive := len(ws)
+	alive := len(s.ws)
 	for alive > 0 {
 		select {
 		case <-ctxDone:
 			ctxDone = nil
-			signalAll()
+			s.signalAll()
 		case <-hardDone:
 			hardDone = nil
-			signalAll() // a second interrupt: the workers stop at once
+			s.signalAll() // a second interrupt: the workers stop at once
 		case <-tick.C:
 			var snaps []Snapshot
-			for _, w := range ws {
+			for _, w := range s.ws {
 				if w.alive && w.seen {
 					snaps = append(snaps, w.last)
 				}
 			}
 			agg.update(snaps)
-		case f := <-msgs:
-			w := ws[f.i]
+		case f := <-s.msgs:
+			w := s.ws[f.i]
 			switch {
 			case f.eof:
 				err := w.cmd.Wait()
@@ -276,30 +202,17 @@ func runWorkers(ctx, hard context.Context, cfg *Config, opt Options, parts []str
 					_ = TruncateToLastRow(w.part)
 					if ctxDone != nil {
 						ctxDone = nil
-						signalAll() // the run is broken: stop the others gracefully
+						s.signalAll() // the run is broken: stop the others gracefully
 					}
 				}
 				m.partGone(w.i)
-				for k := range barriers {
-					release(k)
+				for k := range s.barriers {
+					s.release(k)
 				}
 			case f.msg.Type == "progress" && f.msg.Snapshot != nil:
 				w.last, w.seen = *f.msg.Snapshot, true
 			case f.msg.Type == "ready":
-				b := barriers[f.msg.Step]
-				if b == nil {
-					b = &barrier{from: map[int]bool{}}
-					barriers[f.msg.Step] = b
-				}
-				if len(b.joined) < len(f.msg.Joined) {
-					b.joined = append(b.joined, make([]int64, len(f.msg.Joined)-len(b.joined))...)
-				}
-				for r, n := range f.msg.Joined {
-					b.joined[r] += n
-				}
-				b.n++
-				b.from[w.i] = true
-				release(f.msg.Step)
+				s.ready(w.i, f.msg)
 			case f.msg.Type == "step" && f.msg.Result != nil:
 				m.add(w.i, *f.msg.Result)
 			case f.msg.Type == "done":
@@ -308,4 +221,116 @@ func runWorkers(ctx, hard context.Context, cfg *Config, opt Options, parts []str
 		}
 	}
 	return errors.Join(failures...)
+}
+
+// start starts worker i writing part, sends it its configuration and reads
+// its messages into s.msgs.
+func (s *workerSet) start(i int, exe string, cfg *Config, opt Options, part string) error {
+	wcfg := *cfg
+	wcfg.Worker = i
+	wcfg.Out = part
+	b, err := json.Marshal(wcfg)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, opt.WorkerArgs...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = opt.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start worker %d: %w", i, err)
+	}
+	s.ws[i] = &worker{i: i, cmd: cmd, stdin: stdin, part: part, alive: true}
+	if _, err := stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("configure worker %d: %w", i, err)
+	}
+	s.readers.Go(func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		for sc.Scan() {
+			var m workerMsg
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				s.msgs <- fromWorker{i: i, msg: m}
+			}
+		}
+		s.msgs <- fromWorker{i: i, eof: true}
+	})
+	return nil
+}
+
+// stop ends what start began. Normally every worker has exited here; after
+// a setup error, it stops the ones started and drains their readers.
+func (s *workerSet) stop() {
+	go func() {
+		s.readers.Wait()
+		close(s.msgs)
+	}()
+	for _, w := range s.ws {
+		if w != nil && w.alive {
+			_ = w.cmd.Process.Kill()
+		}
+	}
+	for range s.msgs {
+	}
+	for _, w := range s.ws {
+		if w != nil && w.alive {
+			_ = w.cmd.Wait()
+		}
+	}
+}
+
+// signalAll asks every live worker to stop gracefully.
+func (s *workerSet) signalAll() {
+	for _, w := range s.ws {
+		if w.alive {
+			_ = w.cmd.Process.Signal(os.Interrupt)
+		}
+	}
+}
+
+// ready records that worker i's clients of a step have all joined.
+func (s *workerSet) ready(i int, msg workerMsg) {
+	b := s.barriers[msg.Step]
+	if b == nil {
+		b = &barrier{from: map[int]bool{}}
+		s.barriers[msg.Step] = b
+	}
+	if len(b.joined) < len(msg.Joined) {
+		b.joined = append(b.joined, make([]int64, len(msg.Joined)-len(b.joined))...)
+	}
+	for r, n := range msg.Joined {
+		b.joined[r] += n
+	}
+	b.n++
+	b.from[i] = true
+	s.release(msg.Step)
+}
+
+// release starts step k on every worker once all live ones are ready: the
+// same start instant for all, and the joined counts of the whole run.
+func (s *workerSet) release(k int) {
+	b := s.barriers[k]
+	alive := 0
+	for _, w := range s.ws {
+		if w.alive {
+			alive++
+		}
+	}
+	if b == nil || b.n < alive || b.n == 0 {
+		return
+	}
+	line, _ := json.Marshal(parentMsg{Type: "go", Step: k, T0: time.Now().Add(50 * time.Millisecond).UnixMicro(), Global: b.joined})
+	for _, w := range s.ws {
+		if w.alive && b.from[w.i] {
+			_, _ = w.stdin.Write(append(line, '\n'))
+		}
+	}
+	delete(s.barriers, k)
 }
