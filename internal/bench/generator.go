@@ -174,63 +174,49 @@ const blasterRoomPre = "bench-s1-r"
 // blaster accepts connections and writes pre-encoded chat frames to each
 // as fast as it can, until the client sends anything (its close frame).
 func blaster(conns int) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	fmt.Println(ln.Addr().String())
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return err
+	return serveByHand(4096, func(c net.Conn, br *bufio.Reader, room string) {
+		r, _ := strconv.Atoi(strings.TrimPrefix(room, blasterRoomPre))
+		// One megabyte of frames from "senders" of this step, so every
+		// delivery counts as in view.
+		text := strings.Repeat("x", 256)
+		due := time.Now().UnixMicro()
+		var buf []byte
+		for seq := 1; len(buf) < 1<<20; seq++ {
+			sender := uint64((r + seq) % conns)
+			p := fmt.Appendf(nil, `{"room":"%s","seq":%d,"server_at":"2026-11-21T10:00:00.124031Z","message_id":%d,"due_us":%d,"text":"%s"}`,
+				room, seq, sender<<32|uint64(seq), due, text)
+			buf = ws.AppendFrame(buf, ws.OpText, true, p)
 		}
+		stop := make(chan struct{})
 		go func() {
-			defer c.Close()
-			br := bufio.NewReader(c)
-			room, err := upgradeByHand(c, br)
-			if err != nil {
+			br.ReadByte() // the client's close frame, or EOF
+			close(stop)
+		}()
+		for {
+			select {
+			case <-stop:
 				return
+			default:
 			}
-			r, _ := strconv.Atoi(strings.TrimPrefix(room, blasterRoomPre))
-			var buf []byte
-			buf = ws.AppendFrame(buf, ws.OpText, true, fmt.Appendf(nil, `{"type":"joined","room":"%s","seq":0,"members":1,"history":0}`, room))
 			if _, err := c.Write(buf); err != nil {
 				return
 			}
-			// One megabyte of frames from "senders" of this step, so
-			// every delivery counts as in view.
-			text := strings.Repeat("x", 256)
-			due := time.Now().UnixMicro()
-			buf = buf[:0]
-			for seq := 1; len(buf) < 1<<20; seq++ {
-				sender := uint64((r + seq) % conns)
-				p := fmt.Appendf(nil, `{"room":"%s","seq":%d,"server_at":"2026-11-21T10:00:00.124031Z","message_id":%d,"due_us":%d,"text":"%s"}`,
-					room, seq, sender<<32|uint64(seq), due, text)
-				buf = ws.AppendFrame(buf, ws.OpText, true, p)
-			}
-			stop := make(chan struct{})
-			go func() {
-				br.ReadByte() // the client's close frame, or EOF
-				close(stop)
-			}()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
-	}
+		}
+	})
 }
 
 // idleServer accepts connections, upgrades them, sends joined and then
 // only waits for the client to go.
 func idleServer() error {
 	raiseNofile()
+	return serveByHand(512, func(_ net.Conn, br *bufio.Reader, _ string) { io.Copy(io.Discard, br) })
+}
+
+// serveByHand listens on a loopback port, prints its address, and for
+// every connection answers the upgrade and sends the joined frame, then
+// hands the connection to handle (on a goroutine of its own, which ends
+// with the connection: the process lives until its parent kills it).
+func serveByHand(bufSize int, handle func(c net.Conn, br *bufio.Reader, room string)) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -243,13 +229,16 @@ func idleServer() error {
 		}
 		go func() {
 			defer c.Close()
-			br := bufio.NewReaderSize(c, 512)
+			br := bufio.NewReaderSize(c, bufSize)
 			room, err := upgradeByHand(c, br)
 			if err != nil {
 				return
 			}
-			c.Write(ws.AppendFrame(nil, ws.OpText, true, fmt.Appendf(nil, `{"type":"joined","room":"%s","seq":0,"members":1,"history":0}`, room)))
-			io.Copy(io.Discard, br)
+			joined := fmt.Appendf(nil, `{"type":"joined","room":"%s","seq":0,"members":1,"history":0}`, room)
+			if _, err := c.Write(ws.AppendFrame(nil, ws.OpText, true, joined)); err != nil {
+				return
+			}
+			handle(c, br, room)
 		}()
 	}
 }
