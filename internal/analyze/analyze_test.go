@@ -151,10 +151,10 @@ var (
 func TestGolden(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "run.csv", goldenRun)
-	for _, workers := range []int{1, 2, 3} {
-		res := runFiles(t, Options{Workers: workers}, p)
+	for _, parsers := range []int{1, 2, 3} {
+		res := runFiles(t, Options{Workers: parsers}, p)
 		if len(res.Steps) != 2 || res.Steps[0].Step != "s1" || res.Steps[1].Step != "s2" {
-			t.Fatalf("workers %d: steps = %+v", workers, res.Steps)
+			t.Fatalf("parsers %d: steps = %+v", parsers, res.Steps)
 		}
 		checkStep(t, res.Steps[0], wantS1)
 		checkStep(t, res.Steps[1], wantS2)

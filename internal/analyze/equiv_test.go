@@ -207,8 +207,8 @@ func TestFormatsAgree(t *testing.T) {
 	}
 }
 
-// TestPartsMerge splits a run into the files of two workers (each client's
-// rows in its worker's file, one gzip-compressed) and checks the merge
+// TestPartsMerge splits a run into the files of two parsers (each client's
+// rows in its parser's file, one gzip-compressed) and checks the merge
 // gives the figures of the whole file.
 func TestPartsMerge(t *testing.T) {
 	rows, steps := simulate(42)

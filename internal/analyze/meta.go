@@ -19,7 +19,7 @@ func baseName(path string) string {
 
 // FindMeta looks for the meta.json of the inputs: <out>.meta.json beside an
 // input named <out>.csv[.gz], or a *.meta.json in an input's folder whose
-// "parts" list names the input (worker and shard parts). It returns "" when
+// "parts" list names the input (parser and partition parts). It returns "" when
 // there is none.
 func FindMeta(inputs []string) (string, error) {
 	for _, in := range inputs {

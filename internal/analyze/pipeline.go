@@ -23,7 +23,7 @@ type Options struct {
 	Window time.Duration
 	// Interval is the time-series bucket. Default 1 s.
 	Interval time.Duration
-	// Workers is the number of parser goroutines and join shards. Default
+	// Workers is the number of parser goroutines and join partitions. Default
 	// GOMAXPROCS.
 	Workers int
 	// MaxErrors is how many malformed rows are reported by position.
@@ -39,8 +39,8 @@ type Options struct {
 const settle = int64(time.Second / time.Microsecond)
 
 // names interns step and step-room names into dense ids shared by all
-// parser goroutines; each worker caches them so the lock is taken once per
-// new name per worker.
+// parser goroutines; each parser caches them so the lock is taken once per
+// new name per parser.
 type names struct {
 	mu       sync.Mutex
 	srs      map[string]srRef
@@ -106,19 +106,19 @@ func (n *names) stepRoom(step, room string) (srRef, error) {
 type result struct {
 	seq       int64
 	wm        int64
-	shards    []*[]event
+	partitions    []*[]event
 	joins     []event
 	rows      int64
 	malformed int64
 	errs      []string
 }
 
-// worker parses chunks; it is owned by one goroutine.
-type worker struct {
+// parser parses chunks; it is owned by one goroutine.
+type parser struct {
 	names    *names
 	inputs   []Input
 	oldRef   []srRef // per input, for the older format
-	nshards  int
+	npartitions  int
 	maxErrs  int
 	srCache  map[string]srRef
 	stCache  map[string]uint32
@@ -127,11 +127,11 @@ type worker struct {
 	pool     *sync.Pool
 }
 
-func (w *worker) parse(c chunk, seq, wm int64) *result {
-	res := &result{seq: seq, wm: wm, shards: make([]*[]event, w.nshards)}
-	for i := range res.shards {
-		res.shards[i] = w.pool.Get().(*[]event)
-		*res.shards[i] = (*res.shards[i])[:0]
+func (w *parser) parse(c chunk, seq, wm int64) *result {
+	res := &result{seq: seq, wm: wm, partitions: make([]*[]event, w.npartitions)}
+	for i := range res.partitions {
+		res.partitions[i] = w.pool.Get().(*[]event)
+		*res.partitions[i] = (*res.partitions[i])[:0]
 	}
 	in := &w.inputs[c.file]
 	data := c.data
@@ -171,16 +171,16 @@ func (w *worker) parse(c chunk, seq, wm int64) *result {
 			continue
 		}
 		s := 0
-		if w.nshards > 1 {
-			s = int((hashKey(ev.sender, ev.msg) >> 32) % uint64(w.nshards))
+		if w.npartitions > 1 {
+			s = int((hashKey(ev.sender, ev.msg) >> 32) % uint64(w.npartitions))
 		}
-		*res.shards[s] = append(*res.shards[s], ev)
+		*res.partitions[s] = append(*res.partitions[s], ev)
 	}
 	return res
 }
 
 // event reduces a row to an event, naming its step (and room).
-func (w *worker) event(file int, row *Row) (event, error) {
+func (w *parser) event(file int, row *Row) (event, error) {
 	ev := event{kind: row.Kind, t: row.UnixUS, sender: row.Sender, msg: row.Message, client: row.Client}
 	switch {
 	case w.inputs[file].Old:
@@ -234,9 +234,9 @@ func excerpt(l []byte) string {
 // input cannot be read; bad rows are counted in the result.
 //
 // The pipeline: one reader per file cuts it into chunks at line ends; the
-// merge hands chunks to the workers in time order across files; workers
-// parse rows and split each chunk's events by message into per-shard
-// batches; the batches go to the shards in input order, where Sent and
+// merge hands chunks to the parsers in time order across files; parsers
+// parse rows and split each chunk's events by message into per-partition
+// batches; the batches go to the partitions in input order, where Sent and
 // Received rows are joined.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Inputs) == 0 {
@@ -270,16 +270,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			cancel()
 		}
 	})
-	results := startWorkers(&wg, nw, jobs, pool, func() *worker {
-		return &worker{names: nm, inputs: inputs, oldRef: legacy.ref, nshards: nw, maxErrs: opts.MaxErrors,
+	results := startParsers(&wg, nw, jobs, pool, func() *parser {
+		return &parser{names: nm, inputs: inputs, oldRef: legacy.ref, npartitions: nw, maxErrs: opts.MaxErrors,
 			srCache: make(map[string]srRef), stCache: make(map[string]uint32), pool: evPool}
 	})
-	shards, shardIn, shardWG := startShards(nw, opts, legacy, evPool)
-	rows, malformed, errs := inOrder(results, shardIn, opts.MaxErrors)
-	for _, ch := range shardIn {
+	partitions, partitionIn, partitionWG := startPartitions(nw, opts, legacy, evPool)
+	rows, malformed, errs := inOrder(results, partitionIn, opts.MaxErrors)
+	for _, ch := range partitionIn {
 		close(ch)
 	}
-	shardWG.Wait()
+	partitionWG.Wait()
 	wg.Wait()
 	if mergeErr != nil {
 		return nil, mergeErr
@@ -288,7 +288,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	res := assemble(nm, shards, opts)
+	res := assemble(nm, partitions, opts)
 	res.Rows, res.Malformed, res.Errors = rows, malformed, errs
 	for i, r := range readers {
 		res.Bytes += r.bytes
@@ -348,7 +348,7 @@ func legacySteps(nm *names, inputs []Input) (legacy, error) {
 	return l, nil
 }
 
-// job is a chunk for the workers: its place in input order and the
+// job is a chunk for the parsers: its place in input order and the
 // watermark (no later chunk holds an earlier row than wm, µs).
 type job struct {
 	c   chunk
@@ -407,14 +407,14 @@ func merge(ctx context.Context, readers []*fileReader, jobs chan<- job, pool *bu
 	return nil
 }
 
-// startWorkers starts n workers that parse the jobs; the returned channel
+// startParsers starts n parsers that parse the jobs; the returned channel
 // closes when they are done.
-func startWorkers(wg *sync.WaitGroup, n int, jobs <-chan job, pool *bufPool, newWorker func() *worker) <-chan *result {
+func startParsers(wg *sync.WaitGroup, n int, jobs <-chan job, pool *bufPool, newParser func() *parser) <-chan *result {
 	results := make(chan *result, n)
-	var workers sync.WaitGroup
+	var parsers sync.WaitGroup
 	for range n {
-		w := newWorker()
-		workers.Go(func() {
+		w := newParser()
+		parsers.Go(func() {
 			for j := range jobs {
 				r := w.parse(j.c, j.seq, j.wm)
 				pool.put(j.c.buf)
@@ -423,36 +423,36 @@ func startWorkers(wg *sync.WaitGroup, n int, jobs <-chan job, pool *bufPool, new
 		})
 	}
 	wg.Go(func() {
-		workers.Wait()
+		parsers.Wait()
 		close(results)
 	})
 	return results
 }
 
-// startShards starts n shards, each fed by its channel.
-func startShards(n int, opts Options, l legacy, evPool *sync.Pool) ([]*shard, []chan shardJob, *sync.WaitGroup) {
-	shards := make([]*shard, n)
-	in := make([]chan shardJob, n)
+// startPartitions starts n partitions, each fed by its channel.
+func startPartitions(n int, opts Options, l legacy, evPool *sync.Pool) ([]*partition, []chan partitionJob, *sync.WaitGroup) {
+	partitions := make([]*partition, n)
+	in := make([]chan partitionJob, n)
 	var wg sync.WaitGroup
 	win := opts.Window.Microseconds()
-	for i := range shards {
-		shards[i] = newShard(i, win, settle, opts.Interval.Microseconds())
-		shards[i].fixed, shards[i].old = l.fixed, l.old
-		in[i] = make(chan shardJob, 4)
+	for i := range partitions {
+		partitions[i] = newPartition(i, win, settle, opts.Interval.Microseconds())
+		partitions[i].fixed, partitions[i].old = l.fixed, l.old
+		in[i] = make(chan partitionJob, 4)
 		wg.Go(func() {
 			for j := range in[i] {
-				shards[i].apply(j)
+				partitions[i].apply(j)
 				evPool.Put(j.events)
 			}
-			shards[i].evict(math.MaxInt64)
+			partitions[i].evict(math.MaxInt64)
 		})
 	}
-	return shards, in, &wg
+	return partitions, in, &wg
 }
 
-// inOrder hands the workers' results to the shards in input order, and
+// inOrder hands the parsers' results to the partitions in input order, and
 // counts rows, malformed rows and the first maxErrors errors.
-func inOrder(results <-chan *result, shardIn []chan shardJob, maxErrors int) (rows, malformed int64, errs []string) {
+func inOrder(results <-chan *result, partitionIn []chan partitionJob, maxErrors int) (rows, malformed int64, errs []string) {
 	waiting := make(map[int64]*result)
 	next := int64(0)
 	for r := range results {
@@ -471,8 +471,8 @@ func inOrder(results <-chan *result, shardIn []chan shardJob, maxErrors int) (ro
 					errs = append(errs, e)
 				}
 			}
-			for i, ch := range shardIn {
-				ch <- shardJob{events: r.shards[i], joins: r.joins, wm: r.wm}
+			for i, ch := range partitionIn {
+				ch <- partitionJob{events: r.partitions[i], joins: r.joins, wm: r.wm}
 			}
 		}
 	}

@@ -23,7 +23,7 @@ type Result struct {
 	// Histogram says how percentiles were computed and how precise they are.
 	Histogram string `json:"histogram"`
 	// PeakInFlight is the most messages the join held at once (summed
-	// over shards): memory follows it, not the size of the files.
+	// over partitions): memory follows it, not the size of the files.
 	PeakInFlight int64         `json:"peak_messages_in_flight"`
 	Steps        []StepStats   `json:"steps"`
 	Overall      StepStats     `json:"overall"`
@@ -146,8 +146,8 @@ func fillLatency(l *Latency, a *latAcc) {
 	l.Mean, l.Stddev = mean/1000, std/1000
 }
 
-// assemble merges the shards' accumulators into a Result.
-func assemble(nm *names, shards []*shard, opts Options) *Result {
+// assemble merges the partitions' accumulators into a Result.
+func assemble(nm *names, partitions []*partition, opts Options) *Result {
 	res := &Result{
 		Window:    opts.Window.String(),
 		Interval:  opts.Interval.String(),
@@ -167,7 +167,7 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 	}
 	for id := range nsteps {
 		acc := &stepAcc{lat: newLatAcc(), first: math.MaxInt64, last: math.MinInt64, clients: make(map[uint64]struct{})}
-		for _, sh := range shards {
+		for _, sh := range partitions {
 			if id < len(sh.steps) && sh.steps[id] != nil {
 				acc.add(sh.steps[id])
 				for c := range sh.steps[id].clients {
@@ -175,7 +175,7 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 				}
 			}
 		}
-		rooms := stepRooms(nm, shards, srsOf[id])
+		rooms := stepRooms(nm, partitions, srsOf[id])
 		if acc.first == math.MaxInt64 && len(rooms) == 0 {
 			continue // a name seen only on malformed paths
 		}
@@ -204,10 +204,10 @@ func assemble(nm *names, shards []*shard, opts Options) *Result {
 		res.Overall.Rooms += s.Rooms
 	}
 	fillCounts(&res.Overall, total)
-	for _, sh := range shards {
+	for _, sh := range partitions {
 		res.PeakInFlight += int64(sh.peak)
 	}
-	res.Series = series(nm, shards, res.Steps, opts.Interval)
+	res.Series = series(nm, partitions, res.Steps, opts.Interval)
 	return res
 }
 
@@ -224,15 +224,15 @@ func (a *stepAcc) add(b *stepAcc) {
 	a.last = max(a.last, b.last)
 }
 
-// stepRooms merges the figures of a step's rooms (srs) across shards; rooms
+// stepRooms merges the figures of a step's rooms (srs) across partitions; rooms
 // that saw no event are left out.
-func stepRooms(nm *names, shards []*shard, srs []int) []RoomStats {
+func stepRooms(nm *names, partitions []*partition, srs []int) []RoomStats {
 	var rooms []RoomStats
 	for _, sr := range srs {
 		r := RoomStats{Room: nm.srList[sr].room}
 		var latSum, latMax int64
 		active := false
-		for _, sh := range shards {
+		for _, sh := range partitions {
 			if sr >= len(sh.rooms) {
 				continue
 			}
@@ -260,11 +260,11 @@ func stepRooms(nm *names, shards []*shard, srs []int) []RoomStats {
 	return rooms
 }
 
-// series merges the shards' time series of the steps reported, in step
+// series merges the partitions' time series of the steps reported, in step
 // order and then time order.
-func series(nm *names, shards []*shard, steps []StepStats, interval time.Duration) []SeriesPoint {
+func series(nm *names, partitions []*partition, steps []StepStats, interval time.Duration) []SeriesPoint {
 	merged := make(map[seriesKey]*seriesAcc)
-	for _, sh := range shards {
+	for _, sh := range partitions {
 		for k, a := range sh.series {
 			m := merged[k]
 			if m == nil {

@@ -25,7 +25,7 @@ func newMsgTable() *msgTable {
 	return &msgTable{slots: make([]msgEntry, initial), mask: initial - 1}
 }
 
-// hashKey mixes a message key; shard selection uses the high 32 bits and the
+// hashKey mixes a message key; partition selection uses the high 32 bits and the
 // table index the low bits, so that the two stay independent.
 func hashKey(sender, msg uint64) uint64 {
 	h := sender*0x9E3779B97F4A7C15 ^ (msg+0x632BE59BD9B4E019)*0xC2B2AE3D27D4EB4F

@@ -1,11 +1,3 @@
-// Package loadtest simulates many chat clients against a scalechat server
-// (or any plain WebSocket echo server) and records a CSV row for every
-// message sent and received, so that per-recipient latency and loss can be
-// computed afterwards (see docs/csv.md).
-//
-// Clients live on a few event loops (internal/netpoll) rather than one
-// goroutine each, so one process holds tens of thousands of connections and
-// one core receives and records hundreds of thousands of messages a second.
 package loadtest
 
 import (

@@ -17,9 +17,9 @@ type event struct {
 	kind   results.Kind
 }
 
-// shardJob is one chunk's events for one shard, in input order, and the
-// chunk's Joined rows, which every shard sees.
-type shardJob struct {
+// partitionJob is one chunk's events for one partition, in input order, and the
+// chunk's Joined rows, which every partition sees.
+type partitionJob struct {
 	events *[]event
 	joins  []event
 	// wm (watermark): every input has been read up to this unix_us, so
@@ -52,7 +52,7 @@ func (q *fifo[T]) pop() {
 }
 
 // pendingRecv holds Received rows that arrived before their Sent row (rows
-// of the sender's and the recipient's worker files are merged chunk by
+// of the sender's and the recipient's parser files are merged chunk by
 // chunk, so a few arrive early).
 type pendingRecv struct {
 	first int64
@@ -60,7 +60,7 @@ type pendingRecv struct {
 	times []int64
 }
 
-// stepAcc is one shard's totals for one step.
+// stepAcc is one partition's totals for one step.
 type stepAcc struct {
 	sent, expected, received, lost, orphans, duplicates int64
 	lat                                                 *latAcc
@@ -68,7 +68,7 @@ type stepAcc struct {
 	clients                                             map[uint64]struct{}
 }
 
-// roomAcc is one shard's totals for one step-room.
+// roomAcc is one partition's totals for one step-room.
 type roomAcc struct {
 	members                        int64
 	sent, expected, received, lost int64
@@ -88,9 +88,9 @@ type seriesAcc struct {
 	hist       logHist
 }
 
-// shard owns the messages whose key hashes to it: it joins their Sent and
+// partition owns the messages whose key hashes to it: it joins their Sent and
 // Received rows and keeps the statistics, without locks.
-type shard struct {
+type partition struct {
 	id       int
 	window   int64 // µs after the due time a delivery is still matched
 	settle   int64 // µs after the due time Joined rows are assumed complete
@@ -113,8 +113,8 @@ type shard struct {
 	peak int
 }
 
-func newShard(id int, window, settle, interval int64) *shard {
-	return &shard{
+func newPartition(id int, window, settle, interval int64) *partition {
+	return &partition{
 		id: id, window: window, settle: settle, interval: interval,
 		msgs:    newMsgTable(),
 		pending: make(map[[2]uint64]*pendingRecv),
@@ -122,7 +122,7 @@ func newShard(id int, window, settle, interval int64) *shard {
 	}
 }
 
-func (s *shard) step(id uint32) *stepAcc {
+func (s *partition) step(id uint32) *stepAcc {
 	for int(id) >= len(s.steps) {
 		s.steps = append(s.steps, nil)
 	}
@@ -134,7 +134,7 @@ func (s *shard) step(id uint32) *stepAcc {
 	return a
 }
 
-func (s *shard) room(id uint32) *roomAcc {
+func (s *partition) room(id uint32) *roomAcc {
 	if int(id) >= len(s.rooms) {
 		n := max(int(id)+1, 2*len(s.rooms))
 		r := make([]roomAcc, n)
@@ -144,7 +144,7 @@ func (s *shard) room(id uint32) *roomAcc {
 	return &s.rooms[id]
 }
 
-func (s *shard) seriesAt(step uint32, t int64) *seriesAcc {
+func (s *partition) seriesAt(step uint32, t int64) *seriesAcc {
 	k := seriesKey{step, floorDiv(t, s.interval)}
 	if s.lastSA != nil && k == s.lastSK {
 		return s.lastSA
@@ -166,7 +166,7 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (s *shard) seen(a *stepAcc, t int64) {
+func (s *partition) seen(a *stepAcc, t int64) {
 	if t < a.first {
 		a.first = t
 	}
@@ -176,7 +176,7 @@ func (s *shard) seen(a *stepAcc, t int64) {
 }
 
 // apply processes one chunk's rows, then finalizes what the watermark allows.
-func (s *shard) apply(j shardJob) {
+func (s *partition) apply(j partitionJob) {
 	for i := range j.joins {
 		e := &j.joins[i]
 		r := s.room(e.sr)
@@ -205,7 +205,7 @@ func (s *shard) apply(j shardJob) {
 	s.evict(j.wm)
 }
 
-func (s *shard) countClient(a *stepAcc, step uint32, c uint64) {
+func (s *partition) countClient(a *stepAcc, step uint32, c uint64) {
 	if int(step) < len(s.old) && s.old[step] {
 		if a.clients == nil {
 			a.clients = make(map[uint64]struct{})
@@ -214,7 +214,7 @@ func (s *shard) countClient(a *stepAcc, step uint32, c uint64) {
 	}
 }
 
-func (s *shard) sent(e *event) {
+func (s *partition) sent(e *event) {
 	a := s.step(e.step)
 	s.seen(a, e.t)
 	s.countClient(a, e.step, e.client)
@@ -242,7 +242,7 @@ func (s *shard) sent(e *event) {
 	}
 }
 
-func (s *shard) received(e *event) {
+func (s *partition) received(e *event) {
 	m := s.msgs.get(e.sender, e.msg)
 	if m == nil {
 		k := [2]uint64{e.sender, e.msg}
@@ -260,7 +260,7 @@ func (s *shard) received(e *event) {
 	s.deliver(m, a, e.t)
 }
 
-func (s *shard) deliver(m *msgEntry, a *stepAcc, t int64) {
+func (s *partition) deliver(m *msgEntry, a *stepAcc, t int64) {
 	m.recv++
 	a.received++
 	s.seen(a, t)
@@ -278,7 +278,7 @@ func (s *shard) deliver(m *msgEntry, a *stepAcc, t int64) {
 // expected counts the deliveries a message is owed: its room's members
 // joined at or before its due time, or the fixed room size of the older
 // format.
-func (s *shard) expected(m *msgEntry) int64 {
+func (s *partition) expected(m *msgEntry) int64 {
 	if int(m.step) < len(s.fixed) && s.fixed[m.step] > 0 {
 		return s.fixed[m.step]
 	}
@@ -295,7 +295,7 @@ func (s *shard) expected(m *msgEntry) int64 {
 	return int64(lo)
 }
 
-func (s *shard) finalize(m *msgEntry, exp int64) {
+func (s *partition) finalize(m *msgEntry, exp int64) {
 	a := s.steps[m.step]
 	a.expected += exp
 	lost := max(exp-int64(m.recv), 0)
@@ -309,7 +309,7 @@ func (s *shard) finalize(m *msgEntry, exp int64) {
 // evict finalizes the messages the watermark allows: complete ones once
 // their room's joins are settled, incomplete ones once the window is over.
 // Memory is thereby bounded by the messages in flight, not by file size.
-func (s *shard) evict(wm int64) {
+func (s *partition) evict(wm int64) {
 	for s.queue.len() > 0 {
 		q := s.queue.front()
 		if !passed(q.due, s.settle, wm) {
