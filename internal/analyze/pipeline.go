@@ -104,27 +104,27 @@ func (n *names) stepRoom(step, room string) (srRef, error) {
 
 // result is one parsed chunk.
 type result struct {
-	seq       int64
-	wm        int64
-	partitions    []*[]event
-	joins     []event
-	rows      int64
-	malformed int64
-	errs      []string
+	seq        int64
+	wm         int64
+	partitions []*[]event
+	joins      []event
+	rows       int64
+	malformed  int64
+	errs       []string
 }
 
 // parser parses chunks; it is owned by one goroutine.
 type parser struct {
-	names    *names
-	inputs   []Input
-	oldRef   []srRef // per input, for the older format
-	npartitions  int
-	maxErrs  int
-	srCache  map[string]srRef
-	stCache  map[string]uint32
-	lastStep string
-	lastID   uint32
-	pool     *sync.Pool
+	names       *names
+	inputs      []Input
+	oldRef      []srRef // per input, for the older format
+	npartitions int
+	maxErrs     int
+	srCache     map[string]srRef
+	stCache     map[string]uint32
+	lastStep    string
+	lastID      uint32
+	pool        *sync.Pool
 }
 
 func (w *parser) parse(c chunk, seq, wm int64) *result {
