@@ -29,8 +29,9 @@ type Options struct {
 	Stderr io.Writer // progress
 }
 
-// Row is one line of the result table.
-type Row struct {
+// Result is one measured line of the bench table: a scenario, or one step
+// or setup of it.
+type Result struct {
 	Scenario   string
 	Clients    int
 	PerSecond  float64 // deliveries per second while sending
@@ -53,7 +54,7 @@ type Row struct {
 type Scenario struct {
 	Name  string
 	About string
-	run   func(ctx context.Context, r *runner) ([]Row, error)
+	run   func(ctx context.Context, r *runner) ([]Result, error)
 }
 
 // Scenarios lists the benchmarks in the order a full run takes them.
@@ -139,7 +140,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	load := procstat.LoadAvg()
 	start := time.Now()
-	var rows []Row
+	var rows []Result
 	var failed []string
 	for _, s := range todo {
 		if ctx.Err() != nil {
@@ -151,7 +152,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		rows = append(rows, got...)
 		if err != nil {
 			failed = append(failed, s.Name)
-			rows = append(rows, Row{Scenario: s.Name, Ratio: -1, Result: "error", Note: err.Error()})
+			rows = append(rows, Result{Scenario: s.Name, Ratio: -1, Result: "error", Note: err.Error()})
 			r.logf("scenario %s failed: %v", s.Name, err)
 		}
 		r.logf("scenario %s done in %s", s.Name, time.Since(t).Round(time.Second))
@@ -188,7 +189,7 @@ func pinning(on bool) string {
 }
 
 // PrintTable writes rows as an aligned table, then the notes.
-func PrintTable(w io.Writer, rows []Row) {
+func PrintTable(w io.Writer, rows []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tclients\tdeliv/s\tdelivery\tp50\tp99\tmax\tsrv CPU\tµs/deliv\tsrv RSS\tgen CPU\tgen saturated\tfigure\ttarget\tresult")
 	for _, r := range rows {

@@ -107,7 +107,7 @@ func TestEventsGroup(t *testing.T) {
 
 func TestPrintTable(t *testing.T) {
 	var b bytes.Buffer
-	PrintTable(&b, []Row{
+	PrintTable(&b, []Result{
 		{Scenario: "rooms 2500×4", Clients: 10000, PerSecond: 40000, Ratio: 1, P50: 0.4, P99: 3.1, Max: 120, ServerCPU: 2.5,
 			CPUPerDel: 4.2, RSS: 50 << 20, GenCPU: 9, Target: "p99 < 50ms", Result: "met"},
 		{Scenario: "idle", Ratio: -1, Saturated: true, Figure: "1.00 KiB/conn", Result: "MISSED", Note: "why"},

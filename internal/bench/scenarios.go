@@ -36,9 +36,9 @@ func lossless(s results.StepMeta) bool {
 
 // trafficRow fills a row from a generator run and the server processes
 // that carried it, over the step's sending window.
-func trafficRow(name string, g *genRun, servers ...*proc) Row {
+func trafficRow(name string, g *genRun, servers ...*proc) Result {
 	s := g.step()
-	row := Row{Scenario: name, Clients: s.Clients, Ratio: -1, P50: s.LatencyMs.P50, P99: s.LatencyMs.P99, Max: s.LatencyMs.Max,
+	row := Result{Scenario: name, Clients: s.Clients, Ratio: -1, P50: s.LatencyMs.P50, P99: s.LatencyMs.P99, Max: s.LatencyMs.Max,
 		GenCPU: g.windowCPU().Seconds(), Saturated: s.Saturated, deliveries: s.ReceivedAll}
 	if s.Expected > 0 {
 		row.Ratio = s.DeliveryRatio
@@ -71,7 +71,7 @@ func trafficRow(name string, g *genRun, servers ...*proc) Row {
 	return row
 }
 
-func addNote(row *Row, note string) {
+func addNote(row *Result, note string) {
 	if row.Note != "" {
 		row.Note += "; "
 	}
@@ -80,7 +80,7 @@ func addNote(row *Row, note string) {
 
 // --- 1. idle --------------------------------------------------------------
 
-func runIdle(ctx context.Context, r *runner) ([]Row, error) {
+func runIdle(ctx context.Context, r *runner) ([]Result, error) {
 	n := r.size(15000, 300)
 	ramp := 5000.0
 	hold := r.dur(5*time.Second, time.Second)
@@ -106,7 +106,7 @@ func runIdle(ctx context.Context, r *runner) ([]Row, error) {
 	if s.Joined == 0 || held == 0 {
 		row.Result = "MISSED"
 		addNote(&row, "no connection was held")
-		return []Row{row}, nil
+		return []Result{row}, nil
 	}
 	per := float64(held-base.rss) / float64(s.Joined)
 	row.Figure = kib(per) + "/conn"
@@ -114,12 +114,12 @@ func runIdle(ctx context.Context, r *runner) ([]Row, error) {
 	row.P50, row.P99, row.Max = s.ConnectMs.P50, s.ConnectMs.P99, s.ConnectMs.Max
 	addNote(&row, fmt.Sprintf("%d connections held (%d rooms × 10) over 4 source addresses; server RSS %s before, %s holding; p50/p99/max are connect times",
 		s.Joined, n/10, mib(base.rss), mib(held)))
-	return []Row{row}, nil
+	return []Result{row}, nil
 }
 
 // --- 2. one room ------------------------------------------------------------
 
-func runOneRoom(ctx context.Context, r *runner) ([]Row, error) {
+func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 	sizes := []int{200, 400, 600, 800, 1000, 1200, 1600, 2000}
 	if r.smoke {
 		sizes = []int{5, 10}
@@ -131,9 +131,9 @@ func runOneRoom(ctx context.Context, r *runner) ([]Row, error) {
 		return nil, err
 	}
 	defer srv.shutdown(5 * time.Second)
-	var rows []Row
+	var rows []Result
 	best, bestRow, satAt := 0, -1, 0
-	var first *Row
+	var first *Result
 	for i, n := range sizes {
 		if ctx.Err() != nil || time.Now().After(budget) {
 			break
@@ -165,7 +165,7 @@ func runOneRoom(ctx context.Context, r *runner) ([]Row, error) {
 		best, bestRow = n, len(rows)-1
 		time.Sleep(time.Second) // let the server's room go quiet between steps
 	}
-	sum := Row{Scenario: "oneroom largest N", Ratio: -1, Target: "N ≥ " + itoa(r.size(800, 10))}
+	sum := Result{Scenario: "oneroom largest N", Ratio: -1, Target: "N ≥ " + itoa(r.size(800, 10))}
 	if bestRow < 0 {
 		sum.Figure = "none passed"
 		sum.Result = verdict(false, satAt != 0)
@@ -201,7 +201,7 @@ func roomsArgs(rooms int, d time.Duration, extra ...string) []string {
 		"--duration", d.String(), "--ramp", "5000", "--drain", "3s", "--source-ips", sources}, extra...)
 }
 
-func runRooms(ctx context.Context, r *runner) ([]Row, error) {
+func runRooms(ctx context.Context, r *runner) ([]Result, error) {
 	rooms := r.size(2500, 10)
 	dur := r.dur(15*time.Second, time.Second)
 	srv, err := r.startServer(ctx, "rooms-server")
@@ -218,12 +218,12 @@ func runRooms(ctx context.Context, r *runner) ([]Row, error) {
 	row.Target = "100 %, p99 < 50ms, ≤ 10 µs/deliv"
 	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
 	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50 && row.CPUPerDel <= 10, s.Saturated)
-	return []Row{row}, nil
+	return []Result{row}, nil
 }
 
 // --- 4. connect storm -------------------------------------------------------
 
-func runStorm(ctx context.Context, r *runner) ([]Row, error) {
+func runStorm(ctx context.Context, r *runner) ([]Result, error) {
 	// 15,000 storm clients plus the traffic's must fit the server's
 	// 20,000 open files: the traffic runs 1,000 rooms × 4 (scenario 3's
 	// shape and per-client rate, 40 % of its size).
@@ -310,7 +310,7 @@ func runStorm(ctx context.Context, r *runner) ([]Row, error) {
 	stormC.Result = verdict(cr > 0 && cr <= 2 && allJoined, sc.Saturated)
 	stormT.Result = verdict(tr2 > 0 && tr2 <= 2 && lossless(tr.step()), tr.step().Saturated)
 	addNote(&calmT, fmt.Sprintf("%d rooms × 4 (scenario 3's shape, scaled so that traffic + %d storm clients fit the 20,000 open files of the server)", rooms, storm))
-	return []Row{calmT, calmC, stormC, stormT}, nil
+	return []Result{calmT, calmC, stormC, stormT}, nil
 }
 
 func ratioOf(a, b float64) float64 {
@@ -322,7 +322,7 @@ func ratioOf(a, b float64) float64 {
 
 // --- 5. topics --------------------------------------------------------------
 
-func runTopics(ctx context.Context, r *runner) ([]Row, error) {
+func runTopics(ctx context.Context, r *runner) ([]Result, error) {
 	clients, rooms := r.size(4000, 40), r.size(10000, 100)
 	per, senders := r.size(50, 5), r.size(400, 4)
 	dur := r.dur(15*time.Second, time.Second)
@@ -345,16 +345,16 @@ func runTopics(ctx context.Context, r *runner) ([]Row, error) {
 	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50, s.Saturated)
 	addNote(&row, fmt.Sprintf("%d of %d clients send 10 msg/s round robin over their %d rooms; %d messages in, %d deliveries",
 		senders, clients, per, s.Sent, s.ReceivedAll))
-	return []Row{row}, nil
+	return []Result{row}, nil
 }
 
 // --- 6. cluster -------------------------------------------------------------
 
-func runCluster(ctx context.Context, r *runner) ([]Row, error) {
+func runCluster(ctx context.Context, r *runner) ([]Result, error) {
 	rooms := r.size(500, 5)
 	dur := r.dur(10*time.Second, time.Second)
 	args := func(extra ...string) []string { return roomsArgs(rooms, dur, extra...) }
-	var rows []Row
+	var rows []Result
 
 	// Baseline: the same traffic on one node without Redis.
 	single, err := r.startServer(ctx, "cluster-single")
@@ -426,7 +426,7 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 		rss += p.maxRSS(from, to)
 	}
 	dels := sa.ReceivedAll + sb.ReceivedAll
-	cross := Row{Scenario: "cluster: rooms split over A and B", Clients: sa.Clients, Ratio: -1, ServerCPU: cpu.Seconds(), RSS: rss,
+	cross := Result{Scenario: "cluster: rooms split over A and B", Clients: sa.Clients, Ratio: -1, ServerCPU: cpu.Seconds(), RSS: rss,
 		GenCPU: (ra.windowCPU() + rb.windowCPU()).Seconds(), Saturated: sa.Saturated || sb.Saturated}
 	if d := dur.Seconds(); d > 0 {
 		cross.PerSecond = float64(dels) / d
@@ -445,7 +445,7 @@ func runCluster(ctx context.Context, r *runner) ([]Row, error) {
 
 // splitDeliveries reads the events of the split run and gives the latency
 // of same-node and cross-node deliveries a row each.
-func splitDeliveries(ra, rb *genRun, dur time.Duration) ([]Row, error) {
+func splitDeliveries(ra, rb *genRun, dur time.Duration) ([]Result, error) {
 	if ra.csv == "" || rb.csv == "" {
 		return nil, nil
 	}
@@ -460,13 +460,13 @@ func splitDeliveries(ra, rb *genRun, dur time.Duration) ([]Row, error) {
 		}
 		return "cross node"
 	})
-	var rows []Row
+	var rows []Result
 	for _, name := range []string{"same node", "cross node"} {
 		l := groups[name]
 		if l == nil {
 			continue
 		}
-		row := Row{Scenario: "cluster: split, " + name + " deliveries", Ratio: l.ratio(), P50: l.ms(50), P99: l.ms(99), Max: l.ms(100)}
+		row := Result{Scenario: "cluster: split, " + name + " deliveries", Ratio: l.ratio(), P50: l.ms(50), P99: l.ms(99), Max: l.ms(100)}
 		if d := dur.Seconds(); d > 0 {
 			row.PerSecond = float64(l.count()) / d
 		}
@@ -480,11 +480,11 @@ func splitDeliveries(ra, rb *genRun, dur time.Duration) ([]Row, error) {
 
 // --- 7. overhead ------------------------------------------------------------
 
-func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
+func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 	rooms := r.size(1000, 10)
 	dur := r.dur(10*time.Second, time.Second)
 	timeout := timeoutFor(4*rooms, 5000, dur)
-	var rows []Row
+	var rows []Result
 
 	// CSV recording (the generator's cost): on, off, on, off, same server.
 	srv, err := r.startServer(ctx, "overhead-csv-server")
@@ -515,14 +515,14 @@ func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
 	}
 	_ = srv.shutdown(5 * time.Second)
 	if on, off := mean(perMsg[true]), mean(perMsg[false]); on > 0 && off > 0 {
-		rows = append(rows, Row{Scenario: "overhead: CSV recording", Ratio: -1,
+		rows = append(rows, Result{Scenario: "overhead: CSV recording", Ratio: -1,
 			Figure: fmt.Sprintf("%+.2f µs/msg (%+.0f%%) generator CPU", on-off, 100*(on-off)/off),
 			Note:   "generator CPU per message (sent + received) over the sending window, mean of 2 runs each"})
 	}
 
 	// Metrics (the server's cost): needs a server with --metrics-addr.
 	if !r.serverHasFlag("--metrics-addr") {
-		rows = append(rows, Row{Scenario: "overhead: metrics", Ratio: -1, Result: "n/a",
+		rows = append(rows, Result{Scenario: "overhead: metrics", Ratio: -1, Result: "n/a",
 			Note: "this server has no --metrics-addr yet (branch metrics): once merged, `scalechat bench overhead` measures it with no change"})
 		return rows, nil
 	}
@@ -537,27 +537,27 @@ func runOverhead(ctx context.Context, r *runner) ([]Row, error) {
 		rows = append(rows, row)
 	}
 	if on, off := mean(cpuPer[true]), mean(cpuPer[false]); on > 0 && off > 0 {
-		rows = append(rows, Row{Scenario: "overhead: metrics", Ratio: -1,
+		rows = append(rows, Result{Scenario: "overhead: metrics", Ratio: -1,
 			Figure: fmt.Sprintf("%+.2f µs/deliv (%+.0f%%) server CPU", on-off, 100*(on-off)/off),
 			Note:   "server CPU per delivery with the metrics listener on (scraped once a second) vs off, mean of 2 runs each"})
 	}
 	return rows, nil
 }
 
-func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int, dur, timeout time.Duration) (Row, error) {
+func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int, dur, timeout time.Duration) (Result, error) {
 	flags := []string{"--metrics-addr", ""}
 	maddr := ""
 	if on {
 		port, err := freePort()
 		if err != nil {
-			return Row{}, err
+			return Result{}, err
 		}
 		maddr = "127.0.0.1:" + itoa(port)
 		flags = []string{"--metrics-addr", maddr}
 	}
 	srv, err := r.startServer(ctx, name+"-server", flags...)
 	if err != nil {
-		return Row{}, err
+		return Result{}, err
 	}
 	defer srv.shutdown(5 * time.Second)
 	scrapes, failures := 0, 0
@@ -594,7 +594,7 @@ func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int
 	close(stop)
 	wg.Wait()
 	if err != nil {
-		return Row{}, err
+		return Result{}, err
 	}
 	row := trafficRow("overhead: metrics "+onOff(on), g, srv)
 	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)

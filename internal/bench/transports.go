@@ -305,7 +305,7 @@ func printTransports(w io.Writer, rows []results.ComparisonRow) {
 // runTransports is the comparison as a scenario of `scalechat bench`, with
 // the default sizes (smoke: 10 and 20 clients, a 3 s timeout). Its results
 // folder is transports/ in the bench's work folder (--dir).
-func runTransports(ctx context.Context, r *runner) ([]Row, error) {
+func runTransports(ctx context.Context, r *runner) ([]Result, error) {
 	opt := DefaultTransportsOptions()
 	if r.smoke {
 		opt.Clients, opt.Timeout = []int{10, 20}, 3*time.Second
@@ -318,9 +318,9 @@ func runTransports(ctx context.Context, r *runner) ([]Row, error) {
 		return nil, fmt.Errorf("create the results folder: %w", err)
 	}
 	trs, err := r.transports(ctx, opt)
-	var rows []Row
+	var rows []Result
 	for _, t := range trs {
-		row := Row{Scenario: fmt.Sprintf("transports %s n=%d", t.Transport, t.Clients), Clients: t.Clients, Ratio: -1,
+		row := Result{Scenario: fmt.Sprintf("transports %s n=%d", t.Transport, t.Clients), Clients: t.Clients, Ratio: -1,
 			P50: t.P50, P99: t.P99, Max: t.Max, ServerCPU: t.ServerCPU, Saturated: t.Saturated,
 			Figure: fmt.Sprintf("%d errors, %.2f MB", t.Errors, float64(t.BytesIn+t.BytesOut)/1e6)}
 		if t.Sent > 0 {
