@@ -45,7 +45,7 @@ type Result struct {
 	Saturated  bool
 	Figure     string // the scenario's key figure
 	Target     string
-	Result     string // met, MISSED, lower bound, error, or empty (no target)
+	Verdict    string // met, MISSED, lower bound, error, or empty (no target)
 	Note       string
 	deliveries int64
 }
@@ -152,7 +152,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		rows = append(rows, got...)
 		if err != nil {
 			failed = append(failed, s.Name)
-			rows = append(rows, Result{Scenario: s.Name, Ratio: -1, Result: "error", Note: err.Error()})
+			rows = append(rows, Result{Scenario: s.Name, Ratio: -1, Verdict: "error", Note: err.Error()})
 			r.logf("scenario %s failed: %v", s.Name, err)
 		}
 		r.logf("scenario %s done in %s", s.Name, time.Since(t).Round(time.Second))
@@ -199,7 +199,7 @@ func PrintTable(w io.Writer, rows []Result) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.Scenario, intOrDash(r.Clients), rate(r.PerSecond), ratio(r.Ratio), ms(r.P50), ms(r.P99), ms(r.Max),
-			secs(r.ServerCPU), us(r.CPUPerDel), mib(r.RSS), secs(r.GenCPU), sat, dash(r.Figure), dash(r.Target), dash(r.Result))
+			secs(r.ServerCPU), us(r.CPUPerDel), mib(r.RSS), secs(r.GenCPU), sat, dash(r.Figure), dash(r.Target), dash(r.Verdict))
 	}
 	tw.Flush()
 	for _, r := range rows {

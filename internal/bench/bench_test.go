@@ -109,8 +109,8 @@ func TestPrintTable(t *testing.T) {
 	var b bytes.Buffer
 	PrintTable(&b, []Result{
 		{Scenario: "rooms 2500×4", Clients: 10000, PerSecond: 40000, Ratio: 1, P50: 0.4, P99: 3.1, Max: 120, ServerCPU: 2.5,
-			CPUPerDel: 4.2, RSS: 50 << 20, GenCPU: 9, Target: "p99 < 50ms", Result: "met"},
-		{Scenario: "idle", Ratio: -1, Saturated: true, Figure: "1.00 KiB/conn", Result: "MISSED", Note: "why"},
+			CPUPerDel: 4.2, RSS: 50 << 20, GenCPU: 9, Target: "p99 < 50ms", Verdict: "met"},
+		{Scenario: "idle", Ratio: -1, Saturated: true, Figure: "1.00 KiB/conn", Verdict: "MISSED", Note: "why"},
 	})
 	out := b.String()
 	for _, want := range []string{"scenario", "rooms 2500×4", "40.0k", "100%", "0.40ms", "120ms", "4.20", "50.0MiB", "met", "YES", "1.00 KiB/conn", "  idle: why"} {

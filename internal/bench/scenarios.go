@@ -104,13 +104,13 @@ func runIdle(ctx context.Context, r *runner) ([]Result, error) {
 	row.RSS = held
 	row.Target = "≤ 2 KiB/conn"
 	if s.Joined == 0 || held == 0 {
-		row.Result = "MISSED"
+		row.Verdict = "MISSED"
 		addNote(&row, "no connection was held")
 		return []Result{row}, nil
 	}
 	per := float64(held-base.rss) / float64(s.Joined)
 	row.Figure = kib(per) + "/conn"
-	row.Result = verdict(per <= 2048 && s.Joined == int64(n), false)
+	row.Verdict = verdict(per <= 2048 && s.Joined == int64(n), false)
 	row.P50, row.P99, row.Max = s.ConnectMs.P50, s.ConnectMs.P99, s.ConnectMs.Max
 	addNote(&row, fmt.Sprintf("%d connections held (%d rooms × 10) over 4 source addresses; server RSS %s before, %s holding; p50/p99/max are connect times",
 		s.Joined, n/10, mib(base.rss), mib(held)))
@@ -151,7 +151,7 @@ func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 		row.Target = "100 %, p99 < 100ms"
 		s := g.step()
 		pass := lossless(s) && s.LatencyMs.P99 < 100
-		row.Result = map[bool]string{true: "pass", false: "fail"}[pass]
+		row.Verdict = map[bool]string{true: "pass", false: "fail"}[pass]
 		if s.Saturated && satAt == 0 {
 			satAt = n
 		}
@@ -168,7 +168,7 @@ func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 	sum := Result{Scenario: "oneroom largest N", Ratio: -1, Target: "N ≥ " + itoa(r.size(800, 10))}
 	if bestRow < 0 {
 		sum.Figure = "none passed"
-		sum.Result = verdict(false, satAt != 0)
+		sum.Verdict = verdict(false, satAt != 0)
 		return append(rows, sum), nil
 	}
 	b := rows[bestRow]
@@ -179,7 +179,7 @@ func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 		sum.Figure = "N ≥ " + itoa(best) + " (lower bound)"
 		sum.Saturated = true
 	}
-	sum.Result = verdict(best >= r.size(800, 10), lower)
+	sum.Verdict = verdict(best >= r.size(800, 10), lower)
 	if bestRow == len(sizes)-1 {
 		addNote(&sum, "every step of the sweep passed: the largest N is at least the last step")
 	}
@@ -217,7 +217,7 @@ func runRooms(ctx context.Context, r *runner) ([]Result, error) {
 	row := trafficRow(fmt.Sprintf("rooms %d×4", rooms), g, srv)
 	row.Target = "100 %, p99 < 50ms, ≤ 10 µs/deliv"
 	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
-	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50 && row.CPUPerDel <= 10, s.Saturated)
+	row.Verdict = verdict(lossless(s) && s.LatencyMs.P99 < 50 && row.CPUPerDel <= 10, s.Saturated)
 	return []Result{row}, nil
 }
 
@@ -307,8 +307,8 @@ func runStorm(ctx context.Context, r *runner) ([]Result, error) {
 	stormT.Figure = fmt.Sprintf("traffic p99 ×%.2f", tr2)
 	stormC.Target, stormT.Target = "≤ 2× calm", "≤ 2× calm"
 	allJoined := sc.Joined == int64(sc.LocalClients) && sc.ConnectErrors == 0
-	stormC.Result = verdict(cr > 0 && cr <= 2 && allJoined, sc.Saturated)
-	stormT.Result = verdict(tr2 > 0 && tr2 <= 2 && lossless(tr.step()), tr.step().Saturated)
+	stormC.Verdict = verdict(cr > 0 && cr <= 2 && allJoined, sc.Saturated)
+	stormT.Verdict = verdict(tr2 > 0 && tr2 <= 2 && lossless(tr.step()), tr.step().Saturated)
 	addNote(&calmT, fmt.Sprintf("%d rooms × 4 (scenario 3's shape, scaled so that traffic + %d storm clients fit the 20,000 open files of the server)", rooms, storm))
 	return []Result{calmT, calmC, stormC, stormT}, nil
 }
@@ -342,7 +342,7 @@ func runTopics(ctx context.Context, r *runner) ([]Result, error) {
 	row := trafficRow(fmt.Sprintf("topics %d×%d/%d", clients, per, rooms), g, srv)
 	row.Target = "100 %, p99 < 50ms"
 	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
-	row.Result = verdict(lossless(s) && s.LatencyMs.P99 < 50, s.Saturated)
+	row.Verdict = verdict(lossless(s) && s.LatencyMs.P99 < 50, s.Saturated)
 	addNote(&row, fmt.Sprintf("%d of %d clients send 10 msg/s round robin over their %d rooms; %d messages in, %d deliveries",
 		senders, clients, per, s.Sent, s.ReceivedAll))
 	return []Result{row}, nil
@@ -522,7 +522,7 @@ func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 
 	// Metrics (the server's cost): needs a server with --metrics-addr.
 	if !r.serverHasFlag("--metrics-addr") {
-		rows = append(rows, Result{Scenario: "overhead: metrics", Ratio: -1, Result: "n/a",
+		rows = append(rows, Result{Scenario: "overhead: metrics", Ratio: -1, Verdict: "n/a",
 			Note: "this server has no --metrics-addr yet (branch metrics): once merged, `scalechat bench overhead` measures it with no change"})
 		return rows, nil
 	}
