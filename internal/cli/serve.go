@@ -28,7 +28,7 @@ func newServeCmd() *cobra.Command {
 		cfg: server.DefaultConfig(), addr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:8081",
 		logLevel: "info", logFormat: "text",
 	}
-	o.maxMsg, o.maxQueue = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue)
+	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chat server",
@@ -49,7 +49,7 @@ type serveFlags struct {
 	maxHistory                        byteSize
 	addr, metricsAddr                 string
 	metricsAdvertise                  string
-	maxMsg, maxQueue                  byteSize
+	maxMsg, maxQueue, echoMaxMsg      byteSize
 	logLevel, logFormat               string
 }
 
@@ -86,6 +86,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.DurationVar(&o.cfg.FirstFrameTimeout, "first-frame-timeout", 0, "close connections that send no frame within this; 0 means never (listen-only clients are normal)")
 	f.IntVar(&o.cfg.MaxRooms, "max-rooms", 0, "rooms this node holds at most; 0 means no limit")
 	f.Var(&o.maxHistory, "max-history-bytes", "bytes of history this node keeps at most, the busiest rooms giving back their oldest messages; 0 means no limit")
+	f.Var(&o.echoMaxMsg, "echo-max-message-size", "largest message on /echo (conformance suites send up to 16 MiB); with --echo-endpoint each event loop's read buffer grows to hold one")
 	f.BoolVar(&o.cfg.EchoEndpoint, "echo-endpoint", false, "serve /echo, a WebSocket that echoes every message (for conformance suites and loadtest --protocol echo)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
@@ -99,6 +100,7 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		return err
 	}
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
+	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	if o.cfg.Auth, err = verifier(o.jwtSecret, o.jwtPublicKey, o.jwksFile); err != nil {
 		return err

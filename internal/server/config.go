@@ -47,6 +47,7 @@ type Config struct {
 	MaxRooms          int            // rooms held on this node; 0: no limit
 	MaxHistoryBytes   int64          // bytes of history held on this node; 0: no limit
 	EchoEndpoint      bool           // serve /echo: every message echoed, by the same connection layer
+	EchoMaxMessage    int            // bytes of one message on /echo (conformance suites send 16 MiB)
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
@@ -58,6 +59,7 @@ func DefaultConfig() Config {
 	return Config{
 		History:          100,
 		MaxMessageSize:   16 << 10,
+		EchoMaxMessage:   16 << 20,
 		MaxRoomsPerConn:  100,
 		RateLimit:        20,
 		RateBurst:        40,
@@ -83,6 +85,7 @@ func (c *Config) validate() error {
 	}
 	check(c.History >= 0, "history must not be negative")
 	check(c.MaxMessageSize >= 64 && c.MaxMessageSize <= 64<<20, "max message size must be between 64 bytes and 64 MiB")
+	check(c.EchoMaxMessage == 0 || c.EchoMaxMessage >= 64 && c.EchoMaxMessage <= 64<<20, "echo max message size must be between 64 bytes and 64 MiB")
 	check(c.MaxConnections >= 0, "max connections must not be negative")
 	check(c.MaxRoomsPerConn >= 1, "max rooms per connection must be at least 1")
 	check(c.RateLimit > 0, "rate limit must be positive")
@@ -102,10 +105,22 @@ func (c *Config) validate() error {
 }
 
 func (c *Config) fill() {
+	if c.EchoMaxMessage == 0 {
+		c.EchoMaxMessage = 16 << 20
+	}
 	if c.Loops == 0 {
 		c.Loops = runtime.GOMAXPROCS(0)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// largestMessage is the size of the largest message a connection may send:
+// a loop's read buffer holds one whole frame of it.
+func (c *Config) largestMessage() int {
+	if c.EchoEndpoint {
+		return max(c.MaxMessageSize, c.EchoMaxMessage)
+	}
+	return c.MaxMessageSize
 }

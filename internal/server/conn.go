@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -105,6 +104,9 @@ func (c *conn) process(data []byte) int {
 		return len(data) // the stream is no longer framed: ignore the rest
 	}
 	limit := int64(c.loop.srv.cfg.MaxMessageSize)
+	if c.echo {
+		limit = int64(c.loop.srv.cfg.EchoMaxMessage)
+	}
 	off := 0
 	for off < len(data) && c.state != stateClosed {
 		f, n, _, err := c.rd.Next(data[off:], ws.ServerSide, limit)
@@ -141,18 +143,20 @@ func (c *conn) onFrame(f ws.Frame) {
 		}
 		c.onMessage(f.OpCode, f.Payload)
 	case ws.OpClose:
-		code, _, err := ws.ParseClosePayload(f.Payload)
-		if err != nil {
-			c.closeWith(ws.CloseProtocolError, err.Error())
-			return
-		}
+		// The peer's close ends its side of the handshake whatever it holds:
+		// once ours is out, TCP closes (RFC 6455 section 7.1.1).
 		c.peerClosed = true
+		code, _, err := ws.ParseClosePayload(f.Payload)
+		reply, reason := code, ""
+		switch {
+		case err != nil:
+			c.loop.stats.dropped[DropInvalid].Add(1)
+			reply, reason = ws.CloseProtocolError, err.Error()
+		case code == ws.CloseNoStatus:
+			reply = ws.CloseNormal
+		}
 		if c.state == stateOpen {
-			reply := code
-			if reply == ws.CloseNoStatus {
-				reply = ws.CloseNormal
-			}
-			c.closeWith(reply, "")
+			c.closeWith(reply, reason)
 			return
 		}
 		if c.state == stateClosing && c.outBytes == 0 {
@@ -174,11 +178,6 @@ func (c *conn) onMessage(op ws.OpCode, data []byte) {
 	}
 	l := c.loop
 	l.stats.messagesIn.Add(1)
-	if op == ws.OpText && !utf8.Valid(data) {
-		l.stats.dropped[DropInvalid].Add(1)
-		c.closeWith(ws.CloseInvalidPayload, "text is not valid UTF-8")
-		return
-	}
 	if c.echo {
 		c.enqueueOwn(ws.AppendFrame(make([]byte, 0, ws.HeaderSize(len(data), false)+len(data)), op, true, data))
 		return

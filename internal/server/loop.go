@@ -113,7 +113,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
-		readBuf:      make([]byte, max(readBufferSize, srv.cfg.MaxMessageSize+ws.MaxHeaderSize+readBufferSize/2)),
+		readBuf:      make([]byte, max(readBufferSize, srv.cfg.largestMessage()+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
 		drained:      make(chan struct{}),

@@ -1,5 +1,7 @@
 package ws
 
+import "unicode/utf8"
+
 // Side is the end of a connection that reads: a server reads the masked
 // frames of a client, a client the unmasked frames of a server.
 type Side uint8
@@ -24,6 +26,7 @@ var (
 	errNewInsideFragmented = &ProtocolError{CloseProtocolError, "new message inside a fragmented one"}
 	errOrphanContinuation  = &ProtocolError{CloseProtocolError, "continuation without a message"}
 	errTooBig              = &ProtocolError{CloseMessageTooBig, "message too big"}
+	errInvalidUTF8         = &ProtocolError{CloseInvalidPayload, "text is not valid UTF-8"}
 )
 
 // Frame is what a Reader hands out: a whole data message (OpText or
@@ -41,8 +44,9 @@ type Frame struct {
 // connection, and the same code serves the server and the load tester's
 // clients (the side is a parameter of Next).
 type Reader struct {
-	msg []byte // fragments of the message in progress
-	op  OpCode // opcode of the message in progress; 0: none
+	msg     []byte // fragments of the message in progress
+	checked uint32 // msg[:checked] is known to be valid UTF-8 (text messages)
+	op      OpCode // opcode of the message in progress; 0: none
 }
 
 // Next takes the next frame from data, unmasking it in place. n is the
@@ -80,24 +84,35 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 			return Frame{}, 0, 0, errNewInsideFragmented
 		}
 		if h.Fin {
+			if h.OpCode == OpText && !utf8.Valid(payload) {
+				return Frame{}, 0, 0, errInvalidUTF8
+			}
 			return Frame{h.OpCode, payload}, total, 0, nil
 		}
 		r.op = h.OpCode
 		r.msg = append(make([]byte, 0, 2*len(payload)+64), payload...)
-		return Frame{}, total, 0, nil
+		r.checked = 0
 	case OpContinuation:
 		if r.op == 0 {
 			return Frame{}, 0, 0, errOrphanContinuation
 		}
 		r.msg = append(r.msg, payload...)
-		if !h.Fin {
-			return Frame{}, total, 0, nil
-		}
-		f = Frame{r.op, r.msg}
-		r.msg, r.op = nil, 0
-		return f, total, 0, nil
+	default:
+		return Frame{h.OpCode, payload}, total, 0, nil
 	}
-	return Frame{h.OpCode, payload}, total, 0, nil
+	if r.op == OpText {
+		n, ok := validPrefix(r.msg[r.checked:])
+		if !ok || h.Fin && int(r.checked)+n < len(r.msg) {
+			return Frame{}, 0, 0, errInvalidUTF8
+		}
+		r.checked += uint32(n)
+	}
+	if !h.Fin {
+		return Frame{}, total, 0, nil
+	}
+	f = Frame{r.op, r.msg}
+	r.msg, r.op = nil, 0
+	return f, total, 0, nil
 }
 
 // Reset drops a message in progress.

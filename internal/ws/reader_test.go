@@ -187,3 +187,29 @@ func TestReaderReadsGobwasWriters(t *testing.T) {
 		}
 	}
 }
+
+// Both sides refuse text at the fragment where it becomes invalid UTF-8.
+func TestReaderUTF8FailsFast(t *testing.T) {
+	for _, side := range []Side{ServerSide, ClientSide} {
+		frame := func(op OpCode, fin bool, p string) []byte {
+			if side == ServerSide {
+				return AppendMaskedFrame(nil, op, fin, []byte(p), key)
+			}
+			return AppendFrame(nil, op, fin, []byte(p))
+		}
+		var r Reader
+		if _, _, _, err := r.Next(frame(OpText, false, "ok \xf0\x9f"), side, 100); err != nil {
+			t.Fatalf("side %d: an incomplete code point at the end of a fragment: %v", side, err)
+		}
+		if _, _, _, err := r.Next(frame(OpContinuation, false, "\x98("), side, 100); CodeOf(err) != CloseInvalidPayload {
+			t.Errorf("side %d: the fragment that breaks the text: %v, want 1007", side, err)
+		}
+		r.Reset()
+		if _, _, _, err := r.Next(frame(OpText, true, "\xff"), side, 100); CodeOf(err) != CloseInvalidPayload {
+			t.Errorf("side %d: a whole invalid text: %v", side, err)
+		}
+		if f, _, _, err := r.Next(frame(OpBinary, true, "\xff"), side, 100); err != nil || f.OpCode != OpBinary {
+			t.Errorf("side %d: binary is not text: %v", side, err)
+		}
+	}
+}
