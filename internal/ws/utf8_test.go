@@ -14,17 +14,17 @@ func TestValidPrefix(t *testing.T) {
 		{"", 0, true},
 		{"hello", 5, true},
 		{"é", 2, true},
-		{"a\xc3", 1, true},            // é cut after its lead byte
-		{"a\xe2\x82", 1, true},        // € cut after two bytes
-		{"\xf0\x9f\x98", 0, true},     // 😀 cut after three bytes
-		{"a\xc3(", 0, false},          // a lead byte followed by ASCII
-		{"\xf4\x90", 0, false},        // above U+10FFFF already
-		{"\xed\xa0", 0, false},        // a surrogate already
-		{"\xe0\x80", 0, false},        // an overlong form already
-		{"\xc0", 0, false},            // never a lead byte
-		{"\xf5", 0, false},            // never a lead byte
-		{"\x80", 0, false},            // a continuation byte alone
-		{"ok\xff\xc3", 0, false},      // invalid before an incomplete tail
+		{"a\xc3", 1, true},        // é cut after its lead byte
+		{"a\xe2\x82", 1, true},    // € cut after two bytes
+		{"\xf0\x9f\x98", 0, true}, // 😀 cut after three bytes
+		{"a\xc3(", 0, false},      // a lead byte followed by ASCII
+		{"\xf4\x90", 0, false},    // above U+10FFFF already
+		{"\xed\xa0", 0, false},    // a surrogate already
+		{"\xe0\x80", 0, false},    // an overlong form already
+		{"\xc0", 0, false},        // never a lead byte
+		{"\xf5", 0, false},        // never a lead byte
+		{"\x80", 0, false},        // a continuation byte alone
+		{"ok\xff\xc3", 0, false},  // invalid before an incomplete tail
 		{"κόσμε\xf4\x90\x80\x80", 0, false},
 		{"\xf0\x9f\x98\x80\xf0", 4, true},
 	} {
