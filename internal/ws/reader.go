@@ -44,9 +44,13 @@ type Frame struct {
 // connection, and the same code serves the server and the load tester's
 // clients (the side is a parameter of Next).
 type Reader struct {
-	msg     []byte // fragments of the message in progress
-	checked uint32 // msg[:checked] is known to be valid UTF-8 (text messages)
-	op      OpCode // opcode of the message in progress; 0: none
+	msg []byte // fragments of the message in progress
+	// seen is how many payload bytes of the incomplete frame at the start
+	// of the input were already unmasked (in place) and checked: the caller
+	// hands the same bytes again with more after them.
+	seen uint32
+	op   OpCode    // opcode of the message in progress; 0: none
+	text utf8State // the UTF-8 check of the text message in progress
 }
 
 // Next takes the next frame from data, unmasking it in place. n is the
@@ -70,53 +74,91 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 	if !h.OpCode.IsControl() && h.Length+int64(len(r.msg)) > limit {
 		return Frame{}, 0, 0, errTooBig // fail before reading it
 	}
+	switch {
+	case (h.OpCode == OpText || h.OpCode == OpBinary) && r.op != 0:
+		return Frame{}, 0, 0, errNewInsideFragmented
+	case h.OpCode == OpContinuation && r.op == 0:
+		return Frame{}, 0, 0, errOrphanContinuation
+	}
 	total := hn + int(h.Length)
+	text := h.OpCode == OpText || h.OpCode == OpContinuation && r.op == OpText
 	if len(data) < total {
+		// Check the text that has come so far: a message that became
+		// invalid is refused now, not when its frame is whole.
+		if text && len(data) > hn+int(r.seen) {
+			if err := r.check(data[hn:], h, int(r.seen)); err != nil {
+				return Frame{}, 0, 0, err
+			}
+			r.seen = uint32(len(data) - hn)
+		}
 		return Frame{}, 0, total, nil
 	}
 	payload := data[hn:total]
-	if h.Masked {
-		Mask(payload, h.Mask, 0)
-	}
-	switch h.OpCode {
-	case OpText, OpBinary:
-		if r.op != 0 {
-			return Frame{}, 0, 0, errNewInsideFragmented
+	seen := int(r.seen)
+	r.seen = 0
+	if h.Fin && seen == 0 && (h.OpCode == OpText || h.OpCode == OpBinary) {
+		// The common case, a whole message in one frame read at once.
+		if h.Masked {
+			Mask(payload, h.Mask, 0)
 		}
-		if h.Fin {
-			if h.OpCode == OpText && !utf8.Valid(payload) {
-				return Frame{}, 0, 0, errInvalidUTF8
-			}
-			return Frame{h.OpCode, payload}, total, 0, nil
-		}
-		r.op = h.OpCode
-		r.msg = append(make([]byte, 0, 2*len(payload)+64), payload...)
-		r.checked = 0
-	case OpContinuation:
-		if r.op == 0 {
-			return Frame{}, 0, 0, errOrphanContinuation
-		}
-		r.msg = append(r.msg, payload...)
-	default:
-		return Frame{h.OpCode, payload}, total, 0, nil
-	}
-	if r.op == OpText {
-		n, ok := validPrefix(r.msg[r.checked:])
-		if !ok || h.Fin && int(r.checked)+n < len(r.msg) {
+		if text && !utf8.Valid(payload) {
 			return Frame{}, 0, 0, errInvalidUTF8
 		}
-		r.checked += uint32(n)
+		return Frame{h.OpCode, payload}, total, 0, nil
 	}
+	if seen < len(payload) {
+		if err := r.check(payload, h, seen); err != nil {
+			return Frame{}, 0, 0, err
+		}
+	}
+	if h.OpCode.IsControl() {
+		return Frame{h.OpCode, payload}, total, 0, nil
+	}
+	if text && h.Fin && !r.text.complete() {
+		return Frame{}, 0, 0, errInvalidUTF8
+	}
+	switch {
+	case h.OpCode != OpContinuation && h.Fin: // a whole message whose frame came in pieces
+		r.text = 0
+		return Frame{h.OpCode, payload}, total, 0, nil
+	case h.OpCode != OpContinuation:
+		r.op = h.OpCode
+		r.msg = append(make([]byte, 0, 2*len(payload)+64), payload...)
+		return Frame{}, total, 0, nil
+	}
+	r.msg = append(r.msg, payload...)
 	if !h.Fin {
 		return Frame{}, total, 0, nil
 	}
 	f = Frame{r.op, r.msg}
-	r.msg, r.op = nil, 0
+	r.msg, r.op, r.text = nil, 0, 0
 	return f, total, 0, nil
 }
 
+// check unmasks payload[from:] in place and, for text, feeds it to the
+// UTF-8 check; a frame's first bytes start a new check when they start a
+// new message.
+func (r *Reader) check(payload []byte, h Header, from int) error {
+	b := payload[from:]
+	if h.Masked {
+		Mask(b, h.Mask, from)
+	}
+	text := h.OpCode == OpText || h.OpCode == OpContinuation && r.op == OpText
+	if !text {
+		return nil
+	}
+	if from == 0 && h.OpCode == OpText {
+		r.text = 0
+	}
+	var ok bool
+	if r.text, ok = r.text.feed(b); !ok {
+		return errInvalidUTF8
+	}
+	return nil
+}
+
 // Reset drops a message in progress.
-func (r *Reader) Reset() { r.msg, r.op = nil, 0 }
+func (r *Reader) Reset() { r.msg, r.op, r.seen, r.text = nil, 0, 0, 0 }
 
 // Pending reports whether a fragmented message is in progress.
 func (r *Reader) Pending() bool { return r.op != 0 }

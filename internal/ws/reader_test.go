@@ -213,3 +213,34 @@ func TestReaderUTF8FailsFast(t *testing.T) {
 		}
 	}
 }
+
+// Autobahn 6.4.3/6.4.4: a frame that arrives a byte at a time is refused at
+// the byte where its text becomes invalid, before the frame is whole.
+func TestReaderUTF8FailsInsideAFrame(t *testing.T) {
+	for _, side := range []Side{ServerSide, ClientSide} {
+		text := "κόσμε\xf4\x90\x80\x80edited"
+		var frame []byte
+		if side == ServerSide {
+			frame = AppendMaskedFrame(nil, OpText, true, []byte(text), key)
+		} else {
+			frame = AppendFrame(nil, OpText, true, []byte(text))
+		}
+		hn := HeaderSize(len(text), side == ServerSide)
+		bad := hn + len("κόσμε\xf4\x90") // the byte that makes it invalid, exclusive
+		var r Reader
+		buf := make([]byte, 0, len(frame))
+		for i := range frame {
+			buf = append(buf, frame[i]) // the caller keeps what Next did not use, as is
+			_, n, _, err := r.Next(buf, side, 100)
+			if err != nil {
+				if CodeOf(err) != CloseInvalidPayload || i+1 != bad {
+					t.Fatalf("side %d: %v after %d bytes, want 1007 after %d", side, err, i+1, bad)
+				}
+				break
+			}
+			if n != 0 || i+1 >= bad {
+				t.Fatalf("side %d: %d bytes in, n %d: not refused", side, i+1, n)
+			}
+		}
+	}
+}

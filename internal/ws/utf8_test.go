@@ -5,60 +5,66 @@ import (
 	"unicode/utf8"
 )
 
-func TestValidPrefix(t *testing.T) {
+func TestUTF8State(t *testing.T) {
 	for _, tt := range []struct {
-		in string
-		n  int
-		ok bool
+		in       string
+		ok, done bool
 	}{
-		{"", 0, true},
-		{"hello", 5, true},
-		{"é", 2, true},
-		{"a\xc3", 1, true},        // é cut after its lead byte
-		{"a\xe2\x82", 1, true},    // € cut after two bytes
-		{"\xf0\x9f\x98", 0, true}, // 😀 cut after three bytes
-		{"a\xc3(", 0, false},      // a lead byte followed by ASCII
-		{"\xf4\x90", 0, false},    // above U+10FFFF already
-		{"\xed\xa0", 0, false},    // a surrogate already
-		{"\xe0\x80", 0, false},    // an overlong form already
-		{"\xc0", 0, false},        // never a lead byte
-		{"\xf5", 0, false},        // never a lead byte
-		{"\x80", 0, false},        // a continuation byte alone
-		{"ok\xff\xc3", 0, false},  // invalid before an incomplete tail
-		{"κόσμε\xf4\x90\x80\x80", 0, false},
-		{"\xf0\x9f\x98\x80\xf0", 4, true},
+		{"", true, true},
+		{"hello, world and more ascii", true, true},
+		{"é€😀κόσμε", true, true},
+		{"a\xc3", true, false},        // é cut after its lead byte
+		{"a\xe2\x82", true, false},    // € cut after two bytes
+		{"\xf0\x9f\x98", true, false}, // 😀 cut after three bytes
+		{"a\xc3(", false, false},      // a lead byte followed by ASCII
+		{"\xf4\x90", false, false},    // above U+10FFFF already
+		{"\xed\xa0", false, false},    // a surrogate already
+		{"\xe0\x80", false, false},    // an overlong form already
+		{"\xc0", false, false},        // never a lead byte
+		{"\xf5", false, false},        // never a lead byte
+		{"\x80", false, false},        // a continuation byte alone
+		{"κόσμε\xf4\x90\x80\x80", false, false},
 	} {
-		n, ok := validPrefix([]byte(tt.in))
-		if n != tt.n || ok != tt.ok {
-			t.Errorf("validPrefix(%q) = %d, %v; want %d, %v", tt.in, n, ok, tt.n, tt.ok)
+		s, ok := utf8State(0).feed([]byte(tt.in))
+		if ok != tt.ok || ok && s.complete() != tt.done {
+			t.Errorf("feed(%q) = %v, complete %v; want %v, %v", tt.in, ok, s.complete(), tt.ok, tt.done)
 		}
 	}
 }
 
-// Every way of cutting a valid or invalid text in two agrees with
-// utf8.Valid on the whole: a valid text is never refused early, and an
-// invalid one is refused by the end.
-func FuzzValidPrefix(f *testing.F) {
-	for _, s := range []string{"κόσμε", "\xf4\x90\x80\x80", "a\xed\xa0\x80b", "😀é€", "\xc3("} {
-		f.Add([]byte(s), 2)
+// Fed in pieces cut anywhere, the check agrees with utf8.Valid on the
+// whole, and refuses an invalid text no later than the piece that holds
+// its first invalid byte.
+func FuzzUTF8State(f *testing.F) {
+	for _, s := range []string{"κόσμε", "\xf4\x90\x80\x80", "a\xed\xa0\x80b", "😀é€ plain ascii text", "\xc3("} {
+		f.Add([]byte(s), uint8(2), uint8(5))
 	}
-	f.Fuzz(func(t *testing.T, b []byte, cut int) {
-		if cut < 0 || cut > len(b) {
-			return
-		}
-		n, ok := validPrefix(b[:cut])
-		if !ok {
-			if utf8.Valid(b) {
-				t.Fatalf("%q refused at %d although valid", b, cut)
+	f.Fuzz(func(t *testing.T, b []byte, c1, c2 uint8) {
+		cuts := []int{min(int(c1), len(b)), min(int(c1)+int(c2), len(b)), len(b)}
+		var s utf8State
+		prev, ok := 0, true
+		for _, c := range cuts {
+			if s, ok = s.feed(b[prev:c]); !ok {
+				if utf8.Valid(b) {
+					t.Fatalf("%q refused in piece %d:%d although valid", b, prev, c)
+				}
+				// Nothing before the piece was invalid by itself.
+				return
 			}
-			return
+			prev = c
 		}
-		if n > cut || cut-n > 3 || !utf8.Valid(b[:n]) {
-			t.Fatalf("validPrefix(%q) = %d", b[:cut], n)
-		}
-		whole := utf8.Valid(b[n:]) && utf8.Valid(b[:n])
-		if whole != utf8.Valid(b) && utf8.Valid(b) {
-			t.Fatalf("%q: the rest after %d does not complete", b, n)
+		if valid := utf8.Valid(b); s.complete() != valid {
+			t.Fatalf("%q: complete %v, utf8.Valid %v", b, s.complete(), valid)
 		}
 	})
+}
+
+func BenchmarkUTF8State(b *testing.B) {
+	text := []byte(`{"room":"r1","seq":12,"text":"` + string(make([]byte, 0, 256)) + `hello, world κόσμε","sender":"bob"}`)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, ok := utf8State(0).feed(text); !ok {
+			b.Fatal("invalid")
+		}
+	}
 }
