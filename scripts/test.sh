@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of scalechat: gofmt, vet and staticcheck, the race-enabled
 # test suite (integration tests start real servers on loopback, and drive
-# headless Chromium, Redis, HAProxy and nginx where installed), and a short
-# run of each fuzz target.
+# headless Chromium, Redis, HAProxy and nginx where installed), a short
+# run of each fuzz target, and the Autobahn testsuite against the server
+# (scripts/autobahn.sh; needs Python 2.7).
 #
 #   scripts/test.sh            all of it
 #   FUZZTIME=30s scripts/test.sh   longer fuzzing
@@ -51,3 +52,12 @@ done < <(grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while rea
     echo "./$(dirname "$f") $n"
   done
 done)
+
+echo "== autobahn (RFC 6455 and 7692 conformance of the server)"
+# Needs Python 2.7 (pyenv's 2.7.18 on these machines); CI always runs it.
+if [ -n "${CI:-}" ] || [ -x "$(pyenv root 2>/dev/null)/versions/2.7.18/bin/python2" ] || command -v python2.7 >/dev/null; then
+  scripts/autobahn.sh
+  scripts/autobahn.sh --compression
+else
+  echo "skipped: no Python 2.7 for the Autobahn testsuite (pyenv install 2.7.18)"
+fi

@@ -101,6 +101,7 @@ func (o *loadtestFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.scenario, "scenario", "", "YAML scenario file with a list of steps (flags give the defaults); see scenarios/")
 	f.DurationVar(&o.pause, "pause", 2*time.Second, "pause between steps (a scenario's pause: wins unless this flag is set)")
 	f.StringVar(&o.outFlag, "out", "", "CSV path, .gz for gzip (default results/<timestamp>.csv); metadata goes to <out without .csv>.meta.json")
+	f.BoolVar(&o.cfg.Compression, "compression", false, "offer permessage-deflate (RFC 7692) on every WebSocket; the server decides (scalechat serve --compression); recorded in meta.json")
 	f.BoolVar(&o.cfg.NoCSV, "no-csv", false, "write no CSV of events (meta.json and the summary only), e.g. to measure the cost of recording")
 	f.StringVar(&o.roomPfx, "room-prefix", "", "prefix of room names, unique per run so runs never see each other's history (default: a random run id)")
 	f.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the room plan (every shard of a run must use the same)")

@@ -86,6 +86,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.DurationVar(&o.cfg.FirstFrameTimeout, "first-frame-timeout", 0, "close connections that send no frame within this; 0 means never (listen-only clients are normal)")
 	f.IntVar(&o.cfg.MaxRooms, "max-rooms", 0, "rooms this node holds at most; 0 means no limit")
 	f.Var(&o.maxHistory, "max-history-bytes", "bytes of history this node keeps at most, the busiest rooms giving back their oldest messages; 0 means no limit")
+	f.BoolVar(&o.cfg.Compression, "compression", false, "accept permessage-deflate (RFC 7692) from clients that offer it: a broadcast is compressed once for all of them; costs CPU, saves bytes")
 	f.Var(&o.echoMaxMsg, "echo-max-message-size", "largest message on /echo (conformance suites send up to 16 MiB); with --echo-endpoint each event loop's read buffer grows to hold one")
 	f.BoolVar(&o.cfg.EchoEndpoint, "echo-endpoint", false, "serve /echo, a WebSocket that echoes every message (for conformance suites and loadtest --protocol echo)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")

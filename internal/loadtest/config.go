@@ -122,6 +122,7 @@ type Config struct {
 	Worker         int           `json:"worker"`                   // index of this worker process, when Workers > 1
 	NoRecord       bool          `json:"no_record,omitempty"`      // no CSV and no meta.json (benchmarks of the generator)
 	NoCSV          bool          `json:"no_csv,omitempty"`         // no CSV, meta.json still written
+	Compression    bool          `json:"compression,omitempty"`    // offer permessage-deflate (WebSocket transport)
 	ServerMetrics  []string      `json:"server_metrics,omitempty"` // servers' /metrics URLs the parent scrapes into <out>.server.csv
 	Progress       time.Duration `json:"-"`                        // progress interval; 0 = 1s
 	// Transport is TransportWS (default) or TransportPoll.
@@ -154,6 +155,9 @@ func (c *Config) Validate() error {
 	case TransportPoll:
 		if c.Protocol != ProtocolChat {
 			return errors.New("--transport poll speaks scalechat's chat protocol only (not echo)")
+		}
+		if c.Compression {
+			return errors.New("--compression is a WebSocket extension: it needs --transport ws")
 		}
 		if _, err := parsePollTarget(c.URL); err != nil {
 			return err

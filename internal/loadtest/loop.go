@@ -184,8 +184,12 @@ type loop struct {
 	fds       []*client
 	bufs      [][]byte
 	rng       uint64
-	ff        frameFields
-	nextTick  int64
+
+	extensions string      // offered in the upgrade request: permessage-deflate with --compression
+	inflater   ws.Inflater // compressed messages: no context carries over, one serves every client
+	inflated   []byte
+	ff         frameFields
+	nextTick   int64
 
 	cmdMu sync.Mutex
 	cmds  []func()
@@ -222,10 +226,11 @@ func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop,
 	}
 	l := &loop{
 		id: id, cfg: cfg, tgt: tgt, srcs: cfg.SourceIPs, clock: clk, rec: rec, poller: p, tfd: tfd,
-		scratch: make([]byte, scratchSize),
-		rng:     uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
-		done:    make(chan struct{}),
-		lat:     newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
+		scratch:    make([]byte, scratchSize),
+		extensions: map[bool]string{true: ws.DeflateOffer}[cfg.Compression],
+		rng:        uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
+		done:       make(chan struct{}),
+		lat:        newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
 	}
 	l.rows = rec.Buffer()
 	return l, nil

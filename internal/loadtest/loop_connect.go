@@ -98,9 +98,9 @@ func (l *loop) onConnected(c *client) {
 	c.key = ws.NewClientKey()
 	path := l.tgt.path
 	if l.st.plan.echo {
-		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, path, c.key)
+		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, path, c.key, l.extensions)
 	} else {
-		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, l.tgt.roomPath(l.st.plan.roomName(int(c.rooms[0].room))), c.key)
+		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, l.tgt.roomPath(l.st.plan.roomName(int(c.rooms[0].room))), c.key, l.extensions)
 	}
 	if err := l.poller.Mod(int(c.fd), netpoll.Readable); err != nil {
 		l.fail(c, err.Error())

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/netpoll"
 	"github.com/scalechat/scalechat/internal/results"
@@ -139,7 +140,7 @@ func (l *loop) putBuf(b []byte) {
 // needs (0 if unknown), and false when the client was closed.
 func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive bool) {
 	if c.state == csHandshake {
-		n, err := ws.ParseServerHandshake(buf, c.key)
+		n, ext, err := ws.ParseServerHandshake(buf, c.key)
 		if err != nil {
 			l.fail(c, err.Error())
 			return 0, 0, false
@@ -147,6 +148,15 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		if n == 0 {
 			return 0, 0, true
 		}
+		deflate, err := ws.ClientAcceptedDeflate(ext)
+		if err == nil && deflate && l.extensions == "" {
+			err = errors.New("ws: the server answered with an extension that was not offered")
+		}
+		if err != nil {
+			l.fail(c, err.Error())
+			return 0, 0, false
+		}
+		c.rd.SetDeflate(deflate)
 		c.key = ""
 		used = n
 		if l.st.plan.echo {
@@ -165,6 +175,17 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 			return used, need, true
 		}
 		used += n
+		if f.Compressed {
+			p, err := l.inflater.Inflate(l.inflated[:0], f.Payload, maxFrame)
+			if err == nil && f.OpCode == ws.OpText && !utf8.Valid(p) {
+				err = &ws.ProtocolError{Code: ws.CloseInvalidPayload, Reason: "text is not valid UTF-8"}
+			}
+			if err != nil {
+				l.protocolError(c, ws.CodeOf(err), err.Error())
+				return used, 0, false
+			}
+			l.inflated, f.Payload = p, p
+		}
 		switch f.OpCode {
 		case ws.OpText, ws.OpBinary:
 			l.onMessage(c, f.Payload, now)

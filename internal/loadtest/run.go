@@ -47,7 +47,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		Tool: "scalechat loadtest", Version: opt.Version, StartedAt: time.Now().UTC(), Args: cfg.Args,
 		Machine: opt.Machine.Machine, Scenario: cfg.Scenario, URL: cfg.URL, Protocol: cfg.Protocol,
 		RoomPrefix: cfg.RoomPrefix, Seed: cfg.Seed, Workers: cfg.Workers, Shard: fmt.Sprintf("%d/%d", cfg.Shard, cfg.Shards),
-		Transport: cfg.Transport,
+		Transport: cfg.Transport, Compression: cfg.Compression,
 	}}
 	if cfg.Transport == TransportPoll {
 		if cfg.PollInterval > 0 {

@@ -33,6 +33,7 @@ type Meta struct {
 	// Transport is ws or poll; PollInterval (plain polling) and PollWait
 	// (long polling) say how a poll run polled.
 	Transport    string   `json:"transport"`
+	Compression  bool     `json:"compression,omitempty"` // the clients offered permessage-deflate
 	PollInterval Duration `json:"poll_interval,omitempty"`
 	PollWait     Duration `json:"poll_wait,omitempty"`
 }

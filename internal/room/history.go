@@ -1,11 +1,44 @@
 package room
 
+import (
+	"sync"
+
+	"github.com/scalechat/scalechat/internal/ws"
+)
+
 // Message is one published chat message: its sequence number in the room and
 // the complete WebSocket frame every member is sent. Frame is immutable once
 // published, so one encoding is shared by all members and by the history.
 type Message struct {
 	Seq   uint64
 	Frame []byte
+	z     *deflated // nil unless the hub compresses
+}
+
+// deflated is a message's frame compressed (permessage-deflate), made the
+// first time a member needs it and then shared like Frame.
+type deflated struct {
+	once  sync.Once
+	frame []byte
+}
+
+// DeflatedFrame returns the frame to send to a connection that negotiated
+// permessage-deflate: the message compressed once for every such member on
+// every loop, or Frame itself when compression does not make it smaller or
+// the hub does not compress.
+func (m Message) DeflatedFrame() []byte {
+	if m.z == nil {
+		return m.Frame
+	}
+	m.z.once.Do(func() {
+		_, hn, _ := ws.ParseHeader(m.Frame)
+		if z := ws.DeflatedFrame(ws.OpText, m.Frame[hn:]); len(z) < len(m.Frame) {
+			m.z.frame = z
+		} else {
+			m.z.frame = m.Frame
+		}
+	})
+	return m.z.frame
 }
 
 // history is a fixed-size ring of a room's latest messages. Its memory is

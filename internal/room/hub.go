@@ -25,6 +25,7 @@ type Hub struct {
 	grace   time.Duration
 	broker  broker.Broker
 
+	compress        bool  // messages carry a compressed frame, made on first use
 	maxRooms        int64 // 0: no limit
 	maxHistoryBytes int64 // 0: no limit
 
@@ -38,6 +39,11 @@ type Hub struct {
 func (h *Hub) SetLimits(maxRooms int, maxHistoryBytes int64) {
 	h.maxRooms, h.maxHistoryBytes = int64(maxRooms), maxHistoryBytes
 }
+
+// SetCompression makes every message able to give a compressed frame
+// (Message.DeflatedFrame), for connections that negotiated
+// permessage-deflate. It must be called before the first Join.
+func (h *Hub) SetCompression(on bool) { h.compress = on }
 
 // HistoryBytes returns the bytes of frames held in all histories.
 func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }

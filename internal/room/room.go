@@ -97,6 +97,9 @@ func buildFrame(prefix []byte, seq uint64, suffix []byte) []byte {
 func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) {
 	r.seq = seq
 	m := Message{Seq: seq, Frame: frame}
+	if r.hub.compress {
+		m.z = &deflated{}
+	}
 	grew, evicted := r.hist.add(m)
 	if grew {
 		r.hub.historyEntries.Add(1)

@@ -48,6 +48,7 @@ type Config struct {
 	MaxHistoryBytes   int64          // bytes of history held on this node; 0: no limit
 	EchoEndpoint      bool           // serve /echo: every message echoed, by the same connection layer
 	EchoMaxMessage    int            // bytes of one message on /echo (conformance suites send 16 MiB)
+	Compression       bool           // accept permessage-deflate offers (RFC 7692), without context takeover
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -75,6 +76,7 @@ type conn struct {
 	echo        bool // /echo: messages come back, no rooms
 	gotFrame    bool // the client has sent a frame
 	limitRooms  bool // the token limits the rooms
+	deflate     bool // permessage-deflate was negotiated
 	ipCounted   bool
 }
 
@@ -132,8 +134,20 @@ func (c *conn) process(data []byte) int {
 	return off
 }
 
+// frameOf returns the frame of a room message to send c: compressed when c
+// negotiated permessage-deflate.
+func (c *conn) frameOf(m room.Message) []byte {
+	if c.deflate {
+		return m.DeflatedFrame()
+	}
+	return m.Frame
+}
+
 // onFrame handles a whole message or a control frame.
 func (c *conn) onFrame(f ws.Frame) {
+	if f.Compressed && !c.inflate(&f) {
+		return
+	}
 	switch f.OpCode {
 	case ws.OpText, ws.OpBinary:
 		if f.OpCode == ws.OpBinary && !c.echo {
@@ -171,6 +185,32 @@ func (c *conn) onFrame(f ws.Frame) {
 	}
 }
 
+// inflate decompresses a compressed message in place of its payload, with
+// the message size limit on what comes out, and checks its text; it fails
+// the connection and reports false when it cannot.
+func (c *conn) inflate(f *ws.Frame) bool {
+	l := c.loop
+	limit := int64(l.srv.cfg.MaxMessageSize)
+	if c.echo {
+		limit = int64(l.srv.cfg.EchoMaxMessage)
+	}
+	var err error
+	if l.inflated, err = l.inflater.Inflate(l.inflated[:0], f.Payload, limit); err == nil && f.OpCode == ws.OpText && !utf8.Valid(l.inflated) {
+		err = &ws.ProtocolError{Code: ws.CloseInvalidPayload, Reason: "text is not valid UTF-8"}
+	}
+	if err != nil {
+		if ws.CodeOf(err) == ws.CloseMessageTooBig {
+			l.stats.dropped[DropTooBig].Add(1)
+		} else {
+			l.stats.dropped[DropInvalid].Add(1)
+		}
+		c.fail(ws.CodeOf(err), err.Error())
+		return false
+	}
+	f.Payload, f.Compressed = l.inflated, false
+	return true
+}
+
 // onMessage handles one complete message: text, or binary on /echo.
 func (c *conn) onMessage(op ws.OpCode, data []byte) {
 	if c.state != stateOpen {
@@ -179,6 +219,10 @@ func (c *conn) onMessage(op ws.OpCode, data []byte) {
 	l := c.loop
 	l.stats.messagesIn.Add(1)
 	if c.echo {
+		if c.deflate {
+			c.enqueueOwn(ws.DeflatedFrame(op, data))
+			return
+		}
 		c.enqueueOwn(ws.AppendFrame(make([]byte, 0, ws.HeaderSize(len(data), false)+len(data)), op, true, data))
 		return
 	}
@@ -337,7 +381,7 @@ func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
 		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), since, res.FirstSeq))
 	}
 	for _, m := range res.History {
-		c.enqueueShared(m.Frame)
+		c.enqueueShared(c.frameOf(m))
 	}
 	clear(l.hist)
 }
@@ -410,13 +454,23 @@ func (c *conn) enqueueShared(frame []byte) bool {
 	if c.state != stateOpen {
 		return false
 	}
-	if c.wantWrite && c.outBytes+len(frame) > c.loop.srv.cfg.MaxQueue {
+	if c.wantWrite && c.outBytes+len(frame) > c.queueLimit() {
 		c.state = stateClosing
 		c.loop.slow = append(c.loop.slow, c)
 		return false
 	}
 	c.push(frame)
 	return true
+}
+
+// queueLimit is how many bytes may wait for c's socket: MaxQueue, or on
+// /echo room for two of the largest messages, echoed back to a peer that
+// sends them.
+func (c *conn) queueLimit() int {
+	if c.echo {
+		return max(c.loop.srv.cfg.MaxQueue, 2*c.loop.srv.cfg.EchoMaxMessage+ws.MaxHeaderSize)
+	}
+	return c.loop.srv.cfg.MaxQueue
 }
 
 // closeSlow closes a slow consumer: what has not started to go out is

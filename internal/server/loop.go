@@ -61,6 +61,7 @@ type command struct {
 	hasSince  bool
 	pending   []byte // bytes the HTTP server read past the upgrade request
 	echo      bool   // an /echo connection
+	deflate   bool   // permessage-deflate was negotiated
 	claims    *auth.Claims
 	ip        netip.Addr
 	ipCounted bool // counted by the address limiter: release on close
@@ -90,6 +91,8 @@ type loop struct {
 	hist       []room.Message
 	iov        []unix.Iovec
 	frame      protocol.Frame
+	inflater   ws.Inflater // permessage-deflate: no context carries over, so one serves every connection
+	inflated   []byte      // the last message inflated
 	wheel      wheel
 
 	nowNano      int64
@@ -205,7 +208,8 @@ func (l *loop) runCommands() (stop bool) {
 }
 
 func (l *loop) add(cmd command) {
-	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo}
+	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate}
+	c.rd.SetDeflate(cmd.deflate)
 	c.tokens = float64(l.srv.cfg.RateBurst)
 	c.abuse = float64(l.srv.cfg.RateAbuse)
 	if cmd.ipCounted {
@@ -340,7 +344,7 @@ func (l *loop) deliver() {
 		}
 		before := n
 		for _, m := range lr.members {
-			if d.Seq > m.minSeq && m.c.enqueueShared(d.Frame) {
+			if d.Seq > m.minSeq && m.c.enqueueShared(m.c.frameOf(d.Message)) {
 				n++
 			}
 		}
@@ -420,7 +424,7 @@ func (l *loop) flush(c *conn) {
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
-				if c.state == stateOpen && c.outBytes > l.srv.cfg.MaxQueue {
+				if c.state == stateOpen && c.outBytes > c.queueLimit() {
 					c.closeSlow()
 				}
 				if !c.wantWrite {

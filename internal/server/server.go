@@ -72,6 +72,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
 	s.hub.SetLimits(cfg.MaxRooms, cfg.MaxHistoryBytes)
+	s.hub.SetCompression(cfg.Compression)
 	s.ips = newIPLimiter(cfg.MaxConnsPerIP, cfg.ConnectRatePerIP)
 	s.postLimit = &pollLimiter{rate: cfg.RateLimit, burst: float64(cfg.RateBurst), m: make(map[string]*bucket)}
 	s.stopPolls = make(chan struct{})

@@ -113,6 +113,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, echo: u.room == ""}
+	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
 	if s.cfg.Auth != nil {
 		claims, err := s.cfg.Auth.Verify(u.token)
 		if err != nil {
@@ -138,7 +139,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		cmd.ipCounted = true
 	}
-	fd, pending, err := s.hijack(w, u.key)
+	fd, pending, err := s.hijack(w, u.key, cmd.deflate)
 	if err != nil {
 		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
@@ -200,7 +201,7 @@ func (s *Server) refuse(w http.ResponseWriter, reason RefuseReason, status int, 
 // returns a descriptor the event loop will own, plus any bytes the client
 // sent after the request. A TCP socket is duplicated; a TLS connection is
 // bridged to one end of a socket pair by two goroutines (see bridgeTLS).
-func (s *Server) hijack(w http.ResponseWriter, key string) (fd int, pending []byte, err error) {
+func (s *Server) hijack(w http.ResponseWriter, key string, deflate bool) (fd int, pending []byte, err error) {
 	netConn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return -1, nil, fmt.Errorf("hijack: %w", err)
@@ -217,7 +218,11 @@ func (s *Server) hijack(w http.ResponseWriter, key string) (fd int, pending []by
 		return -1, nil, fmt.Errorf("set deadline: %w", err)
 	}
 	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-		ws.AcceptKey(key) + "\r\n\r\n"
+		ws.AcceptKey(key) + "\r\n"
+	if deflate {
+		resp += "Sec-WebSocket-Extensions: " + ws.DeflateResponse + "\r\n"
+	}
+	resp += "\r\n"
 	if _, err := netConn.Write([]byte(resp)); err != nil {
 		netConn.Close()
 		return -1, nil, fmt.Errorf("write upgrade response: %w", err)

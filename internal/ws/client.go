@@ -17,16 +17,22 @@ func NewClientKey() string {
 }
 
 // AppendClientHandshake appends the HTTP/1.1 upgrade request a client sends
-// to open a WebSocket on path (with query, if any) at host.
-func AppendClientHandshake(dst []byte, host, path, key string) []byte {
+// to open a WebSocket on path (with query, if any) at host, offering the
+// extensions (a Sec-WebSocket-Extensions value; "" offers none).
+func AppendClientHandshake(dst []byte, host, path, key, extensions string) []byte {
 	dst = append(dst, "GET "...)
 	dst = append(dst, path...)
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
 	dst = append(dst, host...)
 	dst = append(dst, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "...)
 	dst = append(dst, key...)
-	dst = append(dst, "\r\nSec-WebSocket-Version: 13\r\n\r\n"...)
-	return dst
+	dst = append(dst, "\r\nSec-WebSocket-Version: 13\r\n"...)
+	if extensions != "" {
+		dst = append(dst, "Sec-WebSocket-Extensions: "...)
+		dst = append(dst, extensions...)
+		dst = append(dst, "\r\n"...)
+	}
+	return append(dst, "\r\n"...)
 }
 
 // HandshakeError describes a refused or malformed upgrade response.
@@ -53,30 +59,31 @@ const MaxResponseHead = 8 << 10
 // sent with key. It returns the size of the response head (the bytes after
 // it are WebSocket frames), or 0 when b does not hold the whole head yet.
 // Any status other than 101, and a missing or wrong Upgrade, Connection or
-// Sec-WebSocket-Accept header, is a *HandshakeError.
-func ParseServerHandshake(b []byte, key string) (int, error) {
+// Sec-WebSocket-Accept header, is a *HandshakeError. extensions is the
+// server's Sec-WebSocket-Extensions answer, "" when it has none.
+func ParseServerHandshake(b []byte, key string) (n int, extensions string, err error) {
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
 		if len(b) > MaxResponseHead {
-			return 0, ErrResponseTooLong
+			return 0, "", ErrResponseTooLong
 		}
-		return 0, nil
+		return 0, "", nil
 	}
 	head := b[:end]
-	n := end + 4
+	n = end + 4
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	// Status line: HTTP/1.1 101 Switching Protocols
 	proto, status, ok := bytes.Cut(line, []byte(" "))
 	if !ok || !bytes.HasPrefix(proto, []byte("HTTP/1.")) {
-		return 0, &HandshakeError{Reason: "no HTTP status line"}
+		return 0, "", &HandshakeError{Reason: "no HTTP status line"}
 	}
 	code, _, _ := bytes.Cut(status, []byte(" "))
 	st, err := strconv.Atoi(string(code))
 	if err != nil || len(code) != 3 {
-		return 0, &HandshakeError{Reason: "bad HTTP status"}
+		return 0, "", &HandshakeError{Reason: "bad HTTP status"}
 	}
 	if st != 101 {
-		return 0, &HandshakeError{Status: st}
+		return 0, "", &HandshakeError{Status: st}
 	}
 	var upgrade, connection, accept bool
 	want := AcceptKey(key)
@@ -84,7 +91,7 @@ func ParseServerHandshake(b []byte, key string) (int, error) {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return 0, &HandshakeError{Status: st, Reason: "malformed header line"}
+			return 0, "", &HandshakeError{Status: st, Reason: "malformed header line"}
 		}
 		value = bytes.TrimSpace(value)
 		switch {
@@ -94,17 +101,19 @@ func ParseServerHandshake(b []byte, key string) (int, error) {
 			connection = hasToken(value, "upgrade")
 		case bytes.EqualFold(name, []byte("Sec-WebSocket-Accept")):
 			accept = string(value) == want
+		case bytes.EqualFold(name, []byte("Sec-WebSocket-Extensions")):
+			extensions = string(value)
 		}
 	}
 	switch {
 	case !upgrade:
-		return 0, &HandshakeError{Status: st, Reason: "missing Upgrade: websocket"}
+		return 0, "", &HandshakeError{Status: st, Reason: "missing Upgrade: websocket"}
 	case !connection:
-		return 0, &HandshakeError{Status: st, Reason: "missing Connection: Upgrade"}
+		return 0, "", &HandshakeError{Status: st, Reason: "missing Connection: Upgrade"}
 	case !accept:
-		return 0, &HandshakeError{Status: st, Reason: "wrong or missing Sec-WebSocket-Accept"}
+		return 0, "", &HandshakeError{Status: st, Reason: "wrong or missing Sec-WebSocket-Accept"}
 	}
-	return n, nil
+	return n, extensions, nil
 }
 
 // hasToken reports whether the comma-separated header value v holds token

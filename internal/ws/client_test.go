@@ -14,14 +14,15 @@ func TestClientHandshakeRequestParses(t *testing.T) {
 	if !ValidClientKey(key) {
 		t.Fatalf("NewClientKey() = %q, not a valid key", key)
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key))))
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key, DeflateOffer))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if req.Method != "GET" || req.URL.RequestURI() != "/ws/r1?since=3" || req.Host != "127.0.0.1:8080" {
 		t.Errorf("request line: %s %s host %s", req.Method, req.URL.RequestURI(), req.Host)
 	}
-	for name, want := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13"} {
+	for name, want := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13",
+		"Sec-WebSocket-Extensions": DeflateOffer} {
 		if got := req.Header.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
@@ -52,7 +53,7 @@ func TestParseServerHandshake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := ParseServerHandshake([]byte(tt.resp), key)
+			n, _, err := ParseServerHandshake([]byte(tt.resp), key)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}
@@ -75,7 +76,7 @@ func TestParseServerHandshake(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseServerHandshake(bytes.Repeat([]byte("a"), MaxResponseHead+1), key); !errors.Is(err, ErrResponseTooLong) {
+	if _, _, err := ParseServerHandshake(bytes.Repeat([]byte("a"), MaxResponseHead+1), key); !errors.Is(err, ErrResponseTooLong) {
 		t.Errorf("long head: err = %v", err)
 	}
 }

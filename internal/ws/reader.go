@@ -36,6 +36,9 @@ var (
 type Frame struct {
 	OpCode  OpCode
 	Payload []byte
+	// Compressed says Payload is a permessage-deflate message: inflate it
+	// (Inflater), then check its text. Only with SetDeflate.
+	Compressed bool
 }
 
 // Reader cuts the bytes a connection received into messages and control
@@ -49,9 +52,16 @@ type Reader struct {
 	// of the input were already unmasked (in place) and checked: the caller
 	// hands the same bytes again with more after them.
 	seen uint32
-	op   OpCode    // opcode of the message in progress; 0: none
-	text utf8State // the UTF-8 check of the text message in progress
+	op         OpCode    // opcode of the message in progress; 0: none
+	text       utf8State // the UTF-8 check of the text message in progress
+	deflate    bool      // permessage-deflate was negotiated
+	compressed bool      // the message in progress is compressed
 }
+
+// SetDeflate says whether permessage-deflate was negotiated: then the first
+// frame of a data message may have RSV1 set, and such a message comes out
+// whole with Frame.Compressed.
+func (r *Reader) SetDeflate(on bool) { r.deflate = on }
 
 // Next takes the next frame from data, unmasking it in place. n is the
 // number of bytes it used: 0 when data does not hold a whole frame yet, and
@@ -62,7 +72,11 @@ type Reader struct {
 // of ParseHeader and Header.Validate (code CloseProtocolError).
 func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int, err error) {
 	h, hn, err := ParseHeader(data)
+	compressed := false
 	if err == nil && hn > 0 {
+		if h.Rsv == rsv1 && r.deflate && (h.OpCode == OpText || h.OpCode == OpBinary) {
+			compressed, h.Rsv = true, 0
+		}
 		err = h.Validate(side == ServerSide)
 	}
 	if err != nil {
@@ -79,6 +93,9 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 		return Frame{}, 0, 0, errNewInsideFragmented
 	case h.OpCode == OpContinuation && r.op == 0:
 		return Frame{}, 0, 0, errOrphanContinuation
+	}
+	if compressed || h.OpCode == OpContinuation && r.compressed {
+		return r.nextCompressed(data, h, hn, compressed)
 	}
 	total := hn + int(h.Length)
 	text := h.OpCode == OpText || h.OpCode == OpContinuation && r.op == OpText
@@ -104,7 +121,7 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 		if text && !utf8.Valid(payload) {
 			return Frame{}, 0, 0, errInvalidUTF8
 		}
-		return Frame{h.OpCode, payload}, total, 0, nil
+		return Frame{OpCode: h.OpCode, Payload: payload}, total, 0, nil
 	}
 	if seen < len(payload) {
 		if err := r.check(payload, h, seen); err != nil {
@@ -112,7 +129,7 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 		}
 	}
 	if h.OpCode.IsControl() {
-		return Frame{h.OpCode, payload}, total, 0, nil
+		return Frame{OpCode: h.OpCode, Payload: payload}, total, 0, nil
 	}
 	if text && h.Fin && !r.text.complete() {
 		return Frame{}, 0, 0, errInvalidUTF8
@@ -120,7 +137,7 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 	switch {
 	case h.OpCode != OpContinuation && h.Fin: // a whole message whose frame came in pieces
 		r.text = 0
-		return Frame{h.OpCode, payload}, total, 0, nil
+		return Frame{OpCode: h.OpCode, Payload: payload}, total, 0, nil
 	case h.OpCode != OpContinuation:
 		r.op = h.OpCode
 		r.msg = append(make([]byte, 0, 2*len(payload)+64), payload...)
@@ -130,8 +147,36 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 	if !h.Fin {
 		return Frame{}, total, 0, nil
 	}
-	f = Frame{r.op, r.msg}
+	f = Frame{OpCode: r.op, Payload: r.msg}
 	r.msg, r.op, r.text = nil, 0, 0
+	return f, total, 0, nil
+}
+
+// nextCompressed takes a frame of a compressed message: its payload is
+// deflate data, checked as text only once inflated.
+func (r *Reader) nextCompressed(data []byte, h Header, hn int, first bool) (Frame, int, int, error) {
+	total := hn + int(h.Length)
+	if len(data) < total {
+		return Frame{}, 0, total, nil
+	}
+	payload := data[hn:total]
+	if h.Masked {
+		Mask(payload, h.Mask, 0)
+	}
+	switch {
+	case first && h.Fin:
+		return Frame{OpCode: h.OpCode, Payload: payload, Compressed: true}, total, 0, nil
+	case first:
+		r.op, r.compressed = h.OpCode, true
+		r.msg = append(make([]byte, 0, 2*len(payload)+64), payload...)
+		return Frame{}, total, 0, nil
+	}
+	r.msg = append(r.msg, payload...)
+	if !h.Fin {
+		return Frame{}, total, 0, nil
+	}
+	f := Frame{OpCode: r.op, Payload: r.msg, Compressed: true}
+	r.msg, r.op, r.compressed = nil, 0, false
 	return f, total, 0, nil
 }
 
@@ -158,7 +203,7 @@ func (r *Reader) check(payload []byte, h Header, from int) error {
 }
 
 // Reset drops a message in progress.
-func (r *Reader) Reset() { r.msg, r.op, r.seen, r.text = nil, 0, 0, 0 }
+func (r *Reader) Reset() { r.msg, r.op, r.seen, r.text, r.compressed = nil, 0, 0, 0, false }
 
 // Pending reports whether a fragmented message is in progress.
 func (r *Reader) Pending() bool { return r.op != 0 }
