@@ -67,6 +67,7 @@ func Scenarios() []Scenario {
 		{"topics", "4,000 clients × 50 of 10,000 rooms, 400 send 10/s: 100 %, p99 < 50 ms", runTopics},
 		{"cluster", "2 nodes + Redis: cross-node vs local delivery, latency and CPU", runCluster},
 		{"overhead", "cost of metrics (server) and of CSV recording (generator), on vs off", runOverhead},
+		{"compression", "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", runCompression},
 		{"transports", "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", runTransports},
 	}
 }

@@ -168,7 +168,8 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
 		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics",
-		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20"} {
+		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20",
+		"compression 256 B: on vs off", "compression 4096 B: on vs off"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
