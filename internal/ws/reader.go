@@ -51,7 +51,7 @@ type Reader struct {
 	// seen is how many payload bytes of the incomplete frame at the start
 	// of the input were already unmasked (in place) and checked: the caller
 	// hands the same bytes again with more after them.
-	seen uint32
+	seen       uint32
 	op         OpCode    // opcode of the message in progress; 0: none
 	text       utf8State // the UTF-8 check of the text message in progress
 	deflate    bool      // permessage-deflate was negotiated
