@@ -112,6 +112,7 @@ type roomState struct {
 	seen      bool   // lastSeq is known
 	lastSeq   uint64 // greatest seq received (or skipped on purpose)
 	joinedSeq uint64 // seq of the last joined frame
+	epoch     string // the stream lastSeq belongs to, as the last joined frame named it
 	replay    int    // replayed messages still to come after joined
 	awaiting  bool   // rejoined on this connection, replay not complete
 }
@@ -140,7 +141,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if len(cfg.Sender) > 64 {
 		return nil, errors.New("sender names are at most 64 bytes")
 	}
-	if _, err := RoomURL(cfg.URL, cfg.Room, 0, false); err != nil {
+	if _, err := RoomURL(cfg.URL, cfg.Room, 0, false, ""); err != nil {
 		return nil, err
 	}
 	if cfg.DialTimeout <= 0 {
@@ -188,8 +189,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // RoomURL returns the WebSocket URL of room under base (see Config.URL),
-// with ?since= when hasSince.
-func RoomURL(base, room string, since uint64, hasSince bool) (string, error) {
+// with ?since= when hasSince, and ?epoch= (the stream since belongs to, as
+// the joined frame named it) when epoch is not empty.
+func RoomURL(base, room string, since uint64, hasSince bool, epoch string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", fmt.Errorf("server URL %q: %w", base, err)
@@ -213,8 +215,12 @@ func RoomURL(base, room string, since uint64, hasSince bool) (string, error) {
 	u.Path, u.RawPath = p+"/"+room, ""
 	q := u.Query()
 	q.Del("since")
+	q.Del("epoch")
 	if hasSince {
 		q.Set("since", strconv.FormatUint(since, 10))
+		if epoch != "" {
+			q.Set("epoch", epoch)
+		}
 	}
 	u.RawQuery = q.Encode()
 	u.Fragment = ""
@@ -495,6 +501,9 @@ func (c *Client) room(name string) *roomState {
 
 func joinFrame(room string, r *roomState) []byte {
 	if r.seen {
+		if r.epoch != "" {
+			return fmt.Appendf(nil, `{"type":"join","room":%q,"since":%d,"epoch":%q}`, room, r.lastSeq, r.epoch)
+		}
 		return fmt.Appendf(nil, `{"type":"join","room":%q,"since":%d}`, room, r.lastSeq)
 	}
 	return fmt.Appendf(nil, `{"type":"join","room":%q}`, room)

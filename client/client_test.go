@@ -62,22 +62,25 @@ func TestRoomURL(t *testing.T) {
 		base, room string
 		since      uint64
 		hasSince   bool
+		epoch      string
 		want       string
 		err        string
 	}{
-		{"ws://127.0.0.1:8080/ws", "lobby", 0, false, "ws://127.0.0.1:8080/ws/lobby", ""},
-		{"ws://127.0.0.1:8080/ws/", "r1", 0, false, "ws://127.0.0.1:8080/ws/r1", ""},
-		{"ws://127.0.0.1:8080", "r1", 0, false, "ws://127.0.0.1:8080/ws/r1", ""},
-		{"http://h:1/chat/ws", "a.b-c_d", 42, true, "ws://h:1/chat/ws/a.b-c_d?since=42", ""},
-		{"https://h/ws", "x", 0, true, "wss://h/ws/x?since=0", ""},
-		{"wss://h/ws?since=3&token=t", "x", 7, true, "wss://h/ws/x?since=7&token=t", ""},
-		{"wss://h/ws?since=3", "x", 0, false, "wss://h/ws/x", ""},
-		{"ftp://h/ws", "x", 0, false, "", "want a ws://"},
-		{"ws:///ws", "x", 0, false, "", "no host"},
-		{"ws://h/%zz", "x", 0, false, "", "invalid URL escape"},
+		{"ws://127.0.0.1:8080/ws", "lobby", 0, false, "", "ws://127.0.0.1:8080/ws/lobby", ""},
+		{"ws://127.0.0.1:8080/ws/", "r1", 0, false, "", "ws://127.0.0.1:8080/ws/r1", ""},
+		{"ws://127.0.0.1:8080", "r1", 0, false, "", "ws://127.0.0.1:8080/ws/r1", ""},
+		{"http://h:1/chat/ws", "a.b-c_d", 42, true, "", "ws://h:1/chat/ws/a.b-c_d?since=42", ""},
+		{"https://h/ws", "x", 0, true, "", "wss://h/ws/x?since=0", ""},
+		{"wss://h/ws?since=3&token=t", "x", 7, true, "", "wss://h/ws/x?since=7&token=t", ""},
+		{"wss://h/ws?since=3", "x", 0, false, "", "wss://h/ws/x", ""},
+		{"ws://h/ws", "x", 7, true, "k2m4q9x0abcd", "ws://h/ws/x?epoch=k2m4q9x0abcd&since=7", ""},
+		{"ws://h/ws?epoch=old", "x", 0, false, "k2m4", "ws://h/ws/x", ""},
+		{"ftp://h/ws", "x", 0, false, "", "", "want a ws://"},
+		{"ws:///ws", "x", 0, false, "", "", "no host"},
+		{"ws://h/%zz", "x", 0, false, "", "", "invalid URL escape"},
 	}
 	for _, tt := range tests {
-		got, err := RoomURL(tt.base, tt.room, tt.since, tt.hasSince)
+		got, err := RoomURL(tt.base, tt.room, tt.since, tt.hasSince, tt.epoch)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("RoomURL(%q) error %v, want %q", tt.base, err, tt.err)

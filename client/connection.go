@@ -22,7 +22,7 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 	c.mu.Lock()
 	room := c.urlRoomLocked()
 	r := c.room(room)
-	u, _ := RoomURL(c.cfg.URL, room, r.lastSeq, r.seen) // checked by Dial
+	u, _ := RoomURL(c.cfg.URL, room, r.lastSeq, r.seen, r.epoch) // checked by Dial
 	c.mu.Unlock()
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: c.cfg.Header})
 	if err != nil {

@@ -552,3 +552,50 @@ func TestRoomsSurviveReconnect(t *testing.T) {
 		t.Errorf("send to the left URL room: %v", err)
 	}
 }
+
+// The server restarts (a new stream of the room) and the new room passes the
+// client's last seq before the client is back: with the epoch the client
+// sent, it gets a gap with Reset and the whole new stream, not a silent
+// replay from its old seq (issue 18).
+func TestResumeIntoANewStreamThatWentFurther(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	px := testsupport.NewProxy(t, srv.Addr())
+	a := dial(t, px.URL("/ws"), "r", "a")
+	connected(t, a)
+	for i := 1; i <= 3; i++ {
+		send(t, a, "r", fmt.Sprintf("old%d", i))
+	}
+	messages(t, a, "r", 3)
+
+	px.Refuse(true) // a stays away until the new room is ahead of it
+	srv.Restart()
+	next(t, a, func(s *State) bool { return s.State == Disconnected }, nil)
+	b := dial(t, srv.URL("/ws"), "r", "b")
+	connected(t, b)
+	for i := 1; i <= 5; i++ {
+		send(t, b, "r", fmt.Sprintf("new%d", i))
+	}
+	if err := b.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	px.Refuse(false)
+	var gap *HistoryGap
+	var got []*Message
+	next(t, a, func(s *State) bool { return s.State == Connected }, func(ev Event) {
+		switch e := ev.(type) {
+		case *HistoryGap:
+			gap = e
+		case *Message:
+			got = append(got, e)
+		}
+	})
+	if gap == nil || !gap.Reset {
+		t.Fatalf("gap %+v: the client resumed into another stream without knowing", gap)
+	}
+	if len(got) == 0 || got[len(got)-1].Seq < 5 {
+		got = append(got, messages(t, a, "r", 5)...)
+	}
+	if s := seqTexts(got); s != "1:new1 2:new2 3:new3 4:new4 5:new5" {
+		t.Errorf("after the restart a got %s", s)
+	}
+}

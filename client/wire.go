@@ -17,8 +17,10 @@ type wire struct {
 	MessageID *uint64 `json:"message_id"`
 	Members   int     `json:"members"`
 	History   int     `json:"history"`
+	Epoch     string  `json:"epoch"`
 	Since     uint64  `json:"since"`
 	FirstSeq  uint64  `json:"first_seq"`
+	Reset     bool    `json:"reset"`
 	Code      string  `json:"code"`
 	Message   string  `json:"message"`
 }
@@ -60,7 +62,7 @@ func (c *Client) handle(data []byte) (Event, error) {
 	switch w.Type {
 	case "joined":
 		r := c.room(w.Room)
-		r.joinedSeq, r.replay = w.Seq, w.History
+		r.joinedSeq, r.replay, r.epoch = w.Seq, w.History, w.Epoch
 		if !r.seen {
 			// A new member: what came before the replay is not for it.
 			r.seen, r.lastSeq = true, w.Seq-min(uint64(max(w.History, 0)), w.Seq)
@@ -71,7 +73,7 @@ func (c *Client) handle(data []byte) (Event, error) {
 		return &Joined{Room: w.Room, Seq: w.Seq, Members: w.Members, History: w.History}, nil
 	case "history_gap":
 		r := c.room(w.Room)
-		reset := w.Since > r.joinedSeq
+		reset := w.Reset || w.Since > r.joinedSeq
 		if w.FirstSeq > 0 {
 			r.lastSeq = w.FirstSeq - 1
 		} else {

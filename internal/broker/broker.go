@@ -9,7 +9,12 @@
 // a load balancer (docs/cluster.md).
 package broker
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"strings"
+)
 
 // Broker orders, stores and carries the messages of rooms.
 type Broker interface {
@@ -41,9 +46,10 @@ type Broker interface {
 // Handler is the node side of a broker: its rooms. The broker calls it from
 // its own goroutines. *room.Hub implements it.
 type Handler interface {
-	// Loaded finishes loading a room: seq is its latest seq and tail its
-	// latest messages in seq order.
-	Loaded(room string, seq uint64, tail []Entry)
+	// Loaded finishes loading a room: epoch names its stream (a new stream,
+	// whose seqs start again, has a new epoch), seq is its latest seq and
+	// tail its latest messages in seq order.
+	Loaded(room, epoch string, seq uint64, tail []Entry)
 	// Deliver brings a message the broker ordered to this node's members.
 	// Messages at or below the room's seq are duplicates and dropped.
 	Deliver(room string, seq uint64, payload []byte)
@@ -56,6 +62,10 @@ type Handler interface {
 	// Skip moves the room's seq forward to seq without messages: the ones in
 	// between can no longer be had.
 	Skip(room string, seq uint64)
+	// Rebase makes the room's stream the broker's again after the room was
+	// served on this node alone: its epoch from now on, and a seq above
+	// every one handed out.
+	Rebase(room, epoch string, seq uint64)
 }
 
 // Publication is a message on its way to its room, before it has a seq:
@@ -69,6 +79,13 @@ type Publication struct {
 	// From is the event loop publishing on its own goroutine, or -1: a
 	// local delivery to that loop need not wake it.
 	From int
+}
+
+// NewEpoch returns a new stream epoch: 12 random base-32 characters.
+func NewEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))[:12]
 }
 
 // Entry is a message as a broker holds it: its seq and its JSON.

@@ -24,6 +24,7 @@ type fakeRoom struct {
 	seq    uint64
 	msgs   []Entry // delivered or published here, in order
 	tail   []Entry // what Loaded brought
+	epoch  string
 }
 
 func newFakeRooms() *fakeRooms {
@@ -44,14 +45,14 @@ func (f *fakeRooms) open(name string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeRooms) Loaded(name string, seq uint64, tail []Entry) {
+func (f *fakeRooms) Loaded(name, epoch string, seq uint64, tail []Entry) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]
 	if r == nil || r.loaded {
 		return
 	}
-	r.loaded, r.tail = true, tail
+	r.loaded, r.tail, r.epoch = true, tail, epoch
 	r.seq = seq
 	for _, e := range tail {
 		r.seq = max(r.seq, e.Seq)
@@ -100,6 +101,15 @@ func (f *fakeRooms) Skip(name string, seq uint64) {
 	if r := f.rooms[name]; r != nil && r.loaded && seq > r.seq {
 		r.seq = seq
 		f.note(fmt.Sprintf("skip %s %d", name, seq))
+	}
+}
+
+func (f *fakeRooms) Rebase(name, epoch string, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.rooms[name]; r != nil && r.loaded {
+		r.epoch, r.seq = epoch, max(r.seq, seq)
+		f.note(fmt.Sprintf("rebase %s %s %d", name, epoch, seq))
 	}
 }
 

@@ -26,10 +26,11 @@ func NewMemory(h Handler) *Memory { return &Memory{h: h} }
 // before Publish returns.
 func (m *Memory) Publish(p Publication) { m.h.PublishLocal(p) }
 
-// Subscribe implements Broker: a room of a single node starts empty.
+// Subscribe implements Broker: a room of a single node starts empty, as a
+// new stream.
 func (m *Memory) Subscribe(room string) {
 	m.rooms.Add(1)
-	m.h.Loaded(room, 0, nil)
+	m.h.Loaded(room, NewEpoch(), 0, nil)
 }
 
 // Unsubscribe implements Broker.

@@ -30,9 +30,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// publishScript gives a message its seq, stores it and publishes it.
-// KEYS: seq counter, history stream. ARGV: prefix, suffix, history size,
-// TTL in seconds, channel.
+// publishScript gives a message its seq, stores it and publishes it, and
+// keeps the room's epoch alive as long as its seq.
+// KEYS: seq counter, history stream, epoch. ARGV: prefix, suffix, history
+// size, TTL in seconds, channel.
 var publishScript = redis.NewScript(`
 local seq = redis.call('INCR', KEYS[1])
 local msg = ARGV[1] .. seq .. ARGV[2]
@@ -41,6 +42,7 @@ if tonumber(ARGV[3]) > 0 then
   redis.call('EXPIRE', KEYS[2], ARGV[4])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
 redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
 return seq
 `)
@@ -149,7 +151,12 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 
 func (b *Redis) seqKey(room string) string     { return b.cfg.Prefix + ":{" + room + "}:seq" }
 func (b *Redis) historyKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:history" }
-func (b *Redis) channel(room string) string    { return b.cfg.Prefix + ":{" + room + "}:messages" }
+
+// epochKey names the room's stream: made by the first node that loads the
+// room, it lives as long as the room's seq; when the seq is gone (expired,
+// Redis flushed) the next load makes a new one.
+func (b *Redis) epochKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:epoch" }
+func (b *Redis) channel(room string) string  { return b.cfg.Prefix + ":{" + room + "}:messages" }
 
 func (b *Redis) roomOf(channel string) string {
 	s := strings.TrimPrefix(channel, b.cfg.Prefix+":{")

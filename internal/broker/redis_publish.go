@@ -50,7 +50,7 @@ func (b *Redis) send(ctx context.Context, batch []Publication) {
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	cmds, _ := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
-			publishScript.EvalSha(ctx, p, []string{b.seqKey(m.Room), b.historyKey(m.Room)},
+			publishScript.EvalSha(ctx, p, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
 				m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room))
 		}
 		return nil
@@ -71,7 +71,7 @@ func (b *Redis) send(ctx context.Context, batch []Publication) {
 		}
 	}
 	for _, m := range retry { // Redis restarted and forgot the script
-		err := publishScript.Run(ctx, b.rdb, []string{b.seqKey(m.Room), b.historyKey(m.Room)},
+		err := publishScript.Run(ctx, b.rdb, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
 			m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room)).Err()
 		if err != nil {
 			b.fail("publish", err)

@@ -129,19 +129,40 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	b.subMu.Lock()
 	st := b.rooms[name]
 	unsynced := st != nil && st.unsynced
-	if st != nil {
-		st.unsynced = false
-	}
 	b.subMu.Unlock()
 	switch {
-	case seq <= cur:
 	case unsynced:
-		// Loaded while Redis was down: what Redis holds predates every local
-		// member, who saw other seqs meanwhile. Continue above it.
-		b.h.Skip(name, seq)
-	default:
+		// Loaded while Redis was down: the room was a stream of this node
+		// alone. From now on it is Redis's, under Redis's epoch, above every
+		// seq either handed out; what Redis holds predates every local
+		// member, who saw other seqs meanwhile.
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		epoch, err := b.epoch(c, name)
+		cancel()
+		if err != nil {
+			b.fail("catch up", err)
+			return
+		}
+		b.h.Rebase(name, epoch, seq)
+		b.subMu.Lock()
+		st.unsynced = false
+		b.subMu.Unlock()
+	case seq > cur:
 		b.fill(ctx, name, cur, seq)
 	}
+}
+
+// epoch returns the room's epoch in Redis, making it when there is none.
+func (b *Redis) epoch(ctx context.Context, name string) (string, error) {
+	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetNX(ctx, b.epochKey(name), NewEpoch(), b.cfg.TTL)
+		p.Get(ctx, b.epochKey(name))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return cmds[1].(*redis.StringCmd).Val(), nil
 }
 
 func entry(e redis.XMessage) (uint64, string, bool) {
@@ -221,15 +242,19 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 	}
 	type read struct {
-		seq  *redis.StringCmd
-		tail *redis.XMessageSliceCmd
+		seq   *redis.StringCmd
+		epoch *redis.StringCmd
+		tail  *redis.XMessageSliceCmd
 	}
 	reads := map[string]read{}
 	if ok {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 			for name := range rooms {
-				r := read{seq: p.Get(c, b.seqKey(name))}
+				// The first node to load the room makes its epoch; every
+				// other one reads it.
+				p.SetNX(c, b.epochKey(name), NewEpoch(), b.cfg.TTL)
+				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name))}
 				if b.cfg.History > 0 {
 					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(b.cfg.History))
 				}
@@ -248,7 +273,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			b.subMu.Lock()
 			st.unsynced = true
 			b.subMu.Unlock()
-			b.h.Loaded(name, 0, nil)
+			b.h.Loaded(name, NewEpoch(), 0, nil) // an island of this node: a stream of its own
 			continue
 		}
 		r := reads[name]
@@ -262,6 +287,6 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				}
 			}
 		}
-		b.h.Loaded(name, seq, tail)
+		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 	}
 }

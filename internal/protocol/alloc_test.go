@@ -47,10 +47,10 @@ func TestNoAllocations(t *testing.T) {
 			}
 			dst = AppendChat(dst[:0], "lobby", 42, at, &f, chat)
 		}},
-		{"AppendJoined", func() { dst = AppendJoined(dst[:0], "lobby", 41, 3, 2) }},
+		{"AppendJoined", func() { dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2) }},
 		{"AppendLeft", func() { dst = AppendLeft(dst[:0], "lobby", 41) }},
 		{"AppendPresence", func() { dst = AppendPresence(dst[:0], "lobby", 3) }},
-		{"AppendHistoryGap", func() { dst = AppendHistoryGap(dst[:0], "lobby", 5, 40) }},
+		{"AppendHistoryGap", func() { dst = AppendHistoryGap(dst[:0], "lobby", 5, 40, true) }},
 		{"AppendError", func() {
 			err := ParseFrame(bad, &f)
 			e := err.(*Error)

@@ -51,9 +51,11 @@ func AppendChatDraft(dst []byte, room string, serverAt time.Time, f *Frame, data
 }
 
 // AppendJoined appends a "joined" frame to dst.
-func AppendJoined(dst []byte, room string, seq uint64, members, history int) []byte {
+func AppendJoined(dst []byte, room, epoch string, seq uint64, members, history int) []byte {
 	dst = append(dst, `{"type":"joined","room":`...)
 	dst = appendString(dst, room)
+	dst = append(dst, `,"epoch":`...)
+	dst = appendString(dst, epoch)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
 	dst = append(dst, `,"members":`...)
@@ -82,13 +84,19 @@ func AppendPresence(dst []byte, room string, members int) []byte {
 }
 
 // AppendHistoryGap appends a "history_gap" frame to dst.
-func AppendHistoryGap(dst []byte, room string, since, firstSeq uint64) []byte {
+//
+// reset says since belongs to another stream of the room (another epoch,
+// or a seq the stream never reached): the replay is all the room holds.
+func AppendHistoryGap(dst []byte, room string, since, firstSeq uint64, reset bool) []byte {
 	dst = append(dst, `{"type":"history_gap","room":`...)
 	dst = appendString(dst, room)
 	dst = append(dst, `,"since":`...)
 	dst = strconv.AppendUint(dst, since, 10)
 	dst = append(dst, `,"first_seq":`...)
 	dst = strconv.AppendUint(dst, firstSeq, 10)
+	if reset {
+		dst = append(dst, `,"reset":true`...)
+	}
 	return append(dst, '}')
 }
 

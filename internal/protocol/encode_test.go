@@ -175,13 +175,14 @@ func TestAppendServerFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"joined", AppendJoined(nil, "lobby", 41, 3, 2), `{"type":"joined","room":"lobby","seq":41,"members":3,"history":2}`},
-		{"joined empty room", AppendJoined(nil, "r", 0, 1, 0), `{"type":"joined","room":"r","seq":0,"members":1,"history":0}`},
-		{"joined max seq", AppendJoined(nil, "r", 1<<64-1, 1, 100), `{"type":"joined","room":"r","seq":18446744073709551615,"members":1,"history":100}`},
+		{"joined", AppendJoined(nil, "lobby", "k2m4q9x0abcd", 41, 3, 2), `{"type":"joined","room":"lobby","epoch":"k2m4q9x0abcd","seq":41,"members":3,"history":2}`},
+		{"joined empty room", AppendJoined(nil, "r", "e", 0, 1, 0), `{"type":"joined","room":"r","epoch":"e","seq":0,"members":1,"history":0}`},
+		{"joined max seq", AppendJoined(nil, "r", "e", 1<<64-1, 1, 100), `{"type":"joined","room":"r","epoch":"e","seq":18446744073709551615,"members":1,"history":100}`},
 		{"left", AppendLeft(nil, "x", 57), `{"type":"left","room":"x","seq":57}`},
 		{"presence", AppendPresence(nil, "x", 12), `{"type":"presence","room":"x","members":12}`},
-		{"history_gap", AppendHistoryGap(nil, "lobby", 5, 40), `{"type":"history_gap","room":"lobby","since":5,"first_seq":40}`},
-		{"history_gap none held", AppendHistoryGap(nil, "lobby", 5, 0), `{"type":"history_gap","room":"lobby","since":5,"first_seq":0}`},
+		{"history_gap", AppendHistoryGap(nil, "lobby", 5, 40, false), `{"type":"history_gap","room":"lobby","since":5,"first_seq":40}`},
+		{"history_gap none held", AppendHistoryGap(nil, "lobby", 5, 0, false), `{"type":"history_gap","room":"lobby","since":5,"first_seq":0}`},
+		{"history_gap of another stream", AppendHistoryGap(nil, "lobby", 5, 1, true), `{"type":"history_gap","room":"lobby","since":5,"first_seq":1,"reset":true}`},
 		{"error with frame", AppendError(nil, CodeRateLimited, "more than 20 messages per second", f),
 			`{"type":"error","code":"rate_limited","message":"more than 20 messages per second","message_id":7,"room":"lobby"}`},
 		{"error without frame", AppendError(nil, CodeInvalidJSON, "the frame is not valid JSON", nil),
@@ -230,10 +231,10 @@ func TestAppendKeepsDst(t *testing.T) {
 	}
 	for name, fn := range map[string]func([]byte) []byte{
 		"chat":        func(b []byte) []byte { return AppendChat(b, "r", 1, fixedTime, &f, data) },
-		"joined":      func(b []byte) []byte { return AppendJoined(b, "r", 1, 1, 1) },
+		"joined":      func(b []byte) []byte { return AppendJoined(b, "r", "e", 1, 1, 1) },
 		"left":        func(b []byte) []byte { return AppendLeft(b, "r", 1) },
 		"presence":    func(b []byte) []byte { return AppendPresence(b, "r", 1) },
-		"history_gap": func(b []byte) []byte { return AppendHistoryGap(b, "r", 1, 1) },
+		"history_gap": func(b []byte) []byte { return AppendHistoryGap(b, "r", 1, 1, true) },
 		"error":       func(b []byte) []byte { return AppendError(b, "c", "m", &f) },
 	} {
 		alone := fn(nil)

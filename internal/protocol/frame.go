@@ -88,6 +88,7 @@ var (
 	errSender     = &Error{CodeInvalidMessage, "sender must be a string of at most 64 bytes"}
 	errSentAt     = &Error{CodeInvalidMessage, "sent_at must be a string"}
 	errSince      = &Error{CodeInvalidMessage, "since must be an integer from 0 to 18446744073709551615"}
+	errEpoch      = &Error{CodeInvalidMessage, EpochRule}
 )
 
 // Frame is one parsed client frame. A Frame is meant to be reused: ParseFrame
@@ -99,9 +100,11 @@ type Frame struct {
 	// valid "room". It may alias the parsed data or the Frame itself, so it
 	// is valid until the next ParseFrame with this Frame or a change to data.
 	Room []byte
-	// HasSince and Since hold the "since" of a join.
+	// HasSince and Since hold the "since" of a join, and Epoch the stream
+	// it belongs to (empty when the join has none). Epoch aliases data.
 	HasSince bool
 	Since    uint64
+	Epoch    []byte
 	// HasMessageID and MessageID hold the "message_id" of the frame.
 	HasMessageID bool
 	MessageID    uint64
@@ -137,6 +140,7 @@ const (
 	keySender
 	keySentAt
 	keySince
+	keyEpoch
 	keySeq
 	keyServerAt
 	numKeys
@@ -147,7 +151,7 @@ const (
 const (
 	keysAlways  = 1<<keyType | 1<<keyRoom | 1<<keyMessageID
 	keysMessage = keysAlways | 1<<keyText | 1<<keySender | 1<<keySentAt
-	keysJoin    = keysAlways | 1<<keySince
+	keysJoin    = keysAlways | 1<<keySince | 1<<keyEpoch
 )
 
 // keysDropped are the members a chat broadcast does not copy: the server
@@ -171,7 +175,7 @@ const maxData = math.MaxUint32
 func ParseFrame(data []byte, f *Frame) error {
 	f.Kind = KindMessage
 	f.Room = nil
-	f.HasSince, f.Since = false, 0
+	f.HasSince, f.Since, f.Epoch = false, 0, nil
 	f.HasMessageID, f.MessageID = false, 0
 	f.kept = f.kept[:0]
 	if uint64(len(data)) > maxData {
@@ -310,6 +314,13 @@ func (f *Frame) check(data []byte, m *members) error {
 				return errSince
 			}
 		}
+		if f.Kind == KindJoin && m.seen&(1<<keyEpoch) != 0 {
+			v := m.value(data, keyEpoch)
+			if len(v) < 2 || v[0] != '"' || !ValidEpoch(string(v[1:len(v)-1])) {
+				return errEpoch
+			}
+			f.Epoch = v[1 : len(v)-1]
+		}
 		return nil
 	}
 
@@ -418,6 +429,8 @@ func keyOf(k []byte, esc bool) int {
 		return keySentAt
 	case "since":
 		return keySince
+	case "epoch":
+		return keyEpoch
 	case "seq":
 		return keySeq
 	case "server_at":

@@ -39,3 +39,23 @@ func roomByte(c byte) bool {
 	}
 	return false
 }
+
+// MaxEpochLen is the longest stream epoch a client may send back.
+const MaxEpochLen = 32
+
+// EpochRule says what an epoch is, for refusals.
+const EpochRule = "epoch must be the room's epoch as the server sent it: up to 32 letters and digits"
+
+// ValidEpoch reports whether e can be an epoch the server sent: up to
+// MaxEpochLen letters and digits. The empty string (no epoch) is valid.
+func ValidEpoch(e string) bool {
+	if len(e) > MaxEpochLen {
+		return false
+	}
+	for i := 0; i < len(e); i++ {
+		if c := e[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

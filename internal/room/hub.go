@@ -83,13 +83,13 @@ func (h *Hub) Broker() broker.Broker { return h.broker }
 // Join makes a connection on loop a member of the room called name, creating
 // the room when needed, and returns the room and what the member should be
 // sent first (see JoinResult). History messages are appended to dst.
-func (h *Hub) Join(name []byte, loop int, since uint64, hasSince bool, dst []Message) (*Room, JoinResult) {
+func (h *Hub) Join(name []byte, loop int, rs Resume, dst []Message) (*Room, JoinResult) {
 	for {
 		r := h.Open(name)
 		if r == nil {
 			return nil, JoinResult{Full: true}
 		}
-		if res, ok := r.join(loop, since, hasSince, dst); ok {
+		if res, ok := r.join(loop, rs, dst); ok {
 			return r, res
 		}
 	}
@@ -197,7 +197,7 @@ func (h *Hub) Run(ctx context.Context) {
 // seq and tail its latest messages in seq order (what the broker's history
 // holds, at most the hub's history size). Joiners waiting on any loop are
 // told to join again.
-func (h *Hub) Loaded(name string, seq uint64, tail []broker.Entry) {
+func (h *Hub) Loaded(name, epoch string, seq uint64, tail []broker.Entry) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -207,6 +207,7 @@ func (h *Hub) Loaded(name string, seq uint64, tail []broker.Entry) {
 	if r.loaded || r.closed {
 		return
 	}
+	r.epoch = epoch
 	for _, e := range tail {
 		if e.Seq > r.seq {
 			r.appendLocked(e.Seq, ws.TextFrame(e.Payload), 0, -1)
@@ -257,6 +258,20 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 func (h *Hub) PublishLocal(p broker.Publication) {
 	if r := h.lookup([]byte(p.Room)); r != nil {
 		r.publishLocal(p)
+	}
+}
+
+// Rebase makes the room's stream the broker's again (see broker.Handler):
+// epoch from now on, and a seq of at least seq.
+func (h *Hub) Rebase(name, epoch string, seq uint64) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loaded {
+		r.epoch, r.seq = epoch, max(r.seq, seq)
 	}
 }
 

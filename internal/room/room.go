@@ -30,6 +30,7 @@ type Room struct {
 
 	mu         sync.Mutex
 	seq        uint64
+	epoch      string // names the stream: a new stream of the room has a new epoch
 	hist       history
 	histBytes  int64   // bytes of the frames in hist
 	local      []int32 // members per event loop, indexed like Hub.queues
@@ -128,8 +129,20 @@ func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) 
 	}
 }
 
+// Resume is where a client asks to pick a room's stream up: after seq
+// Since of the stream called Epoch. Without Since it gets the whole
+// history; without Epoch (older clients) the stream is taken to be the
+// current one.
+type Resume struct {
+	Since    uint64
+	HasSince bool
+	Epoch    string
+}
+
 // PollResult is what a poller finds in a room.
 type PollResult struct {
+	Epoch    string          // the room's stream
+	Reset    bool            // with Gap: the client's since belongs to another stream of the room
 	Seq      uint64          // latest seq
 	Messages []Message       // after since (or the whole history without since), in seq order
 	Gap      bool            // since asked for messages no longer held
@@ -140,15 +153,15 @@ type PollResult struct {
 // Poll returns the messages after since, like a join with since but without
 // becoming a member, and counts as activity that keeps the room alive.
 // Messages are appended to dst.
-func (r *Room) Poll(since uint64, hasSince bool, dst []Message) PollResult {
+func (r *Room) Poll(rs Resume, dst []Message) PollResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastPoll = time.Now()
 	if !r.loaded {
 		return PollResult{Wait: r.loadedCh}
 	}
-	res := PollResult{Seq: r.seq, FirstSeq: r.hist.oldest()}
-	res.Messages, res.Gap = r.replayLocked(since, hasSince, dst)
+	res := PollResult{Epoch: r.epoch, Seq: r.seq, FirstSeq: r.hist.oldest()}
+	res.Messages, res.Gap, res.Reset = r.replayLocked(rs, dst)
 	if len(res.Messages) == 0 && !res.Gap {
 		if r.notify == nil {
 			r.notify = make(chan struct{})
@@ -168,6 +181,8 @@ func (r *Room) Closed() bool {
 // JoinResult describes the room as a new member finds it.
 type JoinResult struct {
 	Full     bool      // the room does not exist and the node holds as many rooms as it may
+	Epoch    string    // the room's stream
+	Reset    bool      // with Gap: the client's since belongs to another stream of the room
 	Pending  bool      // the room is loading from the broker: join again after its Ready delivery
 	Seq      uint64    // latest seq: later messages come through the loop's queue
 	Members  int       // members after joining, this one included
@@ -178,7 +193,7 @@ type JoinResult struct {
 
 // join adds a member on loop. It reports false when the room was freed
 // meanwhile and must be looked up again.
-func (r *Room) join(loop int, since uint64, hasSince bool, dst []Message) (JoinResult, bool) {
+func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -190,24 +205,34 @@ func (r *Room) join(loop int, since uint64, hasSince bool, dst []Message) (JoinR
 	}
 	r.local[loop]++
 	r.members++
-	res := JoinResult{Seq: r.seq, Members: r.members, FirstSeq: r.hist.oldest()}
-	res.History, res.Gap = r.replayLocked(since, hasSince, dst)
+	res := JoinResult{Epoch: r.epoch, Seq: r.seq, Members: r.members, FirstSeq: r.hist.oldest()}
+	res.History, res.Gap, res.Reset = r.replayLocked(rs, dst)
 	return res, true
 }
 
-// replayLocked appends to dst what a newcomer asking for the messages after
-// since gets (all the history without since), and reports whether some of
-// them are no longer held.
-func (r *Room) replayLocked(since uint64, hasSince bool, dst []Message) ([]Message, bool) {
+// replayLocked appends to dst what a newcomer resuming at rs gets (all the
+// history without since), and reports whether some of what it asked for is
+// no longer held (gap), and whether that is because its since belongs to
+// another stream of the room (reset).
+func (r *Room) replayLocked(rs Resume, dst []Message) (msgs []Message, gap, reset bool) {
 	switch {
-	case !hasSince:
-		return r.hist.appendLast(dst, r.hist.n), false
-	case since > r.seq:
-		// The client saw a previous life of this room: replay all we hold.
-		return r.hist.appendLast(dst, r.hist.n), true
+	case !rs.HasSince:
+		return r.hist.appendLast(dst, r.hist.n), false, false
+	case rs.Epoch != "" && rs.Epoch != r.epoch, rs.Since > r.seq:
+		// The client saw another stream of this room (it was freed and
+		// made again, or its history was lost): its since means nothing
+		// here. Replay all we hold, never from its seq.
+		return r.hist.appendLast(dst, r.hist.n), true, true
 	}
-	gap := since < r.seq && (r.hist.n == 0 || since+1 < r.hist.oldest())
-	return r.hist.appendSince(dst, since), gap
+	gap = rs.Since < r.seq && (r.hist.n == 0 || rs.Since+1 < r.hist.oldest())
+	return r.hist.appendSince(dst, rs.Since), gap, false
+}
+
+// Epoch returns the name of the room's stream ("" until it is loaded).
+func (r *Room) Epoch() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
 }
 
 // Leave removes a member on loop and returns the room's latest seq: the

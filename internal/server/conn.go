@@ -321,7 +321,7 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		c.sendError("forbidden", "the token does not allow this room", f)
 		return
 	}
-	c.join(f.Room, f.Since, f.HasSince, false)
+	c.join(f.Room, room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}, false)
 }
 
 func (c *conn) isWaiting(name []byte) bool {
@@ -348,9 +348,9 @@ func (c *conn) onLeave(f *protocol.Frame) {
 // frame and the history replay. In a cluster the room may first have to
 // load from the broker: c then waits, and the loop joins it again when the
 // room is ready. url says the room is the one of the connection's URL.
-func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
+func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	l := c.loop
-	r, res := l.srv.hub.Join(name, l.id, since, hasSince, l.hist[:0])
+	r, res := l.srv.hub.Join(name, l.id, rs, l.hist[:0])
 	if res.Full {
 		l.stats.dropped[DropForbidden].Add(1)
 		if url {
@@ -362,7 +362,7 @@ func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
 	}
 	if res.Pending {
 		c.waiting = append(c.waiting, r.Name())
-		l.pending[r] = append(l.pending[r], pendingJoin{c: c, since: since, hasSince: hasSince, url: url})
+		l.pending[r] = append(l.pending[r], pendingJoin{c: c, rs: rs, url: url})
 		return
 	}
 	l.hist = res.History
@@ -376,9 +376,9 @@ func (c *conn) join(name []byte, since uint64, hasSince, url bool) {
 	if url {
 		c.urlRoom = r
 	}
-	c.enqueueOwnJSON(protocol.AppendJoined(l.enc[:0], r.Name(), res.Seq, res.Members, len(res.History)))
+	c.enqueueOwnJSON(protocol.AppendJoined(l.enc[:0], r.Name(), res.Epoch, res.Seq, res.Members, len(res.History)))
 	if res.Gap {
-		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), since, res.FirstSeq))
+		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), rs.Since, res.FirstSeq, res.Reset))
 	}
 	for _, m := range res.History {
 		c.enqueueShared(c.frameOf(m))

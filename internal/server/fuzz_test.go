@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
@@ -96,7 +97,7 @@ func FuzzClientStream(f *testing.F) {
 		l.conns[fd] = c
 		l.nconns++
 		srv.conns.Add(1)
-		c.join([]byte("fuzz"), 0, false, true)
+		c.join([]byte("fuzz"), room.Resume{}, true)
 		// Feed the bytes in two reads, split where the first byte says.
 		split := 0
 		if len(data) > 0 {

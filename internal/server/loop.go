@@ -34,10 +34,9 @@ type member struct {
 
 // pendingJoin is a join waiting for its room to load from the broker.
 type pendingJoin struct {
-	c        *conn
-	since    uint64
-	hasSince bool
-	url      bool
+	c   *conn
+	rs  room.Resume
+	url bool
 }
 
 // localRoom is the part of a room's membership that lives on one loop.
@@ -59,6 +58,7 @@ type command struct {
 	room      string
 	since     uint64
 	hasSince  bool
+	epoch     string // the stream since belongs to ("" from older clients)
 	pending   []byte // bytes the HTTP server read past the upgrade request
 	echo      bool   // an /echo connection
 	deflate   bool   // permessage-deflate was negotiated
@@ -241,7 +241,7 @@ func (l *loop) add(cmd command) {
 		return
 	}
 	if !c.echo {
-		c.join([]byte(cmd.room), cmd.since, cmd.hasSince, true)
+		c.join([]byte(cmd.room), room.Resume{Since: cmd.since, HasSince: cmd.hasSince, Epoch: cmd.epoch}, true)
 	}
 	l.reschedule(c)
 	if len(cmd.pending) > 0 {
@@ -378,7 +378,7 @@ func (l *loop) joinWaiting(r *room.Room) {
 		if len(c.waiting) == 0 {
 			c.waiting = nil
 		}
-		c.join([]byte(r.Name()), pj.since, pj.hasSince, pj.url)
+		c.join([]byte(r.Name()), pj.rs, pj.url)
 	}
 }
 

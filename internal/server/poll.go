@@ -212,6 +212,11 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 		}
 		since, hasSince = n, true
 	}
+	epoch := q.Get("epoch")
+	if !protocol.ValidEpoch(epoch) {
+		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, protocol.EpochRule)
+		return
+	}
 	wait, err := parseWait(q.Get("wait"))
 	if err != nil {
 		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, err.Error())
@@ -228,7 +233,7 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	defer s.waitingPolls.Add(-1)
 	var res room.PollResult
 	for {
-		res = rm.Poll(since, hasSince, nil)
+		res = rm.Poll(room.Resume{Since: since, HasSince: hasSince, Epoch: epoch}, nil)
 		if res.Wait == nil {
 			break
 		}
@@ -254,11 +259,13 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pollBody(name string, since uint64, res room.PollResult) []byte {
 	b := []byte(`{"room":`)
 	b = strconv.AppendQuote(b, name)
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendQuote(b, res.Epoch)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, res.Seq, 10)
 	if res.Gap {
 		b = append(b, `,"history_gap":`...)
-		b = protocol.AppendHistoryGap(b, name, since, res.FirstSeq)
+		b = protocol.AppendHistoryGap(b, name, since, res.FirstSeq, res.Reset)
 	}
 	b = append(b, `,"messages":[`...)
 	for i, m := range res.Messages {

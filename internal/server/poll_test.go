@@ -17,6 +17,7 @@ import (
 
 type pollAnswer struct {
 	Room       string           `json:"room"`
+	Epoch      string           `json:"epoch"`
 	Seq        uint64           `json:"seq"`
 	Messages   []map[string]any `json:"messages"`
 	HistoryGap map[string]any   `json:"history_gap"`

@@ -27,6 +27,7 @@ type upgradeRequest struct {
 	room     string // "" for /echo
 	since    uint64
 	hasSince bool
+	epoch    string
 	key      string
 	token    string
 }
@@ -59,6 +60,9 @@ func parseUpgrade(r *http.Request, room string) (upgradeRequest, *refusal) {
 			return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "since must be a sequence number"}
 		}
 		u.since, u.hasSince = n, true
+	}
+	if u.epoch = q.Get("epoch"); !protocol.ValidEpoch(u.epoch) {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.EpochRule}
 	}
 	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "this endpoint speaks WebSocket", header: [2]string{"Upgrade", "websocket"}}
@@ -112,7 +116,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		s.refuse(w, ref.reason, ref.status, ref.msg)
 		return
 	}
-	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, echo: u.room == ""}
+	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == ""}
 	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
 	if s.cfg.Auth != nil {
 		claims, err := s.cfg.Auth.Verify(u.token)

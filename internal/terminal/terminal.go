@@ -91,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("room %q: room names are 1 to 64 characters of A-Z a-z 0-9 . _ -", o.Room)
 	}
 
-	u, err := client.RoomURL(o.URL, o.Room, 0, false)
+	u, err := client.RoomURL(o.URL, o.Room, 0, false, "")
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@
   let ready = false;      // joined and replayed: messages may be sent
   let lastSeq = null;     // greatest seq shown; null before the first join
   let joinedSeq = 0;      // the room's seq in the last joined frame
+  let epoch = '';         // the room's stream lastSeq belongs to, from the last joined frame
   let replayLeft = 0;     // replayed messages still to come
   let attempt = 0;        // failed connections since the last good one
   let gen = 0;            // counts connections
@@ -43,7 +44,10 @@
   function wsURL() {
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const q = new URLSearchParams();
-    if (lastSeq !== null) q.set('since', String(lastSeq));
+    if (lastSeq !== null) {
+      q.set('since', String(lastSeq));
+      if (epoch) q.set('epoch', epoch); // a resume in another stream of the room gets history_gap
+    }
     if (token) q.set('token', token);
     const qs = q.toString();
     return `${scheme}//${location.host}/ws/${encodeURIComponent(room)}${qs ? '?' + qs : ''}`;
@@ -127,13 +131,14 @@
         if (f.room !== room) return;
         joinedSeq = num(f.seq);
         replayLeft = num(f.history);
+        if (typeof f.epoch === 'string') epoch = f.epoch;
         if (lastSeq === null) lastSeq = Math.max(0, joinedSeq - replayLeft); // older ones are not for us
         setMembers(f.members);
         if (replayLeft === 0) onReplayed(sock, myGen);
         break;
       case 'history_gap': {
         if (f.room !== room) return;
-        const reset = num(f.since) > joinedSeq;
+        const reset = f.reset === true || num(f.since) > joinedSeq;
         const first = num(f.first_seq);
         lastSeq = first > 0 ? first - 1 : joinedSeq;
         notice('gap', reset
@@ -271,6 +276,7 @@
     leave();
     room = newRoom;
     lastSeq = null;
+    epoch = '';
     joinedSeq = replayLeft = attempt = 0;
     pending.clear();
     el.messages.replaceChildren();

@@ -1,0 +1,52 @@
+package room
+
+import (
+	"testing"
+	"time"
+)
+
+// A resume names the stream its since belongs to: in another stream of the
+// room it gets a gap and the whole history, never a replay from its seq.
+func TestReplayHonoursTheEpoch(t *testing.T) {
+	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	r, res := h.Join([]byte("r"), 0, Resume{}, nil)
+	if res.Epoch == "" {
+		t.Fatal("a room without an epoch")
+	}
+	for range 5 {
+		r.Publish([]byte(`{"seq":}`), 7, 0, 0)
+	}
+	for _, tt := range []struct {
+		name       string
+		rs         Resume
+		first, n   uint64 // the replay: its first seq and length
+		gap, reset bool
+	}{
+		{"no since: the whole history", Resume{}, 1, 5, false, false},
+		{"since in this stream", Resume{Since: 3, HasSince: true, Epoch: res.Epoch}, 4, 2, false, false},
+		{"since without an epoch (an older client)", Resume{Since: 3, HasSince: true}, 4, 2, false, false},
+		{"since of another stream, below the seq", Resume{Since: 3, HasSince: true, Epoch: "otherstream"}, 1, 5, true, true},
+		{"since of another stream, above the seq", Resume{Since: 9, HasSince: true, Epoch: "otherstream"}, 1, 5, true, true},
+		{"since above the seq without an epoch", Resume{Since: 9, HasSince: true}, 1, 5, true, true},
+		{"up to date", Resume{Since: 5, HasSince: true, Epoch: res.Epoch}, 0, 0, false, false},
+	} {
+		_, got := h.Join([]byte("r"), 0, tt.rs, nil)
+		first := uint64(0)
+		if len(got.History) > 0 {
+			first = got.History[0].Seq
+		}
+		if got.Epoch != res.Epoch || first != tt.first || uint64(len(got.History)) != tt.n || got.Gap != tt.gap || got.Reset != tt.reset {
+			t.Errorf("%s: epoch %q, replay from %d ×%d, gap %v, reset %v; want %d ×%d, gap %v, reset %v",
+				tt.name, got.Epoch, first, len(got.History), got.Gap, got.Reset, tt.first, tt.n, tt.gap, tt.reset)
+		}
+		p := r.Poll(tt.rs, nil)
+		if uint64(len(p.Messages)) != tt.n || p.Gap != tt.gap || p.Reset != tt.reset || p.Epoch != res.Epoch {
+			t.Errorf("%s: poll ×%d gap %v reset %v epoch %q", tt.name, len(p.Messages), p.Gap, p.Reset, p.Epoch)
+		}
+	}
+	// A room made anew after it was freed is another stream.
+	h2 := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	if _, again := h2.Join([]byte("r"), 0, Resume{}, nil); again.Epoch == res.Epoch {
+		t.Error("two streams with one epoch")
+	}
+}
