@@ -13,39 +13,11 @@ import (
 	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
-// startRealServer runs scalechat's server on loopback for the test.
-func startRealServer(t *testing.T) string {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("server did not shut down")
-		}
-	})
-	return "ws://" + ln.Addr().String() + "/ws"
-}
-
 func TestLosslessAgainstRealServer(t *testing.T) {
-	url := startRealServer(t)
+	url := servertest.Start(t, nil).URL("/ws")
 	tests := []struct {
 		name string
 		step Step
