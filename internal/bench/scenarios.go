@@ -594,20 +594,33 @@ func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 			Note: "this server has no --metrics-addr yet (branch metrics): once merged, `scalechat bench overhead` measures it with no change"})
 		return rows, nil
 	}
+	// Side by side: a server with metrics and one without run at the same
+	// time on the same core, each with its own generator, so that both see
+	// the same neighbours at the same moment (runs one after the other swing
+	// by several percent on a shared machine). Two pairs.
 	cpuPer := map[bool][]float64{}
-	for i, on := range []bool{false, true, false, true} {
-		name := fmt.Sprintf("overhead-metrics-%s-%d", onOff(on), i/2+1)
-		row, err := r.metricsRun(ctx, name, on, rooms, dur, timeout)
-		if err != nil {
+	for pair := 1; pair <= 2; pair++ {
+		var pairRows [2]Result
+		var pairErrs [2]error
+		var wg sync.WaitGroup
+		for i, on := range []bool{false, true} {
+			wg.Go(func() {
+				pairRows[i], pairErrs[i] = r.metricsRun(ctx, fmt.Sprintf("overhead-metrics-%s-%d", onOff(on), pair), on, rooms, dur, timeout)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(pairErrs[:]...); err != nil {
 			return rows, err
 		}
-		cpuPer[on] = append(cpuPer[on], row.CPUPerDel)
-		rows = append(rows, row)
+		for i, on := range []bool{false, true} {
+			cpuPer[on] = append(cpuPer[on], pairRows[i].CPUPerDel)
+			rows = append(rows, pairRows[i])
+		}
 	}
 	if on, off := mean(cpuPer[true]), mean(cpuPer[false]); on > 0 && off > 0 {
 		rows = append(rows, Result{Scenario: "overhead: metrics", Ratio: -1,
 			Figure: fmt.Sprintf("%+.2f µs/deliv (%+.0f%%) server CPU", on-off, 100*(on-off)/off),
-			Note:   "server CPU per delivery with the metrics listener on (scraped once a second) vs off, mean of 2 runs each"})
+			Note:   "server CPU per delivery with the metrics listener on (scraped once a second) vs off, side by side, mean of 2 pairs"})
 	}
 	return rows, nil
 }
@@ -633,9 +646,7 @@ func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int
 	var wg sync.WaitGroup
 	if on {
 		// Scrape once a second, as loadtest --server-metrics does.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			client := &http.Client{Timeout: time.Second}
 			t := time.NewTicker(time.Second)
 			defer t.Stop()
@@ -656,7 +667,7 @@ func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int
 					resp.Body.Close()
 				}
 			}
-		}()
+		})
 	}
 	g, err := r.runLoadtest(ctx, name, wsURL(srv), timeout, roomsArgs(rooms, dur, "--no-csv")...)
 	close(stop)
