@@ -34,19 +34,20 @@ while read -r pkg name; do
   [ -n "$pkg" ] || continue
   echo "-- $pkg $name"
   # Go's fuzzer sometimes ends a run that found nothing with "context
-  # deadline exceeded" when -fuzztime runs out while a worker is busy
-  # (a known quirk of its engine). A real failure writes its input to testdata: only a
-  # run without one is tried again, once.
-  if ! out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+  # deadline exceeded" when -fuzztime runs out while a worker is busy (a
+  # known quirk of its engine). A real failure writes its input to testdata:
+  # only a run without one is tried again, at most twice.
+  for try in 1 2 3; do
+    if out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+      echo "$out" | tail -n 2
+      break
+    fi
     echo "$out"
-    if grep -q "Failing input written" <<<"$out" || ! grep -q "context deadline exceeded" <<<"$out"; then
+    if [ "$try" = 3 ] || grep -q "Failing input written" <<<"$out" || ! grep -q "context deadline exceeded" <<<"$out"; then
       exit 1
     fi
-    echo "-- $pkg $name: the fuzzer's own deadline error, nothing found; once more"
-    go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"
-  else
-    echo "$out" | tail -n 2
-  fi
+    echo "-- $pkg $name: the fuzzer's own deadline error, nothing found; again"
+  done
 done < <(grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while read -r f; do
   for n in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
     echo "./$(dirname "$f") $n"
