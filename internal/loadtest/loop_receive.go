@@ -3,7 +3,6 @@ package loadtest
 import (
 	"errors"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/netpoll"
 	"github.com/scalechat/scalechat/internal/results"
@@ -176,10 +175,7 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		}
 		used += n
 		if f.Compressed {
-			p, err := l.inflater.Inflate(l.inflated[:0], f.Payload, maxFrame)
-			if err == nil && f.OpCode == ws.OpText && !utf8.Valid(p) {
-				err = &ws.ProtocolError{Code: ws.CloseInvalidPayload, Reason: "text is not valid UTF-8"}
-			}
+			p, err := l.inflater.Inflate(l.inflated[:0], f, maxFrame)
 			if err != nil {
 				l.protocolError(c, ws.CodeOf(err), err.Error())
 				return used, 0, false

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -105,21 +104,12 @@ func (c *conn) process(data []byte) int {
 	if c.failed {
 		return len(data) // the stream is no longer framed: ignore the rest
 	}
-	limit := int64(c.loop.srv.cfg.MaxMessageSize)
-	if c.echo {
-		limit = int64(c.loop.srv.cfg.EchoMaxMessage)
-	}
+	limit := c.messageLimit()
 	off := 0
 	for off < len(data) && c.state != stateClosed {
 		f, n, _, err := c.rd.Next(data[off:], ws.ServerSide, limit)
 		if err != nil {
-			code := ws.CodeOf(err)
-			if code == ws.CloseMessageTooBig {
-				c.loop.stats.dropped[DropTooBig].Add(1)
-			} else {
-				c.loop.stats.dropped[DropInvalid].Add(1)
-			}
-			c.fail(code, err.Error())
+			c.failInput(err)
 			return len(data)
 		}
 		if n == 0 {
@@ -190,25 +180,34 @@ func (c *conn) onFrame(f ws.Frame) {
 // the connection and reports false when it cannot.
 func (c *conn) inflate(f *ws.Frame) bool {
 	l := c.loop
-	limit := int64(l.srv.cfg.MaxMessageSize)
-	if c.echo {
-		limit = int64(l.srv.cfg.EchoMaxMessage)
-	}
 	var err error
-	if l.inflated, err = l.inflater.Inflate(l.inflated[:0], f.Payload, limit); err == nil && f.OpCode == ws.OpText && !utf8.Valid(l.inflated) {
-		err = &ws.ProtocolError{Code: ws.CloseInvalidPayload, Reason: "text is not valid UTF-8"}
-	}
-	if err != nil {
-		if ws.CodeOf(err) == ws.CloseMessageTooBig {
-			l.stats.dropped[DropTooBig].Add(1)
-		} else {
-			l.stats.dropped[DropInvalid].Add(1)
-		}
-		c.fail(ws.CodeOf(err), err.Error())
+	if l.inflated, err = l.inflater.Inflate(l.inflated[:0], *f, c.messageLimit()); err != nil {
+		c.failInput(err)
 		return false
 	}
 	f.Payload, f.Compressed = l.inflated, false
 	return true
+}
+
+// failInput fails the connection after input the reader or the inflater
+// refused, counting it by its close code.
+func (c *conn) failInput(err error) {
+	code := ws.CodeOf(err)
+	if code == ws.CloseMessageTooBig {
+		c.loop.stats.dropped[DropTooBig].Add(1)
+	} else {
+		c.loop.stats.dropped[DropInvalid].Add(1)
+	}
+	c.fail(code, err.Error())
+}
+
+// messageLimit is the largest message c may send: the chat's, or the echo
+// endpoint's own.
+func (c *conn) messageLimit() int64 {
+	if c.echo {
+		return int64(c.loop.srv.cfg.EchoMaxMessage)
+	}
+	return int64(c.loop.srv.cfg.MaxMessageSize)
 }
 
 // onMessage handles one complete message: text, or binary on /echo.
@@ -468,7 +467,7 @@ func (c *conn) enqueueShared(frame []byte) bool {
 // sends them.
 func (c *conn) queueLimit() int {
 	if c.echo {
-		return max(c.loop.srv.cfg.MaxQueue, 2*c.loop.srv.cfg.EchoMaxMessage+ws.MaxHeaderSize)
+		return max(c.loop.srv.cfg.MaxQueue, 2*int(c.messageLimit())+ws.MaxHeaderSize)
 	}
 	return c.loop.srv.cfg.MaxQueue
 }

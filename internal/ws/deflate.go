@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/flate"
 )
@@ -154,11 +155,12 @@ type Inflater struct {
 
 var errInflate = &ProtocolError{CloseInvalidPayload, "compressed message is not valid deflate data"}
 
-// Inflate decompresses a message's payload, appending it to dst; more than
-// limit bytes out is an error with code CloseMessageTooBig, whatever the
-// compressed size (a deflate bomb).
-func (f *Inflater) Inflate(dst, payload []byte, limit int64) ([]byte, error) {
-	f.in = append(append(f.in[:0], payload...), deflateTail...)
+// Inflate decompresses the payload of a compressed message m (see
+// Frame.Compressed), appending it to dst, and checks that a text message is
+// UTF-8 (CloseInvalidPayload). More than limit bytes out is an error with
+// code CloseMessageTooBig, whatever the compressed size (a deflate bomb).
+func (f *Inflater) Inflate(dst []byte, m Frame, limit int64) ([]byte, error) {
+	f.in = append(append(f.in[:0], m.Payload...), deflateTail...)
 	f.src.Reset(f.in)
 	if f.fr == nil {
 		f.fr = flate.NewReader(&f.src)
@@ -175,7 +177,11 @@ func (f *Inflater) Inflate(dst, payload []byte, limit int64) ([]byte, error) {
 	if n > limit {
 		return dst, errTooBig
 	}
-	dst = append(dst, f.out.Bytes()...)
+	out := f.out.Bytes()
+	if m.OpCode == OpText && !utf8.Valid(out) {
+		return dst, errInvalidUTF8
+	}
+	dst = append(dst, out...)
 	if cap(f.in) > 1<<20 { // let a rare huge message's buffers go
 		f.in, f.out = nil, bytes.Buffer{}
 	}

@@ -68,7 +68,7 @@ func TestDeflateAgainstStdlib(t *testing.T) {
 		w, _ := stdflate.NewWriter(&buf, stdflate.DefaultCompression)
 		w.Write(m)
 		w.Flush()
-		back, err := inf.Inflate(nil, bytes.TrimSuffix(buf.Bytes(), deflateTail), 1<<20)
+		back, err := inf.Inflate(nil, Frame{OpCode: OpBinary, Payload: bytes.TrimSuffix(buf.Bytes(), deflateTail)}, 1<<20)
 		if err != nil || !bytes.Equal(back, m) {
 			t.Errorf("Inflate of stdlib's %d bytes: %d bytes, %v", len(m), len(back), err)
 		}
@@ -84,13 +84,16 @@ func TestInflateRefuses(t *testing.T) {
 	w, _ := stdflate.NewWriter(&buf, stdflate.BestCompression)
 	w.Write(make([]byte, 10<<20)) // 10 MiB of zeros: a few KiB compressed
 	w.Flush()
-	if _, err := inf.Inflate(nil, buf.Bytes(), 1<<20); CodeOf(err) != CloseMessageTooBig {
+	if _, err := inf.Inflate(nil, Frame{OpCode: OpBinary, Payload: buf.Bytes()}, 1<<20); CodeOf(err) != CloseMessageTooBig {
 		t.Errorf("a deflate bomb: %v, want 1009", err)
 	}
-	if _, err := inf.Inflate(nil, []byte{0xff, 0xfe, 0xfd}, 1<<20); CodeOf(err) != CloseInvalidPayload {
+	if _, err := inf.Inflate(nil, Frame{OpCode: OpBinary, Payload: []byte{0xff, 0xfe, 0xfd}}, 1<<20); CodeOf(err) != CloseInvalidPayload {
 		t.Errorf("not deflate data: %v, want 1007", err)
 	}
-	if got, err := inf.Inflate(nil, AppendDeflatedFrame(nil, OpText, []byte("still fine"))[2:], 100); err != nil || string(got) != "still fine" {
+	if _, err := inf.Inflate(nil, Frame{OpCode: OpText, Payload: AppendDeflatedFrame(nil, OpText, []byte("\xff not UTF-8"))[2:]}, 100); CodeOf(err) != CloseInvalidPayload {
+		t.Errorf("invalid UTF-8 inside: %v, want 1007", err)
+	}
+	if got, err := inf.Inflate(nil, Frame{OpCode: OpText, Payload: AppendDeflatedFrame(nil, OpText, []byte("still fine"))[2:]}, 100); err != nil || string(got) != "still fine" {
 		t.Errorf("after errors: %q, %v", got, err)
 	}
 }
@@ -108,7 +111,7 @@ func TestReaderCompressed(t *testing.T) {
 		t.Fatalf("compressed frame: %+v %d %v", f, n, err)
 	}
 	var inf Inflater
-	if got, err := inf.Inflate(nil, f.Payload, 1<<20); err != nil || !bytes.Equal(got, payload) {
+	if got, err := inf.Inflate(nil, f, 1<<20); err != nil || !bytes.Equal(got, payload) {
 		t.Errorf("inflated %d bytes, %v", len(got), err)
 	}
 	// Fragmented: RSV1 on the first frame only.

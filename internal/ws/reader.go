@@ -103,7 +103,7 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 		// Check the text that has come so far: a message that became
 		// invalid is refused now, not when its frame is whole.
 		if text && len(data) > hn+int(r.seen) {
-			if err := r.check(data[hn:], h, int(r.seen)); err != nil {
+			if err := r.check(data[hn:], h, int(r.seen), text); err != nil {
 				return Frame{}, 0, 0, err
 			}
 			r.seen = uint32(len(data) - hn)
@@ -124,7 +124,7 @@ func (r *Reader) Next(data []byte, side Side, limit int64) (f Frame, n, need int
 		return Frame{OpCode: h.OpCode, Payload: payload}, total, 0, nil
 	}
 	if seen < len(payload) {
-		if err := r.check(payload, h, seen); err != nil {
+		if err := r.check(payload, h, seen, text); err != nil {
 			return Frame{}, 0, 0, err
 		}
 	}
@@ -183,12 +183,11 @@ func (r *Reader) nextCompressed(data []byte, h Header, hn int, first bool) (Fram
 // check unmasks payload[from:] in place and, for text, feeds it to the
 // UTF-8 check; a frame's first bytes start a new check when they start a
 // new message.
-func (r *Reader) check(payload []byte, h Header, from int) error {
+func (r *Reader) check(payload []byte, h Header, from int, text bool) error {
 	b := payload[from:]
 	if h.Masked {
 		Mask(b, h.Mask, from)
 	}
-	text := h.OpCode == OpText || h.OpCode == OpContinuation && r.op == OpText
 	if !text {
 		return nil
 	}
