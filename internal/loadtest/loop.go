@@ -226,12 +226,15 @@ func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop,
 	}
 	l := &loop{
 		id: id, cfg: cfg, tgt: tgt, srcs: cfg.SourceIPs, clock: clk, rec: rec, poller: p, tfd: tfd,
-		scratch:    make([]byte, scratchSize),
-		extensions: map[bool]string{true: ws.DeflateOffer}[cfg.Compression],
-		rng:        uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
-		done:       make(chan struct{}),
-		lat:        newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
+		scratch: make([]byte, scratchSize),
+		rng:     uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
+		done:    make(chan struct{}),
+		lat:     newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
 	}
+	if cfg.Compression {
+		l.extensions = ws.DeflateExtension
+	}
+
 	l.rows = rec.Buffer()
 	return l, nil
 }

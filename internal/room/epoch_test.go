@@ -44,7 +44,8 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 			t.Errorf("%s: poll ×%d gap %v reset %v epoch %q", tt.name, len(p.Messages), p.Gap, p.Reset, p.Epoch)
 		}
 	}
-	// A room made anew after it was freed is another stream.
+	// Another hub's room of the same name (a restart, another node without
+	// a shared broker) is another stream.
 	h2 := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
 	if _, again := h2.Join([]byte("r"), 0, Resume{}, nil); again.Epoch == res.Epoch {
 		t.Error("two streams with one epoch")

@@ -228,13 +228,6 @@ func (r *Room) replayLocked(rs Resume, dst []Message) (msgs []Message, gap, rese
 	return r.hist.appendSince(dst, rs.Since), gap, false
 }
 
-// Epoch returns the name of the room's stream ("" until it is loaded).
-func (r *Room) Epoch() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.epoch
-}
-
 // Leave removes a member on loop and returns the room's latest seq: the
 // loop delivers it nothing newer.
 func (r *Room) Leave(loop int) uint64 {

@@ -224,7 +224,7 @@ func (s *Server) hijack(w http.ResponseWriter, key string, deflate bool) (fd int
 	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
 		ws.AcceptKey(key) + "\r\n"
 	if deflate {
-		resp += "Sec-WebSocket-Extensions: " + ws.DeflateResponse + "\r\n"
+		resp += "Sec-WebSocket-Extensions: " + ws.DeflateExtension + "\r\n"
 	}
 	resp += "\r\n"
 	if _, err := netConn.Write([]byte(resp)); err != nil {

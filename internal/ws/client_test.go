@@ -14,7 +14,7 @@ func TestClientHandshakeRequestParses(t *testing.T) {
 	if !ValidClientKey(key) {
 		t.Fatalf("NewClientKey() = %q, not a valid key", key)
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key, DeflateOffer))))
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key, DeflateExtension))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestClientHandshakeRequestParses(t *testing.T) {
 		t.Errorf("request line: %s %s host %s", req.Method, req.URL.RequestURI(), req.Host)
 	}
 	for name, want := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13",
-		"Sec-WebSocket-Extensions": DeflateOffer} {
+		"Sec-WebSocket-Extensions": DeflateExtension} {
 		if got := req.Header.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}

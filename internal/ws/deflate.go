@@ -16,12 +16,9 @@ import (
 // compressed once and shared by every member, and a connection keeps no
 // compression state (no 32 KiB window per connection).
 
-// DeflateResponse is the Sec-WebSocket-Extensions value a server answers an
-// accepted offer with.
-const DeflateResponse = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
-
-// DeflateOffer is the Sec-WebSocket-Extensions value a client offers.
-const DeflateOffer = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+// DeflateExtension is the Sec-WebSocket-Extensions value a client of this
+// package offers, and the one a server answers an accepted offer with.
+const DeflateExtension = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
 
 // rsv1 is the RSV1 bit as Header.Rsv holds it: set on the first frame of a
 // compressed message.
@@ -86,7 +83,7 @@ func windowBits(v string) bool {
 }
 
 // ClientAcceptedDeflate reports whether a server's Sec-WebSocket-Extensions
-// answer to DeflateOffer enables permessage-deflate. It fails for an answer
+// answer to DeflateExtension enables permessage-deflate. It fails for an answer
 // the offer does not allow.
 func ClientAcceptedDeflate(value string) (bool, error) {
 	value = strings.TrimSpace(value)

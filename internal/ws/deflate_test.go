@@ -36,7 +36,7 @@ func TestAcceptDeflate(t *testing.T) {
 		on, bad bool
 	}{
 		{"", false, false},
-		{DeflateResponse, true, false},
+		{DeflateExtension, true, false},
 		{"permessage-deflate; server_max_window_bits=12", true, false},
 		{"permessage-deflate; bogus", false, true},
 		{"x-other", false, true},
