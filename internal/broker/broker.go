@@ -79,6 +79,10 @@ type Publication struct {
 	// From is the event loop publishing on its own goroutine, or -1: a
 	// local delivery to that loop need not wake it.
 	From int
+	// Target is the handler's own handle of the room, handed back to
+	// PublishLocal so that the message on its way from the publishing loop
+	// needs no lookup by name; nil: look the room up by name.
+	Target any
 }
 
 // NewEpoch returns a new stream epoch: 12 random base-32 characters.

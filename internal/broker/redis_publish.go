@@ -18,7 +18,8 @@ func (b *Redis) Publish(p Publication) {
 		return
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
-	p.From = -1 // delivered from the broker's goroutine
+	p.From = -1    // delivered from the broker's goroutine
+	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
 	b.pubMu.Lock()
 	b.pending = append(b.pending, p)
 	b.pubMu.Unlock()

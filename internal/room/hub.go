@@ -256,7 +256,11 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 // cluster node while its broker is unreachable, so that its own members
 // keep talking.
 func (h *Hub) PublishLocal(p broker.Publication) {
-	if r := h.lookup([]byte(p.Room)); r != nil {
+	r, _ := p.Target.(*Room)
+	if r == nil {
+		r = h.lookup([]byte(p.Room))
+	}
+	if r != nil {
 		r.publishLocal(p)
 	}
 }

@@ -65,7 +65,7 @@ func (r *Room) Name() string { return r.name }
 // events, so it is not woken, which saves it an eventfd write and an extra
 // epoll_wait per message.
 func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) {
-	r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from})
+	r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r})
 }
 
 // publishLocal gives a message the room's next seq and delivers it on this
