@@ -218,6 +218,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
+	if r.Ignored > 0 {
+		fmt.Fprintf(w, "\n%d rows ignored: not chat events (message_id 0 without a sender)\n", r.Ignored)
+	}
 	for _, t := range r.Truncated {
 		fmt.Fprintf(w, "note: %s ends with a partial line (cut short?), skipped\n", t)
 	}

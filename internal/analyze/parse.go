@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math/bits"
 
 	"github.com/scalechat/scalechat/internal/results"
 )
@@ -198,7 +200,11 @@ func parseEvent(b []byte, r *Row) ([]byte, error) {
 }
 
 // ParseOldRow parses one line of the older headerless five-column format
-// message_id,sender_id,client_id,event,unix_us.
+// message_id,sender_id,client_id,event,unix_us. The ids of senders and
+// clients are any non-empty text without a comma (the original client wrote
+// UUIDs): see oldID. A row with message_id 0 and no sender is not a chat
+// event (a client that knows only chat frames recording a control frame)
+// and gets ErrIgnored.
 func ParseOldRow(line []byte, r *Row) error {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
@@ -215,18 +221,16 @@ func ParseOldRow(line []byte, r *Row) error {
 		}
 		return errMessageID
 	}
-	r.Sender, rest, n, ok = parseUint(rest)
-	if !ok || rest == nil || n == 0 {
-		if ok && rest == nil {
-			return errFields
-		}
-		return errSenderID
+	r.Sender, rest, n = oldID(rest)
+	if rest == nil {
+		return errFields
 	}
-	r.Client, rest, n, ok = parseUint(rest)
-	if !ok || rest == nil || n == 0 {
-		if ok && rest == nil {
-			return errFields
-		}
+	noSender := n == 0
+	r.Client, rest, n = oldID(rest)
+	if rest == nil {
+		return errFields
+	}
+	if n == 0 {
 		return errClientID
 	}
 	rest, err := parseEvent(rest, r)
@@ -245,7 +249,51 @@ func ParseOldRow(line []byte, r *Row) error {
 		return errFields
 	}
 	r.UnixUS = int64(ts)
+	if noSender {
+		if r.Message == 0 {
+			return ErrIgnored
+		}
+		return errSenderID
+	}
 	return nil
+}
+
+// ErrIgnored marks a row that is well formed but not a chat event.
+var ErrIgnored = errors.New("not a chat event")
+
+// oldID reads an id field of the older format up to its comma: the value of
+// a decimal number, else a 64-bit hash of the text (a UUID, a name). It
+// returns the rest after the comma (nil when there is none) and the field's
+// length. Two different texts share a hash with a probability of about
+// n²/2⁶⁵ for n ids: 3·10⁻⁸ for a million clients.
+func oldID(b []byte) (v uint64, rest []byte, n int) {
+	i := bytes.IndexByte(b, ',')
+	if i < 0 {
+		return 0, nil, 0
+	}
+	f := b[:i]
+	if v, r, k, ok := parseUint(b); ok && k == i && r != nil {
+		return v, r, i
+	}
+	return hashID(f), b[i+1:], i
+}
+
+// hashID hashes an id's text eight bytes at a time (multiply and fold, as in
+// wyhash): ids are short and this runs once per row.
+func hashID(b []byte) uint64 {
+	const m1, m2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
+	h := uint64(len(b)) ^ m1
+	for len(b) >= 8 {
+		hi, lo := bits.Mul64(h^binary.LittleEndian.Uint64(b), m2)
+		h = hi ^ lo
+		b = b[8:]
+	}
+	var t uint64
+	for i, c := range b {
+		t |= uint64(c) << (8 * i)
+	}
+	hi, lo := bits.Mul64(h^t^m1, m2)
+	return hi ^ lo ^ 1<<63 // the top bit keeps hashed ids away from small numeric ones
 }
 
 // validRoom checks [A-Za-z0-9._-]{1,64}.

@@ -82,6 +82,16 @@ func TestParseOldRow(t *testing.T) {
 		{line: ",0,5,Sent,1", err: errMessageID},
 		{line: "1,0,5,Sent,", err: errUnixUS},
 		{line: "1,0,5,Sent,1x", err: errUnixUS},
+		// The original client's ids: UUID strings, or any text.
+		{line: "1,022ab76b-34ce-41ed-8acd-4dcb4807c3c1,3bb67e68-e26f-49c8-93fd-5df1afd7eda9,Received,1795238808000695",
+			want: Row{Kind: results.Received, Message: 1, Sender: hashID([]byte("022ab76b-34ce-41ed-8acd-4dcb4807c3c1")),
+				Client: hashID([]byte("3bb67e68-e26f-49c8-93fd-5df1afd7eda9")), UnixUS: 1795238808000695}},
+		{line: "2,alice,bob,Sent,5", want: Row{Kind: results.Sent, Message: 2, Sender: hashID([]byte("alice")), Client: hashID([]byte("bob")), UnixUS: 5}},
+		{line: "0,,3bb67e68-e26f-49c8-93fd-5df1afd7eda9,Received,1795238808000695", err: ErrIgnored},
+		{line: "4,,bob,Received,5", err: errSenderID},
+		{line: "4,alice,,Received,5", err: errClientID},
+		{line: "4,alice", err: errFields},
+		{line: "x1,alice,bob,Sent,5", err: errMessageID},
 	}
 	for _, tt := range tests {
 		var r Row
@@ -118,5 +128,12 @@ func TestParseRowReadsResultsRows(t *testing.T) {
 			r.Sender != e.SenderID || r.Client != e.ClientID || r.UnixUS != e.UnixUS || r.HasLag != (e.LagUS >= 0) {
 			t.Errorf("%q parsed as %+v", line, r)
 		}
+	}
+}
+
+func TestHashID(t *testing.T) {
+	a, b := hashID([]byte("022ab76b-34ce-41ed-8acd-4dcb4807c3c1")), hashID([]byte("022ab76b-34ce-41ed-8acd-4dcb4807c3c2"))
+	if a == b || a>>63 != 1 || hashID([]byte("alice")) == hashID([]byte("alicf")) || hashID(nil) == hashID([]byte{0}) {
+		t.Errorf("hashID mixes too little: %x %x", a, b)
 	}
 }

@@ -110,6 +110,7 @@ type result struct {
 	joins      []event
 	rows       int64
 	malformed  int64
+	ignored    int64
 	errs       []string
 }
 
@@ -157,6 +158,10 @@ func (w *parser) parse(c chunk, seq, wm int64) *result {
 		}
 		if err != nil {
 			if string(l) == results.EventsHeader { // files concatenated with their headers
+				continue
+			}
+			if err == ErrIgnored {
+				res.ignored++
 				continue
 			}
 			res.malformed++
@@ -275,7 +280,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			srCache: make(map[string]srRef), stCache: make(map[string]uint32), pool: evPool}
 	})
 	partitions, partitionIn, partitionWG := startPartitions(nw, opts, legacy, evPool)
-	rows, malformed, errs := inOrder(results, partitionIn, opts.MaxErrors)
+	n, errs := inOrder(results, partitionIn, opts.MaxErrors)
 	for _, ch := range partitionIn {
 		close(ch)
 	}
@@ -289,7 +294,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	res := assemble(nm, partitions, opts)
-	res.Rows, res.Malformed, res.Errors = rows, malformed, errs
+	res.Rows, res.Malformed, res.Ignored, res.Errors = n.rows, n.malformed, n.ignored, errs
 	for i, r := range readers {
 		res.Bytes += r.bytes
 		res.Inputs = append(res.Inputs, inputs[i].Path)
@@ -451,8 +456,8 @@ func startPartitions(n int, opts Options, l legacy, evPool *sync.Pool) ([]*parti
 }
 
 // inOrder hands the parsers' results to the partitions in input order, and
-// counts rows, malformed rows and the first maxErrors errors.
-func inOrder(results <-chan *result, partitionIn []chan partitionJob, maxErrors int) (rows, malformed int64, errs []string) {
+// counts rows and the first maxErrors errors.
+func inOrder(results <-chan *result, partitionIn []chan partitionJob, maxErrors int) (n rowCounts, errs []string) {
 	waiting := make(map[int64]*result)
 	next := int64(0)
 	for r := range results {
@@ -464,8 +469,9 @@ func inOrder(results <-chan *result, partitionIn []chan partitionJob, maxErrors 
 			}
 			delete(waiting, next)
 			next++
-			rows += r.rows
-			malformed += r.malformed
+			n.rows += r.rows
+			n.malformed += r.malformed
+			n.ignored += r.ignored
 			for _, e := range r.errs {
 				if len(errs) < maxErrors {
 					errs = append(errs, e)
@@ -476,5 +482,8 @@ func inOrder(results <-chan *result, partitionIn []chan partitionJob, maxErrors 
 			}
 		}
 	}
-	return rows, malformed, errs
+	return n, errs
 }
+
+// rowCounts counts the rows of all inputs: parsed, malformed and ignored.
+type rowCounts struct{ rows, malformed, ignored int64 }

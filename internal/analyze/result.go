@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -11,10 +13,12 @@ import (
 
 // Result is what an analysis found.
 type Result struct {
-	Inputs    []string      `json:"inputs"`
-	Bytes     int64         `json:"bytes"`
-	Rows      int64         `json:"rows"`
-	Malformed int64         `json:"malformed_rows"`
+	Inputs    []string `json:"inputs"`
+	Bytes     int64    `json:"bytes"`
+	Rows      int64    `json:"rows"`
+	Malformed int64    `json:"malformed_rows"`
+	// Ignored counts well-formed rows that are not chat events (docs/csv.md).
+	Ignored   int64         `json:"ignored_rows"`
 	Errors    []string      `json:"malformed_examples,omitempty"`
 	Truncated []string      `json:"truncated_files,omitempty"`
 	Elapsed   time.Duration `json:"-"`
@@ -332,4 +336,22 @@ func hottest(rooms []RoomStats, n int) ([]RoomStats, float64) {
 		return nil, skew // older format: no room names
 	}
 	return slices.Clone(rooms[:min(n, len(rooms))]), skew
+}
+
+// Check reports, in one sentence, an analysis that cannot be trusted: no row
+// parsed, or more malformed rows than the fraction maxMalformed of all rows.
+func (r *Result) Check(maxMalformed float64) error {
+	total := r.Rows + r.Malformed + r.Ignored
+	if r.Rows == 0 {
+		if total == 0 {
+			return errors.New("the input holds no rows")
+		}
+		return fmt.Errorf("none of the %d rows is a chat event in a known format (%d malformed, %d ignored; see docs/csv.md)",
+			total, r.Malformed, r.Ignored)
+	}
+	if float64(r.Malformed) > maxMalformed*float64(total) {
+		return fmt.Errorf("%d of %d rows are malformed (%.2f %%), more than --max-malformed %.2f %%",
+			r.Malformed, total, 100*float64(r.Malformed)/float64(total), 100*maxMalformed)
+	}
+	return nil
 }

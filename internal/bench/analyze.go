@@ -31,8 +31,11 @@ var pandasBaseline []byte
 // AnalyzeOptions configures the analyze benchmark: `scalechat analyze`
 // against the pandas baseline, side by side on one generated CSV file.
 type AnalyzeOptions struct {
-	Size       int64  // bytes of the generated CSV
-	File       string // the CSV to use, created when missing or smaller than 90 % of Size
+	Size int64  // bytes of the generated CSV
+	File string // the CSV (the steps file for "legacy") to use, created when missing or smaller than 90 % of Size
+	// Format is "scalechat" (docs/csv.md) or "legacy": the older headerless
+	// format with UUID ids, one file per step, read with --steps.
+	Format     string
 	Runs       int    // runs of scalechat analyze; the median is reported
 	PandasRuns int    // runs of the pandas baseline; 0 skips it
 	Python     string // interpreter with pandas
@@ -43,7 +46,7 @@ type AnalyzeOptions struct {
 // DefaultAnalyzeOptions returns the options of the documented run: 1 GB,
 // 3 runs of analyze, 1 of pandas.
 func DefaultAnalyzeOptions() AnalyzeOptions {
-	return AnalyzeOptions{Size: 1e9, Runs: 3, PandasRuns: 1, Python: "python3"}
+	return AnalyzeOptions{Size: 1e9, Runs: 3, PandasRuns: 1, Python: "python3", Format: "scalechat"}
 }
 
 // RunAnalyze times `scalechat analyze` (a child process, so its CPU time is
@@ -61,32 +64,34 @@ func RunAnalyze(ctx context.Context, opt AnalyzeOptions) error {
 		opt.Executable = exe
 	}
 	w := opt.Stdout
-	if opt.File == "" {
-		opt.File = filepath.Join(os.TempDir(), fmt.Sprintf("scalechat-bench-analyze-%s.csv", SizeString(opt.Size)))
-	}
-	if err := ensureEventsFile(w, opt.File, opt.Size); err != nil {
-		return err
-	}
-	st, err := os.Stat(opt.File)
+	files, input, err := ensureAnalyzeInput(w, &opt)
 	if err != nil {
 		return err
 	}
-	mb := float64(st.Size()) / 1e6
+	var total int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		total += st.Size()
+	}
+	mb := float64(total) / 1e6
 	tmp, err := os.MkdirTemp("", "scalechat-bench-analyze-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	fmt.Fprintf(w, "file %s: %.0f MB; %d CPUs, GOMAXPROCS %d, %s; load average %s\n",
-		opt.File, mb, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), procstat.LoadAvg())
+	fmt.Fprintf(w, "%s format, %s: %.0f MB; %d CPUs, GOMAXPROCS %d, %s; load average %s\n",
+		opt.Format, opt.File, mb, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), procstat.LoadAvg())
 	// Warm the page cache so that both tools read from memory.
-	if err := exec.CommandContext(ctx, "cat", opt.File).Run(); err != nil {
+	if err := exec.CommandContext(ctx, "cat", files...).Run(); err != nil {
 		return fmt.Errorf("read %s: %w", opt.File, err)
 	}
 
 	out := filepath.Join(tmp, "out")
 	goWall, goCPU, err := timeRuns(ctx, w, "scalechat analyze", opt.Runs, mb, func() *exec.Cmd {
-		return exec.CommandContext(ctx, opt.Executable, "analyze", "--out", out, opt.File)
+		return exec.CommandContext(ctx, opt.Executable, append([]string{"analyze", "--out", out}, input...)...)
 	})
 	if err != nil {
 		return err
@@ -103,7 +108,7 @@ func RunAnalyze(ctx context.Context, opt AnalyzeOptions) error {
 	var pyOut bytes.Buffer
 	pyWall, pyCPU, err := timeRuns(ctx, w, "pandas", opt.PandasRuns, mb, func() *exec.Cmd {
 		pyOut.Reset()
-		cmd := exec.CommandContext(ctx, opt.Python, script, opt.File)
+		cmd := exec.CommandContext(ctx, opt.Python, append([]string{script}, input...)...)
 		cmd.Stdout = &pyOut
 		return cmd
 	})
@@ -114,6 +119,60 @@ func RunAnalyze(ctx context.Context, opt AnalyzeOptions) error {
 	fmt.Fprintf(w, "ratio: scalechat analyze is %.1f× faster than pandas (wall, medians); %.1f× less CPU\n",
 		median(pyWall)/median(goWall), median(pyCPU)/median(goCPU))
 	return crossCheck(w, filepath.Join(out, analyze.SummaryJSON), pyOut.Bytes())
+}
+
+// ensureAnalyzeInput makes the benchmark's input unless it is there: it
+// returns the files to read and the arguments that name them to analyze
+// and to the pandas script.
+func ensureAnalyzeInput(w io.Writer, opt *AnalyzeOptions) (files, args []string, err error) {
+	switch opt.Format {
+	case "scalechat":
+		if opt.File == "" {
+			opt.File = filepath.Join(os.TempDir(), fmt.Sprintf("scalechat-bench-analyze-%s.csv", SizeString(opt.Size)))
+		}
+		return []string{opt.File}, []string{opt.File}, ensureEventsFile(w, opt.File, opt.Size)
+	case "legacy":
+		if opt.File == "" {
+			opt.File = filepath.Join(os.TempDir(), fmt.Sprintf("scalechat-bench-analyze-legacy-%s", SizeString(opt.Size)), "steps.txt")
+		}
+		files, err := legacyFiles(opt.File)
+		if err != nil || sizeOf(files) < opt.Size*9/10 {
+			fmt.Fprintf(w, "generating %s (%s, older format with UUID ids)…\n", filepath.Dir(opt.File), SizeString(opt.Size))
+			t := time.Now()
+			if _, err := generateLegacy(filepath.Dir(opt.File), opt.Size, 1); err != nil {
+				return nil, nil, fmt.Errorf("generate %s: %w", opt.File, err)
+			}
+			fmt.Fprintf(w, "generated in %s\n", time.Since(t).Round(time.Millisecond))
+			if files, err = legacyFiles(opt.File); err != nil {
+				return nil, nil, err
+			}
+		}
+		return files, []string{"--steps", opt.File}, nil
+	}
+	return nil, nil, fmt.Errorf("--format %q is not scalechat or legacy", opt.Format)
+}
+
+// legacyFiles lists the files a steps file names.
+func legacyFiles(steps string) ([]string, error) {
+	in, err := analyze.ReadSteps(steps)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]string, len(in))
+	for i, x := range in {
+		files[i] = x.Path
+	}
+	return files, nil
+}
+
+func sizeOf(files []string) int64 {
+	var n int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }
 
 // ensureEventsFile generates path unless it holds at least 90 % of size.

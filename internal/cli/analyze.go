@@ -20,6 +20,8 @@ type analyzeFlags struct {
 	interval time.Duration
 	workers  int
 	top      int
+	// maxMalformed is the fraction of malformed rows tolerated.
+	maxMalformed float64
 }
 
 func newAnalyzeCmd() *cobra.Command {
@@ -46,17 +48,24 @@ mean, standard deviation and max are exact.
 The run's <out>.meta.json is read when it lies beside the files (or names them in "parts"):
 steps whose load generator was saturated get a warning.
 
+Ids in the older format are any text without a comma (the original client wrote UUIDs).
+Rows that are not chat events (message_id 0 without a sender: a control frame recorded by a
+client that knows only chat frames) are counted as ignored.
+
 Malformed rows are counted and the first ones reported as file:line: reason; a partial last
-line is skipped. The exit status is non-zero only when an input cannot be read.`,
+line is skipped. The exit status is non-zero when an input cannot be read, when no row is a
+chat event, or when malformed rows are more than --max-malformed percent of all rows.`,
 		Example: `  scalechat analyze run.csv
   scalechat analyze --out results/ run-w0.csv.gz run-w1.csv.gz
   scalechat analyze --steps steps.txt --out results/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := runAnalyze(cmd, f, args)
-			if err != nil {
-				return err
+			if res != nil {
+				if err := res.WriteTable(cmd.OutOrStdout()); err != nil {
+					return err
+				}
 			}
-			return res.WriteTable(cmd.OutOrStdout())
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -67,6 +76,7 @@ line is skipped. The exit status is non-zero only when an input cannot be read.`
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series bucket")
 	fl.IntVar(&f.workers, "workers", 0, "parser goroutines and join shards (default: GOMAXPROCS)")
 	fl.IntVar(&f.top, "top-rooms", 10, "hottest rooms kept per step")
+	addMaxMalformed(cmd, &f)
 	return cmd
 }
 
@@ -89,11 +99,17 @@ func runAnalyze(cmd *cobra.Command, f analyzeFlags, args []string) (*analyze.Res
 	if f.interval <= 0 || f.window <= 0 {
 		return nil, fmt.Errorf("--interval and --window must be positive")
 	}
+	if f.maxMalformed < 0 || f.maxMalformed > 100 {
+		return nil, fmt.Errorf("--max-malformed is a percentage from 0 to 100")
+	}
 	res, err := analyze.Run(cmd.Context(), analyze.Options{
 		Inputs: inputs, Window: f.window, Interval: f.interval, Workers: f.workers, TopRooms: f.top,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	if res.Rows == 0 {
+		return nil, res.Check(f.maxMalformed / 100)
 	}
 	metaPath := f.meta
 	if metaPath == "" {
@@ -122,5 +138,10 @@ func runAnalyze(cmd *cobra.Command, f analyzeFlags, args []string) (*analyze.Res
 			return nil, fmt.Errorf("write results: %w", err)
 		}
 	}
-	return res, nil
+	// The files are written even then: they show what was wrong.
+	return res, res.Check(f.maxMalformed / 100)
+}
+
+func addMaxMalformed(cmd *cobra.Command, f *analyzeFlags) {
+	cmd.Flags().Float64Var(&f.maxMalformed, "max-malformed", 1, "fail when more than this `PERCENT` of the rows are malformed")
 }

@@ -65,6 +65,17 @@ func TestAnalyzeErrors(t *testing.T) {
 	dir := t.TempDir()
 	headerless := filepath.Join(dir, "old.csv")
 	os.WriteFile(headerless, []byte("1,0,0,Sent,1\n"), 0o644)
+	// The original client, connected to a server that sends control frames,
+	// logs them as chat messages: message_id 0, no sender.
+	onlyIgnored := filepath.Join(dir, "ignored.csv")
+	os.WriteFile(onlyIgnored, []byte("0,,3bb67e68-e26f-49c8-93fd-5df1afd7eda9,Received,1795238808000695\n"), 0o644)
+	garbage := filepath.Join(dir, "garbage.csv")
+	os.WriteFile(garbage, []byte("1,a,b,Sent,1795238808000000\n1,a,b,Received,1795238808000100\nnot,a,row\n"), 0o644)
+	steps := func(name, file string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte("1,1,"+file+"\n"), 0o644)
+		return p
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -73,10 +84,24 @@ func TestAnalyzeErrors(t *testing.T) {
 		{[]string{"analyze", headerless}, "needs --steps"},
 		{[]string{"analyze"}, "no input"},
 		{[]string{"report", headerless}, "--out DIR is required"},
+		{[]string{"analyze", "--steps", steps("s1.txt", onlyIgnored)}, "none of the 1 rows is a chat event"},
+		{[]string{"analyze", "--steps", steps("s2.txt", garbage)}, "1 of 3 rows are malformed (33.33 %), more than --max-malformed 1.00 %"},
 	} {
 		code, _, stderr := runCLI(tt.args...)
 		if code == 0 || !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%v: code %d stderr %q, want one line with %q", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+func TestAnalyzeMaxMalformed(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.csv")
+	os.WriteFile(garbage, []byte("1,a,b,Sent,1795238808000000\n1,a,b,Received,1795238808000100\nnot,a,row\n"), 0o644)
+	st := filepath.Join(dir, "steps.txt")
+	os.WriteFile(st, []byte("1,1,garbage.csv\n"), 0o644)
+	code, stdout, stderr := runCLI("analyze", "--max-malformed", "50", "--steps", st)
+	if code != 0 || !strings.Contains(stdout, "1 malformed rows skipped") {
+		t.Errorf("code %d\n%s\n%s", code, stdout, stderr)
 	}
 }

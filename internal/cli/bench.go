@@ -64,10 +64,14 @@ loss), then times scalechat analyze (--runs times, as a child process) and a pla
 script doing the same join (--pandas-runs times) on it, side by side, and prints MB/s,
 CPU seconds and the ratio of the medians. It then checks that both found the same counts
 per step and percentiles within 1 %. The pandas script ships inside the binary; it needs
-python3 with pandas (pip install pandas).`,
+python3 with pandas (pip install pandas).
+
+--format legacy does the same on the older headerless format as the original load-test
+client wrote it (UUID sender and client ids, one file per step, read with --steps).`,
 		Example: `  scalechat bench analyze                          # 1 GB, 3 runs, 1 of pandas
   scalechat bench analyze --size 100MB --runs 5
-  scalechat bench analyze --pandas-runs 0           # scalechat analyze alone`,
+  scalechat bench analyze --pandas-runs 0           # scalechat analyze alone
+  scalechat bench analyze --format legacy           # UUID ids, one file per step`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			n, err := bench.ParseSize(size)
@@ -80,7 +84,8 @@ python3 with pandas (pip install pandas).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&size, "size", size, "size of the generated CSV (e.g. 100MB, 1GB)")
-	f.StringVar(&opt.File, "file", "", "CSV file to use or create (default: $TMPDIR/scalechat-bench-analyze-SIZE.csv)")
+	f.StringVar(&opt.File, "file", "", "CSV file to use or create (default: $TMPDIR/scalechat-bench-analyze-SIZE.csv; with --format legacy the steps file $TMPDIR/scalechat-bench-analyze-legacy-SIZE/steps.txt)")
+	f.StringVar(&opt.Format, "format", opt.Format, "CSV format: scalechat, or legacy (headerless, UUID ids, one file per step)")
 	f.IntVar(&opt.Runs, "runs", opt.Runs, "runs of scalechat analyze (the median is reported)")
 	f.IntVar(&opt.PandasRuns, "pandas-runs", opt.PandasRuns, "runs of the pandas baseline (0: skip it)")
 	f.StringVar(&opt.Python, "python", opt.Python, "Python interpreter with pandas installed")

@@ -89,6 +89,7 @@ latency against the number of clients.`,
 	fl.StringVar(&af.meta, "meta", "", "the run's meta.json `FILE` for CSV input (default: found beside the inputs)")
 	fl.DurationVar(&af.window, "window", 2*time.Minute, "CSV input: how long a message waits for missing deliveries")
 	fl.DurationVar(&af.interval, "interval", time.Second, "CSV input: time-series bucket")
+	addMaxMalformed(cmd, &af)
 	return cmd
 }
 
