@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // The connection's life: dialing, the session that reads the server's frames,
@@ -24,7 +25,7 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 	r := c.room(room)
 	u, _ := RoomURL(c.cfg.URL, room, r.lastSeq, r.seen, r.epoch) // checked by Dial
 	c.mu.Unlock()
-	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: c.cfg.Header})
+	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: c.cfg.Header, Subprotocols: []string{protocol.Subprotocol}})
 	if err != nil {
 		if resp != nil {
 			return nil, &HandshakeError{URL: u, Status: resp.StatusCode, err: err}

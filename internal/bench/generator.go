@@ -22,6 +22,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/procstat"
+	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
@@ -157,14 +158,16 @@ func raiseNofile() {
 	}
 }
 
-// upgrade answers a client's upgrade request on c by hand.
+// upgradeByHand answers a client's upgrade request on c by hand, taking
+// the subprotocol the generator offers.
 func upgradeByHand(c net.Conn, br *bufio.Reader) (room string, err error) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return "", err
 	}
 	key := req.Header.Get("Sec-WebSocket-Key")
-	_, err = fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", ws.AcceptKey(key))
+	_, err = fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+		ws.AcceptKey(key), protocol.Subprotocol)
 	return strings.TrimPrefix(req.URL.Path, "/ws/"), err
 }
 

@@ -18,8 +18,12 @@ import (
 
 // Protocols a run can speak.
 const (
-	ProtocolChat = "chat" // scalechat's protocol: rooms, joined frames, broadcast
-	ProtocolEcho = "echo" // any WebSocket echo server: each client gets its own messages back
+	ProtocolScalechat  = "scalechat"  // docs/protocol.md with its control frames: rooms, joined frames, broadcast
+	ProtocolLegacy     = "legacy"     // the original five-field JSON: room from the URL, chat frames only
+	ProtocolCentrifugo = "centrifugo" // the Centrifugo client protocol over JSON: connect, subscribe, publish
+	ProtocolEcho       = "echo"       // any WebSocket echo server: each client gets its own messages back
+	// ProtocolChat is the former name of ProtocolScalechat, still accepted.
+	ProtocolChat = "chat"
 )
 
 // Transports a chat run's clients can use.
@@ -116,6 +120,8 @@ type Config struct {
 	Shards         int           `json:"shards"`
 	Loops          int           `json:"loops"`
 	MaxLoss        float64       `json:"max_loss"`
+	MaxUnexpected  int64         `json:"max_unexpected"`
+	Namespace      string        `json:"namespace,omitempty"` // centrifugo: channels are NAMESPACE:ROOM
 	ConnectTimeout Duration      `json:"connect_timeout"`
 	Out            string        `json:"out"`
 	Args           []string      `json:"args"`
@@ -138,11 +144,22 @@ var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
 
 // Validate checks the configuration and fills defaults for zero fields.
 func (c *Config) Validate() error {
-	if c.Protocol == "" {
-		c.Protocol = ProtocolChat
+	if c.Protocol == "" || c.Protocol == ProtocolChat {
+		c.Protocol = ProtocolScalechat
 	}
-	if c.Protocol != ProtocolChat && c.Protocol != ProtocolEcho {
-		return fmt.Errorf("protocol %q is not chat or echo", c.Protocol)
+	switch c.Protocol {
+	case ProtocolScalechat, ProtocolEcho, ProtocolCentrifugo:
+	case ProtocolLegacy:
+		for _, s := range c.Steps {
+			if s.RoomsPerClient > 1 {
+				return errors.New("--protocol legacy puts a client in the room of its URL only: --rooms-per-client must be 1")
+			}
+		}
+	default:
+		return fmt.Errorf("protocol %q is not scalechat, legacy, centrifugo or echo", c.Protocol)
+	}
+	if c.MaxUnexpected < 0 {
+		return errors.New("--max-unexpected must not be negative")
 	}
 	if c.Transport == "" {
 		c.Transport = TransportWS
@@ -153,8 +170,8 @@ func (c *Config) Validate() error {
 			return err
 		}
 	case TransportPoll:
-		if c.Protocol != ProtocolChat {
-			return errors.New("--transport poll speaks scalechat's chat protocol only (not echo)")
+		if c.Protocol != ProtocolScalechat {
+			return errors.New("--transport poll speaks scalechat's protocol only")
 		}
 		if c.Compression {
 			return errors.New("--compression is a WebSocket extension: it needs --transport ws")

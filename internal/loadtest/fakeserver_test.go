@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // fakeServer is a small goroutine-per-connection chat server speaking
@@ -67,7 +68,8 @@ func startFakeServer(t testing.TB, configure func(*fakeServer)) *fakeServer {
 }
 
 func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
-	c, _, _, err := ws.UpgradeHTTP(r, w)
+	u := ws.HTTPUpgrader{Protocol: func(p string) bool { return p == protocol.Subprotocol }}
+	c, _, _, err := u.Upgrade(r, w)
 	if err != nil {
 		return
 	}

@@ -128,6 +128,7 @@ type stepCounts struct {
 	Replayed      int64 `json:"replayed"`
 	OutOfOrder    int64 `json:"out_of_order"`
 	Invalid       int64 `json:"invalid"`
+	Unexpected    int64 `json:"unexpected"` // chat messages from senders or rooms this run did not create
 	// The HTTP transport only.
 	SendErrors  int64 `json:"send_errors,omitempty"`  // POSTs refused, failed or timed out
 	PollErrors  int64 `json:"poll_errors,omitempty"`  // polls refused, failed or timed out
@@ -147,6 +148,7 @@ func (a *stepCounts) add(b stepCounts) {
 	a.Replayed += b.Replayed
 	a.OutOfOrder += b.OutOfOrder
 	a.Invalid += b.Invalid
+	a.Unexpected += b.Unexpected
 	a.SendErrors += b.SendErrors
 	a.PollErrors += b.PollErrors
 	a.HistoryGaps += b.HistoryGaps
@@ -185,10 +187,11 @@ type loop struct {
 	bufs      [][]byte
 	rng       uint64
 
+	wire       wire        // the protocol the clients speak
+	inb        []inbound   // what the frame being handled holds, reused
 	extensions string      // offered in the upgrade request: permessage-deflate with --compression
 	inflater   ws.Inflater // compressed messages: no context carries over, one serves every client
 	inflated   []byte
-	ff         frameFields
 	nextTick   int64
 
 	cmdMu sync.Mutex
@@ -206,7 +209,7 @@ type loop struct {
 	pubLat, pubLag   *hdrhistogram.Histogram // since the collector last looked
 
 	// Progress counters, stored by the loop once per tick.
-	aConnected, aConnErr, aDisc, aSent, aRecv, aExpected atomic.Int64
+	aConnected, aConnErr, aDisc, aSent, aRecv, aExpected, aUnexpected atomic.Int64
 }
 
 func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop, error) {
@@ -226,10 +229,10 @@ func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop,
 	}
 	l := &loop{
 		id: id, cfg: cfg, tgt: tgt, srcs: cfg.SourceIPs, clock: clk, rec: rec, poller: p, tfd: tfd,
-		scratch: make([]byte, scratchSize),
-		rng:     uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
-		done:    make(chan struct{}),
-		lat:     newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
+		scratch: make([]byte, scratchSize), wire: newWire(cfg),
+		rng:  uint64(time.Now().UnixNano()) | 1 + uint64(id)<<1,
+		done: make(chan struct{}),
+		lat:  newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
 	}
 	if cfg.Compression {
 		l.extensions = ws.DeflateExtension
@@ -390,6 +393,7 @@ func (l *loop) publish() {
 		l.aExpected.Store(st.counts.Expected)
 		l.aConnErr.Store(st.counts.ConnectErrors)
 		l.aDisc.Store(st.counts.Disconnects)
+		l.aUnexpected.Store(st.counts.Unexpected)
 	}
 }
 
@@ -452,6 +456,7 @@ func (l *loop) abortConnects() {
 	for _, c := range st.clients {
 		if c.state == csIdle || (c.state >= csConnecting && c.state <= csJoining) {
 			if c.fd >= 0 {
+				l.goodbye(c)
 				l.closeFD(c)
 			}
 			if c.state != csIdle {
@@ -514,6 +519,7 @@ func (l *loop) closeAll(deadline int64) {
 				st.open++
 			}
 		case csConnecting, csHandshake, csJoining:
+			l.goodbye(c)
 			l.closeFD(c)
 		}
 	}

@@ -96,12 +96,8 @@ func (l *loop) onConnected(c *client) {
 	}
 	c.state = csHandshake
 	c.key = ws.NewClientKey()
-	path := l.tgt.path
-	if l.st.plan.echo {
-		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, path, c.key, l.extensions)
-	} else {
-		l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, l.tgt.roomPath(l.st.plan.roomName(int(c.rooms[0].room))), c.key, l.extensions)
-	}
+	path := l.wire.path(l.tgt, l.st.plan, int(c.rooms[0].room))
+	l.wbuf = ws.AppendClientHandshake(l.wbuf[:0], l.tgt.host, path, c.key, ws.Negotiated{Protocol: l.wire.offer(), Extensions: l.extensions})
 	if err := l.poller.Mod(int(c.fd), netpoll.Readable); err != nil {
 		l.fail(c, err.Error())
 		return
@@ -113,6 +109,7 @@ func (l *loop) onConnected(c *client) {
 func (l *loop) fail(c *client, reason string) {
 	st := l.st
 	if c.fd >= 0 {
+		l.goodbye(c)
 		l.closeFD(c)
 	}
 	if c.state == csReady || c.state == csClosing || c.state == csClosed || c.state == csFailed {
@@ -186,4 +183,15 @@ func (l *loop) closeFD(c *client) {
 		c.state = csClosed
 		l.aConnected.Add(-1)
 	}
+}
+
+// goodbye sends an upgraded client's close frame (1000) before its socket
+// is closed without waiting for the answer, so that the server sees a
+// clean close rather than 1006.
+func (l *loop) goodbye(c *client) {
+	if c.state != csJoining || c.fd < 0 {
+		return
+	}
+	var fr [16]byte
+	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, ws.CloseNormal, ""), l.maskKey()))
 }

@@ -139,7 +139,7 @@ func (l *loop) putBuf(b []byte) {
 // needs (0 if unknown), and false when the client was closed.
 func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive bool) {
 	if c.state == csHandshake {
-		n, ext, err := ws.ParseServerHandshake(buf, c.key)
+		n, got, err := ws.ParseServerHandshake(buf, c.key)
 		if err != nil {
 			l.fail(c, err.Error())
 			return 0, 0, false
@@ -147,9 +147,14 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		if n == 0 {
 			return 0, 0, true
 		}
-		deflate, err := ws.ClientAcceptedDeflate(ext)
-		if err == nil && deflate && l.extensions == "" {
+		c.state = csJoining // upgraded: from now on a failure sends a close frame
+		deflate, err := ws.ClientAcceptedDeflate(got.Extensions)
+		switch {
+		case err == nil && deflate && l.extensions == "":
 			err = errors.New("ws: the server answered with an extension that was not offered")
+		case err == nil && got.Protocol != l.wire.offer():
+			err = errors.New("the server did not take subprotocol " + strconv.Quote(l.wire.offer()) +
+				" (a server of the original five-field protocol? try --protocol legacy)")
 		}
 		if err != nil {
 			l.fail(c, err.Error())
@@ -158,10 +163,9 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		c.rd.SetDeflate(deflate)
 		c.key = ""
 		used = n
-		if l.st.plan.echo {
-			l.joinedRoom(c, &c.rooms[0], 0, now)
-		} else {
-			c.state = csJoining
+		l.upgraded(c, now)
+		if c.fd < 0 {
+			return used, 0, false
 		}
 	}
 	for used < len(buf) {
@@ -230,81 +234,123 @@ func (c *client) membership(room int) *membership {
 	return nil
 }
 
-func (l *loop) onMessage(c *client, p []byte, now int64) {
-	st := l.st
-	f := &l.ff
-	if !parseFields(p, f) {
-		st.counts.Invalid++
-		return
+// upgraded starts a client's way into its rooms, as its protocol says.
+func (l *loop) upgraded(c *client, now int64) {
+	switch l.wire.start() {
+	case startReady:
+		l.joinedRoom(c, &c.rooms[0], int(c.rooms[0].room), now)
+	case startHello:
+		l.pbuf = l.wire.appendHello(l.pbuf[:0])
+		l.write(c, ws.AppendMaskedFrame(l.wbuf[:0], ws.OpText, true, l.pbuf, l.maskKey()))
 	}
+}
+
+// sendJoins asks to join c.rooms[from:].
+func (l *loop) sendJoins(c *client, from int) {
+	l.wbuf = l.wbuf[:0]
+	for i := from; i < len(c.rooms); i++ {
+		l.pbuf = l.wire.appendJoin(l.pbuf[:0], l.st.plan, c.rooms[i].room, i+2)
+		l.wbuf = ws.AppendMaskedFrame(l.wbuf, ws.OpText, true, l.pbuf, l.maskKey())
+	}
+	if len(l.wbuf) > 0 {
+		l.write(c, l.wbuf)
+	}
+}
+
+func (l *loop) onMessage(c *client, p []byte, now int64) {
+	l.inb = l.wire.decode(p, l.inb[:0])
+	for i := range l.inb {
+		l.onInbound(c, &l.inb[i], p, now)
+		if c.fd < 0 {
+			return
+		}
+	}
+}
+
+func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
+	st := l.st
 	plan := st.plan
-	if plan.echo {
-		if !f.hasID || c.state != csReady && c.state != csClosing {
+	switch in.kind {
+	case inInvalid:
+		st.counts.Invalid++
+	case inPing:
+		l.write(c, ws.AppendMaskedFrame(l.wbuf[:0], ws.OpText, true, in.text, l.maskKey()))
+	case inHello:
+		if c.state == csJoining && c.nJoined == 0 {
+			l.sendJoins(c, 0)
+		}
+	case inJoined:
+		var m *membership
+		switch {
+		case in.room != nil:
+			m = c.membership(plan.roomIndex(in.room))
+		case in.reqID >= 2 && in.reqID-2 < uint64(len(c.rooms)):
+			m = &c.rooms[in.reqID-2]
+		}
+		if m == nil || m.joined {
 			st.counts.Invalid++
 			return
 		}
-		l.delivered(c, int(c.rooms[0].room), f, now)
-		return
-	}
-	if f.hasType {
-		switch string(f.typ) {
-		case "joined":
-			r := plan.roomIndex(f.room)
-			m := c.membership(r)
-			if m == nil || m.joined {
-				st.counts.Invalid++
-				return
-			}
-			m.joinedSeq, m.lastSeq = f.seq, f.seq
-			l.joinedRoom(c, m, r, now)
-		case "error":
-			if c.state == csJoining {
-				l.fail(c, "the server refused a join: "+string(p))
-				return
-			}
-			st.counts.ServerErrors++
-			if st.firstErr == "" {
-				st.firstErr = "server error frame: " + string(p)
-			}
+		m.joinedSeq, m.lastSeq = in.seq, in.seq
+		l.joinedRoom(c, m, int(m.room), now)
+	case inError:
+		if c.state == csJoining {
+			l.fail(c, "the server refused a join: "+string(p))
+			return
 		}
+		st.counts.ServerErrors++
+		if st.firstErr == "" {
+			st.firstErr = "server error: " + string(in.text)
+		}
+	case inMessage:
+		l.onDelivery(c, in, now)
+	}
+}
+
+// onDelivery checks that a chat message is one of this run's, sent to a
+// room c is in, and records it.
+func (l *loop) onDelivery(c *client, in *inbound, now int64) {
+	st := l.st
+	plan := st.plan
+	var m *membership
+	switch {
+	case plan.echo:
+		if c.state != csReady && c.state != csClosing {
+			st.counts.Invalid++
+			return
+		}
+		if in.sender == c.id {
+			m = &c.rooms[0]
+		}
+	case in.room == nil && len(c.rooms) == 1:
+		m = &c.rooms[0] // a server that does not name the room: the URL's
+	default:
+		m = c.membership(plan.roomIndex(in.room))
+	}
+	if !in.hasID || m == nil || !m.joined || !plan.inStep(in.sender) {
+		st.counts.Unexpected++
 		return
 	}
-	r := plan.roomIndex(f.room)
-	m := c.membership(r)
-	if m == nil || !m.joined {
-		st.counts.Invalid++
-		return
-	}
-	if f.hasSeq {
-		if f.seq <= m.joinedSeq {
+	if in.hasSeq {
+		if in.seq <= m.joinedSeq {
 			st.counts.Replayed++ // history from before we joined: not a delivery of this run
 			return
 		}
-		if f.seq <= m.lastSeq {
+		if in.seq <= m.lastSeq {
 			st.counts.OutOfOrder++
 		} else {
-			m.lastSeq = f.seq
+			m.lastSeq = in.seq
 		}
 	}
-	if !f.hasID {
-		st.counts.Invalid++
-		return
-	}
-	l.delivered(c, r, f, now)
-}
-
-func (l *loop) delivered(c *client, room int, f *frameFields, now int64) {
-	st := l.st
-	sender := f.messageID >> 32
 	st.counts.ReceivedAll++
-	if st.plan.inShard(sender) {
+	if plan.inShard(in.sender) {
 		st.counts.Received++
 	}
-	if f.hasDue {
-		record(l.lat, now-int64(f.dueUs))
+	if in.hasDue {
+		record(l.lat, now-in.due)
 	}
-	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(room), Kind: results.Received,
-		MessageID: f.messageID & 0xffffffff, SenderID: sender, ClientID: c.id, UnixUS: now, LagUS: -1})
+	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: plan.roomName(int(m.room)), Kind: results.Received,
+		MessageID: in.counter, SenderID: in.sender, ClientID: c.id, UnixUS: now, LagUS: -1})
 	l.rowDone()
 }
 
@@ -317,16 +363,9 @@ func (l *loop) joinedRoom(c *client, m *membership, r int, now int64) {
 	st.joined[r]++
 	l.rows = results.AppendEvent(l.rows, &results.Event{Step: st.name, Room: st.plan.roomName(r), Kind: results.Joined, ClientID: c.id, UnixUS: now, LagUS: -1})
 	l.rowDone()
-	if c.nJoined == 1 && len(c.rooms) > 1 {
-		l.wbuf = l.wbuf[:0]
-		for _, m := range c.rooms[1:] {
-			l.pbuf = append(l.pbuf[:0], `{"type":"join","room":"`...)
-			l.pbuf = append(l.pbuf, st.plan.roomPre...)
-			l.pbuf = strconv.AppendInt(l.pbuf, int64(m.room), 10)
-			l.pbuf = append(l.pbuf, `"}`...)
-			l.wbuf = ws.AppendMaskedFrame(l.wbuf, ws.OpText, true, l.pbuf, l.maskKey())
-		}
-		if !l.write(c, l.wbuf) {
+	if c.nJoined == 1 && len(c.rooms) > 1 && l.wire.start() == startURL {
+		l.sendJoins(c, 1)
+		if c.fd < 0 {
 			return
 		}
 	}

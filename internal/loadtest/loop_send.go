@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"math/bits"
-	"strconv"
 
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/ws"
@@ -42,23 +41,7 @@ func (l *loop) sendMessage(c *client, due int64) {
 		c.rr = 0
 	}
 	c.counter++
-	id := c.id<<32 | uint64(c.counter)
-	p := l.pbuf[:0]
-	if st.plan.echo {
-		p = append(p, '{')
-	} else {
-		p = append(p, `{"room":"`...)
-		p = append(p, st.plan.roomPre...)
-		p = strconv.AppendInt(p, int64(m.room), 10)
-		p = append(p, `",`...)
-	}
-	p = append(p, `"message_id":`...)
-	p = strconv.AppendUint(p, id, 10)
-	p = append(p, `,"due_us":`...)
-	p = strconv.AppendInt(p, due, 10)
-	p = append(p, `,"text":"`...)
-	p = append(p, st.text...)
-	p = append(p, `"}`...)
+	p := l.wire.appendMessage(l.pbuf[:0], st.plan, m.room, c.id, c.counter, due, st.text)
 	l.pbuf = p
 	l.wbuf = ws.AppendMaskedFrame(l.wbuf[:0], ws.OpText, true, p, l.maskKey())
 	now := l.clock.now()

@@ -1,6 +1,9 @@
 package loadtest
 
-import "bytes"
+import (
+	"bytes"
+	"time"
+)
 
 // frameFields holds the few top-level fields of a server frame the load
 // tester needs. String fields alias the frame's bytes (raw, not unescaped:
@@ -8,6 +11,8 @@ import "bytes"
 type frameFields struct {
 	typ       []byte
 	room      []byte
+	sender    []byte
+	sentAt    []byte // a string's bytes, or a number's
 	seq       uint64
 	messageID uint64
 	dueUs     uint64
@@ -60,6 +65,10 @@ func parseFields(b []byte, f *frameFields) bool {
 				f.typ, f.hasType = b[i+1:e], true
 			case "room":
 				f.room = b[i+1 : e]
+			case "sender":
+				f.sender = b[i+1 : e]
+			case "sent_at":
+				f.sentAt = b[i+1 : e]
 			}
 			i = e + 1
 		case '{', '[':
@@ -80,6 +89,8 @@ func parseFields(b []byte, f *frameFields) bool {
 				f.messageID, f.hasID = parseUint(v)
 			case "due_us":
 				f.dueUs, f.hasDue = parseUint(v)
+			case "sent_at":
+				f.sentAt = v
 			}
 		}
 		i = skipWS(b, i)
@@ -167,4 +178,89 @@ func parseUint(v []byte) (uint64, bool) {
 		n = n*10 + d
 	}
 	return n, true
+}
+
+// objectField returns the raw value of the top-level key of the JSON object
+// b (a string's value without its quotes), or false. Values are skipped,
+// not validated in depth.
+func objectField(b []byte, key string) ([]byte, bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i = skipWS(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		end := stringEnd(b, i)
+		if end < 0 {
+			return nil, false
+		}
+		k := b[i+1 : end]
+		i = skipWS(b, end+1)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return nil, false
+		}
+		start := i
+		var v []byte
+		switch b[i] {
+		case '"':
+			e := stringEnd(b, i)
+			if e < 0 {
+				return nil, false
+			}
+			v, i = b[i+1:e], e+1
+		case '{', '[':
+			e := skipNested(b, i)
+			if e < 0 {
+				return nil, false
+			}
+			v, i = b[start:e], e
+		default:
+			for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+				i++
+			}
+			v = b[start:i]
+		}
+		if string(k) == key {
+			return v, true
+		}
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	return nil, false
+}
+
+// parseTime reads a due time written as unix microseconds or as RFC 3339
+// (the fixed layout legacyTime writes is read without time.Parse).
+func parseTime(v []byte) (int64, bool) {
+	if n, ok := parseUint(v); ok {
+		return int64(n), true
+	}
+	// 2026-11-23T10:37:07.123456Z
+	if len(v) == 27 && v[4] == '-' && v[7] == '-' && v[10] == 'T' && v[13] == ':' && v[16] == ':' && v[19] == '.' && v[26] == 'Z' {
+		num := func(a, b int) (int, bool) {
+			n, ok := parseUint(v[a:b])
+			return int(n), ok
+		}
+		y, ok1 := num(0, 4)
+		mo, ok2 := num(5, 7)
+		d, ok3 := num(8, 10)
+		h, ok4 := num(11, 13)
+		mi, ok5 := num(14, 16)
+		s, ok6 := num(17, 19)
+		us, ok7 := num(20, 26)
+		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 {
+			return time.Date(y, time.Month(mo), d, h, mi, s, us*1000, time.UTC).UnixMicro(), true
+		}
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMicro(), true
 }

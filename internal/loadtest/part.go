@@ -49,6 +49,7 @@ type Snapshot struct {
 	Sent          int64   `json:"sent"`
 	Received      int64   `json:"received"`
 	Expected      int64   `json:"expected"`
+	Unexpected    int64   `json:"unexpected"`
 	Interval      float64 `json:"interval"`    // seconds since the previous snapshot
 	CPUSeconds    float64 `json:"cpu_seconds"` // used in that interval
 	Cores         int     `json:"cores"`
@@ -527,6 +528,7 @@ func (p *part) collect(stop <-chan struct{}) {
 				s.Sent += l.aSent.Load()
 				s.Received += l.aRecv.Load()
 				s.Expected += l.aExpected.Load()
+				s.Unexpected += l.aUnexpected.Load()
 				l.takePublished(lat, lag)
 			}
 			if ps := p.pollStep(); ps != nil {

@@ -123,6 +123,11 @@ func (p *stepPlan) inShard(id uint64) bool {
 	return (c%p.parts)/p.workers == p.shard
 }
 
+// inStep reports whether id is the run-wide id of a client of this step.
+func (p *stepPlan) inStep(id uint64) bool {
+	return id >= p.idOffset && id < p.idOffset+uint64(p.clients)
+}
+
 // id returns the run-wide client id of client index c.
 func (p *stepPlan) id(c int) uint64 { return p.idOffset + uint64(c) }
 

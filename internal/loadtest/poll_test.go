@@ -183,7 +183,7 @@ func TestPollConfig(t *testing.T) {
 		edit            func(*Config)
 	}{
 		{"ws url", "ws://127.0.0.1:1/ws", "needs an http:// URL", nil},
-		{"echo", "http://127.0.0.1:1", "chat protocol only", func(c *Config) { c.Protocol = ProtocolEcho }},
+		{"echo", "http://127.0.0.1:1", "scalechat's protocol only", func(c *Config) { c.Protocol = ProtocolEcho }},
 		{"rooms per client", "http://127.0.0.1:1", "one room per client", func(c *Config) { c.Steps[0].RoomsPerClient = 2 }},
 		{"long wait", "http://127.0.0.1:1", "poll wait", func(c *Config) { c.PollWait = Duration(time.Hour) }},
 		{"bad port", "http://127.0.0.1:99999", "bad port", nil},

@@ -55,6 +55,7 @@ func (a *aggregator) update(snaps []Snapshot) {
 		m.Sent += s.Sent
 		m.Received += s.Received
 		m.Expected += s.Expected
+		m.Unexpected += s.Unexpected
 		m.CPUSeconds += s.CPUSeconds
 		interval = max(interval, s.Interval)
 		cores += s.Cores
@@ -103,6 +104,9 @@ func (a *aggregator) update(snaps []Snapshot) {
 	fmt.Fprintf(&b, " | sent %s/s recv %s/s", fmtCount(sentRate), fmtCount(recvRate))
 	if m.Expected > 0 {
 		fmt.Fprintf(&b, " | delivered %.2f%%", 100*float64(m.Received)/float64(m.Expected))
+	}
+	if m.Unexpected > 0 {
+		fmt.Fprintf(&b, " | UNEXPECTED %d", m.Unexpected)
 	}
 	if lat.TotalCount() > 0 {
 		fmt.Fprintf(&b, " | p50 %s p99 %s", fmtUs(lat.ValueAtQuantile(50)), fmtUs(lat.ValueAtQuantile(99)))

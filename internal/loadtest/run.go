@@ -90,7 +90,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	res.Meta.EndedAt = time.Now().UTC()
 	res.Interrupted = ctx.Err() != nil || hard.Err() != nil
 	for _, s := range res.Meta.Steps {
-		res.Failures = append(res.Failures, stepFailures(s, cfg.MaxLoss)...)
+		res.Failures = append(res.Failures, stepFailures(s, cfg.MaxLoss, cfg.MaxUnexpected)...)
 	}
 	if werr := m.writeMeta(); err == nil {
 		err = werr
@@ -258,7 +258,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
 	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
-	sm.Replayed, sm.OutOfOrder, sm.Invalid = c.Replayed, c.OutOfOrder, c.Invalid
+	sm.Replayed, sm.OutOfOrder, sm.Invalid, sm.Unexpected = c.Replayed, c.OutOfOrder, c.Invalid, c.Unexpected
 	sm.SendErrors, sm.PollErrors, sm.HistoryGaps = c.SendErrors, c.PollErrors, c.HistoryGaps
 	sm.Lost = max(c.Expected-c.Received, 0)
 	if c.Expected > 0 {
@@ -314,8 +314,12 @@ func (m *merger) writeMetaLocked() error {
 }
 
 // stepFailures lists what makes a step fail the run.
-func stepFailures(s results.StepMeta, maxLoss float64) []string {
+func stepFailures(s results.StepMeta, maxLoss float64, maxUnexpected int64) []string {
 	var out []string
+	if s.Unexpected > maxUnexpected {
+		out = append(out, fmt.Sprintf("step %s: %d unexpected deliveries (from senders or rooms this run did not create; allowed %d)",
+			s.Name, s.Unexpected, maxUnexpected))
+	}
 	if s.ConnectErrors > 0 {
 		out = append(out, fmt.Sprintf("step %s: %d clients failed to connect or join (first error: %s)", s.Name, s.ConnectErrors, s.FirstError))
 	}
@@ -340,7 +344,7 @@ func stepFailures(s results.StepMeta, maxLoss float64) []string {
 
 func printSummary(w io.Writer, res *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "step\tclients\tsent\texpected\treceived\tdelivery\tp50\tp90\tp99\tmax\terrors\tsaturated\t")
+	fmt.Fprintln(tw, "step\tclients\tsent\texpected\treceived\tdelivery\tunexpected\tp50\tp90\tp99\tmax\terrors\tsaturated\t")
 	for _, s := range res.Meta.Steps {
 		delivery := "-"
 		if s.Expected > 0 {
@@ -350,7 +354,7 @@ func printSummary(w io.Writer, res *Result) {
 		if s.Saturated {
 			sat = "YES: " + s.SaturationReason
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery, s.Unexpected,
 			fmtMs(s.LatencyMs.P50), fmtMs(s.LatencyMs.P90), fmtMs(s.LatencyMs.P99), fmtMs(s.LatencyMs.Max),
 			s.ConnectErrors+s.Disconnects+s.SendErrors+s.PollErrors, sat)
 	}

@@ -267,7 +267,7 @@ func TestLossyServerIsDetected(t *testing.T) {
 		t.Errorf("failures %v do not mention loss", res.Failures)
 	}
 	// Within --max-loss the same loss passes.
-	if f := stepFailures(s, 0.5); len(f) != 0 {
+	if f := stepFailures(s, 0.5, 0); len(f) != 0 {
 		t.Errorf("failures with max loss 50%%: %v", f)
 	}
 	checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))

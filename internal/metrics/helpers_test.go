@@ -20,6 +20,7 @@ import (
 	gws "github.com/gobwas/ws"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -107,7 +108,7 @@ type wsClient struct {
 }
 
 func dialWS(t testing.TB, addr, room string, header http.Header) (*wsClient, error) {
-	d := gws.Dialer{Timeout: 5 * time.Second}
+	d := gws.Dialer{Timeout: 5 * time.Second, Protocols: []string{protocol.Subprotocol}}
 	if header != nil {
 		d.Header = gws.HandshakeHeaderHTTP(header)
 	}

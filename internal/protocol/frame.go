@@ -37,6 +37,12 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// Subprotocol is the WebSocket subprotocol (Sec-WebSocket-Protocol) of
+// clients that want the control frames: joined, left, presence, history_gap
+// and error. A client that does not offer it gets chat frames only and
+// learns of a refusal from the close code (docs/protocol.md).
+const Subprotocol = "scalechat.v1"
+
 // Limits on a client frame.
 const (
 	// MaxDepth is the deepest nesting of JSON objects and arrays in a frame,

@@ -79,17 +79,20 @@ type StepMeta struct {
 	Saturated        bool      `json:"saturated"`
 	SaturationReason string    `json:"saturation_reason"`
 	// Additions to the documented format.
-	RoomSkew      float64     `json:"room_skew"`
-	LocalClients  int64       `json:"local_clients"` // clients this shard ran
-	Joined        int64       `json:"joined"`
-	Lost          int64       `json:"lost"`
-	DeliveryRatio float64     `json:"delivery_ratio"`
-	ReceivedAll   int64       `json:"received_all"` // including messages of other shards
-	Disconnects   int64       `json:"disconnects"`
-	ServerErrors  int64       `json:"server_errors"`
-	Replayed      int64       `json:"replayed"`
-	OutOfOrder    int64       `json:"out_of_order"`
-	Invalid       int64       `json:"invalid"`
+	RoomSkew      float64 `json:"room_skew"`
+	LocalClients  int64   `json:"local_clients"` // clients this shard ran
+	Joined        int64   `json:"joined"`
+	Lost          int64   `json:"lost"`
+	DeliveryRatio float64 `json:"delivery_ratio"`
+	ReceivedAll   int64   `json:"received_all"` // including messages of other shards
+	Disconnects   int64   `json:"disconnects"`
+	ServerErrors  int64   `json:"server_errors"`
+	Replayed      int64   `json:"replayed"`
+	OutOfOrder    int64   `json:"out_of_order"`
+	Invalid       int64   `json:"invalid"`
+	// Unexpected counts chat messages from senders or rooms the run did not
+	// create (another client in the room, a server that broadcasts to all).
+	Unexpected    int64       `json:"unexpected"`
 	SendErrors    int64       `json:"send_errors,omitempty"`  // HTTP transport: failed POSTs
 	PollErrors    int64       `json:"poll_errors,omitempty"`  // HTTP transport: failed polls
 	HistoryGaps   int64       `json:"history_gaps,omitempty"` // HTTP transport: answers with a history_gap

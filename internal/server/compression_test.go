@@ -15,6 +15,7 @@ import (
 	"github.com/gobwas/httphead"
 	gws "github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsflate"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // deflateClient is a client built on gobwas/ws and its wsflate package (an
@@ -31,6 +32,7 @@ func dialDeflate(t *testing.T, url string) *deflateClient {
 	d := gws.Dialer{
 		Timeout:    5 * time.Second,
 		Extensions: []httphead.Option{wsflate.DefaultParameters.Option()},
+		Protocols:  []string{protocol.Subprotocol},
 	}
 	conn, r, hs, err := d.Dial(context.Background(), url)
 	if err != nil {

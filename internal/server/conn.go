@@ -76,6 +76,7 @@ type conn struct {
 	gotFrame    bool // the client has sent a frame
 	limitRooms  bool // the token limits the rooms
 	deflate     bool // permessage-deflate was negotiated
+	control     bool // the client speaks protocol.Subprotocol: it gets control frames
 	ipCounted   bool
 }
 
@@ -249,7 +250,7 @@ func (c *conn) onMessage(op ws.OpCode, data []byte) {
 			c.sendError("not_joined", "not a member of this room", f)
 			return
 		}
-		c.enqueueOwnJSON(protocol.AppendPresence(l.enc[:0], c.rooms[i].room.Name(), c.rooms[i].room.Members()))
+		c.enqueueControl(protocol.AppendPresence(l.enc[:0], c.rooms[i].room.Name(), c.rooms[i].room.Members()))
 	}
 }
 
@@ -340,7 +341,7 @@ func (c *conn) onLeave(f *protocol.Frame) {
 	}
 	r := c.rooms[i].room
 	seq := c.leave(i)
-	c.enqueueOwnJSON(protocol.AppendLeft(c.loop.enc[:0], r.Name(), seq))
+	c.enqueueControl(protocol.AppendLeft(c.loop.enc[:0], r.Name(), seq))
 }
 
 // join makes c a member of the room called name and queues the joined
@@ -356,7 +357,7 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 			c.closeWith(ws.CloseTryAgainLater, "this server holds as many rooms as it may")
 			return
 		}
-		c.enqueueOwnJSON(protocol.AppendError(l.enc[:0], "rooms_full", "this server holds as many rooms as it may", &l.frame))
+		c.sendError("rooms_full", "this server holds as many rooms as it may", &l.frame)
 		return
 	}
 	if res.Pending {
@@ -375,9 +376,9 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	if url {
 		c.urlRoom = r
 	}
-	c.enqueueOwnJSON(protocol.AppendJoined(l.enc[:0], r.Name(), res.Epoch, res.Seq, res.Members, len(res.History)))
+	c.enqueueControl(protocol.AppendJoined(l.enc[:0], r.Name(), res.Epoch, res.Seq, res.Members, len(res.History)))
 	if res.Gap {
-		c.enqueueOwnJSON(protocol.AppendHistoryGap(l.enc[:0], r.Name(), rs.Since, res.FirstSeq, res.Reset))
+		c.enqueueControl(protocol.AppendHistoryGap(l.enc[:0], r.Name(), rs.Since, res.FirstSeq, res.Reset))
 	}
 	for _, m := range res.History {
 		c.enqueueShared(c.frameOf(m))
@@ -424,8 +425,39 @@ func (c *conn) leaveAll() {
 	}
 }
 
+// sendError refuses a frame: with an error frame to a client that speaks
+// protocol.Subprotocol, else by closing the connection with the code that
+// says why, since a five-field client would take an error frame for a chat
+// message.
 func (c *conn) sendError(code, message string, f *protocol.Frame) {
-	c.enqueueOwnJSON(protocol.AppendError(c.loop.enc[:0], code, message, f))
+	if c.control {
+		c.enqueueOwnJSON(protocol.AppendError(c.loop.enc[:0], code, message, f))
+		return
+	}
+	c.closeWith(refusalCode(code), message)
+}
+
+// refusalCode is the close code of a refusal for clients without control
+// frames: 1007 for a frame the protocol cannot read, 1013 for a server that
+// holds as many rooms as it may, 1008 for what the rules forbid.
+func refusalCode(code string) ws.StatusCode {
+	switch code {
+	case protocol.CodeInvalidJSON, protocol.CodeInvalidMessage, protocol.CodeUnknownType, protocol.CodeInvalidRoom:
+		return ws.CloseInvalidPayload
+	case "rooms_full":
+		return ws.CloseTryAgainLater
+	}
+	return ws.ClosePolicyViolation
+}
+
+// enqueueControl queues a control frame (joined, left, presence,
+// history_gap) for a client that asked for them.
+func (c *conn) enqueueControl(payload []byte) {
+	if !c.control {
+		c.loop.enc = payload[:0]
+		return
+	}
+	c.enqueueOwnJSON(payload)
 }
 
 // enqueueOwnJSON queues a frame holding a copy of payload for this

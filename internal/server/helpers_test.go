@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // testServer is a real server on a loopback port.
@@ -93,7 +94,7 @@ func dial(t testing.TB, url string) *client {
 }
 
 func tryDial(t testing.TB, url string, header http.Header) (*client, error) {
-	d := gws.Dialer{Timeout: 5 * time.Second}
+	d := gws.Dialer{Timeout: 5 * time.Second, Protocols: []string{protocol.Subprotocol}}
 	if header != nil {
 		d.Header = gws.HandshakeHeaderHTTP(header)
 	}

@@ -62,6 +62,7 @@ type command struct {
 	pending   []byte // bytes the HTTP server read past the upgrade request
 	echo      bool   // an /echo connection
 	deflate   bool   // permessage-deflate was negotiated
+	control   bool   // the client speaks protocol.Subprotocol: send it control frames
 	claims    *auth.Claims
 	ip        netip.Addr
 	ipCounted bool // counted by the address limiter: release on close
@@ -208,7 +209,7 @@ func (l *loop) runCommands() (stop bool) {
 }
 
 func (l *loop) add(cmd command) {
-	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate}
+	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate, control: cmd.control}
 	c.rd.SetDeflate(cmd.deflate)
 	c.tokens = float64(l.srv.cfg.RateBurst)
 	c.abuse = float64(l.srv.cfg.RateAbuse)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // smallBufferDial connects with a tiny receive buffer, so that a client
@@ -30,7 +31,7 @@ func smallBufferDial(t *testing.T, url string) *client {
 		}
 		return err
 	}}
-	d := gws.Dialer{Timeout: 5 * time.Second, NetDial: nd.DialContext}
+	d := gws.Dialer{Timeout: 5 * time.Second, NetDial: nd.DialContext, Protocols: []string{protocol.Subprotocol}}
 	conn, r, _, err := d.Dial(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

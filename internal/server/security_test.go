@@ -21,6 +21,7 @@ import (
 	gws "github.com/gobwas/ws"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
@@ -134,7 +135,7 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 func TestTLSEndToEnd(t *testing.T) {
 	cfg, pool := selfSigned(t)
 	ts := startServer(t, func(c *Config) { c.TLS = cfg })
-	d := gws.Dialer{Timeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: pool}}
+	d := gws.Dialer{Timeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: pool}, Protocols: []string{protocol.Subprotocol}}
 	var cs []*client
 	for range 2 {
 		conn, r, _, err := d.Dial(context.Background(), "wss://"+ts.addr+"/ws/secure")

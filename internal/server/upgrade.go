@@ -118,6 +118,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == ""}
 	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
+	cmd.control = !cmd.echo && offersSubprotocol(r.Header, protocol.Subprotocol)
 	if s.cfg.Auth != nil {
 		claims, err := s.cfg.Auth.Verify(u.token)
 		if err != nil {
@@ -143,7 +144,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		cmd.ipCounted = true
 	}
-	fd, pending, err := s.hijack(w, u.key, cmd.deflate)
+	fd, pending, err := s.hijack(w, u.key, cmd.deflate, cmd.control)
 	if err != nil {
 		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
@@ -205,7 +206,7 @@ func (s *Server) refuse(w http.ResponseWriter, reason RefuseReason, status int, 
 // returns a descriptor the event loop will own, plus any bytes the client
 // sent after the request. A TCP socket is duplicated; a TLS connection is
 // bridged to one end of a socket pair by two goroutines (see bridgeTLS).
-func (s *Server) hijack(w http.ResponseWriter, key string, deflate bool) (fd int, pending []byte, err error) {
+func (s *Server) hijack(w http.ResponseWriter, key string, deflate, control bool) (fd int, pending []byte, err error) {
 	netConn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return -1, nil, fmt.Errorf("hijack: %w", err)
@@ -225,6 +226,9 @@ func (s *Server) hijack(w http.ResponseWriter, key string, deflate bool) (fd int
 		ws.AcceptKey(key) + "\r\n"
 	if deflate {
 		resp += "Sec-WebSocket-Extensions: " + ws.DeflateExtension + "\r\n"
+	}
+	if control {
+		resp += "Sec-WebSocket-Protocol: " + protocol.Subprotocol + "\r\n"
 	}
 	resp += "\r\n"
 	if _, err := netConn.Write([]byte(resp)); err != nil {
@@ -318,6 +322,19 @@ func headerHasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for part := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(part), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// offersSubprotocol reports whether the client lists name among its
+// subprotocols (tokens compare exactly, RFC 6455 section 4.1).
+func offersSubprotocol(h http.Header, name string) bool {
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for part := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(part) == name {
 				return true
 			}
 		}

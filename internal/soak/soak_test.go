@@ -24,6 +24,7 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 var (
@@ -174,7 +175,7 @@ sampling:
 func session(ctx context.Context, addr string, rng *rand.Rand, stay bool) error {
 	room := fmt.Sprintf("soak-%d", rng.IntN(20))
 	// A generous timeout: the test is about leaks, and CI's machine may be busy.
-	conn, br, _, err := gws.Dialer{Timeout: 15 * time.Second}.Dial(ctx, "ws://"+addr+"/ws/"+room)
+	conn, br, _, err := gws.Dialer{Timeout: 15 * time.Second, Protocols: []string{protocol.Subprotocol}}.Dial(ctx, "ws://"+addr+"/ws/"+room)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}

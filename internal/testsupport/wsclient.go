@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // WSFrame is what a test needs of a server frame (docs/protocol.md).
@@ -38,7 +39,7 @@ type WSConn struct {
 
 // DialWS opens a WebSocket to url.
 func DialWS(ctx context.Context, url string) (*WSConn, error) {
-	d := gws.Dialer{Timeout: 5 * time.Second}
+	d := gws.Dialer{Timeout: 5 * time.Second, Protocols: []string{protocol.Subprotocol}}
 	conn, r, _, err := d.Dial(ctx, url)
 	if err != nil {
 		return nil, err

@@ -16,10 +16,18 @@ func NewClientKey() string {
 	return base64.StdEncoding.EncodeToString(b[:])
 }
 
+// Negotiated is what the two headers a client offers and the server answers
+// with, Sec-WebSocket-Protocol and Sec-WebSocket-Extensions, hold ("" for
+// none).
+type Negotiated struct {
+	Protocol   string
+	Extensions string
+}
+
 // AppendClientHandshake appends the HTTP/1.1 upgrade request a client sends
 // to open a WebSocket on path (with query, if any) at host, offering the
-// extensions (a Sec-WebSocket-Extensions value; "" offers none).
-func AppendClientHandshake(dst []byte, host, path, key, extensions string) []byte {
+// subprotocols and extensions of offer.
+func AppendClientHandshake(dst []byte, host, path, key string, offer Negotiated) []byte {
 	dst = append(dst, "GET "...)
 	dst = append(dst, path...)
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
@@ -27,9 +35,14 @@ func AppendClientHandshake(dst []byte, host, path, key, extensions string) []byt
 	dst = append(dst, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "...)
 	dst = append(dst, key...)
 	dst = append(dst, "\r\nSec-WebSocket-Version: 13\r\n"...)
-	if extensions != "" {
+	if offer.Protocol != "" {
+		dst = append(dst, "Sec-WebSocket-Protocol: "...)
+		dst = append(dst, offer.Protocol...)
+		dst = append(dst, "\r\n"...)
+	}
+	if offer.Extensions != "" {
 		dst = append(dst, "Sec-WebSocket-Extensions: "...)
-		dst = append(dst, extensions...)
+		dst = append(dst, offer.Extensions...)
 		dst = append(dst, "\r\n"...)
 	}
 	return append(dst, "\r\n"...)
@@ -59,15 +72,15 @@ const MaxResponseHead = 8 << 10
 // sent with key. It returns the size of the response head (the bytes after
 // it are WebSocket frames), or 0 when b does not hold the whole head yet.
 // Any status other than 101, and a missing or wrong Upgrade, Connection or
-// Sec-WebSocket-Accept header, is a *HandshakeError. extensions is the
-// server's Sec-WebSocket-Extensions answer, "" when it has none.
-func ParseServerHandshake(b []byte, key string) (n int, extensions string, err error) {
+// Sec-WebSocket-Accept header, is a *HandshakeError. got holds the
+// server's subprotocol and extensions answers.
+func ParseServerHandshake(b []byte, key string) (n int, got Negotiated, err error) {
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
 		if len(b) > MaxResponseHead {
-			return 0, "", ErrResponseTooLong
+			return 0, Negotiated{}, ErrResponseTooLong
 		}
-		return 0, "", nil
+		return 0, Negotiated{}, nil
 	}
 	head := b[:end]
 	n = end + 4
@@ -75,15 +88,15 @@ func ParseServerHandshake(b []byte, key string) (n int, extensions string, err e
 	// Status line: HTTP/1.1 101 Switching Protocols
 	proto, status, ok := bytes.Cut(line, []byte(" "))
 	if !ok || !bytes.HasPrefix(proto, []byte("HTTP/1.")) {
-		return 0, "", &HandshakeError{Reason: "no HTTP status line"}
+		return 0, Negotiated{}, &HandshakeError{Reason: "no HTTP status line"}
 	}
 	code, _, _ := bytes.Cut(status, []byte(" "))
 	st, err := strconv.Atoi(string(code))
 	if err != nil || len(code) != 3 {
-		return 0, "", &HandshakeError{Reason: "bad HTTP status"}
+		return 0, Negotiated{}, &HandshakeError{Reason: "bad HTTP status"}
 	}
 	if st != 101 {
-		return 0, "", &HandshakeError{Status: st}
+		return 0, Negotiated{}, &HandshakeError{Status: st}
 	}
 	var upgrade, connection, accept bool
 	want := AcceptKey(key)
@@ -91,7 +104,7 @@ func ParseServerHandshake(b []byte, key string) (n int, extensions string, err e
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return 0, "", &HandshakeError{Status: st, Reason: "malformed header line"}
+			return 0, Negotiated{}, &HandshakeError{Status: st, Reason: "malformed header line"}
 		}
 		value = bytes.TrimSpace(value)
 		switch {
@@ -102,18 +115,20 @@ func ParseServerHandshake(b []byte, key string) (n int, extensions string, err e
 		case bytes.EqualFold(name, []byte("Sec-WebSocket-Accept")):
 			accept = string(value) == want
 		case bytes.EqualFold(name, []byte("Sec-WebSocket-Extensions")):
-			extensions = string(value)
+			got.Extensions = string(value)
+		case bytes.EqualFold(name, []byte("Sec-WebSocket-Protocol")):
+			got.Protocol = string(value)
 		}
 	}
 	switch {
 	case !upgrade:
-		return 0, "", &HandshakeError{Status: st, Reason: "missing Upgrade: websocket"}
+		return 0, Negotiated{}, &HandshakeError{Status: st, Reason: "missing Upgrade: websocket"}
 	case !connection:
-		return 0, "", &HandshakeError{Status: st, Reason: "missing Connection: Upgrade"}
+		return 0, Negotiated{}, &HandshakeError{Status: st, Reason: "missing Connection: Upgrade"}
 	case !accept:
-		return 0, "", &HandshakeError{Status: st, Reason: "wrong or missing Sec-WebSocket-Accept"}
+		return 0, Negotiated{}, &HandshakeError{Status: st, Reason: "wrong or missing Sec-WebSocket-Accept"}
 	}
-	return n, extensions, nil
+	return n, got, nil
 }
 
 // hasToken reports whether the comma-separated header value v holds token

@@ -14,7 +14,7 @@ func TestClientHandshakeRequestParses(t *testing.T) {
 	if !ValidClientKey(key) {
 		t.Fatalf("NewClientKey() = %q, not a valid key", key)
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key, DeflateExtension))))
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(AppendClientHandshake(nil, "127.0.0.1:8080", "/ws/r1?since=3", key, Negotiated{Protocol: "scalechat.v1", Extensions: DeflateExtension}))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestClientHandshakeRequestParses(t *testing.T) {
 		t.Errorf("request line: %s %s host %s", req.Method, req.URL.RequestURI(), req.Host)
 	}
 	for name, want := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13",
-		"Sec-WebSocket-Extensions": DeflateExtension} {
+		"Sec-WebSocket-Extensions": DeflateExtension, "Sec-WebSocket-Protocol": "scalechat.v1"} {
 		if got := req.Header.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
@@ -75,6 +75,10 @@ func TestParseServerHandshake(t *testing.T) {
 				t.Errorf("n = %d, want %d", n, want)
 			}
 		})
+	}
+	withHeaders := strings.Replace(ok, "\r\n\r\n", "\r\nSec-WebSocket-Protocol: scalechat.v1\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n", 1)
+	if _, got, err := ParseServerHandshake([]byte(withHeaders), key); err != nil || got != (Negotiated{Protocol: "scalechat.v1", Extensions: "permessage-deflate"}) {
+		t.Errorf("negotiated = %+v, %v", got, err)
 	}
 	if _, _, err := ParseServerHandshake(bytes.Repeat([]byte("a"), MaxResponseHead+1), key); !errors.Is(err, ErrResponseTooLong) {
 		t.Errorf("long head: err = %v", err)

@@ -58,7 +58,7 @@
     ready = false;
     const myGen = ++gen;
     setState('connecting', 'connecting…');
-    const sock = new WebSocket(wsURL());
+    const sock = new WebSocket(wsURL(), "scalechat.v1");
     ws = sock;
     sock.onmessage = (ev) => { if (ws === sock) onFrame(sock, myGen, ev.data); };
     sock.onclose = (ev) => { if (ws === sock) onClose(ev); };

@@ -1,0 +1,267 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
+	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/server/servertest"
+)
+
+// fiveFieldServer is a minimal server of the original five-field protocol,
+// written here as its authors wrote theirs: a goroutine per connection, the
+// room from the URL, every text frame broadcast unchanged to the room (or,
+// with everyone, to every connection), no joined frame, no seq. It records
+// the close code of every client.
+type fiveFieldServer struct {
+	url      string
+	everyone bool
+
+	mu     sync.Mutex
+	rooms  map[string]map[net.Conn]*sync.Mutex
+	closes map[int]int // close code -> count; 1006 for a connection dropped without one
+	wg     sync.WaitGroup
+}
+
+func startFiveFieldServer(t *testing.T, everyone bool) *fiveFieldServer {
+	s := &fiveFieldServer{everyone: everyone, rooms: map[string]map[net.Conn]*sync.Mutex{}, closes: map[int]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(s.handle)}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		s.mu.Lock()
+		for _, r := range s.rooms {
+			for c := range r {
+				c.Close()
+			}
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	s.url = "ws://" + ln.Addr().String() + "/ws"
+	return s
+}
+
+func (s *fiveFieldServer) handle(w http.ResponseWriter, r *http.Request) {
+	room := strings.TrimPrefix(r.URL.Path, "/ws/")
+	if s.everyone {
+		room = ""
+	}
+	conn, _, _, err := ws.UpgradeHTTP(r, w)
+	if err != nil {
+		return
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.mu.Lock()
+	if s.rooms[room] == nil {
+		s.rooms[room] = map[net.Conn]*sync.Mutex{}
+	}
+	s.rooms[room][conn] = &sync.Mutex{}
+	s.mu.Unlock()
+	code := 1006
+	defer func() {
+		s.mu.Lock()
+		delete(s.rooms[room], conn)
+		s.closes[code]++
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	for {
+		msg, op, err := wsutil.ReadClientData(conn)
+		if err != nil {
+			var ce wsutil.ClosedError
+			if errors.As(err, &ce) {
+				code = int(ce.Code)
+			}
+			return
+		}
+		if op != ws.OpText {
+			continue
+		}
+		s.mu.Lock()
+		for c, mu := range s.rooms[room] {
+			mu.Lock()
+			_ = wsutil.WriteServerText(c, msg)
+			mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *fiveFieldServer) closeCodes() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range s.closes {
+		out[k] = v
+	}
+	return out
+}
+
+// waitCloses waits until n connections have ended.
+func (s *fiveFieldServer) waitCloses(t *testing.T, n int) map[int]int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := s.closeCodes()
+		sum := 0
+		for _, v := range c {
+			sum += v
+		}
+		if sum >= n || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLegacyProtocolAgainstFiveFieldServer(t *testing.T) {
+	srv := startFiveFieldServer(t, false)
+	cfg := testConfig(t, srv.url, testStep("legacy", 2, 3))
+	cfg.Protocol = ProtocolLegacy
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	if len(res.Failures) > 0 || s.Joined != 6 || s.Sent != 60 || s.Expected != 180 || s.Received != 180 || s.Unexpected != 0 {
+		t.Fatalf("legacy: %+v %v", s, res.Failures)
+	}
+	if s.LatencyMs.Max <= 0 || s.LatencyMs.Max > 1000 {
+		t.Errorf("latency from sent_at: %+v", s.LatencyMs)
+	}
+	checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
+	if c := srv.waitCloses(t, 6); c[1000] != 6 {
+		t.Errorf("close codes seen by the server: %v, want 6 × 1000", c)
+	}
+}
+
+// The default protocol against a five-field server fails at once with a
+// sentence that names the cause, and still closes every socket with 1000.
+func TestScalechatProtocolAgainstFiveFieldServer(t *testing.T) {
+	srv := startFiveFieldServer(t, false)
+	cfg := testConfig(t, srv.url, testStep("wrong", 2, 3))
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	if s.ConnectErrors != 6 || !strings.Contains(s.FirstError, "--protocol legacy") || len(res.Failures) == 0 {
+		t.Fatalf("step %+v failures %v", s, res.Failures)
+	}
+	if c := srv.waitCloses(t, 6); c[1000] != 6 {
+		t.Errorf("close codes seen by the server: %v, want 6 × 1000", c)
+	}
+}
+
+// An echo run against a server that broadcasts to every connection sees
+// other clients' messages: unexpected, and the run fails.
+func TestEchoAgainstBroadcastServerIsUnexpected(t *testing.T) {
+	srv := startFiveFieldServer(t, true)
+	cfg := testConfig(t, srv.url+"/echo", testStep("echo", 3, 2))
+	cfg.Protocol = ProtocolEcho
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	// 6 clients, 10 messages each, each delivered to all 6: 60 expected back, 300 from others.
+	if s.Expected != 60 || s.Received != 60 || s.Unexpected != 300 {
+		t.Fatalf("step %+v", s)
+	}
+	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "300 unexpected deliveries") {
+		t.Fatalf("failures %v", res.Failures)
+	}
+	cfg = testConfig(t, srv.url+"/echo", testStep("echo", 3, 2))
+	cfg.Protocol, cfg.MaxUnexpected = ProtocolEcho, 300
+	if res := runTest(t, cfg); len(res.Failures) != 0 {
+		t.Fatalf("--max-unexpected 300: failures %v", res.Failures)
+	}
+}
+
+// Every protocol against scalechat serve: legacy clients are five-field
+// clients to it.
+func TestProtocolsAgainstRealServer(t *testing.T) {
+	ts := servertest.Start(t, func(c *server.Config) { c.EchoEndpoint = true })
+	for _, tt := range []struct {
+		protocol, path string
+		rooms, size    int
+		rpc            int
+	}{
+		{ProtocolScalechat, "/ws", 3, 4, 2},
+		{ProtocolLegacy, "/ws", 3, 4, 1},
+		{ProtocolEcho, "/echo", 3, 4, 1},
+	} {
+		t.Run(tt.protocol, func(t *testing.T) {
+			st := testStep(tt.protocol, tt.rooms, tt.size)
+			st.RoomsPerClient = tt.rpc
+			cfg := testConfig(t, ts.URL(tt.path), st)
+			cfg.Protocol = tt.protocol
+			res := runTest(t, cfg)
+			s := res.Meta.Steps[0]
+			if len(res.Failures) > 0 || s.Joined != 12 || s.Received != s.Expected || s.Expected == 0 || s.Unexpected != 0 || s.Invalid != 0 {
+				t.Fatalf("step %+v failures %v", s, res.Failures)
+			}
+			checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
+		})
+	}
+}
+
+// startCentrifuge starts a server built on the centrifuge library (the
+// engine of Centrifugo): anonymous clients may subscribe to and publish
+// into any channel.
+func startCentrifuge(t *testing.T) string {
+	node, err := centrifuge.New(centrifuge.Config{LogLevel: centrifuge.LogLevelError, LogHandler: func(e centrifuge.LogEntry) { t.Logf("centrifuge: %s %v", e.Message, e.Fields) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.OnConnecting(func(context.Context, centrifuge.ConnectEvent) (centrifuge.ConnectReply, error) {
+		return centrifuge.ConnectReply{Credentials: &centrifuge.Credentials{UserID: ""}}, nil
+	})
+	node.OnConnect(func(c *centrifuge.Client) {
+		c.OnSubscribe(func(_ centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
+			cb(centrifuge.SubscribeReply{}, nil)
+		})
+		c.OnPublish(func(_ centrifuge.PublishEvent, cb centrifuge.PublishCallback) {
+			cb(centrifuge.PublishReply{}, nil)
+		})
+	})
+	if err := node.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/connection/websocket", centrifuge.NewWebsocketHandler(node, centrifuge.WebsocketConfig{}))
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = node.Shutdown(ctx)
+		srv.Close()
+	})
+	return "ws://" + ln.Addr().String() + "/connection/websocket"
+}
+
+func TestCentrifugoProtocolAgainstCentrifuge(t *testing.T) {
+	url := startCentrifuge(t)
+	st := testStep("centrifugo", 3, 4)
+	st.RoomsPerClient = 2
+	cfg := testConfig(t, url, st)
+	cfg.Protocol, cfg.Namespace = ProtocolCentrifugo, "chat"
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	if len(res.Failures) > 0 || s.Joined != 12 || s.Sent != 120 || s.Received != s.Expected || s.Expected == 0 || s.Unexpected != 0 || s.Invalid != 0 {
+		t.Fatalf("step %+v failures %v", s, res.Failures)
+	}
+	checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
+}
