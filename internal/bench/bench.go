@@ -100,6 +100,32 @@ func (r *runner) dur(full, smoke time.Duration) time.Duration {
 	return full
 }
 
+// newRunner finds the binary (default: this one), makes the work folder
+// (default: a temporary one, which cleanup removes) and finds taskset.
+func newRunner(exe, dir string, smoke bool, stderr io.Writer) (r *runner, cleanup func(), err error) {
+	r = &runner{exe: exe, dir: dir, smoke: smoke, stderr: stderr}
+	cleanup = func() {}
+	if r.exe == "" {
+		if r.exe, err = os.Executable(); err != nil {
+			return nil, nil, fmt.Errorf("find the scalechat binary: %w", err)
+		}
+	}
+	if r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "scalechat-bench-"); err != nil {
+			return nil, nil, fmt.Errorf("create a work folder: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(r.dir) }
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create the work folder: %w", err)
+	}
+	if p, err := exec.LookPath("taskset"); err == nil {
+		r.taskset = p
+	} else {
+		r.logf("taskset not found: server and generator are not pinned to cores")
+	}
+	return r, cleanup, nil
+}
+
 // Run runs the named scenarios (all when names is empty) and prints the
 // table. It returns an error when a scenario could not run; missed targets
 // are results, not errors.
@@ -116,29 +142,11 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		}
 		todo = append(todo, all[i])
 	}
-	r := &runner{exe: opt.Exe, dir: opt.Dir, smoke: opt.Smoke, stderr: opt.Stderr}
-	if r.exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the scalechat binary: %w", err)
-		}
-		r.exe = exe
+	r, cleanup, err := newRunner(opt.Exe, opt.Dir, opt.Smoke, opt.Stderr)
+	if err != nil {
+		return err
 	}
-	if r.dir == "" {
-		dir, err := os.MkdirTemp("", "scalechat-bench-")
-		if err != nil {
-			return fmt.Errorf("create a work folder: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		r.dir = dir
-	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return fmt.Errorf("create the work folder: %w", err)
-	}
-	if p, err := exec.LookPath("taskset"); err == nil {
-		r.taskset = p
-	} else {
-		r.logf("taskset not found: server and generator are not pinned to cores")
-	}
+	defer cleanup()
 	load := procstat.LoadAvg()
 	start := time.Now()
 	var rows []Result

@@ -217,6 +217,8 @@ func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
 	}{
 		{[]string{"bench", "analyze", "--size", "3MB", "--runs", "2", "--pandas-runs", pandasRuns, "--file", file},
 			[]string{"generating " + file, "scalechat analyze run 2:", "scalechat analyze: median"}},
+		{[]string{"bench", "analyze", "--format", "legacy", "--size", "3MB", "--runs", "1", "--pandas-runs", pandasRuns, "--file", filepath.Join(filepath.Dir(file), "legacy", "steps.txt")},
+			[]string{"older format with UUID ids", "legacy format", "scalechat analyze: median"}},
 		{[]string{"bench", "generator", "--only", "recv", "--conns", "2", "--duration", "300ms"},
 			[]string{"record none", "record plain", "record gz", "msgs/s"}},
 		{[]string{"bench", "generator", "--only", "idle", "--idle", "300"},

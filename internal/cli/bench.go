@@ -45,7 +45,7 @@ generator itself.`
 			return bench.Run(c.Context(), args, opt)
 		},
 	}
-	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd())
+	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")

@@ -42,11 +42,17 @@ which are then analysed first (the summary files land in DIR too).
 INPUT may also be a transports comparison (scalechat bench transports: its folder holding
 transports.csv, or that file): the report then draws, for WebSocket, long polling and
 plain polling side by side, errors, server CPU seconds, megabytes on the wire and p99
-latency against the number of clients.`,
+latency against the number of clients.
+
+INPUT may also be a comparison of servers (scalechat bench compare: its folder holding
+targets.json, or that file): the report then draws the targets side by side, latency
+percentiles per step, server CPU per delivery, memory per connection and deliveries per
+second.`,
 		Example: `  scalechat report --out report/ results/
   scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
   scalechat report --out report/ --steps steps.txt
-  scalechat report --out report/ results/transports/`,
+  scalechat report --out report/ results/transports/
+  scalechat report --out report/ results/compare/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
@@ -55,6 +61,13 @@ latency against the number of clients.`,
 				return fmt.Errorf("--latency-cap must be positive")
 			}
 			if len(args) == 1 {
+				tg, ok, err := report.LoadTargets(args[0])
+				if err != nil {
+					return fmt.Errorf("read comparison: %w", err)
+				}
+				if ok {
+					return targetsReport(cmd, tg, args[0], af.out)
+				}
 				tin, ok, err := report.LoadTransports(args[0])
 				if err != nil {
 					return fmt.Errorf("read comparison: %w", err)
@@ -91,6 +104,33 @@ latency against the number of clients.`,
 	fl.DurationVar(&af.interval, "interval", time.Second, "CSV input: time-series bucket")
 	addMaxMalformed(cmd, &af)
 	return cmd
+}
+
+// targetsReport draws a comparison of servers, with its files copied
+// beside the charts.
+func targetsReport(cmd *cobra.Command, t *results.Targets, src, out string) error {
+	dir := src
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		dir = filepath.Dir(src)
+	}
+	if absPath(dir) != absPath(out) {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		for _, f := range []string{results.TargetsCSV, results.TargetsJSON} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				if err := copyFile(filepath.Join(dir, f), filepath.Join(out, f)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	charts, err := report.WriteTargets(t, report.Options{Out: out})
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(out, "index.html"))
+	return nil
 }
 
 // transportsReport draws a transports comparison, with its files copied

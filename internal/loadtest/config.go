@@ -60,6 +60,14 @@ type Step struct {
 	Senders int `yaml:"senders" json:"senders,omitempty"`
 }
 
+// DefaultStep is the step of `scalechat loadtest` without flags: 1 room of
+// 10 clients, a 256-byte message a second each for 30 s, 1,000 connects a
+// second, 3 s of drain. Scenario files fill in from it what they leave out.
+func DefaultStep() Step {
+	return Step{Name: "s1", Rooms: 1, RoomSize: 10, RoomsPerClient: 1, MsgFrequency: Duration(time.Second), MsgSize: 256,
+		Duration: Duration(30 * time.Second), Ramp: 1000, Drain: Duration(3 * time.Second)}
+}
+
 // Clients is the number of clients of the step (all shards and workers).
 func (s Step) Clients() int {
 	if s.NumClients > 0 {

@@ -20,9 +20,24 @@ import (
 // A step's fields override the defaults, which override the command-line
 // flags (so flags fill in whatever the file leaves out).
 type Scenario struct {
-	Name  string
-	Pause *Duration
-	Steps []Step
+	Name    string
+	Pause   *Duration
+	Steps   []Step
+	Targets []Target // servers to run the steps against (scalechat bench compare); loadtest ignores them
+}
+
+// Target is a server a comparison runs a scenario's steps against
+// (`scalechat bench compare`, docs/loadtest.md). In URL, Command and Ready,
+// {port} stands for a free loopback port the bench picks and {scalechat}
+// for the scalechat binary.
+type Target struct {
+	Name      string   `yaml:"name" json:"name"`
+	Protocol  string   `yaml:"protocol" json:"protocol"`                       // as --protocol
+	URL       string   `yaml:"url" json:"url"`                                 // as --url
+	Namespace string   `yaml:"namespace,omitempty" json:"namespace,omitempty"` // as --namespace (centrifugo)
+	Command   []string `yaml:"command,omitempty" json:"command,omitempty"`     // started, pinned to the server CPU, and stopped by the bench
+	PID       int      `yaml:"pid,omitempty" json:"pid,omitempty"`             // or: a running server to watch
+	Ready     string   `yaml:"ready,omitempty" json:"ready,omitempty"`         // an http:// URL that answers 200 once the server is ready; default: its port accepts
 }
 
 type scenarioFile struct {
@@ -30,6 +45,7 @@ type scenarioFile struct {
 	Pause    *Duration   `yaml:"pause"`
 	Defaults yaml.Node   `yaml:"defaults"`
 	Steps    []yaml.Node `yaml:"steps"`
+	Targets  []Target    `yaml:"targets"`
 }
 
 // LoadScenario reads a scenario file; base holds the flag values.
@@ -57,7 +73,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 			return nil, fmt.Errorf("scenario defaults: %w", err)
 		}
 	}
-	sc := &Scenario{Name: f.Name, Pause: f.Pause}
+	sc := &Scenario{Name: f.Name, Pause: f.Pause, Targets: f.Targets}
 	for i := range f.Steps {
 		s := base
 		s.Name = fmt.Sprintf("s%d", i+1)

@@ -34,6 +34,18 @@ steps:
 				t.Errorf("pause %v", sc.Pause)
 			}
 		}},
+		{"targets", `
+steps:
+  - {rooms: 2}
+targets:
+  - {name: ours, protocol: scalechat, url: "ws://127.0.0.1:{port}/ws", command: ["{scalechat}", serve], ready: "http://127.0.0.1:{port}/readyz"}
+  - {name: theirs, protocol: centrifugo, url: "ws://127.0.0.1:8000/connection/websocket", namespace: chat, pid: 42}
+`, "", func(t *testing.T, sc *Scenario) {
+			if len(sc.Targets) != 2 || sc.Targets[0].Command[0] != "{scalechat}" || sc.Targets[1].PID != 42 || sc.Targets[1].Namespace != "chat" {
+				t.Errorf("targets %+v", sc.Targets)
+			}
+		}},
+		{"unknown target field", "steps:\n  - {rooms: 1}\ntargets:\n  - {name: a, cmd: x}\n", "cmd", nil},
 		{"unknown field", "steps:\n  - {rooms: 1, room_sise: 3}\n", "room_sise", nil},
 		{"unknown default", "defaults: {bogus: 1}\nsteps:\n  - {rooms: 1}\n", "bogus", nil},
 		{"bad duration", "steps:\n  - {duration: soon}\n", "invalid duration", nil},

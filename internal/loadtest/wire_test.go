@@ -2,123 +2,48 @@ package loadtest
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
 
+	"github.com/scalechat/scalechat/internal/fivefield"
 	"github.com/scalechat/scalechat/internal/server"
 	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
-// fiveFieldServer is a minimal server of the original five-field protocol,
-// written here as its authors wrote theirs: a goroutine per connection, the
-// room from the URL, every text frame broadcast unchanged to the room (or,
-// with everyone, to every connection), no joined frame, no seq. It records
-// the close code of every client.
+// fiveFieldServer runs the five-field reference server (internal/fivefield)
+// on a loopback port.
 type fiveFieldServer struct {
-	url      string
-	everyone bool
-
-	mu     sync.Mutex
-	rooms  map[string]map[net.Conn]*sync.Mutex
-	closes map[int]int // close code -> count; 1006 for a connection dropped without one
-	wg     sync.WaitGroup
+	*fivefield.Server
+	url string
 }
 
 func startFiveFieldServer(t *testing.T, everyone bool) *fiveFieldServer {
-	s := &fiveFieldServer{everyone: everyone, rooms: map[string]map[net.Conn]*sync.Mutex{}, closes: map[int]int{}}
+	s := fivefield.New()
+	s.Everyone = everyone
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(s.handle)}
+	srv := &http.Server{Handler: s}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()
-		s.mu.Lock()
-		for _, r := range s.rooms {
-			for c := range r {
-				c.Close()
-			}
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
+		s.Close()
 	})
-	s.url = "ws://" + ln.Addr().String() + "/ws"
-	return s
+	return &fiveFieldServer{Server: s, url: "ws://" + ln.Addr().String() + "/ws"}
 }
 
-func (s *fiveFieldServer) handle(w http.ResponseWriter, r *http.Request) {
-	room := strings.TrimPrefix(r.URL.Path, "/ws/")
-	if s.everyone {
-		room = ""
-	}
-	conn, _, _, err := ws.UpgradeHTTP(r, w)
-	if err != nil {
-		return
-	}
-	s.wg.Add(1)
-	defer s.wg.Done()
-	s.mu.Lock()
-	if s.rooms[room] == nil {
-		s.rooms[room] = map[net.Conn]*sync.Mutex{}
-	}
-	s.rooms[room][conn] = &sync.Mutex{}
-	s.mu.Unlock()
-	code := 1006
-	defer func() {
-		s.mu.Lock()
-		delete(s.rooms[room], conn)
-		s.closes[code]++
-		s.mu.Unlock()
-		conn.Close()
-	}()
-	for {
-		msg, op, err := wsutil.ReadClientData(conn)
-		if err != nil {
-			var ce wsutil.ClosedError
-			if errors.As(err, &ce) {
-				code = int(ce.Code)
-			}
-			return
-		}
-		if op != ws.OpText {
-			continue
-		}
-		s.mu.Lock()
-		for c, mu := range s.rooms[room] {
-			mu.Lock()
-			_ = wsutil.WriteServerText(c, msg)
-			mu.Unlock()
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (s *fiveFieldServer) closeCodes() map[int]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[int]int{}
-	for k, v := range s.closes {
-		out[k] = v
-	}
-	return out
-}
-
-// waitCloses waits until n connections have ended.
+// waitCloses waits until n connections have ended and returns their close codes.
 func (s *fiveFieldServer) waitCloses(t *testing.T, n int) map[int]int {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c := s.closeCodes()
+		c := s.CloseCodes()
 		sum := 0
 		for _, v := range c {
 			sum += v

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+func TestCheckTargets(t *testing.T) {
+	ok := loadtest.Target{Name: "a", Protocol: "legacy", URL: "ws://127.0.0.1:1/ws"}
+	for _, tt := range []struct {
+		name    string
+		targets []loadtest.Target
+		want    string
+	}{
+		{"none", nil, "no targets"},
+		{"unnamed", []loadtest.Target{{URL: "ws://x"}}, "a name of its own"},
+		{"twice", []loadtest.Target{ok, ok}, "a name of its own"},
+		{"no url", []loadtest.Target{{Name: "a"}}, "url is required"},
+		{"both", []loadtest.Target{{Name: "a", URL: "ws://x", Command: []string{"x"}, PID: 1}}, "not both"},
+	} {
+		err := checkTargets(tt.targets)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	if err := checkTargets([]loadtest.Target{ok}); err != nil {
+		t.Errorf("valid target: %v", err)
+	}
+}
+
+// TestCompareSmoke runs the shipped example (scalechat serve beside the
+// five-field server) at smoke size, draws its report and opens the report
+// in headless Chromium: the charts load, the table has both targets, and a
+// screenshot of the page shows them.
+func TestCompareSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two servers and two load generators")
+	}
+	exe := buildScalechat(t)
+	out, rep := filepath.Join(t.TempDir(), "compare"), filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stdout, err := exec.CommandContext(ctx, exe, "bench", "compare", "--smoke", "--out", out, filepath.Join("..", "..", "scenarios", "compare.yaml")).CombinedOutput()
+	t.Logf("%s", stdout)
+	if err != nil {
+		t.Fatalf("bench compare: %v", err)
+	}
+	res, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 4 {
+		t.Fatalf("%d rows, want 2 targets × 2 steps", len(res.Rows))
+	}
+	for _, r := range res.Rows {
+		if r.Ratio != 1 || r.Received == 0 || r.Unexpected != 0 || r.Errors != 0 || r.RSS == 0 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if b, err := exec.CommandContext(ctx, exe, "report", "--out", rep, out).CombinedOutput(); err != nil || !strings.Contains(string(b), "wrote 4 charts") {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+
+	browser := testsupport.NewBrowser(t, time.Minute)
+	if err := chromedp.Do(browser, chromedp.Navigate("file://"+filepath.Join(rep, "index.html"))); err != nil {
+		t.Fatal(err)
+	}
+	type page struct {
+		Images int      `json:"images"`
+		Broken []string `json:"broken"`
+		Rows   []string `json:"rows"`
+	}
+	got, err := chromedp.Run(browser, chromedp.Evaluate[page](`new Promise(resolve => {
+		const all = Array.from(document.images);
+		Promise.all(all.map(i => i.complete ? null : new Promise(r => { i.onload = i.onerror = r; }))).then(() => resolve({
+			images: all.length,
+			broken: all.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src),
+			rows: Array.from(document.querySelectorAll('#targets tr td:first-child')).map(td => td.textContent)}));
+	})`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Images != 4 || len(got.Broken) != 0 || strings.Join(got.Rows, ",") != "scalechat,scalechat,five-field,five-field" {
+		t.Errorf("page: %+v", got)
+	}
+	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScreenshot(t, shot)
+}
+
+// checkScreenshot checks that a full-page screenshot is a tall page with
+// the charts' colours in it, not a blank or broken one.
+func checkScreenshot(t *testing.T, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		// FullScreenshot with a quality below 100 is a JPEG.
+		if !bytes.HasPrefix(b, []byte{0xff, 0xd8}) {
+			t.Fatalf("screenshot is neither PNG nor JPEG: %v", err)
+		}
+		img, err = decodeJPEG(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := img.Bounds()
+	if r.Dx() < 1000 || r.Dy() < 4*500 {
+		t.Errorf("screenshot %d×%d: want the whole page with its four charts", r.Dx(), r.Dy())
+	}
+	colours := map[[3]uint32]bool{}
+	for y := r.Min.Y; y < r.Max.Y; y += 7 {
+		for x := r.Min.X; x < r.Max.X; x += 7 {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{cr >> 12, cg >> 12, cb >> 12}] = true
+		}
+	}
+	if len(colours) < 20 {
+		t.Errorf("screenshot has %d colours: a blank page?", len(colours))
+	}
+}
+
+func decodeJPEG(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scalechat/scalechat/internal/bench"
+	"github.com/scalechat/scalechat/internal/fivefield"
+	"github.com/scalechat/scalechat/internal/version"
+)
+
+func newBenchCompareCmd() *cobra.Command {
+	opt := bench.CompareOptions{}
+	cmd := &cobra.Command{
+		Use:   "compare FILE",
+		Short: "Run the same steps against several chat servers, one after another, and compare them",
+		Long: `compare runs the steps of a scenario file against each server of its targets: list, one
+after another on this machine (docs/loadtest.md#comparing-servers-scalechat-bench-compare).
+A target has a name, the protocol the load generator speaks to it (scalechat, legacy,
+centrifugo or echo), its URL and either the command that starts it (the bench starts it
+pinned to CPU 0, waits until its port accepts connections or its ready URL answers 200,
+reads its CPU time and RSS from /proc, and stops it) or the pid of a server already
+running. In url, command and ready, {port} is a free port and {scalechat} this binary.
+The generator runs pinned to CPU 1.
+
+It prints one table (deliveries/s, delivery ratio, unexpected deliveries, latency p50, p99
+and max, server CPU µs per delivery and RSS per connection over each step's sending window,
+generator CPU and saturation) and writes targets.csv, targets.json and every run's files
+into --out; "scalechat report --out DIR OUT" draws the targets side by side.`,
+		Example: `  scalechat bench compare --out results/compare scenarios/compare.yaml
+  scalechat report --out report/ results/compare`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if opt.Out == "" {
+				return &exitError{code: exitUsage, err: errors.New("--out DIR is required")}
+			}
+			opt.File, opt.Args, opt.Version = args[0], os.Args[1:], version.Version()
+			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+			return bench.RunCompare(c.Context(), opt)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opt.Out, "out", "", "results `DIR`: targets.csv, targets.json and runs/ (required)")
+	f.BoolVar(&opt.Smoke, "smoke", false, "every step shrunk to at most 3 rooms of 4 clients for 1 s: checks the setup, measures nothing")
+	return cmd
+}
+
+// newFiveFieldCmd serves the five-field reference server, a target of the
+// example comparison (scenarios/compare.yaml).
+func newFiveFieldCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:    "five-field-server",
+		Short:  "Serve the original five-field chat protocol (a goroutine per connection), for comparisons",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			s := fivefield.New()
+			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			fmt.Fprintf(c.ErrOrStderr(), "five-field server on %s\n", ln.Addr())
+			select {
+			case err := <-served:
+				return err
+			case <-c.Context().Done():
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx) // hijacked WebSockets are not its: Close ends them
+			s.Close()
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9000", "listen `ADDR`")
+	return cmd
+}

@@ -1,0 +1,229 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/scalechat/scalechat/internal/results"
+)
+
+// LoadTargets reads a targets comparison (scalechat bench compare) from its
+// folder or its targets.json; it reports false when path is neither.
+func LoadTargets(path string) (*results.Targets, bool, error) {
+	p := path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		p = filepath.Join(path, results.TargetsJSON)
+		if _, err := os.Stat(p); err != nil {
+			return nil, false, nil
+		}
+	} else if filepath.Base(path) != results.TargetsJSON {
+		return nil, false, nil
+	}
+	t, err := results.ReadTargets(p)
+	return t, true, err
+}
+
+// targetCharts are the charts of a targets comparison.
+var targetCharts = []Chart{
+	{"targets_latency", "Latency percentiles per step, targets side by side",
+		"p50, p90, p99 and max of the delivery latency (receive time minus the message's due time), one panel per step, a bar per target."},
+	{"targets_cpu", "Server CPU per delivery",
+		"CPU time (user + system) of the server process over the step's sending window, divided by the deliveries of that window, in µs."},
+	{"targets_memory", "Server memory per connection",
+		"Largest RSS of the server process during the step's sending window minus its RSS before the run, divided by the clients that joined, in KiB."},
+	{"targets_throughput", "Deliveries per second",
+		"Deliveries the load generator received per second of the sending window."},
+}
+
+// WriteTargets draws the comparison's charts into opts.Out and writes
+// index.html there. It returns the charts written.
+func WriteTargets(t *results.Targets, opts Options) ([]Chart, error) {
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return nil, err
+	}
+	steps, targets := targetAxes(t)
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("the comparison has no measured step: nothing to draw")
+	}
+	if err := targetLatency(opts.Out, t, steps, targets); err != nil {
+		return nil, fmt.Errorf("draw: %w", err)
+	}
+	for i, m := range []struct {
+		y   string
+		get func(results.TargetRow) float64
+	}{
+		{"µs of server CPU per delivery", func(r results.TargetRow) float64 { return r.CPUPerDelivery }},
+		{"KiB of server RSS per connection", func(r results.TargetRow) float64 { return r.RSSPerConn / 1024 }},
+		{"deliveries per second", func(r results.TargetRow) float64 { return r.PerSecond }},
+	} {
+		c := targetCharts[i+1]
+		if err := targetBars(opts.Out, c.Name, c.Title, m.y, t, steps, targets, m.get); err != nil {
+			return nil, fmt.Errorf("draw: %w", err)
+		}
+	}
+	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
+	if err != nil {
+		return nil, err
+	}
+	if err := writeTargetsHTML(f, t, opts.Out); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return targetCharts, f.Close()
+}
+
+// targetAxes lists the measured steps and the targets, in run order.
+func targetAxes(t *results.Targets) (steps, targets []string) {
+	for _, r := range t.Rows {
+		if r.Step == "" {
+			continue // a target that could not run
+		}
+		if !slices.Contains(steps, r.Step) {
+			steps = append(steps, r.Step)
+		}
+		if !slices.Contains(targets, r.Target) {
+			targets = append(targets, r.Target)
+		}
+	}
+	return steps, targets
+}
+
+func findRow(t *results.Targets, target, step string) (results.TargetRow, bool) {
+	for _, r := range t.Rows {
+		if r.Target == target && r.Step == step {
+			return r, true
+		}
+	}
+	return results.TargetRow{}, false
+}
+
+// barWidth fits n bars side by side in one unit of the x axis.
+func barWidth(n int) vg.Length { return vg.Points(float64(min(90, 360/max(n, 1)))) }
+
+// targetBars draws one figure per step and target: groups of bars, one
+// group per step, a bar per target.
+func targetBars(dir, name, title, y string, t *results.Targets, steps, targets []string, get func(results.TargetRow) float64) error {
+	p := newPlot(title, "", y, false)
+	w := barWidth(len(targets))
+	hi := 0.0
+	for k, tg := range targets {
+		vals := make(plotter.Values, len(steps))
+		for i, s := range steps {
+			if r, ok := findRow(t, tg, s); ok {
+				vals[i] = get(r)
+				hi = max(hi, vals[i])
+			}
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		b.Color, b.LineStyle.Width = plotutil.Color(k), 0
+		b.Offset = w * vg.Length(float64(k)-float64(len(targets)-1)/2)
+		p.Add(b)
+		p.Legend.Add(tg, b)
+	}
+	nominal(p, steps)
+	p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1e-3) // room for the legend
+	p.Y.Tick.Marker = countTicks{}
+	return savePlot(dir, name, p)
+}
+
+// targetLatency draws a panel per step: bars p50, p90, p99, max, grouped,
+// a bar per target in each group.
+func targetLatency(dir string, t *results.Targets, steps, targets []string) error {
+	cols := min(len(steps), 3)
+	rows := (len(steps) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	names := []string{"p50", "p90", "p99", "max"}
+	w := barWidth(len(targets)) / 2
+	for i, s := range steps {
+		p := newPlot(s, "", "latency (ms)", true)
+		hi := 0.0
+		for k, tg := range targets {
+			r, _ := findRow(t, tg, s)
+			hi = max(hi, r.Max)
+			b, err := plotter.NewBarChart(plotter.Values{r.P50, r.P90, r.P99, r.Max}, w)
+			if err != nil {
+				return err
+			}
+			b.Color, b.LineStyle.Width = plotutil.Color(k), 0
+			b.Offset = w * vg.Length(float64(k)-float64(len(targets)-1)/2)
+			p.Add(b)
+			if i == 0 {
+				p.Legend.Add(tg, b)
+			}
+		}
+		nominal(p, names)
+		p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1e-3)
+		grid[i/cols][i%cols] = p
+	}
+	return saveGrid(dir, "targets_latency", "Delivery latency per step, targets side by side", grid)
+}
+
+type targetsPage struct {
+	Title     string
+	Generated string
+	T         *results.Targets
+	Charts    []Chart
+	Files     []string
+	Saturated bool
+}
+
+func writeTargetsHTML(w io.Writer, t *results.Targets, dir string) error {
+	pg := targetsPage{Title: "scalechat bench compare: " + t.Scenario, Generated: time.Now().UTC().Format(time.RFC3339), T: t, Charts: targetCharts}
+	for _, r := range t.Rows {
+		pg.Saturated = pg.Saturated || r.Saturated
+	}
+	for _, f := range []string{results.TargetsCSV, results.TargetsJSON} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			pg.Files = append(pg.Files, f)
+		}
+	}
+	return targetsTmpl.Execute(w, pg)
+}
+
+var targetsTmpl = template.Must(template.New("targets").Funcs(template.FuncMap{
+	"css": css,
+	"ms":  func(v float64) string { return fmtMs(v) },
+	"pct": func(v float64) string { return fmt.Sprintf("%.3f%%", 100*v) },
+	"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"kib": func(v float64) string { return fmt.Sprintf("%.2f", v/1024) },
+}).Parse(pageHead + `{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
+<p>The same steps against each target, one target after another on the same machine; each server alone, the
+load generator on another core.</p>
+{{with .T}}<h2>Run</h2>
+<dl><dt>scenario</dt><dd>{{.Scenario}}</dd><dt>targets</dt><dd>{{range $i, $t := .Targets}}{{if $i}}, {{end}}{{$t}}{{end}}</dd>
+<dt>started</dt><dd>{{.StartedAt}}</dd><dt>ended</dt><dd>{{.EndedAt}}</dd><dt>pinning</dt><dd>{{.Pinning}}</dd>
+<dt>load average</dt><dd>before {{.LoadBefore}}, after {{.LoadAfter}}</dd><dt>machine</dt><dd>{{.Machine}}</dd></dl>{{end}}
+
+<h2>Charts</h2>
+{{range .Charts}}<figure id="{{.Name}}">
+<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
+<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
+</figure>
+{{end}}
+<h2>Results</h2>
+<table id="targets">
+<tr><th>target</th><th>protocol</th><th>step</th><th>clients</th><th>deliveries/s</th><th>delivery</th><th>unexpected</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU µs/delivery</th><th>server KiB/conn</th><th>generator CPU</th><th>note</th></tr>
+{{range .T.Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{f1 .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{.Unexpected}}</td><td>{{.Errors}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{f1 .CPUPerDelivery}}</td><td>{{kib .RSSPerConn}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
+{{end}}</table>
+{{if .Files}}<h2>Data</h2>
+<ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>{{end}}
+<p class="note">Generated {{.Generated}} by scalechat report.</p>
+</body>
+</html>
+`))

@@ -1,0 +1,107 @@
+// The targets comparison (`scalechat bench compare`) runs the same steps
+// against several servers, one after another. Its results folder holds
+// targets.json (how it ran, and every row) and targets.csv (the rows);
+// `scalechat report` draws them side by side.
+
+package results
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File names of a targets comparison.
+const (
+	TargetsCSV  = "targets.csv"
+	TargetsJSON = "targets.json"
+)
+
+// TargetRow is one step against one target.
+type TargetRow struct {
+	Target     string  `json:"target"`
+	Protocol   string  `json:"protocol"`
+	Step       string  `json:"step"`
+	Clients    int64   `json:"clients"`
+	Joined     int64   `json:"joined"`
+	Sent       int64   `json:"sent"`
+	Expected   int64   `json:"expected"`
+	Received   int64   `json:"received"`
+	Unexpected int64   `json:"unexpected"`
+	Errors     int64   `json:"errors"` // connect errors and dropped connections
+	Ratio      float64 `json:"delivery_ratio"`
+	PerSecond  float64 `json:"deliveries_per_second"`
+	P50        float64 `json:"p50_ms"`
+	P90        float64 `json:"p90_ms"`
+	P99        float64 `json:"p99_ms"`
+	Max        float64 `json:"max_ms"`
+	// Server figures over the step's sending window, from /proc (0 when
+	// the target's process is not known).
+	CPUPerDelivery float64 `json:"server_cpu_us_per_delivery"`
+	RSS            int64   `json:"server_rss_bytes"`
+	RSSPerConn     float64 `json:"server_rss_bytes_per_connection"` // growth over the idle server, per joined client
+	GeneratorCPU   float64 `json:"generator_cpu_share"`             // of one core, over the window
+	Saturated      bool    `json:"saturated"`
+	Note           string  `json:"note,omitempty"`
+}
+
+// Targets is targets.json.
+type Targets struct {
+	Tool       string      `json:"tool"`
+	Version    string      `json:"version"`
+	Scenario   string      `json:"scenario"`
+	StartedAt  time.Time   `json:"started_at"`
+	EndedAt    time.Time   `json:"ended_at"`
+	Args       []string    `json:"args"`
+	Targets    []string    `json:"targets"` // names, in run order
+	Pinning    string      `json:"pinning"`
+	LoadBefore string      `json:"loadavg_before"`
+	LoadAfter  string      `json:"loadavg_after"`
+	Machine    string      `json:"machine"`
+	Rows       []TargetRow `json:"rows"`
+}
+
+// TargetsHeader is the header row of targets.csv.
+const TargetsHeader = "target,protocol,step,clients,joined,sent,expected,received,unexpected,errors,delivery_ratio," +
+	"deliveries_per_second,p50_ms,p90_ms,p99_ms,max_ms,server_cpu_us_per_delivery,server_rss_bytes," +
+	"server_rss_bytes_per_connection,generator_cpu_share,saturated"
+
+// WriteTargetsCSV writes rows with the header.
+func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(strings.Split(TargetsHeader, ",")); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, r := range rows {
+		if err := cw.Write([]string{r.Target, r.Protocol, r.Step, i(r.Clients), i(r.Joined), i(r.Sent), i(r.Expected), i(r.Received),
+			i(r.Unexpected), i(r.Errors), strconv.FormatFloat(r.Ratio, 'f', 6, 64), f(r.PerSecond), f(r.P50), f(r.P90), f(r.P99), f(r.Max),
+			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// ReadTargets reads targets.json.
+func ReadTargets(path string) (*Targets, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var t Targets
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(t.Rows) == 0 {
+		return nil, fmt.Errorf("%s holds no rows", path)
+	}
+	return &t, nil
+}

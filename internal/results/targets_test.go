@@ -1,0 +1,40 @@
+package results
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTargetsFiles(t *testing.T) {
+	rows := []TargetRow{{Target: "a,b", Protocol: "legacy", Step: "s1", Clients: 4, Received: 40, Ratio: 1, P99: 1.5, CPUPerDelivery: 12.25, Saturated: true}}
+	var b bytes.Buffer
+	if err := WriteTargetsCSV(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || strings.Join(recs[0], ",") != TargetsHeader || len(recs[1]) != len(recs[0]) ||
+		recs[1][0] != "a,b" || recs[1][16] != "12.250" || recs[1][20] != "true" {
+		t.Errorf("targets.csv = %q", recs)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, TargetsJSON)
+	j, _ := json.Marshal(Targets{Scenario: "x", Rows: rows})
+	os.WriteFile(p, j, 0o644)
+	got, err := ReadTargets(p)
+	if err != nil || len(got.Rows) != 1 || got.Rows[0] != rows[0] {
+		t.Errorf("ReadTargets = %+v, %v", got, err)
+	}
+	j, _ = json.Marshal(Targets{Scenario: "x"})
+	os.WriteFile(p, j, 0o644)
+	if _, err := ReadTargets(p); err == nil || !strings.Contains(err.Error(), "no rows") {
+		t.Errorf("no rows: %v", err)
+	}
+}
