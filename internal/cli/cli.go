@@ -70,5 +70,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newChatCmd())
 	root.AddCommand(newTokenCmd())
 	root.AddCommand(newBenchCmd())
+	root.AddCommand(newAuditCmd())
 	return root
 }

@@ -1,0 +1,299 @@
+// Package audit runs a load whose verdict is delivery, not speed (issue 18):
+// every client checks what it receives against what its room carried, and
+// the run reports messages missing, duplicated, reordered or foreign, and
+// whether every resume after a dropped connection was exact or flagged as a
+// gap, while faults are injected on a schedule.
+//
+// Clients are goroutines speaking docs/protocol.md with the control frames
+// (they need joined, history_gap and seq); the audit is about correctness,
+// so hundreds of clients are enough, and they do their own reconnecting so
+// that nothing in a client library hides a duplicate or a gap.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Config is one audit run.
+type Config struct {
+	URL        string        // the server's WebSocket base URL; the room is appended as /{room}
+	Rooms      int           // rooms
+	RoomSize   int           // clients per room
+	Interval   time.Duration // between two messages of one client
+	Duration   time.Duration // how long clients send
+	Drain      time.Duration // after sending stops: how long to wait for what is in flight
+	DropEvery  time.Duration // fault: cut a random client's connection this often (0: never)
+	Reconnect  time.Duration // how long a cut client waits before it reconnects
+	RoomPrefix string        // room names are RoomPrefix-r<index>
+	Seed       uint64        // seeds the faults' choice of clients and the send phases
+	Log        io.Writer     // progress lines; nil: none
+}
+
+// Check refuses a configuration that cannot run and fills defaults.
+func (c *Config) Check() error {
+	switch {
+	case c.URL == "":
+		return errors.New("--url is required")
+	case c.Rooms < 1 || c.RoomSize < 1:
+		return errors.New("--rooms and --room-size must be at least 1")
+	case c.Rooms*c.RoomSize > 5000:
+		return errors.New("an audit holds at most 5,000 clients (it checks every delivery of every one)")
+	case c.Interval <= 0 || c.Duration <= 0:
+		return errors.New("--msg-frequency and --duration must be positive")
+	case c.Drain < 0 || c.DropEvery < 0 || c.Reconnect < 0:
+		return errors.New("--drain, --drop-every and --reconnect must not be negative")
+	}
+	if c.RoomPrefix == "" {
+		c.RoomPrefix = "audit" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	}
+	return nil
+}
+
+// Fault is one injected fault and what it cost.
+type Fault struct {
+	At        time.Time     `json:"at"`
+	Kind      string        `json:"kind"`   // "drop": a client's connection cut
+	Target    string        `json:"target"` // the client
+	Recovered time.Duration `json:"recovered_ns"`
+	// RecoveredOK is false when the client was not back in its room by the
+	// end of the run.
+	RecoveredOK bool `json:"recovered"`
+}
+
+// Run runs the audit until its sending time and drain are over, or ctx
+// ends, and checks every delivery.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa0d17))
+	for r := range cfg.Rooms {
+		room := cfg.RoomPrefix + "-r" + strconv.Itoa(r)
+		for range cfg.RoomSize {
+			id := len(a.clients)
+			a.clients = append(a.clients, newClient(a, id, room, time.Duration(rng.Int64N(int64(cfg.Interval)))))
+		}
+	}
+	start := time.Now()
+	a.logf("audit: %d clients in %d rooms of %d, a message every %s each for %s; faults: %s",
+		len(a.clients), cfg.Rooms, cfg.RoomSize, cfg.Interval, cfg.Duration, a.faultsLine())
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, c := range a.clients {
+		wg.Go(func() { c.run(runCtx) })
+	}
+	if err := a.waitJoined(ctx, 15*time.Second); err != nil {
+		stop()
+		wg.Wait()
+		return nil, err
+	}
+	a.logf("audit: every client joined in %s; sending", time.Since(start).Round(time.Millisecond))
+	sendEnd := time.Now().Add(cfg.Duration)
+	sendCtx, stopSending := context.WithDeadline(runCtx, sendEnd)
+	var senders sync.WaitGroup
+	for _, c := range a.clients {
+		senders.Go(func() { c.send(sendCtx) })
+	}
+	if cfg.DropEvery > 0 {
+		senders.Go(func() { a.injectFaults(sendCtx, rng) })
+	}
+	senders.Wait()
+	stopSending()
+	a.logf("audit: sending over; draining %s", cfg.Drain)
+	a.drain(ctx, cfg.Drain)
+	stop()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := a.check()
+	res.Started, res.Ended = start.UTC(), time.Now().UTC()
+	return res, nil
+}
+
+func (a *auditor) logf(format string, args ...any) {
+	if a.cfg.Log != nil {
+		fmt.Fprintf(a.cfg.Log, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
+
+func (a *auditor) faultsLine() string {
+	if a.cfg.DropEvery <= 0 {
+		return "none"
+	}
+	return "a client's connection cut every " + a.cfg.DropEvery.String()
+}
+
+// waitJoined waits until every client is in its room once.
+func (a *auditor) waitJoined(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		n := 0
+		for _, c := range a.clients {
+			if c.hasJoined() {
+				n++
+			}
+		}
+		if n == len(a.clients) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d clients joined their room within %s (first error: %s)", n, len(a.clients), limit, a.firstError())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// drain waits up to d, less once every client is connected and has seen
+// its room's latest seq for a while.
+func (a *auditor) drain(ctx context.Context, d time.Duration) {
+	deadline := time.Now().Add(d)
+	quiet := 0
+	for time.Now().Before(deadline) {
+		if a.settled() {
+			quiet++
+			if quiet >= 5 { // 5 × 100 ms without a difference
+				return
+			}
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settled reports whether every client is connected and has the highest
+// seq any client saw in its room.
+func (a *auditor) settled() bool {
+	top := map[string]uint64{}
+	for _, c := range a.clients {
+		c.mu.Lock()
+		top[c.room] = max(top[c.room], c.lastSeq)
+		c.mu.Unlock()
+	}
+	for _, c := range a.clients {
+		c.mu.Lock()
+		ok := c.connected && c.lastSeq == top[c.room]
+		c.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// injectFaults cuts a random connected client's connection every DropEvery.
+func (a *auditor) injectFaults(ctx context.Context, rng *rand.Rand) {
+	t := time.NewTicker(a.cfg.DropEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range 10 { // a few tries to find a connected client
+			c := a.clients[rng.IntN(len(a.clients))]
+			if i, ok := c.cut(); ok {
+				a.mu.Lock()
+				a.faults = append(a.faults, faultRef{Fault: Fault{At: time.Now().UTC(), Kind: "drop", Target: c.name}, client: c, index: i})
+				a.mu.Unlock()
+				break
+			}
+		}
+	}
+}
+
+func (a *auditor) firstError() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firstErr == "" {
+		return "none"
+	}
+	return a.firstErr
+}
+
+func (a *auditor) noteError(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firstErr == "" {
+		a.firstErr = err.Error()
+	}
+}
+
+// msgKey names a message by its sender and the sender's counter.
+type msgKey struct {
+	sender  int
+	counter uint64
+}
+
+type deliveredAt struct {
+	room string
+	seq  uint64
+}
+
+type faultRef struct {
+	Fault
+	client *client
+	index  int // the client's cut number
+}
+
+// auditor holds the run: its clients and what they all saw.
+type auditor struct {
+	cfg     Config
+	clients []*client
+
+	mu        sync.Mutex
+	delivered map[msgKey]deliveredAt // every message any client received, with its seq
+	conflicts int64                  // a message delivered with two different seqs or rooms
+	faults    []faultRef
+	firstErr  string
+}
+
+// sawMessage records that some client got message k as seq of room; a
+// second, different seq for the same message is a conflict (two orders).
+func (a *auditor) sawMessage(k msgKey, room string, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.delivered[k]
+	if !ok {
+		a.delivered[k] = deliveredAt{room, seq}
+		return
+	}
+	if d.room != room || d.seq != seq {
+		a.conflicts++
+	}
+}
+
+// sortedFaults returns the faults in time order with their recovery.
+func (a *auditor) sortedFaults() []Fault {
+	a.mu.Lock()
+	refs := append([]faultRef(nil), a.faults...)
+	a.mu.Unlock()
+	out := make([]Fault, len(refs))
+	for i, f := range refs {
+		out[i] = f.Fault
+		out[i].Recovered, out[i].RecoveredOK = f.client.recovery(f.index)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}

@@ -1,0 +1,212 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/server/servertest"
+)
+
+func testConfig(url string) Config {
+	return Config{URL: url, Rooms: 3, RoomSize: 4, Interval: 50 * time.Millisecond, Duration: 2 * time.Second,
+		Drain: 3 * time.Second, Reconnect: 20 * time.Millisecond, Seed: 1}
+}
+
+func run(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	res.WriteSummary(&b)
+	t.Log(b.String())
+	return res
+}
+
+func TestSingleNodeHoldsEveryGuarantee(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	res := run(t, testConfig(srv.URL("/ws")))
+	if res.Broken || res.Expected == 0 || res.Delivered != res.Expected || res.Sent == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	// 12 clients, each owed every message of its room of 4.
+	if res.Expected != 4*res.Sent {
+		t.Errorf("expected %d deliveries, want 4 × %d sent", res.Expected, res.Sent)
+	}
+}
+
+// Cut connections resume exactly: nothing missing, nothing twice.
+func TestDroppedConnectionsResumeExactly(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	cfg := testConfig(srv.URL("/ws"))
+	cfg.DropEvery = 150 * time.Millisecond
+	res := run(t, cfg)
+	if res.Broken || len(res.Faults) < 5 || res.Missing != 0 || res.Duplicates != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, f := range res.Faults {
+		if !f.RecoveredOK || f.Recovered <= 0 {
+			t.Errorf("fault %+v", f)
+		}
+	}
+}
+
+// A server restarted mid-run starts its rooms anew (memory only): each
+// client is told so (history_gap with reset) and what it missed of the old
+// stream counts as flagged, not missing.
+func TestServerRestartIsFlagged(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	cfg := testConfig(srv.URL("/ws"))
+	cfg.Duration = 3 * time.Second
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(1500 * time.Millisecond) // mid-run, by the audit's clock: no signal to wait for
+		srv.Restart()
+	})
+	res := run(t, cfg)
+	wg.Wait()
+	if res.Broken || res.NewStreams != 12 || res.Missing != 0 || res.Duplicates != 0 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// The audit catches a server that loses or repeats one message in N: a
+// proxy between the clients and a real server drops, or sends twice, every
+// Nth chat frame on its way to a client.
+func TestPlantedFaultsAreCaught(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	for _, tt := range []struct {
+		name string
+		mode plant
+		want func(*Result) bool
+	}{
+		{"drop one in 50", plantDrop, func(r *Result) bool { return r.Missing > 0 && r.Duplicates == 0 }},
+		{"duplicate one in 50", plantDuplicate, func(r *Result) bool { return r.Duplicates > 0 && r.Missing == 0 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startPlant(t, srv.Addr(), tt.mode, 50)
+			res := run(t, testConfig("ws://"+p.addr+"/ws"))
+			if !res.Broken || !tt.want(res) || p.planted.Load() == 0 || res.Missing+res.Duplicates != p.planted.Load() {
+				t.Fatalf("planted %d; result %+v", p.planted.Load(), res)
+			}
+		})
+	}
+}
+
+type plant int
+
+const (
+	plantDrop plant = iota
+	plantDuplicate
+)
+
+// plantProxy forwards TCP connections to a server and plants a fault in
+// every Nth chat frame the server sends.
+type plantProxy struct {
+	addr    string
+	target  string
+	mode    plant
+	every   int64
+	frames  atomic.Int64
+	planted atomic.Int64
+}
+
+func startPlant(t *testing.T, target string, mode plant, every int64) *plantProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plantProxy{addr: ln.Addr().String(), target: target, mode: mode, every: every}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(s, c); s.Close() })
+			wg.Go(func() { p.down(c, s); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+// down copies the server's upgrade answer, then its frames one by one.
+func (p *plantProxy) down(c, s net.Conn) {
+	br := bufio.NewReader(s)
+	for {
+		line, err := br.ReadBytes('\n')
+		if _, werr := c.Write(line); err != nil || werr != nil {
+			return
+		}
+		if string(line) == "\r\n" {
+			break
+		}
+	}
+	for {
+		var h [10]byte
+		if _, err := io.ReadFull(br, h[:2]); err != nil {
+			return
+		}
+		hn, n := 2, uint64(h[1]&0x7f)
+		switch n {
+		case 126:
+			if _, err := io.ReadFull(br, h[2:4]); err != nil {
+				return
+			}
+			hn, n = 4, uint64(binary.BigEndian.Uint16(h[2:4]))
+		case 127:
+			if _, err := io.ReadFull(br, h[2:10]); err != nil {
+				return
+			}
+			hn, n = 10, binary.BigEndian.Uint64(h[2:10])
+		}
+		frame := make([]byte, hn+int(n))
+		copy(frame, h[:hn])
+		if _, err := io.ReadFull(br, frame[hn:]); err != nil {
+			return
+		}
+		copies := 1
+		if h[0]&0x0f == 1 && bytes.Contains(frame, []byte(`"seq"`)) && !bytes.Contains(frame, []byte(`"type"`)) &&
+			p.frames.Add(1)%p.every == 0 {
+			p.planted.Add(1)
+			copies = map[plant]int{plantDrop: 0, plantDuplicate: 2}[p.mode]
+		}
+		for range copies {
+			if _, err := c.Write(frame); err != nil {
+				return
+			}
+		}
+	}
+}

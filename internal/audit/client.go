@@ -1,0 +1,279 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	scclient "github.com/scalechat/scalechat/client"
+	"github.com/scalechat/scalechat/internal/protocol"
+)
+
+// stream is what one client saw of one stream (epoch) of its room.
+type stream struct {
+	first uint64         // the seq of the first joined frame in this stream: later seqs are the client's to get
+	got   map[uint64]int // seq -> times received
+	gaps  [][2]uint64    // ranges [from, to] the server said it no longer holds (history_gap)
+}
+
+// client is one audited chat client. Its connection loop, its sender and
+// the fault injector share it under mu.
+type client struct {
+	a     *auditor
+	id    int
+	name  string // its "sender"
+	room  string
+	phase time.Duration
+
+	mu        sync.Mutex
+	conn      *websocket.Conn // nil while disconnected
+	connected bool            // in its room on conn
+	epoch     string
+	lastSeq   uint64 // highest seq received in the current stream: the resume point
+	streams   map[string]*stream
+	order     []string // epochs in the order met
+	reordered int64    // a seq lower than the previous one on the same connection
+	foreign   int64    // chat frames of another room
+	joins     int      // joined frames
+	cuts      []time.Time
+	rejoined  []time.Time          // rejoined[i]: when the client was back after cuts[i]
+	ended     []time.Time          // when each connection ended, whatever ended it
+	prevEpoch string               // the stream before the current one
+	sent      map[uint64]time.Time // counter -> when it was written
+	counter   uint64
+	sendErrs  int64
+}
+
+func newClient(a *auditor, id int, room string, phase time.Duration) *client {
+	return &client{a: a, id: id, name: "a" + strconv.Itoa(id), room: room, phase: phase,
+		streams: map[string]*stream{}, sent: map[uint64]time.Time{}}
+}
+
+func (c *client) hasJoined() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.joins > 0
+}
+
+// run connects, reads until the connection ends, and reconnects with the
+// resume point until ctx ends.
+func (c *client) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := c.session(ctx); err != nil && ctx.Err() == nil {
+			c.a.noteError(fmt.Errorf("%s: %w", c.name, err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.a.cfg.Reconnect):
+		}
+	}
+}
+
+// session is one connection: dial with since and epoch, then read.
+func (c *client) session(ctx context.Context) error {
+	c.mu.Lock()
+	since, has, epoch := c.lastSeq, c.joins > 0, c.epoch
+	c.mu.Unlock()
+	u, err := scclient.RoomURL(c.a.cfg.URL, c.room, since, has, epoch)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}})
+	cancel()
+	if err != nil {
+		return err
+	}
+	conn.SetReadLimit(1 << 20)
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.conn, c.connected = nil, false
+		c.ended = append(c.ended, time.Now())
+		c.mu.Unlock()
+	}()
+	// The close handshake when the run ends, a cut (CloseNow) otherwise.
+	stop := context.AfterFunc(ctx, func() { conn.Close(websocket.StatusNormalClosure, "audit over") })
+	defer stop()
+	var prev uint64
+	for {
+		_, data, err := conn.Read(context.Background())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := c.frame(data, &prev); err != nil {
+			conn.Close(websocket.StatusPolicyViolation, err.Error())
+			return err
+		}
+	}
+}
+
+// inFrame holds the fields of a server frame the audit reads.
+type inFrame struct {
+	Type     string `json:"type"`
+	Room     string `json:"room"`
+	Epoch    string `json:"epoch"`
+	Seq      uint64 `json:"seq"`
+	Since    uint64 `json:"since"`
+	FirstSeq uint64 `json:"first_seq"`
+	Reset    bool   `json:"reset"`
+	Sender   string `json:"sender"`
+	ID       uint64 `json:"message_id"`
+	Code     string `json:"code"`
+}
+
+// frame handles one frame; prev is the last seq of this connection.
+func (c *client) frame(data []byte, prev *uint64) error {
+	var f inFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("a frame that is not JSON: %q", data)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.Room != c.room {
+		if f.Type == "" {
+			c.foreign++
+		}
+		return nil
+	}
+	switch f.Type {
+	case "joined":
+		c.joined(f)
+		*prev = 0
+	case "history_gap":
+		s := c.streams[c.epoch]
+		to := f.FirstSeq - 1
+		if f.FirstSeq == 0 {
+			to = s.first // nothing held: the joined seq bounds it
+		}
+		switch {
+		case f.Reset:
+			// The room started anew: the server says the rest of the
+			// client's old stream is gone.
+			if old := c.streams[c.prevEpoch]; old != nil && c.prevEpoch != c.epoch {
+				old.gaps = append(old.gaps, [2]uint64{f.Since + 1, math.MaxUint64})
+			}
+		case to > f.Since:
+			s.gaps = append(s.gaps, [2]uint64{f.Since + 1, to})
+		}
+	case "error":
+		return fmt.Errorf("the server refused a frame: %s", data)
+	case "":
+		s := c.streams[c.epoch]
+		if s == nil {
+			return errors.New("a chat message before the joined frame")
+		}
+		s.got[f.Seq]++
+		if f.Seq < *prev {
+			c.reordered++
+		}
+		*prev = f.Seq
+		c.lastSeq = max(c.lastSeq, f.Seq)
+		if rest, ok := strings.CutPrefix(f.Sender, "a"); ok {
+			if id, err := strconv.Atoi(rest); err == nil {
+				c.mu.Unlock() // the auditor's lock is never taken inside a client's
+				c.a.sawMessage(msgKey{id, f.ID}, c.room, f.Seq)
+				c.mu.Lock()
+			}
+		}
+	}
+	return nil
+}
+
+// joined starts or resumes a stream.
+func (c *client) joined(f inFrame) {
+	c.joins++
+	c.connected = true
+	if n := len(c.cuts); n > len(c.rejoined) {
+		c.rejoined = append(c.rejoined, time.Now())
+	}
+	if f.Epoch != c.epoch || c.streams[f.Epoch] == nil {
+		// A new stream (first join, or the room started anew): the
+		// client's messages are those after this seq.
+		if c.streams[f.Epoch] == nil {
+			c.streams[f.Epoch] = &stream{first: f.Seq, got: map[uint64]int{}}
+			c.order = append(c.order, f.Epoch)
+		}
+		c.prevEpoch, c.epoch = c.epoch, f.Epoch
+		c.lastSeq = f.Seq
+	}
+}
+
+// send writes a message every Interval, from the client's phase on, while
+// it is in its room.
+func (c *client) send(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(c.phase):
+	}
+	t := time.NewTicker(c.a.cfg.Interval)
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		conn, ok := c.conn, c.connected
+		var n uint64
+		if ok {
+			c.counter++
+			n = c.counter
+			c.sent[n] = time.Now()
+		}
+		c.mu.Unlock()
+		if ok {
+			msg := `{"message_id":` + strconv.FormatUint(n, 10) + `,"sender":"` + c.name + `","text":"audit"}`
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := conn.Write(wctx, websocket.MessageText, []byte(msg)); err != nil {
+				c.mu.Lock()
+				c.sendErrs++
+				c.mu.Unlock()
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// cut drops the client's connection without a close frame, as a network
+// failure would. It returns the cut's number.
+func (c *client) cut() (int, bool) {
+	c.mu.Lock()
+	conn, ok := c.conn, c.connected
+	if ok {
+		c.cuts = append(c.cuts, time.Now())
+		c.connected = false
+	}
+	n := len(c.cuts) - 1
+	c.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	conn.CloseNow()
+	return n, true
+}
+
+// recovery is how long the client took to be back in its room after cut i.
+func (c *client) recovery(i int) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= len(c.rejoined) {
+		return 0, false
+	}
+	return c.rejoined[i].Sub(c.cuts[i]), true
+}
