@@ -18,13 +18,16 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // Config is one audit run.
 type Config struct {
 	URL        string        // the server's WebSocket base URL; the room is appended as /{room}
+	URLs       []string      // several nodes' base URLs instead: client i starts on node i mod n and moves to the next on each reconnect
 	Rooms      int           // rooms
 	RoomSize   int           // clients per room
 	Interval   time.Duration // between two messages of one client
@@ -35,13 +38,40 @@ type Config struct {
 	RoomPrefix string        // room names are RoomPrefix-r<index>
 	Seed       uint64        // seeds the faults' choice of clients and the send phases
 	Log        io.Writer     // progress lines; nil: none
+
+	// Process faults, each once at its offset from the start of sending
+	// (0: none), on a node chosen at random; they need Cluster.
+	Cluster        Cluster
+	NodeKillAt     time.Duration // SIGKILL a node; it starts again NodeDown later
+	NodeTermAt     time.Duration // SIGTERM a node (it drains); it starts again NodeDown later
+	NodePauseAt    time.Duration // SIGSTOP a node for NodeDown, then SIGCONT
+	RedisRestartAt time.Duration // stop Redis (its data is lost), start it again NodeDown later
+	NodeDown       time.Duration
+}
+
+// Cluster is the local cluster the process faults act on
+// (bench.LocalCluster).
+type Cluster interface {
+	Nodes() int
+	StopNode(i int, sig syscall.Signal) error
+	StartNode(i int) error
+	PauseNode(ctx context.Context, i int, d time.Duration) error
+	RestartRedis(ctx context.Context, down time.Duration) error
 }
 
 // Check refuses a configuration that cannot run and fills defaults.
 func (c *Config) Check() error {
+	if len(c.URLs) == 0 && c.URL != "" {
+		c.URLs = []string{c.URL}
+	}
+	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.RedisRestartAt > 0
 	switch {
-	case c.URL == "":
+	case len(c.URLs) == 0:
 		return errors.New("--url is required")
+	case processFaults && c.Cluster == nil:
+		return errors.New("node and Redis faults need a cluster the audit starts (--cluster N)")
+	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.RedisRestartAt < 0 || c.NodeDown < 0:
+		return errors.New("fault times must not be negative")
 	case c.Rooms < 1 || c.RoomSize < 1:
 		return errors.New("--rooms and --room-size must be at least 1")
 	case c.Rooms*c.RoomSize > 5000:
@@ -50,6 +80,9 @@ func (c *Config) Check() error {
 		return errors.New("--msg-frequency and --duration must be positive")
 	case c.Drain < 0 || c.DropEvery < 0 || c.Reconnect < 0:
 		return errors.New("--drain, --drop-every and --reconnect must not be negative")
+	}
+	if c.NodeDown == 0 {
+		c.NodeDown = time.Second
 	}
 	if c.RoomPrefix == "" {
 		c.RoomPrefix = "audit" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
@@ -108,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.DropEvery > 0 {
 		senders.Go(func() { a.injectFaults(sendCtx, rng) })
 	}
+	a.scheduleProcessFaults(sendCtx, &senders, rng)
 	senders.Wait()
 	stopSending()
 	a.logf("audit: sending over; draining %s", cfg.Drain)
@@ -129,10 +163,17 @@ func (a *auditor) logf(format string, args ...any) {
 }
 
 func (a *auditor) faultsLine() string {
-	if a.cfg.DropEvery <= 0 {
+	var f []string
+	if a.cfg.DropEvery > 0 {
+		f = append(f, "a client's connection cut every "+a.cfg.DropEvery.String())
+	}
+	for _, p := range a.processFaults() {
+		f = append(f, p.kind+" at "+p.at.String())
+	}
+	if len(f) == 0 {
 		return "none"
 	}
-	return "a client's connection cut every " + a.cfg.DropEvery.String()
+	return strings.Join(f, ", ")
 }
 
 // waitJoined waits until every client is in its room once.
@@ -262,11 +303,12 @@ type auditor struct {
 	cfg     Config
 	clients []*client
 
-	mu        sync.Mutex
-	delivered map[msgKey]deliveredAt // every message any client received, with its seq
-	conflicts int64                  // a message delivered with two different seqs or rooms
-	faults    []faultRef
-	firstErr  string
+	mu          sync.Mutex
+	delivered   map[msgKey]deliveredAt // every message any client received, with its seq
+	conflicts   int64                  // a message delivered with two different seqs or rooms
+	faults      []faultRef
+	processRecs []Fault // process faults, with their recovery
+	firstErr    string
 }
 
 // sawMessage records that some client got message k as seq of room; a
@@ -288,12 +330,14 @@ func (a *auditor) sawMessage(k msgKey, room string, seq uint64) {
 func (a *auditor) sortedFaults() []Fault {
 	a.mu.Lock()
 	refs := append([]faultRef(nil), a.faults...)
+	procs := append([]Fault(nil), a.processRecs...)
 	a.mu.Unlock()
-	out := make([]Fault, len(refs))
+	out := make([]Fault, len(refs), len(refs)+len(procs))
 	for i, f := range refs {
 		out[i] = f.Fault
 		out[i].Recovered, out[i].RecoveredOK = f.client.recovery(f.index)
 	}
+	out = append(out, procs...)
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }

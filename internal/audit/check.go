@@ -117,8 +117,8 @@ func (a *auditor) check() *Result {
 		{"order: one order per room, seen by every member in seq order", res.Reordered == 0 && res.Conflicts == 0,
 			fmt.Sprintf("%d out-of-order deliveries, %d messages with two seqs", res.Reordered, res.Conflicts)},
 		{"isolation: a member receives only its rooms' messages", res.Foreign == 0, fmt.Sprintf("%d foreign deliveries", res.Foreign)},
-		{"recovery: every cut client is back in its room", recovered == len(res.Faults),
-			fmt.Sprintf("%d of %d cut clients back", recovered, len(res.Faults))},
+		{"recovery: after every fault, every client is back in its room", recovered == len(res.Faults),
+			fmt.Sprintf("%d of %d faults recovered from", recovered, len(res.Faults))},
 	}
 	for _, g := range res.Guarantees {
 		res.Broken = res.Broken || !g.Held
@@ -150,7 +150,19 @@ func (r *Result) WriteSummary(w io.Writer) error {
 			}
 		}
 		slices.Sort(rec)
-		fmt.Fprintf(&b, "faults: %d connections cut", n)
+		kinds := map[string]int{}
+		var order []string
+		for _, f := range r.Faults {
+			if kinds[f.Kind] == 0 {
+				order = append(order, f.Kind)
+			}
+			kinds[f.Kind]++
+		}
+		var parts []string
+		for _, k := range order {
+			parts = append(parts, fmt.Sprintf("%d × %s", kinds[k], k))
+		}
+		fmt.Fprintf(&b, "faults: %d (%s)", n, strings.Join(parts, ", "))
 		if len(rec) > 0 {
 			fmt.Fprintf(&b, "; back in the room after %s median, %s at most", rec[len(rec)/2].Round(time.Millisecond), rec[len(rec)-1].Round(time.Millisecond))
 		}

@@ -50,6 +50,7 @@ type client struct {
 	sent      map[uint64]time.Time // counter -> when it was written
 	counter   uint64
 	sendErrs  int64
+	sessions  int // connection attempts
 }
 
 func newClient(a *auditor, id int, room string, phase time.Duration) *client {
@@ -81,8 +82,13 @@ func (c *client) run(ctx context.Context) {
 func (c *client) session(ctx context.Context) error {
 	c.mu.Lock()
 	since, has, epoch := c.lastSeq, c.joins > 0, c.epoch
+	// Start on node id mod n, move to the next one on every reconnect, as
+	// a client behind a load balancer would land on another node.
+	urls := c.a.cfg.URLs
+	base := urls[(c.id+c.sessions)%len(urls)]
+	c.sessions++
 	c.mu.Unlock()
-	u, err := scclient.RoomURL(c.a.cfg.URL, c.room, since, has, epoch)
+	u, err := scclient.RoomURL(base, c.room, since, has, epoch)
 	if err != nil {
 		return err
 	}

@@ -243,7 +243,11 @@ func (r *runner) startServer(ctx context.Context, name string, flags ...string) 
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	return r.startServerAt(ctx, name, "127.0.0.1:"+strconv.Itoa(port), flags...)
+}
+
+// startServerAt starts `scalechat serve` on addr (see startServer).
+func (r *runner) startServerAt(ctx context.Context, name, addr string, flags ...string) (*proc, error) {
 	args := []string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}
 	if !slices.Contains(flags, "--metrics-addr") {
 		// Metrics on, as users run it, on a port of its own: servers share the host.
@@ -290,13 +294,18 @@ func waitHTTP(ctx context.Context, p *proc, url string) error {
 // startRedis starts redis-server on a free port, without persistence,
 // pinned to the server CPU (it is part of the server side).
 func (r *runner) startRedis(ctx context.Context, name string) (*proc, error) {
-	exe, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errors.New("redis-server not found (apt-get install redis-server)")
-	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	return r.startRedisAt(ctx, name, port)
+}
+
+// startRedisAt starts redis-server on port (see startRedis).
+func (r *runner) startRedisAt(ctx context.Context, name string, port int) (*proc, error) {
+	exe, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New("redis-server not found (apt-get install redis-server)")
 	}
 	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "yes")

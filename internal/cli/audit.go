@@ -11,11 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/audit"
+	"github.com/scalechat/scalechat/internal/bench"
 )
 
 func newAuditCmd() *cobra.Command {
 	cfg := audit.Config{}
-	var out string
+	var out, clusterDir string
+	var nodes int
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
@@ -28,9 +30,17 @@ under two seqs, and sends never delivered to anyone (lost; unconfirmed when the 
 ended within a second after the write, since the protocol has no acknowledgement).
 
 Faults, each optional:
-  --drop-every D   cut a random client's connection every D, without a close frame, as a
-                   network failure would; the client reconnects after --reconnect with since
-                   and epoch, and the time until it is back in its room is reported per fault
+  --drop-every D      cut a random client's connection every D, without a close frame, as a
+                      network failure would; the client reconnects after --reconnect with since
+                      and epoch, and the time until it is back in its room is reported per fault
+With --cluster N the audit starts redis-server and N nodes of this binary (scalechat serve
+--redis) on loopback itself; client i starts on node i mod N and moves to the next node on
+every reconnect. Then, once each, at the given time after sending starts, on a random node:
+  --node-kill T       SIGKILL the node; it starts again --node-down later
+  --node-term T       SIGTERM the node (it drains with 1001); it starts again --node-down later
+  --node-pause T      SIGSTOP the node for --node-down, then SIGCONT
+  --redis-restart T   stop Redis (no persistence: its data is lost), start it --node-down later
+The recovery time of a process fault is until every client is back in its room.
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
 when one is broken. --out DIR writes audit.json (every figure and fault).
@@ -38,10 +48,22 @@ when one is broken. --out DIR writes audit.json (every figure and fault).
 Clients speak docs/protocol.md with the subprotocol scalechat.v1 (they need joined frames,
 seq and history_gap); an audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
+  scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Log = c.ErrOrStderr()
+			if nodes > 0 {
+				if c.Flags().Changed("url") {
+					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
+				}
+				cl, err := bench.StartLocalCluster(c.Context(), "", clusterDir, nodes, c.ErrOrStderr())
+				if err != nil {
+					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
+				}
+				defer cl.Stop()
+				cfg.URL, cfg.URLs, cfg.Cluster = "", cl.URLs(), cl
+			}
 			if err := cfg.Check(); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -75,6 +97,13 @@ seq and history_gap); an audit holds at most 5,000 clients.`,
 	f.StringVar(&cfg.RoomPrefix, "room-prefix", "", "prefix of room names (default: a random run id, so runs do not share history)")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the send phases and of the faults' choice of clients")
 	f.StringVar(&out, "out", "", "write audit.json into this `DIR`")
+	f.IntVar(&nodes, "cluster", 0, "start redis-server and this many scalechat nodes on loopback and audit them (needs redis-server)")
+	f.StringVar(&clusterDir, "cluster-logs", "", "with --cluster: keep the processes' logs in this folder (default: a temporary one, removed)")
+	f.DurationVar(&cfg.NodeKillAt, "node-kill", 0, "with --cluster: SIGKILL a node this long after sending starts (0: never)")
+	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
+	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
+	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
+	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")
 	return cmd
 }
 

@@ -14,7 +14,7 @@ func TestAuditCommand(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, stderr := runCLI("audit", "--url", srv.URL("/ws"), "--rooms", "2", "--room-size", "3", "--duration", "1s",
 		"--drop-every", "200ms", "--drain", "2s", "--out", out)
-	if code != 0 || !strings.Contains(stdout, "verdict: every guarantee held") || !strings.Contains(stdout, "connections cut") {
+	if code != 0 || !strings.Contains(stdout, "verdict: every guarantee held") || !strings.Contains(stdout, "× drop") {
 		t.Fatalf("audit: code %d\n%s\n%s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(out, "audit.json")); err != nil {

@@ -29,6 +29,9 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 		{"since of another stream, above the seq", Resume{Since: 9, HasSince: true, Epoch: "otherstream"}, 1, 5, true, true},
 		{"since above the seq without an epoch", Resume{Since: 9, HasSince: true}, 1, 5, true, true},
 		{"up to date", Resume{Since: 5, HasSince: true, Epoch: res.Epoch}, 0, 0, false, false},
+		// A node that lags the stream (its subscription is behind): the
+		// client has more than this node holds; nothing to replay, no gap.
+		{"since above the seq in this stream", Resume{Since: 9, HasSince: true, Epoch: res.Epoch}, 0, 0, false, false},
 	} {
 		_, got := h.Join([]byte("r"), 0, tt.rs, nil)
 		first := uint64(0)
@@ -38,6 +41,13 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 		if got.Epoch != res.Epoch || first != tt.first || uint64(len(got.History)) != tt.n || got.Gap != tt.gap || got.Reset != tt.reset {
 			t.Errorf("%s: epoch %q, replay from %d ×%d, gap %v, reset %v; want %d ×%d, gap %v, reset %v",
 				tt.name, got.Epoch, first, len(got.History), got.Gap, got.Reset, tt.first, tt.n, tt.gap, tt.reset)
+		}
+		wantSeq := uint64(5)
+		if tt.rs.Epoch == res.Epoch && tt.rs.Since > wantSeq {
+			wantSeq = tt.rs.Since // what the member already has is not delivered again
+		}
+		if got.Seq != wantSeq {
+			t.Errorf("%s: joined seq %d, want %d", tt.name, got.Seq, wantSeq)
 		}
 		p := r.Poll(tt.rs, nil)
 		if uint64(len(p.Messages)) != tt.n || p.Gap != tt.gap || p.Reset != tt.reset || p.Epoch != res.Epoch {

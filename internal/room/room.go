@@ -207,6 +207,11 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 	r.members++
 	res := JoinResult{Epoch: r.epoch, Seq: r.seq, Members: r.members, FirstSeq: r.hist.oldest()}
 	res.History, res.Gap, res.Reset = r.replayLocked(rs, dst)
+	if r.behind(rs) {
+		// The member has everything up to its since already: the messages
+		// this node has yet to receive up to there are not for it.
+		res.Seq = rs.Since
+	}
 	return res, true
 }
 
@@ -218,6 +223,8 @@ func (r *Room) replayLocked(rs Resume, dst []Message) (msgs []Message, gap, rese
 	switch {
 	case !rs.HasSince:
 		return r.hist.appendLast(dst, r.hist.n), false, false
+	case r.behind(rs):
+		return dst, false, false
 	case rs.Epoch != "" && rs.Epoch != r.epoch, rs.Since > r.seq:
 		// The client saw another stream of this room (it was freed and
 		// made again, or its history was lost): its since means nothing
@@ -226,6 +233,15 @@ func (r *Room) replayLocked(rs Resume, dst []Message) (msgs []Message, gap, rese
 	}
 	gap = rs.Since < r.seq && (r.hist.n == 0 || rs.Since+1 < r.hist.oldest())
 	return r.hist.appendSince(dst, rs.Since), gap, false
+}
+
+// behind reports whether this node is behind the client in the room's
+// stream: the client names the current epoch and has seen a seq this node
+// has not yet received (in a cluster, a node whose subscription lags, e.g.
+// after a pause). Nothing is replayed then, and nothing up to since is
+// delivered; the client never sent its epoch without having seen it.
+func (r *Room) behind(rs Resume) bool {
+	return rs.HasSince && rs.Epoch != "" && rs.Epoch == r.epoch && rs.Since > r.seq
 }
 
 // Leave removes a member on loop and returns the room's latest seq: the

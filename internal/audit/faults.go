@@ -1,0 +1,101 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// processFault is a fault of the cluster's processes, once, at an offset
+// from the start of sending.
+type processFault struct {
+	kind string
+	at   time.Duration
+}
+
+func (a *auditor) processFaults() []processFault {
+	var out []processFault
+	for _, f := range []processFault{{"node SIGKILL", a.cfg.NodeKillAt}, {"node SIGTERM", a.cfg.NodeTermAt},
+		{"node SIGSTOP", a.cfg.NodePauseAt}, {"Redis restart", a.cfg.RedisRestartAt}} {
+		if f.at > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// scheduleProcessFaults starts a goroutine per process fault, owned by wg.
+func (a *auditor) scheduleProcessFaults(ctx context.Context, wg *sync.WaitGroup, rng *rand.Rand) {
+	for _, f := range a.processFaults() {
+		node := rng.IntN(a.cfg.Cluster.Nodes())
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(f.at):
+			}
+			a.processFault(ctx, f.kind, node)
+		})
+	}
+}
+
+// processFault injects one fault and waits until every client is back in
+// its room, which is the fault's recovery time.
+func (a *auditor) processFault(ctx context.Context, kind string, node int) {
+	cl, down := a.cfg.Cluster, a.cfg.NodeDown
+	rec := Fault{At: time.Now().UTC(), Kind: kind, Target: fmt.Sprintf("node %d", node)}
+	a.logf("audit: fault: %s on %s", kind, rec.Target)
+	var err error
+	switch kind {
+	case "node SIGKILL", "node SIGTERM":
+		sig := syscall.SIGKILL
+		if kind == "node SIGTERM" {
+			sig = syscall.SIGTERM
+		}
+		if err = cl.StopNode(node, sig); err == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(down):
+			}
+			err = cl.StartNode(node)
+		}
+	case "node SIGSTOP":
+		err = cl.PauseNode(ctx, node, down)
+	case "Redis restart":
+		rec.Target = "redis"
+		err = cl.RestartRedis(ctx, down)
+	}
+	if err != nil {
+		a.noteError(fmt.Errorf("fault %s: %w", kind, err))
+	}
+	start := rec.At
+	for time.Since(start) < 30*time.Second {
+		if a.allConnected() {
+			rec.Recovered, rec.RecoveredOK = time.Since(start), true
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	a.mu.Lock()
+	a.processRecs = append(a.processRecs, rec)
+	a.mu.Unlock()
+}
+
+// allConnected reports whether every client is in its room.
+func (a *auditor) allConnected() bool {
+	for _, c := range a.clients {
+		c.mu.Lock()
+		ok := c.connected
+		c.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,173 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LocalCluster is a redis-server and scalechat nodes on loopback, started
+// with the bench's process machinery for the lab's other runs (scalechat
+// audit), whose methods inject process faults. Nodes are not pinned: the
+// audit is about correctness, not cost.
+type LocalCluster struct {
+	r       *runner
+	cleanup func()
+	ctx     context.Context
+
+	mu        sync.Mutex
+	redis     *proc
+	redisPort int
+	nodes     []*proc
+	addrs     []string
+	restarts  int
+}
+
+// StartLocalCluster starts redis-server and n nodes using it (exe: the
+// scalechat binary, "" for this one; dir: logs, "" for a temporary folder
+// removed by Stop).
+func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Writer) (*LocalCluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("a cluster needs at least 1 node, not %d", n)
+	}
+	r, cleanup, err := newRunner(exe, dir, false, log)
+	if err != nil {
+		return nil, err
+	}
+	r.taskset = ""
+	c := &LocalCluster{r: r, cleanup: cleanup, ctx: context.WithoutCancel(ctx)}
+	if c.redisPort, err = freePort(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if c.redis, err = r.startRedisAt(c.ctx, "redis", c.redisPort); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for i := range n {
+		port, err := freePort()
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		p, err := r.startServerAt(c.ctx, "node"+strconv.Itoa(i), addr, c.nodeFlags()...)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.nodes, c.addrs = append(c.nodes, p), append(c.addrs, addr)
+	}
+	return c, nil
+}
+
+func (c *LocalCluster) nodeFlags() []string {
+	return []string{"--redis", "redis://127.0.0.1:" + strconv.Itoa(c.redisPort) + "/0", "--shutdown-timeout", "2s"}
+}
+
+// URLs are the nodes' WebSocket base URLs (…/ws).
+func (c *LocalCluster) URLs() []string {
+	out := make([]string, len(c.addrs))
+	for i, a := range c.addrs {
+		out[i] = "ws://" + a + "/ws"
+	}
+	return out
+}
+
+// Nodes is the number of nodes.
+func (c *LocalCluster) Nodes() int { return len(c.addrs) }
+
+// StopNode ends node i with sig: SIGKILL (a crash) or SIGTERM (a drain).
+// It returns when the process is gone.
+func (c *LocalCluster) StopNode(i int, sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.nodes[i]
+	c.mu.Unlock()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal node %d: %w", i, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.halt()
+	p.log.Close()
+	return nil
+}
+
+// StartNode starts node i again on its address, after StopNode.
+func (c *LocalCluster) StartNode(i int) error {
+	c.mu.Lock()
+	c.restarts++
+	name := fmt.Sprintf("node%d-restart%d", i, c.restarts)
+	c.mu.Unlock()
+	p, err := c.r.startServerAt(c.ctx, name, c.addrs[i], c.nodeFlags()...)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nodes[i] = p
+	c.mu.Unlock()
+	return nil
+}
+
+// PauseNode stops node i (SIGSTOP) for d, then lets it go on (SIGCONT).
+func (c *LocalCluster) PauseNode(ctx context.Context, i int, d time.Duration) error {
+	c.mu.Lock()
+	p := c.nodes[i]
+	c.mu.Unlock()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	return p.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// RestartRedis stops redis-server (SIGTERM, no persistence: its data is
+// gone), waits down, and starts it again on the same port.
+func (c *LocalCluster) RestartRedis(ctx context.Context, down time.Duration) error {
+	c.mu.Lock()
+	p := c.redis
+	c.restarts++
+	name := fmt.Sprintf("redis-restart%d", c.restarts)
+	c.mu.Unlock()
+	if err := p.shutdown(5 * time.Second); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	np, err := c.r.startRedisAt(c.ctx, name, c.redisPort)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.redis = np
+	c.mu.Unlock()
+	return nil
+}
+
+// Stop ends every process and removes a temporary folder.
+func (c *LocalCluster) Stop() {
+	c.mu.Lock()
+	nodes, redis := c.nodes, c.redis
+	c.mu.Unlock()
+	for _, p := range nodes {
+		_ = p.shutdown(5 * time.Second)
+	}
+	if redis != nil {
+		_ = redis.shutdown(5 * time.Second)
+	}
+	c.cleanup()
+}
