@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Config is one audit run.
@@ -90,24 +92,13 @@ func (c *Config) Check() error {
 	return nil
 }
 
-// Fault is one injected fault and what it cost.
-type Fault struct {
-	At        time.Time     `json:"at"`
-	Kind      string        `json:"kind"`   // "drop": a client's connection cut
-	Target    string        `json:"target"` // the client
-	Recovered time.Duration `json:"recovered_ns"`
-	// RecoveredOK is false when the client was not back in its room by the
-	// end of the run.
-	RecoveredOK bool `json:"recovered"`
-}
-
 // Run runs the audit until its sending time and drain are over, or ctx
 // ends, and checks every delivery.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (*results.Audit, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}}
+	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, seen: map[streamKey][]time.Time{}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa0d17))
 	for r := range cfg.Rooms {
 		room := cfg.RoomPrefix + "-r" + strconv.Itoa(r)
@@ -256,7 +247,7 @@ func (a *auditor) injectFaults(ctx context.Context, rng *rand.Rand) {
 			c := a.clients[rng.IntN(len(a.clients))]
 			if i, ok := c.cut(); ok {
 				a.mu.Lock()
-				a.faults = append(a.faults, faultRef{Fault: Fault{At: time.Now().UTC(), Kind: "drop", Target: c.name}, client: c, index: i})
+				a.faults = append(a.faults, faultRef{AuditFault: results.AuditFault{At: time.Now().UTC(), Kind: "drop", Target: c.name}, client: c, index: i})
 				a.mu.Unlock()
 				break
 			}
@@ -293,7 +284,7 @@ type deliveredAt struct {
 }
 
 type faultRef struct {
-	Fault
+	results.AuditFault
 	client *client
 	index  int // the client's cut number
 }
@@ -304,18 +295,32 @@ type auditor struct {
 	clients []*client
 
 	mu          sync.Mutex
-	delivered   map[msgKey]deliveredAt // every message any client received, with its seq
-	conflicts   int64                  // a message delivered with two different seqs or rooms
+	delivered   map[msgKey]deliveredAt    // every message any client received, with its seq
+	seen        map[streamKey][]time.Time // seen[k][seq]: when a client first received seq of stream k
+	conflicts   int64                     // a message delivered with two different seqs or rooms
 	faults      []faultRef
-	processRecs []Fault // process faults, with their recovery
+	processRecs []results.AuditFault // process faults, with their recovery
 	firstErr    string
 }
 
-// sawMessage records that some client got message k as seq of room; a
-// second, different seq for the same message is a conflict (two orders).
-func (a *auditor) sawMessage(k msgKey, room string, seq uint64) {
+// streamKey names one stream (epoch) of a room.
+type streamKey struct{ room, epoch string }
+
+// sawMessage records that some client got message k as seq of room's
+// stream epoch at t; a second, different seq for the same message is a
+// conflict (two orders).
+func (a *auditor) sawMessage(k msgKey, room, epoch string, seq uint64, t time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	sk := streamKey{room, epoch}
+	times := a.seen[sk]
+	if seq >= uint64(len(times)) && seq < 1<<24 {
+		times = append(times, make([]time.Time, int(seq)+1-len(times))...)
+		a.seen[sk] = times
+	}
+	if seq < uint64(len(times)) && times[seq].IsZero() {
+		times[seq] = t
+	}
 	d, ok := a.delivered[k]
 	if !ok {
 		a.delivered[k] = deliveredAt{room, seq}
@@ -327,14 +332,14 @@ func (a *auditor) sawMessage(k msgKey, room string, seq uint64) {
 }
 
 // sortedFaults returns the faults in time order with their recovery.
-func (a *auditor) sortedFaults() []Fault {
+func (a *auditor) sortedFaults() []results.AuditFault {
 	a.mu.Lock()
 	refs := append([]faultRef(nil), a.faults...)
-	procs := append([]Fault(nil), a.processRecs...)
+	procs := append([]results.AuditFault(nil), a.processRecs...)
 	a.mu.Unlock()
-	out := make([]Fault, len(refs), len(refs)+len(procs))
+	out := make([]results.AuditFault, len(refs), len(refs)+len(procs))
 	for i, f := range refs {
-		out[i] = f.Fault
+		out[i] = f.AuditFault
 		out[i].Recovered, out[i].RecoveredOK = f.client.recovery(f.index)
 	}
 	out = append(out, procs...)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
@@ -21,7 +22,7 @@ func testConfig(url string) Config {
 		Drain: 3 * time.Second, Reconnect: 20 * time.Millisecond, Seed: 1}
 }
 
-func run(t *testing.T, cfg Config) *Result {
+func run(t *testing.T, cfg Config) *results.Audit {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -30,7 +31,7 @@ func run(t *testing.T, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	res.WriteSummary(&b)
+	WriteSummary(&b, res)
 	t.Log(b.String())
 	return res
 }
@@ -90,15 +91,17 @@ func TestPlantedFaultsAreCaught(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		mode plant
-		want func(*Result) bool
+		want func(*results.Audit) bool
 	}{
-		{"drop one in 50", plantDrop, func(r *Result) bool { return r.Missing > 0 && r.Duplicates == 0 }},
-		{"duplicate one in 50", plantDuplicate, func(r *Result) bool { return r.Duplicates > 0 && r.Missing == 0 }},
+		{"drop one in 50", plantDrop, func(r *results.Audit) bool { return r.Missing > 0 && r.Duplicates == 0 }},
+		{"duplicate one in 50", plantDuplicate, func(r *results.Audit) bool { return r.Duplicates > 0 && r.Missing == 0 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := startPlant(t, srv.Addr(), tt.mode, 50)
 			res := run(t, testConfig("ws://"+p.addr+"/ws"))
-			if !res.Broken || !tt.want(res) || p.planted.Load() == 0 || res.Missing+res.Duplicates != p.planted.Load() {
+			// No fault was injected: everything counts before the faults.
+			if !res.Broken || !tt.want(res) || p.planted.Load() == 0 || res.Missing+res.Duplicates != p.planted.Load() ||
+				res.BeforeFaults.Missing+res.BeforeFaults.Duplicates != p.planted.Load() {
 				t.Fatalf("planted %d; result %+v", p.planted.Load(), res)
 			}
 		})

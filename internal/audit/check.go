@@ -4,126 +4,150 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
-// Result is what the audit found.
-type Result struct {
-	Started time.Time `json:"started_at"`
-	Ended   time.Time `json:"ended_at"`
-	Clients int       `json:"clients"`
-	Rooms   int       `json:"rooms"`
-
-	Sent      int64 `json:"sent"`      // messages written by the clients
-	Expected  int64 `json:"expected"`  // deliveries owed: every seq of a client's room after it first joined
-	Delivered int64 `json:"delivered"` // distinct deliveries that arrived
-
-	Missing    int64 `json:"missing"`    // owed, never arrived, never flagged
-	Flagged    int64 `json:"flagged"`    // owed, never arrived, announced by a history_gap
-	Duplicates int64 `json:"duplicates"` // a seq received again
-	Reordered  int64 `json:"reordered"`  // a seq below the previous one on the same connection
-	Foreign    int64 `json:"foreign"`    // chat frames of a room the client is not in
-	Conflicts  int64 `json:"conflicts"`  // one message delivered under two seqs (two orders)
-	// LostSends are messages written on a connection that stayed up and
-	// never delivered to anyone; UnconfirmedSends were written within a
-	// second before their connection ended (they may never have reached
-	// the server).
-	LostSends        int64 `json:"lost_sends"`
-	UnconfirmedSends int64 `json:"unconfirmed_sends"`
-	SendErrors       int64 `json:"send_errors"`
-	NewStreams       int64 `json:"new_streams"` // a room that started anew under a client (another epoch)
-
-	Faults []Fault `json:"faults"`
-
-	Guarantees []Guarantee `json:"guarantees"`
-	Broken     bool        `json:"broken"` // a guarantee failed
-	FirstError string      `json:"first_error,omitempty"`
-}
-
-// Guarantee is one stated delivery guarantee and whether the run kept it.
-type Guarantee struct {
-	Name string `json:"name"`
-	Held bool   `json:"held"`
-	What string `json:"what"` // the figures behind the verdict
-}
-
 // check computes the result once every client has stopped.
-func (a *auditor) check() *Result {
-	res := &Result{Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr}
+func (a *auditor) check() *results.Audit {
+	res := &results.Audit{Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr}
+	res.Faults = a.sortedFaults()
+	blame := func(c *client, t time.Time) *results.AuditCounts { return blameFor(res, c.name, t) }
 	// The last seq of each stream of each room, as far as anyone saw.
-	last := map[string]uint64{}
-	for _, c := range a.clients {
-		for ep, s := range c.streams {
-			for seq := range s.got {
-				k := c.room + "\x00" + ep
-				last[k] = max(last[k], seq)
-			}
-		}
+	last := map[streamKey]uint64{}
+	for k, times := range a.seen {
+		last[k] = uint64(len(times) - 1)
 	}
 	for _, c := range a.clients {
-		res.Reordered += c.reordered
+		for _, t := range c.reordered {
+			blame(c, t).Reordered++
+		}
+		for _, t := range c.dups {
+			blame(c, t).Duplicates++
+		}
 		res.Foreign += c.foreign
+		if res.FirstRefusal == "" {
+			res.FirstRefusal = c.firstRefusal
+		}
 		res.SendErrors += c.sendErrs
 		res.NewStreams += int64(max(len(c.order)-1, 0))
 		for _, ep := range c.order {
-			s := c.streams[ep]
-			top := last[c.room+"\x00"+ep]
-			for seq := s.first + 1; seq <= top; seq++ {
-				res.Expected++
-				n := s.got[seq]
-				switch {
-				case n > 0:
-					res.Delivered++
-					res.Duplicates += int64(n - 1)
-				case inGap(s.gaps, seq):
-					res.Flagged++
-				default:
-					res.Missing++
-				}
-			}
-			for seq, n := range s.got {
-				if seq <= s.first && n > 1 {
-					res.Duplicates += int64(n - 1) // history replayed twice
-				}
-			}
+			a.checkStream(res, c, ep, last[streamKey{c.room, ep}], blame)
 		}
 		for n, at := range c.sent {
 			res.Sent++
 			if _, ok := a.delivered[msgKey{c.id, n}]; ok {
 				continue
 			}
-			if endedSoonAfter(c.ended, at) {
+			switch {
+			case c.refused[n]:
+				res.RefusedSends++
+			case endedSoonAfter(c.ended, at):
 				res.UnconfirmedSends++
-			} else {
+			default:
 				res.LostSends++
 			}
 		}
 	}
-	res.Faults = a.sortedFaults()
+	for _, f := range append([]results.AuditCounts{res.BeforeFaults}, faultCounts(res.Faults)...) {
+		res.Missing += f.Missing
+		res.Duplicates += f.Duplicates
+		res.Reordered += f.Reordered
+	}
+	res.Guarantees = guarantees(res)
+	for _, g := range res.Guarantees {
+		res.Broken = res.Broken || !g.Held
+	}
+	return res
+}
+
+// checkStream counts what client c owed in stream ep of its room, up to
+// top, against what it received.
+func (a *auditor) checkStream(res *results.Audit, c *client, ep string, top uint64, blame func(*client, time.Time) *results.AuditCounts) {
+	s := c.streams[ep]
+	times := a.seen[streamKey{c.room, ep}]
+	for seq := s.first + 1; seq <= top; seq++ {
+		res.Expected++
+		switch {
+		case s.got[seq] > 0:
+			res.Delivered++
+		case inGap(s.gaps, seq):
+			res.Flagged++
+		default:
+			blame(c, seenAt(times, seq)).Missing++
+		}
+	}
+}
+
+// blameFor picks the fault an anomaly of client at t counts against: a
+// node or Redis fault still under way (until 2 s after every client was
+// back), else the client's own dropped connection still under way (until
+// 1 s after it was back), else the last fault before t, else none.
+func blameFor(res *results.Audit, client string, t time.Time) *results.AuditCounts {
+	until := func(f *results.AuditFault, margin time.Duration) bool {
+		return !f.At.After(t) && (!f.RecoveredOK || t.Before(f.At.Add(f.Recovered+margin)))
+	}
+	for i := len(res.Faults) - 1; i >= 0; i-- {
+		if f := &res.Faults[i]; f.Kind != "drop" && until(f, 2*time.Second) {
+			return &f.AuditCounts
+		}
+	}
+	for i := len(res.Faults) - 1; i >= 0; i-- {
+		if f := &res.Faults[i]; f.Kind == "drop" && f.Target == client && until(f, time.Second) {
+			return &f.AuditCounts
+		}
+	}
+	i := sort.Search(len(res.Faults), func(i int) bool { return res.Faults[i].At.After(t) }) - 1
+	if i < 0 {
+		return &res.BeforeFaults
+	}
+	return &res.Faults[i].AuditCounts
+}
+
+// seenAt is when seq was first received by anyone, or else the next seq
+// that was: when a message went missing.
+func seenAt(times []time.Time, seq uint64) time.Time {
+	for i := seq; i < uint64(len(times)); i++ {
+		if !times[i].IsZero() {
+			return times[i]
+		}
+	}
+	return time.Now()
+}
+
+func faultCounts(fs []results.AuditFault) []results.AuditCounts {
+	out := make([]results.AuditCounts, len(fs))
+	for i, f := range fs {
+		out[i] = f.AuditCounts
+	}
+	return out
+}
+
+// guarantees states docs/guarantees.md's promises against the figures.
+func guarantees(res *results.Audit) []results.Guarantee {
 	recovered := 0
 	for _, f := range res.Faults {
 		if f.RecoveredOK {
 			recovered++
 		}
 	}
-	res.Guarantees = []Guarantee{
-		{"no loss: every message of a room reaches every member, or the member is told (history_gap)",
-			res.Missing == 0 && res.LostSends == 0,
-			fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap; %d sends lost, %d unconfirmed (connection ended within 1 s)",
-				res.Missing, res.Expected, res.Flagged, res.LostSends, res.UnconfirmedSends)},
-		{"no duplicates: a member receives each message once, resumes included", res.Duplicates == 0,
-			fmt.Sprintf("%d duplicate deliveries", res.Duplicates)},
-		{"order: one order per room, seen by every member in seq order", res.Reordered == 0 && res.Conflicts == 0,
-			fmt.Sprintf("%d out-of-order deliveries, %d messages with two seqs", res.Reordered, res.Conflicts)},
-		{"isolation: a member receives only its rooms' messages", res.Foreign == 0, fmt.Sprintf("%d foreign deliveries", res.Foreign)},
-		{"recovery: after every fault, every client is back in its room", recovered == len(res.Faults),
-			fmt.Sprintf("%d of %d faults recovered from", recovered, len(res.Faults))},
+	return []results.Guarantee{
+		{Name: "no loss: every message of a room reaches every member, or the member is told (history_gap)",
+			Held: res.Missing == 0 && res.LostSends == 0,
+			What: fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap; %d sends lost, %d unconfirmed (connection ended within 1 s), %d refused with an error frame",
+				res.Missing, res.Expected, res.Flagged, res.LostSends, res.UnconfirmedSends, res.RefusedSends)},
+		{Name: "no duplicates: a member receives each message once, resumes included", Held: res.Duplicates == 0,
+			What: fmt.Sprintf("%d duplicate deliveries", res.Duplicates)},
+		{Name: "order: one order per room, seen by every member in seq order", Held: res.Reordered == 0 && res.Conflicts == 0,
+			What: fmt.Sprintf("%d out-of-order deliveries, %d messages with two seqs", res.Reordered, res.Conflicts)},
+		{Name: "isolation: a member receives only its rooms' messages", Held: res.Foreign == 0,
+			What: fmt.Sprintf("%d foreign deliveries", res.Foreign)},
+		{Name: "recovery: after every fault, every client is back in its room", Held: recovered == len(res.Faults),
+			What: fmt.Sprintf("%d of %d faults recovered from", recovered, len(res.Faults))},
 	}
-	for _, g := range res.Guarantees {
-		res.Broken = res.Broken || !g.Held
-	}
-	return res
 }
 
 func inGap(gaps [][2]uint64, seq uint64) bool {
@@ -137,36 +161,40 @@ func endedSoonAfter(ends []time.Time, at time.Time) bool {
 	return slices.ContainsFunc(ends, func(t time.Time) bool { return !t.Before(at) && t.Sub(at) <= time.Second })
 }
 
-// WriteSummary prints the verdict.
-func (r *Result) WriteSummary(w io.Writer) error {
+// WriteSummary prints the verdict of r.
+func WriteSummary(w io.Writer, r *results.Audit) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "audit: %d clients in %d rooms, %d messages sent, %d deliveries owed, %d delivered\n",
 		r.Clients, r.Rooms, r.Sent, r.Expected, r.Delivered)
 	if n := len(r.Faults); n > 0 {
-		var rec []time.Duration
-		for _, f := range r.Faults {
-			if f.RecoveredOK {
-				rec = append(rec, f.Recovered)
-			}
-		}
-		slices.Sort(rec)
 		kinds := map[string]int{}
 		var order []string
+		var rec []time.Duration
 		for _, f := range r.Faults {
 			if kinds[f.Kind] == 0 {
 				order = append(order, f.Kind)
 			}
 			kinds[f.Kind]++
+			if f.RecoveredOK {
+				rec = append(rec, f.Recovered)
+			}
 		}
 		var parts []string
 		for _, k := range order {
 			parts = append(parts, fmt.Sprintf("%d × %s", kinds[k], k))
 		}
 		fmt.Fprintf(&b, "faults: %d (%s)", n, strings.Join(parts, ", "))
+		slices.Sort(rec)
 		if len(rec) > 0 {
 			fmt.Fprintf(&b, "; back in the room after %s median, %s at most", rec[len(rec)/2].Round(time.Millisecond), rec[len(rec)-1].Round(time.Millisecond))
 		}
 		b.WriteString("\n")
+		for _, f := range r.Faults {
+			if f.Kind != "drop" || f.AuditCounts != (results.AuditCounts{}) {
+				fmt.Fprintf(&b, "  %s %s on %s: back after %s; then %d missing, %d duplicates, %d reordered\n", f.At.Format("15:04:05.000"),
+					f.Kind, f.Target, f.Recovered.Round(time.Millisecond), f.Missing, f.Duplicates, f.Reordered)
+			}
+		}
 	}
 	for _, g := range r.Guarantees {
 		v := "held  "

@@ -33,29 +33,32 @@ type client struct {
 	room  string
 	phase time.Duration
 
-	mu        sync.Mutex
-	conn      *websocket.Conn // nil while disconnected
-	connected bool            // in its room on conn
-	epoch     string
-	lastSeq   uint64 // highest seq received in the current stream: the resume point
-	streams   map[string]*stream
-	order     []string // epochs in the order met
-	reordered int64    // a seq lower than the previous one on the same connection
-	foreign   int64    // chat frames of another room
-	joins     int      // joined frames
-	cuts      []time.Time
-	rejoined  []time.Time          // rejoined[i]: when the client was back after cuts[i]
-	ended     []time.Time          // when each connection ended, whatever ended it
-	prevEpoch string               // the stream before the current one
-	sent      map[uint64]time.Time // counter -> when it was written
-	counter   uint64
-	sendErrs  int64
-	sessions  int // connection attempts
+	mu           sync.Mutex
+	conn         *websocket.Conn // nil while disconnected
+	connected    bool            // in its room on conn
+	epoch        string
+	lastSeq      uint64 // highest seq received in the current stream: the resume point
+	streams      map[string]*stream
+	order        []string    // epochs in the order met
+	reordered    []time.Time // when a seq came lower than the previous one on the same connection
+	dups         []time.Time // when a seq came again
+	foreign      int64       // chat frames of another room
+	joins        int         // joined frames
+	cuts         []time.Time
+	rejoined     []time.Time          // rejoined[i]: when the client was back after cuts[i]
+	ended        []time.Time          // when each connection ended, whatever ended it
+	prevEpoch    string               // the stream before the current one
+	sent         map[uint64]time.Time // counter -> when it was written
+	counter      uint64
+	sendErrs     int64
+	sessions     int             // connection attempts
+	refused      map[uint64]bool // counters of messages the server refused with an error frame
+	firstRefusal string
 }
 
 func newClient(a *auditor, id int, room string, phase time.Duration) *client {
 	return &client{a: a, id: id, name: "a" + strconv.Itoa(id), room: room, phase: phase,
-		streams: map[string]*stream{}, sent: map[uint64]time.Time{}}
+		streams: map[string]*stream{}, sent: map[uint64]time.Time{}, refused: map[uint64]bool{}}
 }
 
 func (c *client) hasJoined() bool {
@@ -176,22 +179,31 @@ func (c *client) frame(data []byte, prev *uint64) error {
 			s.gaps = append(s.gaps, [2]uint64{f.Since + 1, to})
 		}
 	case "error":
-		return fmt.Errorf("the server refused a frame: %s", data)
+		// A refusal the sender is told of: not a silent loss. The
+		// connection stays open.
+		c.refused[f.ID] = true
+		if c.firstRefusal == "" {
+			c.firstRefusal = string(data)
+		}
 	case "":
 		s := c.streams[c.epoch]
 		if s == nil {
 			return errors.New("a chat message before the joined frame")
 		}
+		now := time.Now()
 		s.got[f.Seq]++
+		if s.got[f.Seq] > 1 {
+			c.dups = append(c.dups, now)
+		}
 		if f.Seq < *prev {
-			c.reordered++
+			c.reordered = append(c.reordered, now)
 		}
 		*prev = f.Seq
 		c.lastSeq = max(c.lastSeq, f.Seq)
 		if rest, ok := strings.CutPrefix(f.Sender, "a"); ok {
 			if id, err := strconv.Atoi(rest); err == nil {
 				c.mu.Unlock() // the auditor's lock is never taken inside a client's
-				c.a.sawMessage(msgKey{id, f.ID}, c.room, f.Seq)
+				c.a.sawMessage(msgKey{id, f.ID}, c.room, c.epoch, f.Seq, now)
 				c.mu.Lock()
 			}
 		}

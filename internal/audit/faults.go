@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // processFault is a fault of the cluster's processes, once, at an offset
@@ -46,7 +48,7 @@ func (a *auditor) scheduleProcessFaults(ctx context.Context, wg *sync.WaitGroup,
 // its room, which is the fault's recovery time.
 func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 	cl, down := a.cfg.Cluster, a.cfg.NodeDown
-	rec := Fault{At: time.Now().UTC(), Kind: kind, Target: fmt.Sprintf("node %d", node)}
+	rec := results.AuditFault{At: time.Now().UTC(), Kind: kind, Target: fmt.Sprintf("node %d", node)}
 	a.logf("audit: fault: %s on %s", kind, rec.Target)
 	var err error
 	switch kind {

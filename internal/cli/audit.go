@@ -12,6 +12,8 @@ import (
 
 	"github.com/scalechat/scalechat/internal/audit"
 	"github.com/scalechat/scalechat/internal/bench"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/version"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -43,7 +45,8 @@ every reconnect. Then, once each, at the given time after sending starts, on a r
 The recovery time of a process fault is until every client is back in its room.
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
-when one is broken. --out DIR writes audit.json (every figure and fault).
+when one is broken. --out DIR writes audit.json (every figure, and every fault with what went wrong
+after it until the next one); "scalechat report --out R DIR" draws it.
 
 Clients speak docs/protocol.md with the subprotocol scalechat.v1 (they need joined frames,
 seq and history_gap); an audit holds at most 5,000 clients.`,
@@ -71,7 +74,8 @@ seq and history_gap); an audit holds at most 5,000 clients.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			if err := res.WriteSummary(c.OutOrStdout()); err != nil {
+			res.Tool, res.Version, res.Args, res.Nodes = "scalechat audit", version.Version(), os.Args[1:], nodes
+			if err := audit.WriteSummary(c.OutOrStdout(), res); err != nil {
 				return err
 			}
 			if out != "" {
@@ -107,7 +111,7 @@ seq and history_gap); an audit holds at most 5,000 clients.`,
 	return cmd
 }
 
-func writeAuditJSON(dir string, res *audit.Result) error {
+func writeAuditJSON(dir string, res *results.Audit) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -115,5 +119,5 @@ func writeAuditJSON(dir string, res *audit.Result) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "audit.json"), append(b, '\n'), 0o644)
+	return os.WriteFile(filepath.Join(dir, results.AuditJSON), append(b, '\n'), 0o644)
 }

@@ -20,6 +20,19 @@ func TestAuditCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "audit.json")); err != nil {
 		t.Error(err)
 	}
+	rep := t.TempDir()
+	if code, stdout, stderr := runCLI("report", "--out", rep, out); code != 0 || !strings.Contains(stdout, "wrote 2 charts") {
+		t.Fatalf("report: code %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, f := range []string{"index.html", "audit_recovery.png", "audit_anomalies.svg", "audit.json"} {
+		if _, err := os.Stat(filepath.Join(rep, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	page, _ := os.ReadFile(filepath.Join(rep, "index.html"))
+	if !strings.Contains(string(page), "no duplicates") || !strings.Contains(string(page), `id="faults"`) {
+		t.Error("the report page lacks the verdict or the faults")
+	}
 	if code, _, stderr := runCLI("audit", "--url", srv.URL("/ws"), "--rooms", "0"); code != 2 || !strings.Contains(stderr, "at least 1") {
 		t.Errorf("--rooms 0: code %d %q", code, stderr)
 	}

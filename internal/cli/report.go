@@ -47,12 +47,17 @@ latency against the number of clients.
 INPUT may also be a comparison of servers (scalechat bench compare: its folder holding
 targets.json, or that file): the report then draws the targets side by side, latency
 percentiles per step, server CPU per delivery, memory per connection and deliveries per
-second.`,
+second.
+
+INPUT may also be an audit (scalechat audit --out: its folder holding audit.json, or that
+file): the report then shows the verdict per guarantee, the recovery after each fault and
+what went wrong, by fault.`,
 		Example: `  scalechat report --out report/ results/
   scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
   scalechat report --out report/ --steps steps.txt
   scalechat report --out report/ results/transports/
-  scalechat report --out report/ results/compare/`,
+  scalechat report --out report/ results/compare/
+  scalechat report --out report/ results/audit/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
@@ -61,6 +66,13 @@ second.`,
 				return fmt.Errorf("--latency-cap must be positive")
 			}
 			if len(args) == 1 {
+				au, ok, err := report.LoadAudit(args[0])
+				if err != nil {
+					return fmt.Errorf("read audit: %w", err)
+				}
+				if ok {
+					return auditReport(cmd, au, args[0], af.out)
+				}
 				tg, ok, err := report.LoadTargets(args[0])
 				if err != nil {
 					return fmt.Errorf("read comparison: %w", err)
@@ -104,6 +116,28 @@ second.`,
 	fl.DurationVar(&af.interval, "interval", time.Second, "CSV input: time-series bucket")
 	addMaxMalformed(cmd, &af)
 	return cmd
+}
+
+// auditReport draws an audit, with its audit.json copied beside the charts.
+func auditReport(cmd *cobra.Command, a *results.Audit, src, out string) error {
+	dir := src
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		dir = filepath.Dir(src)
+	}
+	if absPath(dir) != absPath(out) {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(filepath.Join(dir, results.AuditJSON), filepath.Join(out, results.AuditJSON)); err != nil {
+			return err
+		}
+	}
+	charts, err := report.WriteAudit(a, report.Options{Out: out})
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(out, "index.html"))
+	return nil
 }
 
 // targetsReport draws a comparison of servers, with its files copied
