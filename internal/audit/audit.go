@@ -30,6 +30,7 @@ import (
 type Config struct {
 	URL        string        // the server's WebSocket base URL; the room is appended as /{room}
 	URLs       []string      // several nodes' base URLs instead: client i starts on node i mod n and moves to the next on each reconnect
+	Protocol   string        // ProtocolScalechat (default) or ProtocolLegacy
 	Rooms      int           // rooms
 	RoomSize   int           // clients per room
 	Interval   time.Duration // between two messages of one client
@@ -50,6 +51,17 @@ type Config struct {
 	RedisRestartAt time.Duration // stop Redis (its data is lost), start it again NodeDown later
 	NodeDown       time.Duration
 }
+
+// Protocols the audit's clients speak.
+const (
+	// ProtocolScalechat is docs/protocol.md with its control frames:
+	// joined, seq, resume with since and epoch, history_gap.
+	ProtocolScalechat = "scalechat"
+	// ProtocolLegacy is the original five-field JSON: the room of the URL,
+	// chat frames only, no seq, no resume. What a client misses while it
+	// is away is reported as such, not as a broken guarantee.
+	ProtocolLegacy = "legacy"
+)
 
 // Cluster is the local cluster the process faults act on
 // (bench.LocalCluster).
@@ -83,6 +95,13 @@ func (c *Config) Check() error {
 	case c.Drain < 0 || c.DropEvery < 0 || c.Reconnect < 0:
 		return errors.New("--drain, --drop-every and --reconnect must not be negative")
 	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = ProtocolScalechat
+	case ProtocolScalechat, ProtocolLegacy:
+	default:
+		return fmt.Errorf("--protocol %q is not scalechat or legacy", c.Protocol)
+	}
 	if c.NodeDown == 0 {
 		c.NodeDown = time.Second
 	}
@@ -98,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*results.Audit, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, seen: map[streamKey][]time.Time{}}
+	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, seen: map[streamKey][]time.Time{}, firstSeen: map[msgKey]time.Time{}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa0d17))
 	for r := range cfg.Rooms {
 		room := cfg.RoomPrefix + "-r" + strconv.Itoa(r)
@@ -297,6 +316,7 @@ type auditor struct {
 	mu          sync.Mutex
 	delivered   map[msgKey]deliveredAt    // every message any client received, with its seq
 	seen        map[streamKey][]time.Time // seen[k][seq]: when a client first received seq of stream k
+	firstSeen   map[msgKey]time.Time      // legacy: when a client first received each message
 	conflicts   int64                     // a message delivered with two different seqs or rooms
 	faults      []faultRef
 	processRecs []results.AuditFault // process faults, with their recovery

@@ -7,12 +7,14 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/fivefield"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/server/servertest"
 )
@@ -105,6 +107,39 @@ func TestPlantedFaultsAreCaught(t *testing.T) {
 				t.Fatalf("planted %d; result %+v", p.planted.Load(), res)
 			}
 		})
+	}
+}
+
+// startFiveField serves the five-field reference server on loopback.
+func startFiveField(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fivefield.New()
+	srv := &http.Server{Handler: s}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return ln.Addr().String()
+}
+
+// The five-field protocol cannot resume: what a client misses while away
+// is reported, not counted as a broken guarantee; a frame lost on a
+// connection that stayed up is.
+func TestLegacyProtocolAgainstFiveFieldServer(t *testing.T) {
+	addr := startFiveField(t)
+	cfg := testConfig("ws://" + addr + "/ws")
+	cfg.Protocol, cfg.DropEvery = ProtocolLegacy, 150*time.Millisecond
+	res := run(t, cfg)
+	if res.Broken || res.MissedAway == 0 || res.Missing != 0 || res.Delivered+res.MissedAway != res.Expected || len(res.Faults) < 5 {
+		t.Fatalf("result %+v", res)
+	}
+	p := startPlant(t, addr, plantDrop, 50)
+	cfg = testConfig("ws://" + p.addr + "/ws")
+	cfg.Protocol = ProtocolLegacy
+	res = run(t, cfg)
+	if !res.Broken || res.Missing != p.planted.Load() || res.Missing == 0 {
+		t.Fatalf("planted %d; result %+v", p.planted.Load(), res)
 	}
 }
 
@@ -201,7 +236,7 @@ func (p *plantProxy) down(c, s net.Conn) {
 			return
 		}
 		copies := 1
-		if h[0]&0x0f == 1 && bytes.Contains(frame, []byte(`"seq"`)) && !bytes.Contains(frame, []byte(`"type"`)) &&
+		if h[0]&0x0f == 1 && bytes.Contains(frame, []byte(`"message_id"`)) && !bytes.Contains(frame, []byte(`"type"`)) &&
 			p.frames.Add(1)%p.every == 0 {
 			p.planted.Add(1)
 			copies = map[plant]int{plantDrop: 0, plantDuplicate: 2}[p.mode]

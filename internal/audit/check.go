@@ -13,7 +13,7 @@ import (
 
 // check computes the result once every client has stopped.
 func (a *auditor) check() *results.Audit {
-	res := &results.Audit{Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr}
+	res := &results.Audit{Protocol: a.cfg.Protocol, Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr}
 	res.Faults = a.sortedFaults()
 	blame := func(c *client, t time.Time) *results.AuditCounts { return blameFor(res, c.name, t) }
 	// The last seq of each stream of each room, as far as anyone saw.
@@ -36,6 +36,9 @@ func (a *auditor) check() *results.Audit {
 		res.NewStreams += int64(max(len(c.order)-1, 0))
 		for _, ep := range c.order {
 			a.checkStream(res, c, ep, last[streamKey{c.room, ep}], blame)
+		}
+		if a.cfg.Protocol == ProtocolLegacy {
+			a.checkLegacy(res, c, blame)
 		}
 		for n, at := range c.sent {
 			res.Sent++
@@ -137,8 +140,8 @@ func guarantees(res *results.Audit) []results.Guarantee {
 	return []results.Guarantee{
 		{Name: "no loss: every message of a room reaches every member, or the member is told (history_gap)",
 			Held: res.Missing == 0 && res.LostSends == 0,
-			What: fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap; %d sends lost, %d unconfirmed (connection ended within 1 s), %d refused with an error frame",
-				res.Missing, res.Expected, res.Flagged, res.LostSends, res.UnconfirmedSends, res.RefusedSends)},
+			What: fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap, %d missed while away (no resume in the protocol); %d sends lost, %d unconfirmed (connection ended within 1 s), %d refused with an error frame",
+				res.Missing, res.Expected, res.Flagged, res.MissedAway, res.LostSends, res.UnconfirmedSends, res.RefusedSends)},
 		{Name: "no duplicates: a member receives each message once, resumes included", Held: res.Duplicates == 0,
 			What: fmt.Sprintf("%d duplicate deliveries", res.Duplicates)},
 		{Name: "order: one order per room, seen by every member in seq order", Held: res.Reordered == 0 && res.Conflicts == 0,

@@ -52,6 +52,7 @@ type client struct {
 	counter      uint64
 	sendErrs     int64
 	sessions     int             // connection attempts
+	legacy       legacyState     // the five-field protocol's bookkeeping
 	refused      map[uint64]bool // counters of messages the server refused with an error frame
 	firstRefusal string
 }
@@ -91,12 +92,17 @@ func (c *client) session(ctx context.Context) error {
 	base := urls[(c.id+c.sessions)%len(urls)]
 	c.sessions++
 	c.mu.Unlock()
+	legacy := c.a.cfg.Protocol == ProtocolLegacy
+	opts := &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}}
+	if legacy {
+		has, opts = false, nil // no resume: the room of the URL, chat frames only
+	}
 	u, err := scclient.RoomURL(base, c.room, since, has, epoch)
 	if err != nil {
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}})
+	conn, _, err := websocket.Dial(dctx, u, opts)
 	cancel()
 	if err != nil {
 		return err
@@ -104,11 +110,17 @@ func (c *client) session(ctx context.Context) error {
 	conn.SetReadLimit(1 << 20)
 	c.mu.Lock()
 	c.conn = conn
+	if legacy {
+		c.legacyJoined()
+	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.conn, c.connected = nil, false
 		c.ended = append(c.ended, time.Now())
+		if legacy && ctx.Err() == nil { // the end of the run is not an absence
+			c.legacy.spans[len(c.legacy.spans)-1].end = time.Now()
+		}
 		c.mu.Unlock()
 	}()
 	// The close handshake when the run ends, a cut (CloseNow) otherwise.
@@ -123,7 +135,11 @@ func (c *client) session(ctx context.Context) error {
 			}
 			return err
 		}
-		if err := c.frame(data, &prev); err != nil {
+		frame := c.frame
+		if legacy {
+			frame = c.legacyFrame
+		}
+		if err := frame(data, &prev); err != nil {
 			conn.Close(websocket.StatusPolicyViolation, err.Error())
 			return err
 		}

@@ -48,8 +48,12 @@ The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exi
 when one is broken. --out DIR writes audit.json (every figure, and every fault with what went wrong
 after it until the next one); "scalechat report --out R DIR" draws it.
 
-Clients speak docs/protocol.md with the subprotocol scalechat.v1 (they need joined frames,
-seq and history_gap); an audit holds at most 5,000 clients.`,
+Clients speak docs/protocol.md with the subprotocol scalechat.v1 (joined frames, seq,
+resume with since and epoch, history_gap), or with --protocol legacy the original
+five-field JSON (room from the URL, chat frames only): there a message is owed to a client
+connected from when anyone first received it until a second later; one a client missed
+while away is counted as "missed while away", since the protocol cannot resume; order is
+checked per sender. An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
@@ -91,6 +95,7 @@ seq and history_gap); an audit holds at most 5,000 clients.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; the room is appended as /{room}")
+	f.StringVar(&cfg.Protocol, "protocol", audit.ProtocolScalechat, "scalechat, or legacy: the original five-field JSON (no seq, no resume: what a client misses while away is reported, not counted as broken)")
 	f.IntVar(&cfg.Rooms, "rooms", 4, "rooms")
 	f.IntVar(&cfg.RoomSize, "room-size", 5, "clients per room")
 	f.DurationVar(&cfg.Interval, "msg-frequency", 100*time.Millisecond, "interval between two messages of one client")

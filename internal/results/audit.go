@@ -30,9 +30,13 @@ type Audit struct {
 	Delivered int64 `json:"delivered"` // distinct deliveries that arrived
 
 	AuditCounts
-	Flagged   int64 `json:"flagged"`   // owed, never arrived, announced by a history_gap
-	Foreign   int64 `json:"foreign"`   // chat frames of a room the client is not in
-	Conflicts int64 `json:"conflicts"` // one message delivered under two seqs (two orders)
+	Flagged int64 `json:"flagged"` // owed, never arrived, announced by a history_gap
+	// MissedAway counts, for a protocol without resume (legacy), what was
+	// owed to a client while it was away: lost by design, not silently.
+	MissedAway int64  `json:"missed_away"`
+	Protocol   string `json:"protocol"`
+	Foreign    int64  `json:"foreign"`   // chat frames of a room the client is not in
+	Conflicts  int64  `json:"conflicts"` // one message delivered under two seqs (two orders)
 	// LostSends are messages written on a connection that stayed up and
 	// never delivered to anyone; UnconfirmedSends were written within a
 	// second before their connection ended (they may never have reached

@@ -1,0 +1,116 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
+)
+
+// The five-field protocol has no seq and no resume: a client is in its
+// room from the upgrade, and a message is owed to it when it was connected
+// from the moment anyone first received the message until a second later.
+// One it missed while away (or in that second around a cut) is what the
+// protocol loses by design, reported as such; one missed while connected is
+// a silent loss. Order is checked per sender (message_id increases).
+
+// span is one connection of a legacy client.
+type span struct{ start, end time.Time } // end zero: still open
+
+type legacyState struct {
+	spans  []span
+	got    map[msgKey]int
+	lastID map[int]uint64 // per sender: the highest message_id received
+}
+
+// legacyJoined starts a span; c.mu is held.
+func (c *client) legacyJoined() {
+	now := time.Now()
+	if c.legacy.got == nil {
+		c.legacy.got, c.legacy.lastID = map[msgKey]int{}, map[int]uint64{}
+	}
+	c.legacy.spans = append(c.legacy.spans, span{start: now})
+	c.joins++
+	c.connected = true
+	if len(c.cuts) > len(c.rejoined) {
+		c.rejoined = append(c.rejoined, now)
+	}
+}
+
+// legacyFrame handles one frame of a five-field server.
+func (c *client) legacyFrame(data []byte, _ *uint64) error {
+	var f inFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("a frame that is not JSON: %q", data)
+	}
+	now := time.Now()
+	rest, ok := strings.CutPrefix(f.Sender, "a")
+	id, err := strconv.Atoi(rest)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.Type != "" {
+		return nil // a server that sends control frames anyway
+	}
+	if (f.Room != "" && f.Room != c.room) || !ok || err != nil || id >= len(c.a.clients) || c.a.clients[id].room != c.room {
+		c.foreign++
+		return nil
+	}
+	k := msgKey{id, f.ID}
+	c.legacy.got[k]++
+	if c.legacy.got[k] > 1 {
+		c.dups = append(c.dups, now)
+	}
+	if f.ID < c.legacy.lastID[id] {
+		c.reordered = append(c.reordered, now)
+	}
+	c.legacy.lastID[id] = max(c.legacy.lastID[id], f.ID)
+	c.mu.Unlock()
+	c.a.sawLegacy(k, c.room, now)
+	c.mu.Lock()
+	return nil
+}
+
+// sawLegacy records that a client received message k of room at t.
+func (a *auditor) sawLegacy(k msgKey, room string, t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.delivered[k]; !ok {
+		a.delivered[k] = deliveredAt{room: room}
+		a.firstSeen[k] = t
+	}
+}
+
+// checkLegacy counts what a five-field client owed and received.
+func (a *auditor) checkLegacy(res *results.Audit, c *client, blame func(*client, time.Time) *results.AuditCounts) {
+	if len(c.legacy.spans) == 0 {
+		return
+	}
+	joined := c.legacy.spans[0].start
+	for k, t := range a.firstSeen {
+		if a.clients[k.sender].room != c.room || t.Before(joined) {
+			continue
+		}
+		res.Expected++
+		switch {
+		case c.legacy.got[k] > 0:
+			res.Delivered++
+		case c.connectedThrough(t, t.Add(time.Second)):
+			blame(c, t).Missing++
+		default:
+			res.MissedAway++
+		}
+	}
+}
+
+// connectedThrough reports whether one connection of c covered [from, to].
+func (c *client) connectedThrough(from, to time.Time) bool {
+	for _, s := range c.legacy.spans {
+		if !s.start.After(from) && (s.end.IsZero() || !s.end.Before(to)) {
+			return true
+		}
+	}
+	return false
+}
