@@ -16,6 +16,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/fivefield"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/server"
 	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
@@ -47,6 +48,16 @@ func TestSingleNodeHoldsEveryGuarantee(t *testing.T) {
 	// 12 clients, each owed every message of its room of 4.
 	if res.Expected != 4*res.Sent {
 		t.Errorf("expected %d deliveries, want 4 × %d sent", res.Expected, res.Sent)
+	}
+}
+
+// A message the server refuses with an error frame (here: over the rate
+// limit) is a refused send, not a loss: the sender was told.
+func TestRefusedSendsAreNotLosses(t *testing.T) {
+	srv := servertest.Start(t, func(c *server.Config) { c.RateLimit, c.RateBurst, c.RateAbuse = 5, 5, 1<<20 })
+	res := run(t, testConfig(srv.URL("/ws")))
+	if res.Broken || res.RefusedSends == 0 || res.LostSends != 0 || res.Sent != res.RefusedSends+res.Delivered/4 {
+		t.Fatalf("result %+v", res)
 	}
 }
 

@@ -38,6 +38,7 @@ type client struct {
 	connected    bool            // in its room on conn
 	epoch        string
 	lastSeq      uint64 // highest seq received in the current stream: the resume point
+	joinedSeq    uint64 // the seq of the last joined frame
 	streams      map[string]*stream
 	order        []string    // epochs in the order met
 	reordered    []time.Time // when a seq came lower than the previous one on the same connection
@@ -168,6 +169,16 @@ func (c *client) frame(data []byte, prev *uint64) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if f.Type == "error" {
+		// A refusal the sender is told of: not a silent loss. The
+		// connection stays open. (It names no room when the refused
+		// message named none.)
+		c.refused[f.ID] = true
+		if c.firstRefusal == "" {
+			c.firstRefusal = string(data)
+		}
+		return nil
+	}
 	if f.Room != c.room {
 		if f.Type == "" {
 			c.foreign++
@@ -182,7 +193,7 @@ func (c *client) frame(data []byte, prev *uint64) error {
 		s := c.streams[c.epoch]
 		to := f.FirstSeq - 1
 		if f.FirstSeq == 0 {
-			to = s.first // nothing held: the joined seq bounds it
+			to = c.joinedSeq // nothing held: the gap runs up to the room's seq at the join
 		}
 		switch {
 		case f.Reset:
@@ -193,13 +204,6 @@ func (c *client) frame(data []byte, prev *uint64) error {
 			}
 		case to > f.Since:
 			s.gaps = append(s.gaps, [2]uint64{f.Since + 1, to})
-		}
-	case "error":
-		// A refusal the sender is told of: not a silent loss. The
-		// connection stays open.
-		c.refused[f.ID] = true
-		if c.firstRefusal == "" {
-			c.firstRefusal = string(data)
 		}
 	case "":
 		s := c.streams[c.epoch]
@@ -230,6 +234,7 @@ func (c *client) frame(data []byte, prev *uint64) error {
 // joined starts or resumes a stream.
 func (c *client) joined(f inFrame) {
 	c.joins++
+	c.joinedSeq = f.Seq
 	c.connected = true
 	if n := len(c.cuts); n > len(c.rejoined) {
 		c.rejoined = append(c.rejoined, time.Now())
