@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/scalechat/scalechat/internal/fivefield"
 	"github.com/scalechat/scalechat/internal/server"
 	"github.com/scalechat/scalechat/internal/server/servertest"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // fiveFieldServer runs the five-field reference server (internal/fivefield)
@@ -41,18 +43,16 @@ func startFiveFieldServer(t *testing.T, everyone bool) *fiveFieldServer {
 // waitCloses waits until n connections have ended and returns their close codes.
 func (s *fiveFieldServer) waitCloses(t *testing.T, n int) map[int]int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := s.CloseCodes()
+	var c map[int]int
+	testsupport.Eventually(t, 5*time.Second, fmt.Sprintf("%d connections to end", n), func() bool {
+		c = s.CloseCodes()
 		sum := 0
 		for _, v := range c {
 			sum += v
 		}
-		if sum >= n || time.Now().After(deadline) {
-			return c
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return sum >= n
+	})
+	return c
 }
 
 func TestLegacyProtocolAgainstFiveFieldServer(t *testing.T) {
