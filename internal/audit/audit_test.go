@@ -46,8 +46,8 @@ func TestSingleNodeHoldsEveryGuarantee(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// 12 clients, each owed every message of its room of 4.
-	if res.Expected != 4*res.Sent {
-		t.Errorf("expected %d deliveries, want 4 × %d sent", res.Expected, res.Sent)
+	if res.Expected != 4*res.Sent || res.UnconfirmedSends != 0 {
+		t.Errorf("expected %d deliveries, want 4 × %d sent (%d unconfirmed)", res.Expected, res.Sent, res.UnconfirmedSends)
 	}
 }
 

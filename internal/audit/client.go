@@ -261,7 +261,7 @@ func (c *client) send(ctx context.Context) {
 	}
 	t := time.NewTicker(c.a.cfg.Interval)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		c.mu.Lock()
 		conn, ok := c.conn, c.connected
 		var n uint64
@@ -277,13 +277,13 @@ func (c *client) send(ctx context.Context) {
 			if err := conn.Write(wctx, websocket.MessageText, []byte(msg)); err != nil {
 				c.mu.Lock()
 				c.sendErrs++
+				delete(c.sent, n) // not written whole: the server never saw a message
 				c.mu.Unlock()
 			}
 			cancel()
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-t.C:
 		}
 	}
