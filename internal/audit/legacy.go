@@ -11,14 +11,16 @@ import (
 )
 
 // The five-field protocol has no seq and no resume: a client is in its
-// room from the upgrade, and a message is owed to it when it was connected
-// from the moment anyone first received the message until a second later.
+// room from the upgrade (the server may add it to the room a moment after
+// answering it: there is no joined frame to say when), and a message is
+// owed to it when it was connected from 200 ms before anyone first received
+// the message until a second after.
 // One it missed while away (or in that second around a cut) is what the
 // protocol loses by design, reported as such; one missed while connected is
 // a silent loss. Order is checked per sender (message_id increases).
 
 // span is one connection of a legacy client.
-type span struct{ start, end time.Time } // end zero: still open
+type span struct{ start, end time.Time } // start zero: before sending began; end zero: still open
 
 type legacyState struct {
 	spans  []span
@@ -32,7 +34,13 @@ func (c *client) legacyJoined() {
 	if c.legacy.got == nil {
 		c.legacy.got, c.legacy.lastID = map[msgKey]int{}, map[int]uint64{}
 	}
-	c.legacy.spans = append(c.legacy.spans, span{start: now})
+	start := now
+	if len(c.legacy.spans) == 0 {
+		// The first join comes before anyone sends (Run waits for every
+		// client): it owes nothing to the margin.
+		start = time.Time{}
+	}
+	c.legacy.spans = append(c.legacy.spans, span{start: start})
 	c.joins++
 	c.connected = true
 	if len(c.cuts) > len(c.rejoined) {
@@ -88,16 +96,15 @@ func (a *auditor) checkLegacy(res *results.Audit, c *client, blame func(*client,
 	if len(c.legacy.spans) == 0 {
 		return
 	}
-	joined := c.legacy.spans[0].start
 	for k, t := range a.firstSeen {
-		if a.clients[k.sender].room != c.room || t.Before(joined) {
+		if a.clients[k.sender].room != c.room {
 			continue
 		}
 		res.Expected++
 		switch {
 		case c.legacy.got[k] > 0:
 			res.Delivered++
-		case c.connectedThrough(t, t.Add(time.Second)):
+		case c.connectedThrough(t.Add(-200*time.Millisecond), t.Add(time.Second)):
 			blame(c, t).Missing++
 		default:
 			res.MissedAway++
@@ -108,7 +115,7 @@ func (a *auditor) checkLegacy(res *results.Audit, c *client, blame func(*client,
 // connectedThrough reports whether one connection of c covered [from, to].
 func (c *client) connectedThrough(from, to time.Time) bool {
 	for _, s := range c.legacy.spans {
-		if !s.start.After(from) && (s.end.IsZero() || !s.end.Before(to)) {
+		if (s.start.IsZero() || !s.start.After(from)) && (s.end.IsZero() || !s.end.Before(to)) {
 			return true
 		}
 	}

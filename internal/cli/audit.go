@@ -51,7 +51,7 @@ after it until the next one); "scalechat report --out R DIR" draws it.
 Clients speak docs/protocol.md with the subprotocol scalechat.v1 (joined frames, seq,
 resume with since and epoch, history_gap), or with --protocol legacy the original
 five-field JSON (room from the URL, chat frames only): there a message is owed to a client
-connected from when anyone first received it until a second later; one a client missed
+connected from 200 ms before anyone first received it until a second after; one a client missed
 while away is counted as "missed while away", since the protocol cannot resume; order is
 checked per sender. An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
