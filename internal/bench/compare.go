@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -68,7 +67,7 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		return err
 	}
 	meta := results.Targets{Tool: "scalechat bench compare", Version: opt.Version, Scenario: sc.Name, StartedAt: time.Now().UTC(),
-		Args: opt.Args, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(), Machine: machineLine()}
+		Args: opt.Args, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
 	var failed []string
 	for _, t := range sc.Targets {
 		if ctx.Err() != nil {
@@ -297,10 +296,4 @@ func printTargets(w io.Writer, t *results.Targets) {
 			kib(r.RSSPerConn), gen, r.Note)
 	}
 	tw.Flush()
-}
-
-// machineLine describes the machine in one line.
-func machineLine() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s, %d CPUs", host, runtime.NumCPU())
 }

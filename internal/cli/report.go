@@ -71,21 +71,24 @@ what went wrong, by fault.`,
 					return fmt.Errorf("read audit: %w", err)
 				}
 				if ok {
-					return auditReport(cmd, au, args[0], af.out)
+					return derivedReport(cmd, args[0], af.out, []string{results.AuditJSON},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteAudit(au, o) })
 				}
 				tg, ok, err := report.LoadTargets(args[0])
 				if err != nil {
 					return fmt.Errorf("read comparison: %w", err)
 				}
 				if ok {
-					return targetsReport(cmd, tg, args[0], af.out)
+					return derivedReport(cmd, args[0], af.out, []string{results.TargetsCSV, results.TargetsJSON},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteTargets(tg, o) })
 				}
 				tin, ok, err := report.LoadTransports(args[0])
 				if err != nil {
 					return fmt.Errorf("read comparison: %w", err)
 				}
 				if ok {
-					return transportsReport(cmd, tin, args[0], af.out)
+					return derivedReport(cmd, args[0], af.out, []string{results.ComparisonCSV, results.ComparisonJSON},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteTransports(tin, o) })
 				}
 			}
 			in, err := reportInput(cmd, af, args)
@@ -118,58 +121,10 @@ what went wrong, by fault.`,
 	return cmd
 }
 
-// auditReport draws an audit, with its audit.json copied beside the charts.
-func auditReport(cmd *cobra.Command, a *results.Audit, src, out string) error {
-	dir := src
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		dir = filepath.Dir(src)
-	}
-	if absPath(dir) != absPath(out) {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
-		}
-		if err := copyFile(filepath.Join(dir, results.AuditJSON), filepath.Join(out, results.AuditJSON)); err != nil {
-			return err
-		}
-	}
-	charts, err := report.WriteAudit(a, report.Options{Out: out})
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(out, "index.html"))
-	return nil
-}
-
-// targetsReport draws a comparison of servers, with its files copied
-// beside the charts.
-func targetsReport(cmd *cobra.Command, t *results.Targets, src, out string) error {
-	dir := src
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		dir = filepath.Dir(src)
-	}
-	if absPath(dir) != absPath(out) {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
-		}
-		for _, f := range []string{results.TargetsCSV, results.TargetsJSON} {
-			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-				if err := copyFile(filepath.Join(dir, f), filepath.Join(out, f)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	charts, err := report.WriteTargets(t, report.Options{Out: out})
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d charts and %s\n", len(charts), filepath.Join(out, "index.html"))
-	return nil
-}
-
-// transportsReport draws a transports comparison, with its files copied
-// beside the charts.
-func transportsReport(cmd *cobra.Command, in *report.TransportsInput, src, out string) error {
+// derivedReport draws a report of a results folder that is not an analysis
+// (a transports or targets comparison, an audit): write draws it into out,
+// and the folder's data files are copied beside the charts.
+func derivedReport(cmd *cobra.Command, src, out string, files []string, write func(report.Options) ([]report.Chart, error)) error {
 	dir := src
 	if st, err := os.Stat(src); err != nil || !st.IsDir() {
 		dir = filepath.Dir(src)
@@ -177,15 +132,17 @@ func transportsReport(cmd *cobra.Command, in *report.TransportsInput, src, out s
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range []string{results.ComparisonCSV, results.ComparisonJSON} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			continue
-		}
-		if err := copyFile(filepath.Join(dir, f), filepath.Join(out, f)); err != nil {
-			return fmt.Errorf("copy %s: %w", f, err)
+	if absPath(dir) != absPath(out) {
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				continue
+			}
+			if err := copyFile(filepath.Join(dir, f), filepath.Join(out, f)); err != nil {
+				return fmt.Errorf("copy %s: %w", f, err)
+			}
 		}
 	}
-	charts, err := report.WriteTransports(in, report.Options{Out: out})
+	charts, err := write(report.Options{Out: out})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
