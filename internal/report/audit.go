@@ -112,32 +112,17 @@ func auditAnomalies(dir string, a *results.Audit) error {
 		}
 	}
 	p := newPlot(auditCharts[1].Title, "", "deliveries", false)
-	w := barWidth(3)
-	hi := 0.0
-	for k, m := range []struct {
-		name string
-		get  func(results.AuditCounts) int64
-	}{
-		{"missing", func(c results.AuditCounts) int64 { return c.Missing }},
-		{"duplicates", func(c results.AuditCounts) int64 { return c.Duplicates }},
-		{"reordered", func(c results.AuditCounts) int64 { return c.Reordered }},
-	} {
-		vals := make(plotter.Values, len(groups))
-		for i := range groups {
-			vals[i] = float64(m.get(sum[i]))
-			hi = max(hi, vals[i])
-		}
-		b, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return err
-		}
-		b.Color, b.LineStyle.Width = plotutil.Color(k), 0
-		b.Offset = w * vg.Length(k-1)
-		p.Add(b)
-		p.Legend.Add(m.name, b)
+	series := make([]plotter.Values, 3)
+	for k := range series {
+		series[k] = make(plotter.Values, len(groups))
 	}
-	nominal(p, groups)
-	p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1)
+	for i, c := range sum {
+		series[0][i], series[1][i], series[2][i] = float64(c.Missing), float64(c.Duplicates), float64(c.Reordered)
+	}
+	if err := groupedBars(p, groups, series, []string{"missing", "duplicates", "reordered"}, barWidth(3)); err != nil {
+		return err
+	}
+	p.Y.Max = max(p.Y.Max, 1)
 	p.Y.Tick.Marker = countTicks{}
 	return savePlot(dir, auditCharts[1].Name, p)
 }

@@ -110,31 +110,46 @@ func findRow(t *results.Targets, target, step string) (results.TargetRow, bool) 
 // barWidth fits n bars side by side in one unit of the x axis.
 func barWidth(n int) vg.Length { return vg.Points(float64(min(90, 360/max(n, 1)))) }
 
-// targetBars draws one figure per step and target: groups of bars, one
-// group per step, a bar per target.
-func targetBars(dir, name, title, y string, t *results.Targets, steps, targets []string, get func(results.TargetRow) float64) error {
-	p := newPlot(title, "", y, false)
-	w := barWidth(len(targets))
+// groupedBars adds to p one bar chart per series, side by side in every
+// group (x position) under names, and sets the y axis from 0 with room for
+// the legend. legend names the series; nil adds no legend.
+func groupedBars(p *plot.Plot, names []string, series []plotter.Values, legend []string, w vg.Length) error {
 	hi := 0.0
-	for k, tg := range targets {
-		vals := make(plotter.Values, len(steps))
-		for i, s := range steps {
-			if r, ok := findRow(t, tg, s); ok {
-				vals[i] = get(r)
-				hi = max(hi, vals[i])
-			}
+	for k, vals := range series {
+		for _, v := range vals {
+			hi = max(hi, v)
 		}
 		b, err := plotter.NewBarChart(vals, w)
 		if err != nil {
 			return err
 		}
 		b.Color, b.LineStyle.Width = plotutil.Color(k), 0
-		b.Offset = w * vg.Length(float64(k)-float64(len(targets)-1)/2)
+		b.Offset = w * vg.Length(float64(k)-float64(len(series)-1)/2)
 		p.Add(b)
-		p.Legend.Add(tg, b)
+		if legend != nil {
+			p.Legend.Add(legend[k], b)
+		}
 	}
-	nominal(p, steps)
-	p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1e-3) // room for the legend
+	nominal(p, names)
+	p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1e-3)
+	return nil
+}
+
+// targetBars draws one figure: a group of bars per step, a bar per target.
+func targetBars(dir, name, title, y string, t *results.Targets, steps, targets []string, get func(results.TargetRow) float64) error {
+	p := newPlot(title, "", y, false)
+	series := make([]plotter.Values, len(targets))
+	for k, tg := range targets {
+		series[k] = make(plotter.Values, len(steps))
+		for i, s := range steps {
+			if r, ok := findRow(t, tg, s); ok {
+				series[k][i] = get(r)
+			}
+		}
+	}
+	if err := groupedBars(p, steps, series, targets, barWidth(len(targets))); err != nil {
+		return err
+	}
 	p.Y.Tick.Marker = countTicks{}
 	return savePlot(dir, name, p)
 }
@@ -148,27 +163,20 @@ func targetLatency(dir string, t *results.Targets, steps, targets []string) erro
 	for i := range grid {
 		grid[i] = make([]*plot.Plot, cols)
 	}
-	names := []string{"p50", "p90", "p99", "max"}
-	w := barWidth(len(targets)) / 2
 	for i, s := range steps {
 		p := newPlot(s, "", "latency (ms)", true)
-		hi := 0.0
+		series := make([]plotter.Values, len(targets))
 		for k, tg := range targets {
 			r, _ := findRow(t, tg, s)
-			hi = max(hi, r.Max)
-			b, err := plotter.NewBarChart(plotter.Values{r.P50, r.P90, r.P99, r.Max}, w)
-			if err != nil {
-				return err
-			}
-			b.Color, b.LineStyle.Width = plotutil.Color(k), 0
-			b.Offset = w * vg.Length(float64(k)-float64(len(targets)-1)/2)
-			p.Add(b)
-			if i == 0 {
-				p.Legend.Add(tg, b)
-			}
+			series[k] = plotter.Values{r.P50, r.P90, r.P99, r.Max}
 		}
-		nominal(p, names)
-		p.Y.Min, p.Y.Max = 0, max(hi*1.2, 1e-3)
+		legend := targets
+		if i > 0 {
+			legend = nil // the first panel's legend names the targets
+		}
+		if err := groupedBars(p, []string{"p50", "p90", "p99", "max"}, series, legend, barWidth(len(targets))/2); err != nil {
+			return err
+		}
 		grid[i/cols][i%cols] = p
 	}
 	return saveGrid(dir, "targets_latency", "Delivery latency per step, targets side by side", grid)
