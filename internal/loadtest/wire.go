@@ -82,10 +82,17 @@ func newWire(cfg *Config) wire {
 	return scalechatWire{}
 }
 
-// appendMessageID writes the run's wire message id: sender<<32 | counter,
-// so that any recipient knows who sent it.
-func appendMessageID(dst []byte, sender uint64, counter uint32) []byte {
-	return strconv.AppendUint(dst, sender<<32|uint64(counter), 10)
+// appendRunFields appends the fields a message of the run carries, without
+// braces: the wire message id sender<<32 | counter (so that any recipient
+// knows who sent it), the due time and the text.
+func appendRunFields(dst []byte, sender uint64, counter uint32, due int64, text string) []byte {
+	dst = append(dst, `"message_id":`...)
+	dst = strconv.AppendUint(dst, sender<<32|uint64(counter), 10)
+	dst = append(dst, `,"due_us":`...)
+	dst = strconv.AppendInt(dst, due, 10)
+	dst = append(dst, `,"text":"`...)
+	dst = append(dst, text...)
+	return append(dst, '"')
 }
 
 // idFields fills the sender, counter and due time of a message that
@@ -117,13 +124,9 @@ func (scalechatWire) appendMessage(dst []byte, p *stepPlan, room int32, sender u
 	dst = append(dst, `{"room":"`...)
 	dst = append(dst, p.roomPre...)
 	dst = strconv.AppendInt(dst, int64(room), 10)
-	dst = append(dst, `","message_id":`...)
-	dst = appendMessageID(dst, sender, counter)
-	dst = append(dst, `,"due_us":`...)
-	dst = strconv.AppendInt(dst, due, 10)
-	dst = append(dst, `,"text":"`...)
-	dst = append(dst, text...)
-	return append(dst, `"}`...)
+	dst = append(dst, `",`...)
+	dst = appendRunFields(dst, sender, counter, due, text)
+	return append(dst, '}')
 }
 
 func (scalechatWire) decode(p []byte, in []inbound) []inbound {
@@ -160,13 +163,9 @@ func (echoWire) appendJoin(dst []byte, _ *stepPlan, _ int32, _ int) []byte {
 }
 
 func (echoWire) appendMessage(dst []byte, _ *stepPlan, _ int32, sender uint64, counter uint32, due int64, text string) []byte {
-	dst = append(dst, `{"message_id":`...)
-	dst = appendMessageID(dst, sender, counter)
-	dst = append(dst, `,"due_us":`...)
-	dst = strconv.AppendInt(dst, due, 10)
-	dst = append(dst, `,"text":"`...)
-	dst = append(dst, text...)
-	return append(dst, `"}`...)
+	dst = append(dst, '{')
+	dst = appendRunFields(dst, sender, counter, due, text)
+	return append(dst, '}')
 }
 
 func (echoWire) decode(p []byte, in []inbound) []inbound {
@@ -265,13 +264,9 @@ func (w centrifugoWire) appendMessage(dst []byte, p *stepPlan, room int32, sende
 	dst = strconv.AppendUint(dst, centrifugoPublishID+uint64(counter), 10)
 	dst = append(dst, `,"publish":{"channel":"`...)
 	dst = w.channel(dst, p, room)
-	dst = append(dst, `","data":{"message_id":`...)
-	dst = appendMessageID(dst, sender, counter)
-	dst = append(dst, `,"due_us":`...)
-	dst = strconv.AppendInt(dst, due, 10)
-	dst = append(dst, `,"text":"`...)
-	dst = append(dst, text...)
-	return append(dst, `"}}}`...)
+	dst = append(dst, `","data":{`...)
+	dst = appendRunFields(dst, sender, counter, due, text)
+	return append(dst, `}}}`...)
 }
 
 func (w centrifugoWire) decode(p []byte, in []inbound) []inbound {
