@@ -10,10 +10,13 @@
 // back, the node pushes each room's Redis counter above every seq it handed
 // out, catches up what it missed, and cross-node delivery resumes.
 //
+// The same broker runs on a Redis Cluster (redis_cluster.go): a room lives
+// in one hash slot, and its messages cross only the master that owns it.
+//
 // The files: redis.go (the type, its goroutines), redis_publish.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
-// gaps), redis_health.go (outages and recovery), redis_announce.go (the
-// nodes of the dashboard).
+// gaps), redis_health.go (outages and recovery), redis_cluster.go (slots,
+// shard channels), redis_announce.go (the nodes of the dashboard).
 
 package broker
 
@@ -33,7 +36,8 @@ import (
 // publishScript gives a message its seq, stores it and publishes it, and
 // keeps the room's epoch alive as long as its seq.
 // KEYS: seq counter, history stream, epoch. ARGV: prefix, suffix, history
-// size, TTL in seconds, channel.
+// size, TTL in seconds, channel, and "s" to publish on a shard channel (a
+// Redis Cluster).
 var publishScript = redis.NewScript(`
 local seq = redis.call('INCR', KEYS[1])
 local msg = ARGV[1] .. seq .. ARGV[2]
@@ -43,7 +47,11 @@ if tonumber(ARGV[3]) > 0 then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
-redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
+if ARGV[6] == 's' then
+  redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
+else
+  redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
+end
 return seq
 `)
 
@@ -61,7 +69,7 @@ return cur
 
 // Config configures a Redis broker.
 type Config struct {
-	URL     string        // redis://[user:password@]host:port/db
+	URL     string        // redis://[user:password@]host:port/db, or redis-cluster://[user:password@]host:port,host:port...
 	History int           // messages kept per room in Redis; 0 keeps none
 	TTL     time.Duration // a room's keys expire after this long without messages
 	Prefix  string        // of every key and channel
@@ -77,6 +85,47 @@ type subCmd struct {
 type roomState struct {
 	confirmed chan struct{} // closed when Redis confirmed the subscription
 	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
+	ps        *pubsub       // the connection subscribed to the room; nil: none yet
+}
+
+// pubsub is one subscription connection: to the one Redis, or to one master
+// of a Redis Cluster for the rooms of its slots.
+type pubsub struct {
+	addr   string        // the master's address; "" for the one Redis
+	client *redis.Client // the master's own client (a cluster); nil for the one Redis
+	ps     *redis.PubSub
+}
+
+func (s *pubsub) subscribe(ctx context.Context, channels []string) error {
+	if s.client == nil {
+		return s.ps.Subscribe(ctx, channels...)
+	}
+	for _, same := range bySlot(channels) { // one slot per SSUBSCRIBE
+		if err := s.ps.SSubscribe(ctx, same...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *pubsub) unsubscribe(ctx context.Context, channels []string) error {
+	if s.client == nil {
+		return s.ps.Unsubscribe(ctx, channels...)
+	}
+	for _, same := range bySlot(channels) {
+		if err := s.ps.SUnsubscribe(ctx, same...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *pubsub) close() error {
+	err := s.ps.Close()
+	if s.client != nil {
+		err = errors.Join(err, s.client.Close())
+	}
+	return err
 }
 
 // Redis is a broker backed by Redis.
@@ -84,8 +133,17 @@ type Redis struct {
 	cfg Config
 	log *slog.Logger
 	h   Handler
-	rdb *redis.Client
-	ps  *redis.PubSub
+	rdb redis.UniversalClient
+	// cluster is rdb when it is a Redis Cluster; nil for one Redis.
+	cluster *redis.ClusterClient
+
+	// shardMu serializes changes to subscriptions (subscribeLoop, and
+	// reshard after a failover) and guards subs and slots.
+	shardMu sync.Mutex
+	subs    map[string]*pubsub // by master address; "" is the one Redis
+	slots   slotMap            // the cluster's, as last read
+	closed  bool               // Run ended: no new subscription connection
+	psWG    sync.WaitGroup     // the receive goroutine of every pubsub
 
 	pubMu   sync.Mutex
 	pending []Publication
@@ -102,6 +160,8 @@ type Redis struct {
 	fillMu       sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
 	up         atomic.Bool
+	recovering atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
+	localMu    sync.RWMutex // held (read) by a local publish; taken to end local publishing
 	downSince  atomic.Int64
 	upWake     chan struct{}
 	published  atomic.Uint64
@@ -120,15 +180,27 @@ var _ Broker = (*Redis)(nil)
 // not when Redis is down: a node starts degraded and joins the cluster when
 // Redis answers.
 func NewRedis(cfg Config, h Handler) (*Redis, error) {
-	opts, err := redis.ParseURL(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL %q: %w", cfg.URL, err)
+	var rdb redis.UniversalClient
+	var cluster *redis.ClusterClient
+	if isClusterURL(cfg.URL) {
+		opts, err := parseClusterURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster URL %q: %w", cfg.URL, err)
+		}
+		cluster = redis.NewClusterClient(opts)
+		rdb = cluster
+	} else {
+		opts, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", cfg.URL, err)
+		}
+		opts.DialTimeout = time.Second
+		opts.ReadTimeout = 2 * time.Second
+		opts.WriteTimeout = 2 * time.Second
+		opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
+		opts.PoolSize = 8
+		rdb = redis.NewClient(opts)
 	}
-	opts.DialTimeout = time.Second
-	opts.ReadTimeout = 2 * time.Second
-	opts.WriteTimeout = 2 * time.Second
-	opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
-	opts.PoolSize = 8
 	if cfg.Prefix == "" {
 		cfg.Prefix = "scalechat"
 	}
@@ -138,14 +210,16 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	rdb := redis.NewClient(opts)
 	b := &Redis{
-		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb,
+		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
+		subs:    make(map[string]*pubsub),
 		pubWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		announceWake: make(chan struct{}, 1),
 		rooms:        make(map[string]*roomState),
 	}
-	b.ps = rdb.Subscribe(context.Background())
+	if cluster == nil {
+		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
+	}
 	return b, nil
 }
 
@@ -194,13 +268,23 @@ func (b *Redis) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { b.publishLoop(ctx) })
-	wg.Go(func() { b.receiveLoop(ctx) })
+	if s := b.subs[""]; s != nil {
+		b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+	}
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
 	wg.Go(func() { b.announceLoop(ctx) })
 	<-ctx.Done()
-	err := errors.Join(b.ps.Close(), b.rdb.Close())
+	var errs []error
+	b.shardMu.Lock()
+	b.closed = true
+	for _, s := range b.subs {
+		errs = append(errs, s.close())
+	}
+	b.shardMu.Unlock()
+	b.psWG.Wait()
 	wg.Wait()
+	err := errors.Join(append(errs, b.rdb.Close())...)
 	b.flushLocal()
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func (b *Redis) fail(op string, err error) {
@@ -20,6 +22,20 @@ func (b *Redis) fail(op string, err error) {
 func (b *Redis) checkUp(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	if b.cluster != nil {
+		if err := clusterHealthy(ctx, b.cluster); err != nil {
+			b.fail("ping", err)
+			return false
+		}
+		err := b.cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return publishScript.Load(ctx, m).Err()
+		})
+		if err != nil {
+			b.fail("load script", err)
+			return false
+		}
+		return true
+	}
 	if err := b.rdb.Ping(ctx).Err(); err != nil {
 		b.fail("ping", err)
 		return false
@@ -50,11 +66,17 @@ func (b *Redis) healthLoop(ctx context.Context) {
 		if !b.checkUp(ctx) {
 			continue
 		}
-		backoff.reset()
-		b.reconnects.Add(1)
+		if err := b.reshard(ctx); err != nil {
+			b.fail("resubscribe", err)
+			continue
+		}
+		// From here on publishes queue for Redis, but none is sent until
+		// every room's counter is above the seqs it handed out alone: a
+		// message sent before would take one of them again.
+		b.localMu.Lock()
+		b.recovering.Store(true)
 		b.up.Store(true)
-		b.log.Info("redis reachable again: resuming cross-node delivery",
-			"after", time.Duration(time.Now().UnixNano()-b.downSince.Load()).Round(time.Millisecond))
+		b.localMu.Unlock()
 		b.subMu.Lock()
 		names := make([]string, 0, len(b.rooms))
 		for name := range b.rooms {
@@ -64,6 +86,15 @@ func (b *Redis) healthLoop(ctx context.Context) {
 		for _, name := range names {
 			b.catchUp(ctx, name)
 		}
+		b.recovering.Store(false)
+		signal(b.pubWake)
+		if !b.up.Load() {
+			continue // failed again while catching up
+		}
+		backoff.reset()
+		b.reconnects.Add(1)
+		b.log.Info("redis reachable again: resuming cross-node delivery",
+			"after", time.Duration(time.Now().UnixNano()-b.downSince.Load()).Round(time.Millisecond))
 	}
 }
 

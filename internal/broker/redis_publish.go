@@ -13,9 +13,16 @@ import (
 // while Redis is down, delivered on this node alone at once.
 func (b *Redis) Publish(p Publication) {
 	if !b.up.Load() {
-		b.local.Add(1)
-		b.h.PublishLocal(p)
-		return
+		// Under localMu, so that recovery knows when the last local
+		// publish is done.
+		b.localMu.RLock()
+		if !b.up.Load() {
+			b.local.Add(1)
+			b.h.PublishLocal(p)
+			b.localMu.RUnlock()
+			return
+		}
+		b.localMu.RUnlock()
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
@@ -36,11 +43,21 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			return
 		case <-b.pubWake:
 		}
+		if b.recovering.Load() {
+			continue // healthLoop wakes this loop when the rooms caught up
+		}
 		b.pubMu.Lock()
 		batch, b.pending = b.pending, batch[:0]
 		b.pubMu.Unlock()
-		if len(batch) > 0 {
+		switch {
+		case len(batch) == 0:
+		case b.up.Load():
 			b.send(ctx, batch)
+		default: // queued while the node recovered, which failed
+			for _, m := range batch {
+				b.local.Add(1)
+				b.h.PublishLocal(m)
+			}
 		}
 		clear(batch)
 	}
@@ -49,10 +66,11 @@ func (b *Redis) publishLoop(ctx context.Context) {
 func (b *Redis) send(ctx context.Context, batch []Publication) {
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
+	mode := b.publishMode()
 	cmds, _ := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
 			publishScript.EvalSha(ctx, p, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
-				m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room))
+				m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room), mode)
 		}
 		return nil
 	})
@@ -73,7 +91,7 @@ func (b *Redis) send(ctx context.Context, batch []Publication) {
 	}
 	for _, m := range retry { // Redis restarted and forgot the script
 		err := publishScript.Run(ctx, b.rdb, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
-			m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room)).Err()
+			m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room), mode).Err()
 		if err != nil {
 			b.fail("publish", err)
 			b.local.Add(1)
@@ -82,6 +100,15 @@ func (b *Redis) send(ctx context.Context, batch []Publication) {
 		}
 		b.published.Add(1)
 	}
+}
+
+// publishMode is the publish script's last argument: "s" publishes on a
+// shard channel (SPUBLISH), which only a Redis Cluster needs.
+func (b *Redis) publishMode() string {
+	if b.cluster != nil {
+		return "s"
+	}
+	return "-"
 }
 
 // flushLocal delivers locally what was still waiting for Redis at shutdown.

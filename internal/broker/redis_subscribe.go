@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -23,13 +24,14 @@ func (b *Redis) queueSub(c subCmd) {
 	signal(b.subWake)
 }
 
-// receiveLoop reads the subscribed channels and delivers their messages, in
-// order, filling any gap from the room's history stream.
-func (b *Redis) receiveLoop(ctx context.Context) {
+// receiveLoop reads the channels of one subscription connection and
+// delivers their messages, in order, filling any gap from the room's
+// history stream.
+func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 	reconnected := false
 	backoff := newBackoff()
 	for ctx.Err() == nil {
-		msg, err := b.ps.Receive(ctx)
+		msg, err := s.ps.Receive(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -38,6 +40,10 @@ func (b *Redis) receiveLoop(ctx context.Context) {
 				return
 			}
 			b.fail("receive", err)
+			if s.client != nil {
+				b.dropShard(s)
+				return
+			}
 			reconnected = true
 			backoff.sleep(ctx)
 			continue
@@ -47,24 +53,47 @@ func (b *Redis) receiveLoop(ctx context.Context) {
 		case *redis.Message:
 			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
-				continue
-			}
-			name := b.roomOf(m.Channel)
-			b.subMu.Lock()
-			st := b.rooms[name]
-			b.subMu.Unlock()
-			if st != nil {
-				select {
-				case <-st.confirmed:
-					if reconnected { // resubscribed after a broken connection
-						b.catchUp(ctx, name)
-					}
-				default:
-					close(st.confirmed)
-				}
-			}
+			b.onSubscription(ctx, s, m, reconnected)
 		}
+	}
+}
+
+// onSubscription handles Redis's answer to a (un)subscription on s.
+func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscription, reconnected bool) {
+	name := b.roomOf(m.Channel)
+	b.subMu.Lock()
+	st := b.rooms[name]
+	if st == nil {
+		b.subMu.Unlock()
+		return
+	}
+	confirmed := isClosed(st.confirmed)
+	ours := st.ps == s
+	if (m.Kind == "subscribe" || m.Kind == "ssubscribe") && !confirmed {
+		close(st.confirmed)
+	}
+	b.subMu.Unlock()
+	switch m.Kind {
+	case "subscribe", "ssubscribe":
+		if confirmed && reconnected { // resubscribed after a broken connection
+			b.catchUp(ctx, name)
+		}
+	case "sunsubscribe":
+		// Not ours when the room is still subscribed here and confirmed:
+		// the master gave the room's slot away (a failover, a resharding).
+		// Until the room is subscribed where it lives now, serve locally.
+		if confirmed && ours {
+			b.fail("receive", fmt.Errorf("room %q moved off master %s", name, s.addr))
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -188,37 +217,167 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		cmds := b.subCmds
 		b.subCmds = nil
 		b.subMu.Unlock()
-		var subs, unsubs []string
+		var subs []string
+		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
+		b.shardMu.Lock()
 		for _, c := range cmds {
-			ch := b.channel(c.room)
+			b.subMu.Lock()
+			old := b.rooms[c.room]
 			if c.subscribe {
 				st := &roomState{confirmed: make(chan struct{})}
 				newRooms[c.room] = st
-				b.subMu.Lock()
 				b.rooms[c.room] = st
-				b.subMu.Unlock()
-				subs = append(subs, ch)
-				continue
+			} else {
+				delete(newRooms, c.room)
+				delete(b.rooms, c.room)
 			}
-			delete(newRooms, c.room)
-			b.subMu.Lock()
-			delete(b.rooms, c.room)
 			b.subMu.Unlock()
-			unsubs = append(unsubs, ch)
+			if old != nil && old.ps != nil {
+				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
+			}
+			if c.subscribe {
+				subs = append(subs, c.room)
+			}
 		}
-		if len(unsubs) > 0 {
-			if err := b.ps.Unsubscribe(ctx, unsubs...); err != nil && ctx.Err() == nil {
+		for s, channels := range unsubs {
+			if err := s.unsubscribe(ctx, channels); err != nil && ctx.Err() == nil {
 				b.fail("unsubscribe", err)
 			}
 		}
 		if len(subs) > 0 {
-			if err := b.ps.Subscribe(ctx, subs...); err != nil && ctx.Err() == nil {
-				b.fail("subscribe", err)
-			}
+			b.subscribeRooms(ctx, subs)
+		}
+		b.shardMu.Unlock()
+		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
 		}
 	}
+}
+
+// subscribeRooms subscribes rooms on the connection of the master serving
+// each. The caller holds shardMu.
+func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
+	byShard := map[*pubsub][]string{}
+	for _, name := range rooms {
+		s, err := b.shardOf(ctx, name)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.fail("subscribe", err)
+			}
+			continue // left to reshard, once the cluster answers again
+		}
+		b.subMu.Lock()
+		if st := b.rooms[name]; st != nil {
+			st.ps = s
+		}
+		b.subMu.Unlock()
+		byShard[s] = append(byShard[s], b.channel(name))
+	}
+	for s, channels := range byShard {
+		if err := s.subscribe(ctx, channels); err != nil && ctx.Err() == nil {
+			b.fail("subscribe", err)
+		}
+	}
+}
+
+// shardOf returns the subscription connection for room: the one Redis's,
+// or that of the cluster master serving the room's slot, made when needed.
+// The caller holds shardMu.
+func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
+	if b.cluster == nil {
+		return b.subs[""], nil
+	}
+	if b.closed {
+		return nil, redis.ErrClosed
+	}
+	if b.slots == nil {
+		m, err := clusterSlots(ctx, b.cluster)
+		if err != nil {
+			return nil, err
+		}
+		b.slots = m
+	}
+	addr := b.slots.master(b.channel(room))
+	if addr == "" {
+		return nil, fmt.Errorf("no master serves the slot of room %q", room)
+	}
+	if s := b.subs[addr]; s != nil {
+		return s, nil
+	}
+	opts := b.cluster.Options()
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1,
+	})
+	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
+	b.subs[addr] = s
+	b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+	return s, nil
+}
+
+// reshard reads the cluster's slots again and subscribes every room on the
+// master that serves it now; connections to nodes that no longer serve a
+// slot are closed. It waits (a bounded time) for the moved rooms'
+// subscriptions, so that catching up after it misses nothing.
+func (b *Redis) reshard(ctx context.Context) error {
+	if b.cluster == nil {
+		return nil
+	}
+	m, err := clusterSlots(ctx, b.cluster)
+	if err != nil {
+		return err
+	}
+	b.shardMu.Lock()
+	b.slots = m
+	masters := map[string]bool{}
+	for _, r := range m {
+		masters[r.addr] = true
+	}
+	for addr, s := range b.subs {
+		if !masters[addr] {
+			_ = s.close() // a failed master: its connection is broken anyway
+			delete(b.subs, addr)
+		}
+	}
+	var moved []string
+	var waits []chan struct{}
+	unsubs := map[*pubsub][]string{}
+	b.subMu.Lock()
+	for name, st := range b.rooms {
+		if st.ps != nil && st.ps == b.subs[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
+			continue // subscribed, and confirmed, where it lives
+		}
+		if st.ps != nil && b.subs[st.ps.addr] == st.ps {
+			unsubs[st.ps] = append(unsubs[st.ps], b.channel(name))
+		}
+		st.ps = nil
+		if isClosed(st.confirmed) { // a new wait for the new subscription
+			st.confirmed = make(chan struct{})
+		}
+		waits = append(waits, st.confirmed)
+		moved = append(moved, name)
+	}
+	b.subMu.Unlock()
+	for s, channels := range unsubs {
+		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
+	}
+	b.subscribeRooms(ctx, moved)
+	b.shardMu.Unlock()
+	timeout := time.After(2 * time.Second)
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-timeout:
+			return errors.New("resubscribing moved rooms: no confirmation")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(moved) > 0 {
+		b.log.Info("rooms resubscribed where the cluster serves them now", "rooms", len(moved))
+	}
+	return nil
 }
 
 // load waits for the subscriptions of rooms to be confirmed (so no message
@@ -229,10 +388,16 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	ok := b.up.Load()
 	if ok {
 		timeout := time.After(2 * time.Second)
-	wait:
+		b.subMu.Lock()
+		waits := make([]chan struct{}, 0, len(rooms))
 		for _, st := range rooms {
+			waits = append(waits, st.confirmed)
+		}
+		b.subMu.Unlock()
+	wait:
+		for _, w := range waits {
 			select {
-			case <-st.confirmed:
+			case <-w:
 			case <-timeout:
 				ok = false
 				break wait

@@ -72,7 +72,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.DurationVar(&o.cfg.CloseTimeout, "close-timeout", o.cfg.CloseTimeout, "wait this long for a client's close frame")
 	f.DurationVar(&o.cfg.RoomGrace, "room-grace", o.cfg.RoomGrace, "keep an empty room, and its history, this long")
 	f.StringVar(&o.metricsAdvertise, "metrics-advertise", "", "host:port at which the other nodes of a cluster reach this node's metrics (for their dashboards); default: --metrics-addr, with this host's name for an unspecified host")
-	f.StringVar(&o.cfg.Redis, "redis", "", "Redis URL (redis://host:port/db) that ties nodes into a cluster; empty runs a single node")
+	f.StringVar(&o.cfg.Redis, "redis", "", "Redis URL that ties nodes into a cluster: redis://host:port/db, or redis-cluster://host:port,host:port for a Redis Cluster; empty runs a single node")
 	f.DurationVar(&o.cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's seq and history from Redis after this long without messages")
 	f.IntVar(&o.cfg.Loops, "loops", o.cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
 	f.StringVar(&o.jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")

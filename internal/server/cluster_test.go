@@ -11,13 +11,13 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-// startCluster starts n nodes sharing one Redis.
-func startCluster(t *testing.T, redis *testsupport.Redis, n int, tweak func(*Config)) []*testServer {
+// startCluster starts n nodes sharing one Redis (or Redis Cluster) at url.
+func startCluster(t *testing.T, url string, n int, tweak func(*Config)) []*testServer {
 	t.Helper()
 	var nodes []*testServer
 	for range n {
 		nodes = append(nodes, startServer(t, func(c *Config) {
-			c.Redis = redis.URL()
+			c.Redis = url
 			c.RateLimit, c.RateBurst = 1000, 1000
 			if tweak != nil {
 				tweak(c)
@@ -27,9 +27,16 @@ func startCluster(t *testing.T, redis *testsupport.Redis, n int, tweak func(*Con
 	return nodes
 }
 
-func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
-	redis := testsupport.StartRedis(t)
-	nodes := startCluster(t, redis, 3, nil)
+// redisKinds runs a test on one Redis and on a Redis Cluster of 3 masters.
+func redisKinds(t *testing.T, test func(t *testing.T, url string)) {
+	t.Run("redis", func(t *testing.T) { test(t, testsupport.StartRedis(t).URL()) })
+	t.Run("redis-cluster", func(t *testing.T) { test(t, testsupport.StartRedisCluster(t, 3, 0).URL()) })
+}
+
+func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) { redisKinds(t, testDeliversAcrossNodes) }
+
+func testDeliversAcrossNodes(t *testing.T, url string) {
+	nodes := startCluster(t, url, 3, nil)
 	var cs []*client
 	for i := range 6 {
 		cs = append(cs, connect(t, nodes[i%3], "x"))
@@ -64,9 +71,10 @@ func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
 	}
 }
 
-func TestClusterResumeOnAnotherNode(t *testing.T) {
-	redis := testsupport.StartRedis(t)
-	nodes := startCluster(t, redis, 2, func(c *Config) { c.History = 50 })
+func TestClusterResumeOnAnotherNode(t *testing.T) { redisKinds(t, testResumeOnAnotherNode) }
+
+func testResumeOnAnotherNode(t *testing.T, url string) {
+	nodes := startCluster(t, url, 2, func(c *Config) { c.History = 50 })
 	writer := connect(t, nodes[0], "resume")
 	reader := connect(t, nodes[0], "resume")
 	for i := 1; i <= 5; i++ {
@@ -100,7 +108,7 @@ func TestClusterResumeOnAnotherNode(t *testing.T) {
 
 func TestClusterSurvivesRedisOutage(t *testing.T) {
 	redis := testsupport.StartRedis(t)
-	nodes := startCluster(t, redis, 2, nil)
+	nodes := startCluster(t, redis.URL(), 2, nil)
 	a1, a2 := connect(t, nodes[0], "o"), connect(t, nodes[0], "o")
 	b1 := connect(t, nodes[1], "o")
 	a1.sendJSON(msg("before"))

@@ -85,7 +85,7 @@ func TestResumeInAnotherStreamGetsTheWholeHistory(t *testing.T) {
 // lost its data is a new stream.
 func TestEpochAcrossNodes(t *testing.T) {
 	redis := testsupport.StartRedis(t)
-	nodes := startCluster(t, redis, 2, nil)
+	nodes := startCluster(t, redis.URL(), 2, nil)
 	a := connect(t, nodes[0], "shared")
 	a.sendJSON(msg("one"))
 	a.next()
@@ -95,7 +95,7 @@ func TestEpochAcrossNodes(t *testing.T) {
 		t.Fatalf("node A names the stream %v, node B %v", ja["epoch"], jb["epoch"])
 	}
 	// A node started afterwards (a restart) loads the same epoch.
-	late := startCluster(t, redis, 1, nil)[0]
+	late := startCluster(t, redis.URL(), 1, nil)[0]
 	jl, hist := dial(t, late.url("/ws/shared?since=0&epoch="+ja["epoch"].(string))).joined()
 	if jl["epoch"] != ja["epoch"] || len(hist) != 1 {
 		t.Errorf("a new node: %v %v", jl, hist)
@@ -104,7 +104,7 @@ func TestEpochAcrossNodes(t *testing.T) {
 	// node loads from now on are new streams.
 	redis.Stop()
 	redis.Restart()
-	fresh := startCluster(t, redis, 1, nil)[0]
+	fresh := startCluster(t, redis.URL(), 1, nil)[0]
 	testsupport.Eventually(t, 15*time.Second, "the new node to reach Redis", func() bool {
 		st, cluster := fresh.BrokerStats()
 		return cluster && st.Up

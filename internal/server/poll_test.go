@@ -186,7 +186,7 @@ func TestPollAuth(t *testing.T) {
 
 func TestPollingAcrossNodes(t *testing.T) {
 	redis := testsupport.StartRedis(t)
-	nodes := startCluster(t, redis, 2, nil)
+	nodes := startCluster(t, redis.URL(), 2, nil)
 	first, _ := poll(t, nodes[1].addr, "far", "") // node 1 opens the room
 	done := make(chan pollAnswer, 1)
 	go func() {

@@ -21,6 +21,8 @@ type Redis struct {
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
+	// extra are more redis-server arguments (cluster mode).
+	extra []string
 }
 
 // StartRedis runs redis-server on a free loopback port, without persistence,
@@ -28,12 +30,7 @@ type Redis struct {
 // fails when the CI variable is set: CI installs it.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is not installed (apt-get install redis-server)")
-		}
-		t.Skip("redis-server is not installed (apt-get install redis-server)")
-	}
+	needRedis(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +41,29 @@ func StartRedis(t testing.TB) *Redis {
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+func needRedis(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed (apt-get install redis-server)")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+}
+
+// Running reports whether the server process runs.
+func (s *Redis) Running() bool { return s.cmd != nil }
+
+// cli runs redis-cli against the server and returns its output ("" when
+// it fails: the server may be down).
+func (s *Redis) cli(args ...string) string {
+	out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", fmt.Sprint(s.port)}, args...)...).Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
 }
 
 // Addr returns host:port.
@@ -68,8 +88,8 @@ func (s *Redis) Stop() {
 func (s *Redis) Restart() {
 	s.t.Helper()
 	s.Stop()
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd := exec.Command("redis-server", append([]string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, s.extra...)...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

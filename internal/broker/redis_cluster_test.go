@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+func TestKeySlot(t *testing.T) {
+	// Values as CLUSTER KEYSLOT answers them.
+	for _, c := range []struct {
+		key  string
+		slot int
+	}{
+		{"123456789", 12739}, // the CRC16 check value of the Redis Cluster spec
+		{"foo", 12182},
+		{"bar", 5061},
+		{"{foo}:seq", 12182}, // the hash tag only
+		{"scalechat:{foo}:history", 12182},
+		{"{}foo", keySlot("{}foo")}, // an empty tag hashes the whole key
+		{"a{}{foo}", keySlot("a{}{foo}")},
+		{"{user1000}.following", keySlot("{user1000}.followers")},
+	} {
+		if got := keySlot(c.key); got != c.slot {
+			t.Errorf("keySlot(%q) = %d, want %d", c.key, got, c.slot)
+		}
+	}
+	if keySlot("{}foo") == keySlot("foo") {
+		t.Error("an empty hash tag must not hash to the key after it")
+	}
+}
+
+func TestParseClusterURL(t *testing.T) {
+	for _, c := range []struct {
+		url       string
+		addrs     []string
+		user, pwd string
+		err       string
+	}{
+		{url: "redis-cluster://10.0.0.1:7000,10.0.0.2:7001", addrs: []string{"10.0.0.1:7000", "10.0.0.2:7001"}},
+		{url: "redis-cluster://u:p@h1,h2:7001/", addrs: []string{"h1:6379", "h2:7001"}, user: "u", pwd: "p"},
+		{url: "redis-cluster://h1:7000/3", err: "database 0 only"},
+		{url: "redis-cluster://", err: "no node address"},
+		{url: "redis://h1:7000", err: "is not redis-cluster"},
+	} {
+		opts, err := parseClusterURL(c.url)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want one saying %q", c.url, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.url, err)
+			continue
+		}
+		if !slices.Equal(opts.Addrs, c.addrs) || opts.Username != c.user || opts.Password != c.pwd {
+			t.Errorf("%s: addrs %q user %q password %q", c.url, opts.Addrs, opts.Username, opts.Password)
+		}
+	}
+}
+
+// TestRedisClusterShardsRoomsAndSurvivesFailover runs two nodes on a real
+// Redis Cluster of 3 masters with a replica each: rooms spread over the
+// masters, each room's messages cross only its own master, and when the
+// master of a room is killed, its replica takes over, the nodes resubscribe
+// and carry on in one order, never reusing a seq, and the history written
+// before the failover is still there for a node that loads the room after.
+func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 1)
+	a, b := startNode(t, rc.URL(), 100), startNode(t, rc.URL(), 100)
+	rooms := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
+	for _, n := range []*node{a, b} {
+		for _, r := range rooms {
+			n.join(t, r)
+		}
+	}
+	for i, r := range rooms {
+		a.publish(r, fmt.Sprintf("a%d", i))
+		b.publish(r, fmt.Sprintf("b%d", i))
+	}
+	for _, r := range rooms {
+		a.hasSeq(t, r, 2)
+		b.hasSeq(t, r, 2)
+		if pa, pb := a.h.payloads(r), b.h.payloads(r); !slices.Equal(pa, pb) {
+			t.Fatalf("room %s: the nodes disagree:\n a %q\n b %q", r, pa, pb)
+		}
+	}
+
+	// Each room's channel is subscribed on its own master only, by both
+	// nodes; the other masters never see it.
+	masters := map[string]bool{}
+	for _, r := range rooms {
+		owner := rc.MasterOf(a.b.channel(r))
+		masters[owner.Addr()] = true
+		for _, n := range rc.Nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr()})
+			got, err := c.Do(context.Background(), "PUBSUB", "SHARDNUMSUB", a.b.channel(r)).Slice()
+			c.Close()
+			if err != nil || len(got) != 2 {
+				t.Fatalf("PUBSUB SHARDNUMSUB at %s: %v %v", n.Addr(), got, err)
+			}
+			want := int64(0)
+			if n == owner {
+				want = 2
+			}
+			if got[1].(int64) != want {
+				t.Errorf("room %s: %d subscribers at %s, want %d (its master is %s)", r, got[1], n.Addr(), want, owner.Addr())
+			}
+		}
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the rooms all live on one master (%v): pick other names", masters)
+	}
+	a.b.shardMu.Lock()
+	conns := len(a.b.subs)
+	a.b.shardMu.Unlock()
+	if conns != len(masters) {
+		t.Errorf("node a has %d subscription connections, want one per master with rooms (%d)", conns, len(masters))
+	}
+
+	// Kill the master of r0 (SIGKILL): its replica takes over.
+	victim := rc.MasterOf(a.b.channel("r0"))
+	victim.Stop()
+	for i := range 3 { // while the slot has no master: served locally
+		a.publish("r0", fmt.Sprintf("down%d", i))
+	}
+	rc.WaitHealthy(30 * time.Second)
+	for _, n := range []*node{a, b} {
+		testsupport.Eventually(t, 30*time.Second, "the node to be up on the new master", func() bool {
+			return n.b.Up() && n.b.Stats().Reconnects > 0
+		})
+	}
+	for i := range 5 {
+		a.publish("r0", fmt.Sprintf("after-a%d", i))
+		b.publish("r0", fmt.Sprintf("after-b%d", i))
+	}
+	// Every message published after the failover reaches both nodes. The
+	// ones published while the slot had no master were either served on
+	// node a alone or held until the new master took them.
+	for _, n := range []*node{a, b} {
+		n.h.waitFor(t, 10*time.Second, "every message after the failover", func() bool {
+			got := 0
+			for _, m := range n.h.rooms["r0"].msgs {
+				if strings.Contains(string(m.Payload), "after-") {
+					got++
+				}
+			}
+			return got == 10
+		})
+	}
+	// Node b only ever had what went through Redis; node a has the same in
+	// the same order, plus what it served alone.
+	local := map[string]bool{}
+	a.h.mu.Lock()
+	for _, c := range a.h.calls {
+		if strings.HasPrefix(c, "local r0 ") {
+			local[strings.TrimPrefix(c, "local r0 ")] = true
+		}
+	}
+	a.h.mu.Unlock()
+	var viaRedis []string
+	for _, p := range a.h.payloads("r0") {
+		if seq, _, _ := strings.Cut(p, ":"); !local[seq] {
+			viaRedis = append(viaRedis, p)
+		}
+	}
+	pb := b.h.payloads("r0")
+	if !slices.Equal(viaRedis, pb) {
+		t.Fatalf("after the failover the nodes disagree:\n a %q (local seqs %v)\n b %q", a.h.payloads("r0"), local, pb)
+	}
+
+	// A node loading r0 now gets the history of both sides of the failover:
+	// everything that went through Redis.
+	c := startNode(t, rc.URL(), 100)
+	c.join(t, "r0")
+	c.h.mu.Lock()
+	var tail []string
+	for _, e := range c.h.rooms["r0"].tail {
+		tail = append(tail, fmt.Sprintf("%d:%s", e.Seq, e.Payload))
+	}
+	c.h.mu.Unlock()
+	if !slices.Equal(tail, pb) {
+		t.Errorf("a new node loaded r0's history\n %q\nwant what went through Redis\n %q", tail, pb)
+	}
+	// Every other room kept going through the failover.
+	for _, r := range rooms[1:] {
+		a.publish(r, "end")
+		b.hasSeq(t, r, 3)
+	}
+}
