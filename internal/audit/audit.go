@@ -141,6 +141,14 @@ func Run(ctx context.Context, cfg Config) (*results.Audit, error) {
 		wg.Wait()
 		return nil, err
 	}
+	if cfg.Protocol == ProtocolLegacy {
+		// A five-field server answers no join: it may add a client to its
+		// room a moment after the upgrade. Nothing signals it; give it time.
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
 	a.logf("audit: every client joined in %s; sending", time.Since(start).Round(time.Millisecond))
 	sendEnd := time.Now().Add(cfg.Duration)
 	sendCtx, stopSending := context.WithDeadline(runCtx, sendEnd)

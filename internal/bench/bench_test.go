@@ -174,7 +174,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	if len(names) == len(Scenarios()) && !strings.Contains(out, "cluster: split, cross node deliveries") {
+	if len(names) == len(Scenarios()) && !strings.Contains(out, "split, cross node deliveries") {
 		t.Error("table lacks the cluster's cross-node row")
 	}
 	for _, line := range strings.Split(out, "\n") {

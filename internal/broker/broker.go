@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"strings"
+	"time"
 )
 
 // Broker orders, stores and carries the messages of rooms.
@@ -66,6 +67,20 @@ type Handler interface {
 	// served on this node alone: its epoch from now on, and a seq above
 	// every one handed out.
 	Rebase(room, epoch string, seq uint64)
+	// PublishOwned orders and delivers a message of a room this node owns
+	// (a cluster's node-local fast path), handing it to keep in seq order
+	// under the room's order, and reports false when the room is not owned
+	// here.
+	PublishOwned(p Publication, keep func(room string, e Entry)) bool
+	// Own makes the room owned by this node until until, from the moment
+	// its seq reached from; a later call extends it.
+	Own(room string, from uint64, until time.Time)
+	// Disown ends this node's ownership of the room; it returns the room's
+	// latest seq and whether the room was owned.
+	Disown(room string) (seq uint64, owned bool)
+	// Drop frees the room at once: its stream here can no longer be
+	// trusted. Members rejoin a room loaded anew.
+	Drop(room string) bool
 }
 
 // Publication is a message on its way to its room, before it has a seq:
@@ -109,5 +124,15 @@ type Stats struct {
 	Unrecovered uint64 // seqs skipped because the broker no longer had them
 	Rooms       int64  // rooms subscribed
 	Reconnects  uint64
-	LastError   string
+	// Owned rooms are ordered on this node (their members are all here);
+	// OwnedPublished counts their messages, Releases the rooms given to
+	// Redis's order when another node joined, Takeovers the rooms this node
+	// took from an owner that did not answer, Dropped the rooms another
+	// node took from this one.
+	Owned          int64
+	OwnedPublished uint64
+	Releases       uint64
+	Takeovers      uint64
+	Dropped        uint64
+	LastError      string
 }

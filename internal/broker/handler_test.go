@@ -20,6 +20,11 @@ type fakeRooms struct {
 }
 
 type fakeRoom struct {
+	owned    bool
+	ownFrom  uint64
+	ownUntil time.Time
+	dropped  bool
+
 	loaded bool
 	seq    uint64
 	msgs   []Entry // delivered or published here, in order
@@ -111,6 +116,61 @@ func (f *fakeRooms) Rebase(name, epoch string, seq uint64) {
 		r.epoch, r.seq = epoch, max(r.seq, seq)
 		f.note(fmt.Sprintf("rebase %s %s %d", name, epoch, seq))
 	}
+}
+
+func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[p.Room]
+	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(r.ownUntil) {
+		return false
+	}
+	r.seq++
+	payload := []byte(string(p.Prefix) + strconv.FormatUint(r.seq, 10) + string(p.Suffix))
+	r.msgs = append(r.msgs, Entry{r.seq, payload})
+	keep(p.Room, Entry{r.seq, payload})
+	f.note(fmt.Sprintf("owned %s %d", p.Room, r.seq))
+	return true
+}
+
+func (f *fakeRooms) Own(name string, from uint64, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.rooms[name]; r != nil && r.loaded {
+		r.owned, r.ownFrom = true, max(r.ownFrom, from)
+		if until.After(r.ownUntil) {
+			r.ownUntil = until
+		}
+		f.note(fmt.Sprintf("own %s %d", name, from))
+	}
+}
+
+func (f *fakeRooms) Disown(name string) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil {
+		return 0, false
+	}
+	owned := r.owned
+	r.owned, r.ownFrom, r.ownUntil = false, 0, time.Time{}
+	if owned {
+		f.note(fmt.Sprintf("disown %s %d", name, r.seq))
+	}
+	return r.seq, owned
+}
+
+func (f *fakeRooms) Drop(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil {
+		return false
+	}
+	r.dropped = true
+	delete(f.rooms, name)
+	f.note("drop " + name)
+	return true
 }
 
 // waitFor waits until cond (called with f.mu held) holds, or fails the test

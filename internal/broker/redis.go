@@ -33,28 +33,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// publishScript gives a message its seq, stores it and publishes it, and
-// keeps the room's epoch alive as long as its seq.
-// KEYS: seq counter, history stream, epoch. ARGV: prefix, suffix, history
-// size, TTL in seconds, channel, and "s" to publish on a shard channel (a
-// Redis Cluster).
-var publishScript = redis.NewScript(`
-local seq = redis.call('INCR', KEYS[1])
-local msg = ARGV[1] .. seq .. ARGV[2]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], seq .. '-1', 'm', msg)
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
-else
-  redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
-end
-return seq
-`)
-
 // raiseScript pushes a room's counter up to at least ARGV[1] and returns
 // the counter.
 var raiseScript = redis.NewScript(`
@@ -146,7 +124,7 @@ type Redis struct {
 	psWG    sync.WaitGroup     // the receive goroutine of every pubsub
 
 	pubMu   sync.Mutex
-	pending []Publication
+	pending []job
 	pubWake chan struct{}
 
 	subMu   sync.Mutex
@@ -154,24 +132,34 @@ type Redis struct {
 	subWake chan struct{}
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
 
+	id       string                   // this node's name in the rooms it owns
+	ownMu    sync.Mutex               // guards held
+	held     map[string]bool          // rooms Redis granted this node
+	awaiting map[string]chan struct{} // rooms waiting for their owner's release, under subMu
+	waitWG   sync.WaitGroup           // awaitRelease goroutines
+
 	announceMu   sync.Mutex
 	self         [2]string // name and URL to announce, under announceMu
 	announceWake chan struct{}
 	fillMu       sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
-	up         atomic.Bool
-	recovering atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
-	localMu    sync.RWMutex // held (read) by a local publish; taken to end local publishing
-	downSince  atomic.Int64
-	upWake     chan struct{}
-	published  atomic.Uint64
-	received   atomic.Uint64
-	errs       atomic.Uint64
-	local      atomic.Uint64
-	gaps       atomic.Uint64
-	lost       atomic.Uint64
-	reconnects atomic.Uint64
-	lastErr    atomic.Pointer[string]
+	up             atomic.Bool
+	recovering     atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
+	localMu        sync.RWMutex // held (read) by a local publish; taken to end local publishing
+	downSince      atomic.Int64
+	upWake         chan struct{}
+	published      atomic.Uint64
+	received       atomic.Uint64
+	errs           atomic.Uint64
+	local          atomic.Uint64
+	gaps           atomic.Uint64
+	lost           atomic.Uint64
+	reconnects     atomic.Uint64
+	ownedPublished atomic.Uint64
+	releases       atomic.Uint64
+	takeovers      atomic.Uint64
+	dropped        atomic.Uint64
+	lastErr        atomic.Pointer[string]
 }
 
 var _ Broker = (*Redis)(nil)
@@ -212,7 +200,8 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
-		subs:    make(map[string]*pubsub),
+		subs: make(map[string]*pubsub),
+		id:   NewEpoch(), held: make(map[string]bool), awaiting: make(map[string]chan struct{}),
 		pubWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		announceWake: make(chan struct{}, 1),
 		rooms:        make(map[string]*roomState),
@@ -245,8 +234,13 @@ func (b *Redis) Stats() Stats {
 	b.subMu.Lock()
 	n := len(b.rooms)
 	b.subMu.Unlock()
+	b.ownMu.Lock()
+	held := len(b.held)
+	b.ownMu.Unlock()
 	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
-		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load()}
+		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
+		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
+		Dropped: b.dropped.Load()}
 	if e := b.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}
@@ -284,6 +278,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	b.shardMu.Unlock()
 	b.psWG.Wait()
 	wg.Wait()
+	b.waitWG.Wait()
 	err := errors.Join(append(errs, b.rdb.Close())...)
 	b.flushLocal()
 	return err

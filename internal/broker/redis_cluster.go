@@ -188,3 +188,37 @@ func (b *Redis) dropShard(s *pubsub) {
 	}
 	b.subMu.Unlock()
 }
+
+// clientRoutes checks that the cluster client sends each room's commands
+// to the master that serves the room now: after a failover its view of the
+// slots is reloaded in the background, and a node that came back up before
+// it would send its publishes to the dead master.
+func (b *Redis) clientRoutes(ctx context.Context) error {
+	b.cluster.ReloadState(ctx)
+	m, err := clusterSlots(ctx, b.cluster)
+	if err != nil {
+		return err
+	}
+	b.subMu.Lock()
+	channels := make([]string, 0, len(b.rooms))
+	for name := range b.rooms {
+		channels = append(channels, b.channel(name))
+	}
+	b.subMu.Unlock()
+	checked := map[string]bool{} // one room per master is enough
+	for _, ch := range channels {
+		want := m.master(ch)
+		if want == "" || checked[want] {
+			continue
+		}
+		c, err := b.cluster.MasterForKey(ctx, ch)
+		if err != nil {
+			return err
+		}
+		if got := c.Options().Addr; got != want {
+			return fmt.Errorf("the cluster client still sends to %s what %s serves now", got, want)
+		}
+		checked[want] = true
+	}
+	return nil
+}

@@ -27,8 +27,12 @@ func (b *Redis) checkUp(ctx context.Context) bool {
 			b.fail("ping", err)
 			return false
 		}
+		if err := b.clientRoutes(ctx); err != nil {
+			b.fail("ping", err)
+			return false
+		}
 		err := b.cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			return publishScript.Load(ctx, m).Err()
+			return loadScripts(ctx, m)
 		})
 		if err != nil {
 			b.fail("load script", err)
@@ -40,7 +44,7 @@ func (b *Redis) checkUp(ctx context.Context) bool {
 		b.fail("ping", err)
 		return false
 	}
-	if err := publishScript.Load(ctx, b.rdb).Err(); err != nil {
+	if err := loadScripts(ctx, b.rdb); err != nil {
 		b.fail("load script", err)
 		return false
 	}
@@ -117,4 +121,13 @@ func (b *backoff) sleep(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+func loadScripts(ctx context.Context, c redis.Scripter) error {
+	for _, s := range scripts {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

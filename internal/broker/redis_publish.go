@@ -2,15 +2,37 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Publish implements Broker. It never blocks: the message is sent by
-// the publishing goroutine in a pipeline with every other pending one, or,
-// while Redis is down, delivered on this node alone at once.
+// jobKind is what a pending job asks of Redis.
+type jobKind uint8
+
+const (
+	jobPublish jobKind = iota // order a message, store it, publish it
+	jobPersist                // store a message an owning node ordered
+	jobRelease                // give up the ownership of a room
+)
+
+// job is one pending request to Redis. Jobs go out in the order they were
+// queued, one pipeline per round.
+type job struct {
+	kind jobKind
+	p    Publication // jobPublish
+	room string      // jobPersist, jobRelease
+	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last
+}
+
+// Publish implements Broker. It never blocks: a message of a room this node
+// owns is ordered and delivered here at once, and stored in Redis in the
+// background; any other is sent by the publishing goroutine in a pipeline
+// with every other pending one, or, while Redis is down, delivered on this
+// node alone at once.
 func (b *Redis) Publish(p Publication) {
 	if !b.up.Load() {
 		// Under localMu, so that recovery knows when the last local
@@ -24,19 +46,34 @@ func (b *Redis) Publish(p Publication) {
 		}
 		b.localMu.RUnlock()
 	}
+	if b.h.PublishOwned(p, b.keep) {
+		return
+	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
+	b.queue(job{kind: jobPublish, p: p})
+}
+
+// keep queues a message an owned room ordered, to be stored in Redis. The
+// room calls it under its lock, so a room's messages queue in seq order.
+// The payload is the room's frame's, which nobody changes.
+func (b *Redis) keep(room string, e Entry) {
+	b.ownedPublished.Add(1)
+	b.queue(job{kind: jobPersist, room: room, e: e})
+}
+
+func (b *Redis) queue(j job) {
 	b.pubMu.Lock()
-	b.pending = append(b.pending, p)
+	b.pending = append(b.pending, j)
 	b.pubMu.Unlock()
 	signal(b.pubWake)
 }
 
-// publishLoop sends pending publications to Redis, all at once in one
-// pipeline per round.
+// publishLoop sends pending jobs to Redis, all at once in one pipeline per
+// round.
 func (b *Redis) publishLoop(ctx context.Context) {
-	var batch []Publication
+	var batch []job
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,57 +89,168 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		switch {
 		case len(batch) == 0:
 		case b.up.Load():
-			b.send(ctx, batch)
+			b.send(ctx, batch, 0)
 		default: // queued while the node recovered, which failed
-			for _, m := range batch {
-				b.local.Add(1)
-				b.h.PublishLocal(m)
+			for _, j := range batch {
+				if j.kind == jobPublish {
+					b.local.Add(1)
+					b.h.PublishLocal(j.p)
+				}
 			}
 		}
 		clear(batch)
 	}
 }
 
-func (b *Redis) send(ctx context.Context, batch []Publication) {
+// send runs one round: every job of batch in one pipeline, in order.
+// Consecutive messages of an owned room are stored by one script call.
+func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
+	lease := strconv.FormatInt(ownLease.Milliseconds(), 10)
 	mode := b.publishMode()
-	cmds, _ := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, m := range batch {
-			publishScript.EvalSha(ctx, p, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
-				m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room), mode)
+	sent := time.Now()
+	type call struct {
+		j   int // index in batch of the call's (first) job
+		n   int // jobs it carries
+		cmd redis.Cmder
+	}
+	var calls []call
+	persistAt := map[string]int{} // room → index in calls of its open persist call
+	var persistArgs [][]any
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// Persist calls take more entries until the pipeline is sent, so
+		// their commands are made at the end, in their place.
+		type slot struct {
+			j, n    int
+			persist int // index in persistArgs, or -1
+		}
+		var slots []slot
+		for i, j := range batch {
+			switch j.kind {
+			case jobPublish:
+				delete(persistAt, j.p.Room)
+				slots = append(slots, slot{j: i, n: 1, persist: -1})
+			case jobPersist:
+				if k, ok := persistAt[j.room]; ok {
+					persistArgs[slots[k].persist] = append(persistArgs[slots[k].persist], j.e.Seq, j.e.Payload)
+					slots[k].n++
+					continue
+				}
+				persistAt[j.room] = len(slots)
+				persistArgs = append(persistArgs, []any{b.id, lease, hist, ttl, b.channel(j.room), mode, j.e.Seq, j.e.Payload})
+				slots = append(slots, slot{j: i, n: 1, persist: len(persistArgs) - 1})
+			case jobRelease:
+				delete(persistAt, j.room)
+				slots = append(slots, slot{j: i, n: 1, persist: -1})
+			}
+		}
+		for _, s := range slots {
+			j := batch[s.j]
+			var cmd redis.Cmder
+			switch j.kind {
+			case jobPublish:
+				cmd = publishScript.EvalSha(ctx, p, b.publishKeys(j.p.Room),
+					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id, lease)
+			case jobPersist:
+				cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), persistArgs[s.persist]...)
+			case jobRelease:
+				cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
+			}
+			calls = append(calls, call{j: s.j, n: s.n, cmd: cmd})
 		}
 		return nil
 	})
-	var retry []Publication
-	for i, c := range cmds {
-		err := c.Err()
+	granted := map[string]uint64{}
+	var retry []job
+	for _, c := range calls {
+		err := c.cmd.Err()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted and forgot the scripts
+			err = b.rerun(ctx, c.cmd)
+		}
+		j := batch[c.j]
 		switch {
-		case err == nil:
-			b.published.Add(1)
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			retry = append(retry, batch[i])
-		default:
+		case err != nil && j.kind == jobPublish && b.cluster != nil && neverSent(err) && attempt < 3:
+			// A master the cluster client still thinks serves the room is
+			// gone (its view reloads in the background): try again.
+			retry = append(retry, j)
+		case err != nil && j.kind == jobPublish:
 			// Redis is gone, or refused: keep the conversation going here.
 			b.fail("publish", err)
 			b.local.Add(1)
-			b.h.PublishLocal(batch[i])
+			b.h.PublishLocal(j.p)
+		case err != nil:
+			// The messages were delivered here already; Redis's history
+			// misses them, and the outage is handled as any other.
+			b.fail("store", err)
+		case j.kind == jobPublish:
+			b.published.Add(1)
+			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
+			if len(res) == 2 && res[1] == 1 {
+				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))
+			}
+		case j.kind == jobPersist:
+			if ok, _ := c.cmd.(*redis.Cmd).Int64(); ok == 1 {
+				b.h.Own(j.room, 0, sent.Add(ownLease-ownMargin))
+			} else {
+				b.lostRoom(j.room)
+			}
 		}
 	}
-	for _, m := range retry { // Redis restarted and forgot the script
-		err := publishScript.Run(ctx, b.rdb, []string{b.seqKey(m.Room), b.historyKey(m.Room), b.epochKey(m.Room)},
-			m.Prefix, m.Suffix, hist, ttl, b.channel(m.Room), mode).Err()
-		if err != nil {
-			b.fail("publish", err)
-			b.local.Add(1)
-			b.h.PublishLocal(m)
-			continue
+	for room, seq := range granted {
+		b.owns(room, seq, sent)
+	}
+	if len(retry) > 0 {
+		b.cluster.ReloadState(ctx)
+		t := time.NewTimer(time.Duration(attempt+1) * 100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
 		}
-		b.published.Add(1)
+		b.send(ctx, retry, attempt+1)
 	}
 }
 
-// publishMode is the publish script's last argument: "s" publishes on a
+// neverSent reports whether a command failed before it reached Redis: the
+// connection could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// rerun runs a pipelined script call again on its own, loading the script.
+func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
+	args := c.Args() // evalsha sha numkeys keys... args...
+	nkeys, _ := args[2].(int)
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
+	}
+	rest := args[3+nkeys:]
+	var s *redis.Script
+	switch args[1] {
+	case publishScript.Hash():
+		s = publishScript
+	case persistScript.Hash():
+		s = persistScript
+	default:
+		s = releaseScript
+	}
+	res := s.Run(ctx, b.rdb, keys, rest...)
+	if cmd, ok := c.(*redis.Cmd); ok {
+		v, err := res.Result()
+		cmd.SetVal(v)
+		cmd.SetErr(err)
+	}
+	return res.Err()
+}
+
+func (b *Redis) publishKeys(room string) []string {
+	return []string{b.seqKey(room), b.historyKey(room), b.epochKey(room), b.holderKey(room), b.leaseKey(room)}
+}
+
+// publishMode is the scripts' argument naming how to publish: "s" on a
 // shard channel (SPUBLISH), which only a Redis Cluster needs.
 func (b *Redis) publishMode() string {
 	if b.cluster != nil {
@@ -117,7 +265,9 @@ func (b *Redis) flushLocal() {
 	batch := b.pending
 	b.pending = nil
 	b.pubMu.Unlock()
-	for _, m := range batch {
-		b.h.PublishLocal(m)
+	for _, j := range batch {
+		if j.kind == jobPublish {
+			b.h.PublishLocal(j.p)
+		}
 	}
 }

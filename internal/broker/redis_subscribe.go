@@ -15,7 +15,10 @@ import (
 func (b *Redis) Subscribe(room string) { b.queueSub(subCmd{room: room, subscribe: true}) }
 
 // Unsubscribe implements Broker.
-func (b *Redis) Unsubscribe(room string) { b.queueSub(subCmd{room: room}) }
+func (b *Redis) Unsubscribe(room string) {
+	b.release(room, 0) // when held: Redis has its seq from the writes queued before
+	b.queueSub(subCmd{room: room})
+}
 
 func (b *Redis) queueSub(c subCmd) {
 	b.subMu.Lock()
@@ -98,6 +101,10 @@ func isClosed(c chan struct{}) bool {
 }
 
 func (b *Redis) onMessage(ctx context.Context, name, payload string) {
+	if !isSeq(payload) {
+		b.onControl(ctx, name, payload)
+		return
+	}
 	sp := strings.IndexByte(payload, ' ')
 	if sp < 0 {
 		b.errs.Add(1)
@@ -407,9 +414,10 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 	}
 	type read struct {
-		seq   *redis.StringCmd
-		epoch *redis.StringCmd
-		tail  *redis.XMessageSliceCmd
+		seq    *redis.StringCmd
+		epoch  *redis.StringCmd
+		holder *redis.StringCmd
+		tail   *redis.XMessageSliceCmd
 	}
 	reads := map[string]read{}
 	if ok {
@@ -419,7 +427,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// The first node to load the room makes its epoch; every
 				// other one reads it.
 				p.SetNX(c, b.epochKey(name), NewEpoch(), b.cfg.TTL)
-				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name))}
+				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name))}
 				if b.cfg.History > 0 {
 					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(b.cfg.History))
 				}
@@ -442,6 +450,12 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			continue
 		}
 		r := reads[name]
+		if holder := r.holder.Val(); holder != "" && holder != b.id {
+			// Another node owns the room and orders its messages without
+			// Redis: it must hand the room over first.
+			b.waitWG.Go(func() { b.awaitRelease(ctx, name, holder, st) })
+			continue
+		}
 		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
 		var tail []Entry
 		if r.tail != nil {

@@ -175,3 +175,121 @@ func TestNewRedisRejectsABadURL(t *testing.T) {
 		t.Error("an http URL was accepted")
 	}
 }
+
+// TestRedisOwnedRoom: a room whose only subscriber is one node is ordered
+// on that node (Redis stores it behind), handed over in one order when
+// another node joins, and taken over with a new epoch when its owner dies.
+func TestRedisOwnedRoom(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a := startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	a.publish("r", "first") // through Redis, which grants the room to a
+	// Owned from the moment the seqs Redis gave came back.
+	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
+	for i := range 5 {
+		a.publish("r", fmt.Sprintf("a%d", i))
+	}
+	a.hasSeq(t, "r", 6)
+	if s := a.b.Stats(); s.OwnedPublished != 5 || s.Owned != 1 || s.Published != 1 {
+		t.Errorf("stats %+v: want 5 messages ordered here, 1 through Redis", s)
+	}
+	ctx := context.Background()
+	testsupport.Eventually(t, 10*time.Second, "the owned messages stored in Redis", func() bool {
+		n, _ := a.b.rdb.XLen(ctx, a.b.historyKey("r")).Result()
+		seq, _ := a.b.rdb.Get(ctx, a.b.seqKey("r")).Uint64()
+		return n == 6 && seq == 6
+	})
+
+	// b joins: a hands the room over, b loads all of it, and from then on
+	// both see one order through Redis.
+	b := startNode(t, rs.URL(), 100)
+	b.join(t, "r")
+	b.h.mu.Lock()
+	tail, seq := len(b.h.rooms["r"].tail), b.h.rooms["r"].seq
+	b.h.mu.Unlock()
+	if tail != 6 || seq != 6 {
+		t.Errorf("b loaded %d messages up to seq %d, want 6 and 6", tail, seq)
+	}
+	if s := a.b.Stats(); s.Owned != 0 || s.Releases != 1 {
+		t.Errorf("a after the handover: %+v", s)
+	}
+	for i := range 3 {
+		a.publish("r", fmt.Sprintf("a-after%d", i))
+		b.publish("r", fmt.Sprintf("b-after%d", i))
+	}
+	a.hasSeq(t, "r", 12)
+	b.hasSeq(t, "r", 12)
+	pa, pb := a.h.payloads("r"), b.h.payloads("r")
+	if !slices.Equal(pa[6:], pb) {
+		t.Errorf("after the handover the nodes disagree:\n a %q\n b %q", pa[6:], pb)
+	}
+	if s := b.b.Stats(); s.Owned != 0 || s.Takeovers != 0 {
+		t.Errorf("b owns a room two nodes subscribe to: %+v", s)
+	}
+}
+
+func TestRedisOwnerDiesRoomTakenOverWithNewEpoch(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	h := newFakeRooms()
+	ab, err := NewRedis(Config{URL: rs.URL(), History: 100, TTL: time.Hour}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ab.Run(ctx) }()
+	a := &node{b: ab, h: h}
+	a.join(t, "r")
+	a.publish("r", "first")
+	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
+	a.publish("r", "owned")
+	a.hasSeq(t, "r", 2)
+	testsupport.Eventually(t, 10*time.Second, "the owned message stored", func() bool {
+		seq, _ := ab.rdb.Get(context.Background(), ab.seqKey("r")).Uint64()
+		return seq == 2
+	})
+	a.h.mu.Lock()
+	oldEpoch := a.h.rooms["r"].epoch
+	a.h.mu.Unlock()
+	stop() // the owner is gone without releasing (its lease lives on)
+	<-done
+
+	b := startNode(t, rs.URL(), 100)
+	start := time.Now()
+	b.join(t, "r")
+	b.h.mu.Lock()
+	epoch, seq, tail := b.h.rooms["r"].epoch, b.h.rooms["r"].seq, len(b.h.rooms["r"].tail)
+	b.h.mu.Unlock()
+	if epoch == oldEpoch || seq != 2 || tail != 2 {
+		t.Errorf("b took the room over with epoch %q (old %q), seq %d, %d messages: want a new epoch, 2 and 2", epoch, oldEpoch, seq, tail)
+	}
+	if took := time.Since(start); took > ownLease+3*releaseWait {
+		t.Errorf("the takeover took %v", took)
+	}
+	if s := b.b.Stats(); s.Takeovers != 1 {
+		t.Errorf("b's stats %+v", s)
+	}
+}
+
+func TestRedisOwnerThatLostItsRoomDropsIt(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a := startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	a.publish("r", "first")
+	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
+	// Another node took the room over while a stalled: the holder is gone.
+	if err := a.b.rdb.Del(context.Background(), a.b.holderKey("r"), a.b.leaseKey("r")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Someone else subscribes, so the room is no longer a's alone.
+	other := a.b.rdb.Subscribe(context.Background(), a.b.channel("r"))
+	defer other.Close()
+	if _, err := other.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.publish("r", "late") // ordered here, refused by Redis
+	a.h.waitFor(t, 10*time.Second, "the room to be dropped", func() bool { return a.h.rooms["r"] == nil })
+	if s := a.b.Stats(); s.Dropped != 1 || s.Owned != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}

@@ -305,3 +305,81 @@ func (h *Hub) Skip(name string, seq uint64) {
 		r.seq = seq
 	}
 }
+
+// PublishOwned orders and delivers on this node a message of a room the
+// node owns, and hands it to keep, in seq order, for the broker to store;
+// it reports false when the room is not owned here (see broker.Handler).
+func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
+	r, _ := p.Target.(*Room)
+	if r == nil {
+		r = h.lookup([]byte(p.Room))
+	}
+	return r != nil && r.publishOwned(p, keep)
+}
+
+// Own makes the room owned by this node until until, once its seq reached
+// from (the seqs the broker handed out before). A later call extends it.
+func (h *Hub) Own(name string, from uint64, until time.Time) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || !r.loaded {
+		return
+	}
+	r.owned = true
+	r.ownFrom = max(r.ownFrom, from)
+	if until.After(r.ownUntil) {
+		r.ownUntil = until
+	}
+}
+
+// Disown ends this node's ownership of the room and returns the room's
+// latest seq (no message is ordered here after it) and whether the room
+// was owned.
+func (h *Hub) Disown(name string) (uint64, bool) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	owned := r.owned
+	r.owned, r.ownFrom, r.ownUntil = false, 0, time.Time{}
+	return r.seq, owned
+}
+
+// Drop frees the room at once, members or not: its stream here can no
+// longer be trusted (another node took it over). Its members are closed
+// with 1012 (service restart), and come back to a room loaded anew. It
+// reports whether the room was here.
+func (h *Hub) Drop(name string) bool {
+	s := h.shard([]byte(name))
+	s.mu.Lock()
+	r := s.rooms[name]
+	if r == nil {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.rooms, name)
+	r.mu.Lock()
+	r.closed = true
+	h.historyEntries.Add(-int64(r.hist.n))
+	h.historyBytes.Add(-r.histBytes)
+	r.hist, r.histBytes = history{}, 0
+	if r.notify != nil {
+		close(r.notify)
+		r.notify = nil
+	}
+	for i, n := range r.local {
+		if n > 0 || r.waiting[i] {
+			h.queues[i].push(Delivery{Room: r, Dropped: true}, true)
+		}
+	}
+	r.mu.Unlock()
+	s.mu.Unlock()
+	h.rooms.Add(-1)
+	return true
+}

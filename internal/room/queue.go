@@ -4,11 +4,13 @@ import "sync"
 
 // Delivery asks an event loop to send a room's message to the loop's local
 // members of that room, or, with Ready set, tells the loop that the room has
-// loaded and its waiting joiners may join now.
+// loaded and its waiting joiners may join now, or, with Dropped set, that
+// the room was dropped and its members must be closed.
 type Delivery struct {
 	Room *Room
 	Message
 	Ready    bool
+	Dropped  bool
 	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 

@@ -48,6 +48,13 @@ type Room struct {
 
 	notify   chan struct{} // closed and replaced by the next message, for long polls
 	lastPoll time.Time     // pollers keep a room without members alive
+
+	// In a cluster, a room whose members are all on this node is owned by
+	// it (see broker.Redis): its messages are ordered here, once the seqs
+	// Redis handed out before (up to ownFrom) arrived, until ownUntil.
+	owned    bool
+	ownFrom  uint64
+	ownUntil time.Time
 }
 
 // Name returns the room's name.
@@ -76,6 +83,32 @@ func (r *Room) publishLocal(p broker.Publication) {
 	if !r.closed {
 		r.appendLocked(r.seq+1, buildFrame(p.Prefix, r.seq+1, p.Suffix), p.Received, p.From)
 	}
+}
+
+// publishOwned orders and delivers a message of a room this node owns, and
+// hands it to keep under the room's lock (so in seq order); it reports false
+// when the room is not owned here, or not yet, or no longer.
+func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || !time.Now().Before(r.ownUntil) {
+		return false
+	}
+	seq := r.seq + 1
+	frame := buildFrame(p.Prefix, seq, p.Suffix)
+	r.appendLocked(seq, frame, p.Received, p.From)
+	keep(r.name, broker.Entry{Seq: seq, Payload: frame[len(frame)-len(p.Prefix)-len(p.Suffix)-digits(seq):]})
+	return true
+}
+
+// digits returns the number of decimal digits of n.
+func digits(n uint64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // buildFrame returns a new text frame holding prefix + seq + suffix.

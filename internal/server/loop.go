@@ -339,6 +339,10 @@ func (l *loop) deliver() {
 			l.joinWaiting(d.Room)
 			continue
 		}
+		if d.Dropped {
+			l.dropRoom(d.Room)
+			continue
+		}
 		lr := l.rooms[d.Room]
 		if lr == nil {
 			continue
@@ -359,6 +363,19 @@ func (l *loop) deliver() {
 	}
 	clear(l.slow)
 	l.slow = l.slow[:0]
+}
+
+// dropRoom closes the members of a room the hub dropped (another node took
+// its stream over) with 1012: they reconnect and resume in the room loaded
+// anew. Joiners that waited for it join the new room.
+func (l *loop) dropRoom(r *room.Room) {
+	if lr := l.rooms[r]; lr != nil {
+		members := append([]member(nil), lr.members...)
+		for _, m := range members {
+			m.c.closeWith(ws.CloseServiceRestart, "the room moved to another node's stream: reconnect")
+		}
+	}
+	l.joinWaiting(r)
 }
 
 // joinWaiting joins the connections that waited for r to load.
