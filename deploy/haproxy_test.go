@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/scalechat/scalechat/client"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
@@ -499,4 +501,84 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestHAProxyOwnerKilledRoomTakenOver: a room whose members all sit on one
+// node is ordered by that node (Redis only stores it). When the node is
+// killed, its clients come back through HAProxy to the other node, which takes
+// the room over once the dead owner's lease is gone: under a new epoch, so
+// the clients are told (history_gap with reset) and get the history Redis
+// holds, then the room goes on, its seqs never reused.
+func TestHAProxyOwnerKilledRoomTakenOver(t *testing.T) {
+	c := startHAProxyCluster(t, 2)
+	ctx := context.Background()
+	const room, before = "owned", 20
+	var conns []*testsupport.WSConn
+	var epoch string
+	owner := c.nodes[0]
+	for range 3 {
+		conn, err := testsupport.DialWS(ctx, owner.URL("/ws/"+room))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { conn.Close() }()
+		j, _, _, err := conn.Joined(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = j.Epoch
+		conns = append(conns, conn)
+	}
+	for i := 1; i <= before; i++ {
+		if err := conns[0].Send(fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+		for _, conn := range conns {
+			if f, err := conn.Read(5 * time.Second); err != nil || f.Seq != uint64(i) {
+				t.Fatalf("message %d: %+v %v", i, f, err)
+			}
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr()})
+	defer rdb.Close()
+	holder, err := rdb.Get(ctx, "scalechat:{"+room+"}:holder").Result()
+	if err != nil || holder == "" {
+		t.Fatalf("the room's members are on one node, but no node holds it (%q, %v)", holder, err)
+	}
+	// The owner stores behind the messages: wait for them before the kill.
+	testsupport.Eventually(t, 10*time.Second, "the owned messages stored in Redis", func() bool {
+		n, _ := rdb.XLen(ctx, "scalechat:{"+room+"}:history").Result()
+		return n == before
+	})
+	start := time.Now()
+	owner.Kill()
+	for _, conn := range conns {
+		conn.Close()
+	}
+	var back []*testsupport.WSConn
+	for i := range conns {
+		conn, err := testsupport.DialWS(ctx, c.lb.URL(fmt.Sprintf("/ws/%s?since=%d&epoch=%s", room, before, epoch)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { conn.Close() }()
+		j, gap, hist, err := conn.Joined(15 * time.Second)
+		if err != nil {
+			t.Fatalf("client %d coming back: %v", i, err)
+		}
+		if j.Epoch == epoch || gap == nil || !gap.Reset || len(hist) != before || hist[0].Text != "1" || hist[before-1].Text != fmt.Sprint(before) {
+			t.Fatalf("client %d came back to epoch %q (was %q), gap %+v, %d messages replayed: want a new epoch, a reset and all %d",
+				i, j.Epoch, epoch, gap, len(hist), before)
+		}
+		back = append(back, conn)
+	}
+	t.Logf("the room was taken over %v after its owner was killed", time.Since(start).Round(time.Millisecond))
+	if err := back[0].Send("after"); err != nil {
+		t.Fatal(err)
+	}
+	for i, conn := range back {
+		if f, err := conn.Read(5 * time.Second); err != nil || f.Text != "after" || f.Seq != before+1 {
+			t.Fatalf("client %d after the takeover: %+v %v", i, f, err)
+		}
+	}
 }

@@ -126,6 +126,8 @@ type Redis struct {
 	pubMu   sync.Mutex
 	pending []job
 	pubWake chan struct{}
+	// persistWake: only writes of owned rooms are pending, which may wait.
+	persistWake chan struct{}
 
 	subMu   sync.Mutex
 	subCmds []subCmd
@@ -202,7 +204,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
 		id:   NewEpoch(), held: make(map[string]bool), awaiting: make(map[string]chan struct{}),
-		pubWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
+		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		announceWake: make(chan struct{}, 1),
 		rooms:        make(map[string]*roomState),
 	}

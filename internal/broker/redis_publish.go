@@ -60,7 +60,10 @@ func (b *Redis) Publish(p Publication) {
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
 	b.ownedPublished.Add(1)
-	b.queue(job{kind: jobPersist, room: room, e: e})
+	b.pubMu.Lock()
+	b.pending = append(b.pending, job{kind: jobPersist, room: room, e: e})
+	b.pubMu.Unlock()
+	signal(b.persistWake)
 }
 
 func (b *Redis) queue(j job) {
@@ -69,6 +72,10 @@ func (b *Redis) queue(j job) {
 	b.pubMu.Unlock()
 	signal(b.pubWake)
 }
+
+// persistLinger is how long the writes of owned rooms wait to go out with
+// others: what a node that dies loses at most from Redis's history.
+const persistLinger = 5 * time.Millisecond
 
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
 // round.
@@ -79,6 +86,19 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-b.pubWake:
+		case <-b.persistWake:
+			// Only writes of owned rooms, already delivered: gather a
+			// few milliseconds of them into one round, unless a
+			// publish comes, which goes out at once.
+			t := time.NewTimer(persistLinger)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-b.pubWake:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		if b.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up

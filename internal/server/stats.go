@@ -54,7 +54,7 @@ func (r RefuseReason) String() string { return refuseReasonNames[r] }
 // closeCodes are the close codes counted one by one; others count as
 // "other". 1006 stands for a connection that ended without a close
 // handshake (EOF, reset, timeout).
-var closeCodes = [...]ws.StatusCode{1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1011, 1013}
+var closeCodes = [...]ws.StatusCode{1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1011, 1012, 1013}
 
 func closeCodeIndex(code ws.StatusCode) int {
 	for i, c := range closeCodes {

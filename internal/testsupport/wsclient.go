@@ -22,6 +22,10 @@ type WSFrame struct {
 	Members int    `json:"members"`
 	History int    `json:"history"`
 	Since   uint64 `json:"since"`
+	Epoch   string `json:"epoch"`
+	// FirstSeq and Reset are a history_gap's.
+	FirstSeq uint64 `json:"first_seq"`
+	Reset    bool   `json:"reset"`
 }
 
 // CloseError is returned by WSConn.Read when the server sent a close frame.
