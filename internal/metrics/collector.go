@@ -26,6 +26,7 @@ type Collector struct {
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
+	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerTakeovers, brokerDropped               *prometheus.Desc
 }
 
 // NewCollector returns a collector of srv's figures.
@@ -76,6 +77,16 @@ func NewCollector(srv *server.Server) *Collector {
 			"Reconnections to the broker. Cluster only.", nil, nil),
 		brokerRooms: d("scalechat_broker_rooms",
 			"Rooms this node is subscribed to at the broker. Cluster only.", nil, nil),
+		brokerOwned: d("scalechat_broker_owned_rooms",
+			"Rooms this node owns: all their members are here, and their messages are ordered here, Redis only storing them. Cluster only.", nil, nil),
+		brokerOwnedMsgs: d("scalechat_broker_owned_messages_total",
+			"Messages of owned rooms, ordered and delivered on this node without a Redis round trip. Cluster only.", nil, nil),
+		brokerReleases: d("scalechat_broker_room_releases_total",
+			"Owned rooms handed to Redis's order because another node joined them. Cluster only.", nil, nil),
+		brokerTakeovers: d("scalechat_broker_room_takeovers_total",
+			"Rooms this node took over (under a new epoch) from an owner that did not answer. Cluster only.", nil, nil),
+		brokerDropped: d("scalechat_broker_rooms_dropped_total",
+			"Rooms this node owned that another node took over; their members were closed with 1012 and rejoined. Cluster only.", nil, nil),
 		historyBytes: d("scalechat_history_bytes",
 			"Bytes of frames held in the rooms' history rings.", nil, nil),
 		polls: d("scalechat_http_polls_total",
@@ -103,6 +114,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
 		c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
+		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
 	} {
 		ch <- d
 	}
@@ -165,6 +177,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.brokerLost, bs.Unrecovered)
 		counter(c.brokerReconnects, bs.Reconnects)
 		gauge(c.brokerRooms, float64(bs.Rooms))
+		gauge(c.brokerOwned, float64(bs.Owned))
+		counter(c.brokerOwnedMsgs, bs.OwnedPublished)
+		counter(c.brokerReleases, bs.Releases)
+		counter(c.brokerTakeovers, bs.Takeovers)
+		counter(c.brokerDropped, bs.Dropped)
 	}
 
 	h := st.Processing

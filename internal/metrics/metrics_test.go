@@ -133,7 +133,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"scalechat_disconnects_total{code=1006}":                 1,
 		"scalechat_disconnects_total{code=1009}":                 1,
 	}
-	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1013", "other"} {
+	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1012", "1013", "other"} {
 		want["scalechat_disconnects_total{code="+code+"}"] = 0
 	}
 	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"} {
@@ -280,8 +280,9 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 }
 
-// TestBrokerMetrics checks the broker's series on a one-node cluster: its
-// own messages go to Redis and come back.
+// TestBrokerMetrics checks the broker's series on a one-node cluster: the
+// room's first message goes to Redis and comes back, which grants the room
+// to the node (all its members are here); the next two are ordered here.
 func TestBrokerMetrics(t *testing.T) {
 	redis := testsupport.StartRedis(t)
 	n := startNode(t, func(c *server.Config) { c.Redis = redis.URL() }, Options{})
@@ -300,8 +301,13 @@ func TestBrokerMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"scalechat_broker_up":                       1,
-		"scalechat_broker_messages_published_total": 3,
-		"scalechat_broker_messages_received_total":  3,
+		"scalechat_broker_messages_published_total": 1,
+		"scalechat_broker_messages_received_total":  1,
+		"scalechat_broker_owned_messages_total":     2,
+		"scalechat_broker_owned_rooms":              1,
+		"scalechat_broker_room_releases_total":      0,
+		"scalechat_broker_room_takeovers_total":     0,
+		"scalechat_broker_rooms_dropped_total":      0,
 		"scalechat_broker_rooms":                    1,
 		"scalechat_broker_errors_total":             0,
 		"scalechat_broker_local_messages_total":     0,
