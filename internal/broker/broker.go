@@ -72,9 +72,15 @@ type Handler interface {
 	// under the room's order, and reports false when the room is not owned
 	// here.
 	PublishOwned(p Publication, keep func(room string, e Entry)) bool
-	// Own makes the room owned by this node until until, from the moment
-	// its seq reached from; a later call extends it.
-	Own(room string, from uint64, until time.Time)
+	// Own makes the room owned by this node from the moment its seq
+	// reached from.
+	Own(room string, from uint64)
+	// Lease says until when the rooms this node owns are its own; joins of
+	// an owned room wait while it has lapsed, until Verified or Drop.
+	Lease(until time.Time)
+	// Verified says an owned room is still this node's after its lease
+	// lapsed: joiners that waited join.
+	Verified(room string)
 	// Disown ends this node's ownership of the room; it returns the room's
 	// latest seq and whether the room was owned.
 	Disown(room string) (seq uint64, owned bool)

@@ -14,16 +14,16 @@ import (
 // change so that tests wait on conditions, not on time.
 type fakeRooms struct {
 	mu      sync.Mutex
+	lease   time.Time
 	changed chan struct{}
 	rooms   map[string]*fakeRoom
 	calls   []string
 }
 
 type fakeRoom struct {
-	owned    bool
-	ownFrom  uint64
-	ownUntil time.Time
-	dropped  bool
+	owned   bool
+	ownFrom uint64
+	dropped bool
 
 	loaded bool
 	seq    uint64
@@ -122,7 +122,7 @@ func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[p.Room]
-	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(r.ownUntil) {
+	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(f.lease) {
 		return false
 	}
 	r.seq++
@@ -133,16 +133,26 @@ func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
 	return true
 }
 
-func (f *fakeRooms) Own(name string, from uint64, until time.Time) {
+func (f *fakeRooms) Own(name string, from uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r := f.rooms[name]; r != nil && r.loaded {
 		r.owned, r.ownFrom = true, max(r.ownFrom, from)
-		if until.After(r.ownUntil) {
-			r.ownUntil = until
-		}
 		f.note(fmt.Sprintf("own %s %d", name, from))
 	}
+}
+
+func (f *fakeRooms) Lease(until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lease = until
+	f.note("lease")
+}
+
+func (f *fakeRooms) Verified(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("verified " + name)
 }
 
 func (f *fakeRooms) Disown(name string) (uint64, bool) {
@@ -153,7 +163,7 @@ func (f *fakeRooms) Disown(name string) (uint64, bool) {
 		return 0, false
 	}
 	owned := r.owned
-	r.owned, r.ownFrom, r.ownUntil = false, 0, time.Time{}
+	r.owned, r.ownFrom = false, 0
 	if owned {
 		f.note(fmt.Sprintf("disown %s %d", name, r.seq))
 	}

@@ -64,6 +64,7 @@ type roomState struct {
 	confirmed chan struct{} // closed when Redis confirmed the subscription
 	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
 	ps        *pubsub       // the connection subscribed to the room; nil: none yet
+	leaving   bool          // Unsubscribe was called
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master
@@ -134,11 +135,13 @@ type Redis struct {
 	subWake chan struct{}
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
 
-	id       string                   // this node's name in the rooms it owns
-	ownMu    sync.Mutex               // guards held
-	held     map[string]bool          // rooms Redis granted this node
-	awaiting map[string]chan struct{} // rooms waiting for their owner's release, under subMu
-	waitWG   sync.WaitGroup           // awaitRelease goroutines
+	id         string                   // this node's name in the rooms it owns
+	ownMu      sync.Mutex               // guards held
+	held       map[string]bool          // rooms Redis granted this node
+	awaiting   map[string]chan struct{} // rooms waiting for their owner's release, under subMu
+	waitWG     sync.WaitGroup           // awaitRelease goroutines
+	leaseUntil atomic.Int64             // unix nanoseconds: see setLease
+	leaseWake  chan struct{}            // renew the node's lease now (Redis is back)
 
 	announceMu   sync.Mutex
 	self         [2]string // name and URL to announce, under announceMu
@@ -203,7 +206,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), held: make(map[string]bool), awaiting: make(map[string]chan struct{}),
+		id:   NewEpoch(), held: make(map[string]bool), awaiting: make(map[string]chan struct{}), leaseWake: make(chan struct{}, 1),
 		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		announceWake: make(chan struct{}, 1),
 		rooms:        make(map[string]*roomState),
@@ -270,6 +273,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
 	wg.Go(func() { b.announceLoop(ctx) })
+	wg.Go(func() { b.leaseLoop(ctx) })
 	<-ctx.Done()
 	var errs []error
 	b.shardMu.Lock()
@@ -281,7 +285,43 @@ func (b *Redis) Run(ctx context.Context) error {
 	b.psWG.Wait()
 	wg.Wait()
 	b.waitWG.Wait()
+	b.handOver()
 	err := errors.Join(append(errs, b.rdb.Close())...)
 	b.flushLocal()
 	return err
+}
+
+// handOver, at shutdown, writes what owned rooms ordered and releases them,
+// so that the nodes their members move to load them at once, with no
+// takeover; then the node's lease ends.
+func (b *Redis) handOver() {
+	if !b.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	b.ownMu.Lock()
+	rooms := make([]string, 0, len(b.held))
+	for r := range b.held {
+		rooms = append(rooms, r)
+	}
+	b.ownMu.Unlock()
+	var jobs []job
+	for _, r := range rooms {
+		seq, _ := b.h.Disown(r)
+		jobs = append(jobs, job{kind: jobRelease, room: r, e: Entry{Seq: seq}})
+	}
+	b.pubMu.Lock()
+	var persists []job // what is still to be written goes first
+	for _, j := range b.pending {
+		if j.kind != jobPublish {
+			persists = append(persists, j)
+		}
+	}
+	b.pubMu.Unlock()
+	jobs = append(persists, jobs...)
+	if len(jobs) > 0 {
+		b.send(ctx, jobs, 3)
+	}
+	_ = b.rdb.Del(ctx, b.leaseKey(b.id)).Err() // best effort: it expires anyway
 }

@@ -14,6 +14,14 @@ func (b *Redis) fail(op string, err error) {
 	b.lastErr.Store(&msg)
 	if b.up.CompareAndSwap(true, false) {
 		b.downSince.Store(time.Now().UnixNano())
+		// Cut off, the node serves its own members alone, joins of the
+		// rooms it owns included; once back, it checks which are still its
+		// own (leaseLoop). Not when the lease had lapsed already (the node
+		// was stopped, and a command failed on waking): rooms it held may
+		// be another node's by now, and their joiners wait for the check.
+		if !b.leaseLapsed() {
+			b.setLease(time.Now().Add(100 * 365 * 24 * time.Hour))
+		}
 		b.log.Warn("redis unreachable: serving local members only", "op", op, "err", err)
 		signal(b.upWake)
 	}
@@ -92,6 +100,7 @@ func (b *Redis) healthLoop(ctx context.Context) {
 		}
 		b.recovering.Store(false)
 		signal(b.pubWake)
+		signal(b.leaseWake)
 		if !b.up.Load() {
 			continue // failed again while catching up
 		}

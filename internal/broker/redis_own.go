@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,38 +13,40 @@ import (
 // A room whose only subscriber is one node is owned by that node: its
 // messages are ordered, stored in the room's history and delivered on that
 // node at once, and written to Redis afterwards (the room's stream and seq,
-// one pipeline per round), so that Redis is off the message's path. A room
-// whose members are on several nodes is ordered by Redis, as before.
+// a few milliseconds of them per round), so that Redis is off the message's
+// path. A room whose members are on several nodes is ordered by Redis.
 //
 //   - Getting it. The publish script grants the room to the publishing node
 //     when nobody holds it and the node is the only subscriber of its
 //     channel (PUBSUB NUMSUB, or SHARDNUMSUB on a Redis Cluster). The node
 //     orders messages itself once every seq Redis handed out before came
 //     back on its channel.
-//   - Keys. holder names the owning node (no lease: it says whose the
-//     stream is); lease lives while the owner writes (ownLease), and tells
-//     others the owner is alive.
+//   - Keys. The room's holder names the owning node. Each node keeps a lease
+//     of its own alive in Redis (nodeLease, renewed every second): while it
+//     lives, the node's rooms are its own.
 //   - Giving it up. A node that loads a held room publishes "H" on the
 //     room's channel and waits. The owner stops ordering (Disown), writes
-//     what it ordered, deletes holder and lease, raises the seq counter to
-//     its last seq and publishes "R"; the new node then loads the room from
+//     what it ordered, deletes the holder, raises the seq counter to its
+//     last seq and publishes "R"; the new node then loads the room from
 //     Redis as any other. A node also releases the rooms it frees.
-//   - Failure. When no "R" comes within a second and the lease is gone (the
-//     owner died, or stalls), the new node takes the room over: the room's
-//     epoch changes, so clients that resume with the old one get a reset
-//     and the history Redis holds, never a seq that means something else.
-//     It publishes "T"; an owner that comes back (or whose write is
-//     refused) drops the room: its members are closed with 1012 and rejoin
-//     the new stream.
+//   - Failure. When no "R" comes within a second and the holder's lease is
+//     gone (it died, or stalls), the new node takes the room over: the
+//     room's epoch changes, so clients that resume with the old one get a
+//     reset and the history Redis holds, never a seq that means something
+//     else. An owner whose lease lapsed (stopped, cut off) orders nothing
+//     and lets nobody join its owned rooms until it checked which are still
+//     its own; the others it drops: their members are closed with 1012 and
+//     rejoin the new stream.
 //
 // docs/architecture.md says what each failure costs.
 
 const (
-	// ownLease is how long a room's lease lives after the owner's last write.
-	ownLease = 3 * time.Second
-	// ownMargin is how long before the lease ends in Redis that the owner
-	// stops ordering, for the time its write took to get there.
-	ownMargin = time.Second
+	// nodeLease is how long a node's lease lives in Redis after its last
+	// renewal; it is renewed every nodeLease/3.
+	nodeLease = 3 * time.Second
+	// leaseMargin is how long before its lease ends in Redis that a node
+	// stops ordering, for the time its renewal took to get there.
+	leaseMargin = time.Second
 	// releaseWait is how long a node waits for an owner's "R" before it
 	// checks the lease.
 	releaseWait = time.Second
@@ -52,9 +55,9 @@ const (
 // publishScript gives a message its seq, stores it and publishes it, and
 // keeps the room's epoch alive as long as its seq; it grants the room to
 // the publishing node when that node alone subscribes to it.
-// KEYS: seq, history, epoch, holder, lease. ARGV: prefix, suffix, history
-// size, TTL in seconds, channel, "s" to publish on a shard channel, node,
-// lease in ms. Returns {seq, 1 when the node owns the room}.
+// KEYS: seq, history, epoch, holder. ARGV: prefix, suffix, history size,
+// TTL in seconds, channel, "s" to publish on a shard channel, node. Returns
+// {seq, 1 when the node owns the room}.
 var publishScript = redis.NewScript(`
 local seq = redis.call('INCR', KEYS[1])
 local msg = ARGV[1] .. seq .. ARGV[2]
@@ -79,17 +82,13 @@ elseif not holder and redis.call('PUBSUB', sub, ARGV[5])[2] == 1 then
   redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[4])
   own = 1
 end
-if own == 1 then
-  redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[8])
-end
 return {seq, own}
 `)
 
-// persistScript stores messages an owner ordered, raises the seq counter
-// to the last, and renews the owner's lease; it refuses (0) when another
-// node took the room over.
-// KEYS: as publishScript. ARGV: node, lease in ms, history size, TTL in
-// seconds, channel, mode, then seq and message of each.
+// persistScript stores messages an owner ordered and raises the seq
+// counter to the last; it refuses (0) when another node took the room over.
+// KEYS: as publishScript. ARGV: node, unused, history size, TTL in seconds,
+// channel, mode, then seq and message of each.
 var persistScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[4])
 if holder ~= ARGV[1] then
@@ -111,17 +110,19 @@ if last > tonumber(redis.call('GET', KEYS[1]) or '0') then
   redis.call('SET', KEYS[1], last)
 end
 for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
-redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
 // releaseScript gives up a room: the seq counter at least the owner's last
 // seq, holder and lease deleted, and "R" published for the node waiting.
+// It returns 0 when the node no longer held the room: it was taken over.
 // KEYS: as publishScript. ARGV: node, last seq, TTL in seconds, channel,
 // mode.
 var releaseScript = redis.NewScript(`
+local held = 0
 if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4], KEYS[5])
+  held = 1
+  redis.call('DEL', KEYS[4])
   if tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
     redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
   end
@@ -131,16 +132,13 @@ if ARGV[5] == 's' then
 else
   redis.call('PUBLISH', ARGV[4], 'R')
 end
-return 1
+return held
 `)
 
-// takeoverScript takes a room over from a holder whose lease is gone: a
-// new epoch, no holder. 0: the lease lives, wait.
+// takeoverScript takes a room over from a holder whose lease is gone (the
+// caller checked): a new epoch, no holder.
 // KEYS: as publishScript. ARGV: the holder seen, new epoch, TTL in seconds.
 var takeoverScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  return 0
-end
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])
   redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
@@ -151,15 +149,34 @@ return 1
 var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, raiseScript}
 
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
-func (b *Redis) leaseKey(room string) string  { return b.cfg.Prefix + ":{" + room + "}:lease" }
+
+// leaseKey is a node's lease: while it lives, the rooms the node holds are
+// its own.
+func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + node + ":lease" }
 
 // owns records that Redis granted this node the room, whose seqs up to
 // from were handed out by Redis.
-func (b *Redis) owns(room string, from uint64, sent time.Time) {
+func (b *Redis) owns(room string, from uint64) {
+	b.subMu.Lock()
+	st := b.rooms[room]
+	subscribed := st != nil && !st.leaving
+	b.subMu.Unlock()
 	b.ownMu.Lock()
 	b.held[room] = true
 	b.ownMu.Unlock()
-	b.h.Own(room, from, sent.Add(ownLease-ownMargin))
+	if !subscribed { // freed while the grant was on its way: give it back
+		b.release(room, 0)
+		return
+	}
+	b.h.Own(room, from)
+}
+
+// holds reports whether Redis granted this node the room and it has not
+// given it up.
+func (b *Redis) holds(room string) bool {
+	b.ownMu.Lock()
+	defer b.ownMu.Unlock()
+	return b.held[room]
 }
 
 // release gives up the room: after the writes already queued, so Redis's
@@ -244,7 +261,21 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 		case <-t.C:
 		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		took, err := takeoverScript.Run(c, b.rdb, b.publishKeys(name), holder, NewEpoch(), ttl).Int64()
+		alive, err := b.rdb.Exists(c, b.leaseKey(holder)).Result()
+		if err == nil && alive == 1 {
+			// A live holder that does not answer may hold a room it no
+			// longer listens to: then this node is the room's only
+			// subscriber.
+			var subs int64
+			subs, err = b.subscribers(c, name)
+			if subs <= 1 {
+				alive = 0
+			}
+		}
+		var took int64
+		if err == nil && alive == 0 {
+			took, err = takeoverScript.Run(c, b.rdb, b.publishKeys(name), holder, NewEpoch(), ttl).Int64()
+		}
 		cancel()
 		if err != nil {
 			b.fail("take a room over", err)
@@ -274,3 +305,96 @@ func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
 // isSeq reports whether a channel message is a chat message ("seq json"),
 // not a control message.
 func isSeq(payload string) bool { return payload != "" && payload[0] >= '0' && payload[0] <= '9' }
+
+// leaseLoop keeps this node's lease alive in Redis. A renewal that comes
+// after the lease lapsed (the node was stopped, or could not reach Redis)
+// first checks which of the rooms it held are still its own.
+func (b *Redis) leaseLoop(ctx context.Context) {
+	t := time.NewTicker(nodeLease / 3)
+	defer t.Stop()
+	var until time.Time
+	for {
+		if b.up.Load() && !b.recovering.Load() {
+			sent := time.Now()
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
+			cancel()
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					b.fail("renew the node's lease", err)
+				}
+			case sent.After(until) && !b.verifyHeld(ctx):
+			default:
+				until = sent.Add(nodeLease - leaseMargin)
+				b.setLease(until)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.leaseWake:
+		}
+	}
+}
+
+// verifyHeld checks the rooms this node holds against Redis: those another
+// node took over are dropped, the others' waiting joiners go on. It reports
+// whether Redis answered.
+func (b *Redis) verifyHeld(ctx context.Context) bool {
+	b.ownMu.Lock()
+	rooms := make([]string, 0, len(b.held))
+	for r := range b.held {
+		rooms = append(rooms, r)
+	}
+	b.ownMu.Unlock()
+	if len(rooms) == 0 {
+		return true
+	}
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		for _, r := range rooms {
+			p.Get(c, b.holderKey(r))
+		}
+		return nil
+	})
+	if err != nil && !errorsIsNil(err) {
+		b.fail("check the rooms held", err)
+		return false
+	}
+	for i, r := range rooms {
+		if cmds[i].(*redis.StringCmd).Val() == b.id {
+			b.h.Verified(r)
+		} else {
+			b.lostRoom(r)
+		}
+	}
+	return true
+}
+
+func errorsIsNil(err error) bool { return errors.Is(err, redis.Nil) }
+
+// subscribers returns the number of connections subscribed to the room's
+// channel.
+func (b *Redis) subscribers(ctx context.Context, name string) (int64, error) {
+	ch := b.channel(name)
+	if b.cluster != nil {
+		n, err := b.rdb.PubSubShardNumSub(ctx, ch).Result()
+		return n[ch], err
+	}
+	n, err := b.rdb.PubSubNumSub(ctx, ch).Result()
+	return n[ch], err
+}
+
+// setLease says until when this node's held rooms are its own, to the
+// rooms and to the receiving side.
+func (b *Redis) setLease(until time.Time) {
+	b.leaseUntil.Store(until.UnixNano())
+	b.h.Lease(until)
+}
+
+// leaseLapsed reports whether this node's lease lapsed (it was stopped):
+// rooms it held may have been taken over.
+func (b *Redis) leaseLapsed() bool { return time.Now().UnixNano() >= b.leaseUntil.Load() }

@@ -127,9 +127,7 @@ func (b *Redis) publishLoop(ctx context.Context) {
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
-	lease := strconv.FormatInt(ownLease.Milliseconds(), 10)
 	mode := b.publishMode()
-	sent := time.Now()
 	type call struct {
 		j   int // index in batch of the call's (first) job
 		n   int // jobs it carries
@@ -158,7 +156,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 					continue
 				}
 				persistAt[j.room] = len(slots)
-				persistArgs = append(persistArgs, []any{b.id, lease, hist, ttl, b.channel(j.room), mode, j.e.Seq, j.e.Payload})
+				persistArgs = append(persistArgs, []any{b.id, "-", hist, ttl, b.channel(j.room), mode, j.e.Seq, j.e.Payload})
 				slots = append(slots, slot{j: i, n: 1, persist: len(persistArgs) - 1})
 			case jobRelease:
 				delete(persistAt, j.room)
@@ -171,7 +169,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			switch j.kind {
 			case jobPublish:
 				cmd = publishScript.EvalSha(ctx, p, b.publishKeys(j.p.Room),
-					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id, lease)
+					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id)
 			case jobPersist:
 				cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), persistArgs[s.persist]...)
 			case jobRelease:
@@ -206,19 +204,24 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case j.kind == jobPublish:
 			b.published.Add(1)
 			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
-			if len(res) == 2 && res[1] == 1 {
+			switch {
+			case len(res) == 2 && res[1] == 1:
 				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))
+			case b.holds(j.p.Room):
+				b.lostRoom(j.p.Room) // it believed it held the room: it was taken over
 			}
 		case j.kind == jobPersist:
-			if ok, _ := c.cmd.(*redis.Cmd).Int64(); ok == 1 {
-				b.h.Own(j.room, 0, sent.Add(ownLease-ownMargin))
-			} else {
+			if ok, _ := c.cmd.(*redis.Cmd).Int64(); ok != 1 {
 				b.lostRoom(j.room)
+			}
+		case j.kind == jobRelease:
+			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
+				b.lostRoom(j.room) // taken over meanwhile: what was ordered here is not the room's stream
 			}
 		}
 	}
 	for room, seq := range granted {
-		b.owns(room, seq, sent)
+		b.owns(room, seq)
 	}
 	if len(retry) > 0 {
 		b.cluster.ReloadState(ctx)
@@ -267,7 +270,7 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 }
 
 func (b *Redis) publishKeys(room string) []string {
-	return []string{b.seqKey(room), b.historyKey(room), b.epochKey(room), b.holderKey(room), b.leaseKey(room)}
+	return []string{b.seqKey(room), b.historyKey(room), b.epochKey(room), b.holderKey(room)}
 }
 
 // publishMode is the scripts' argument naming how to publish: "s" on a

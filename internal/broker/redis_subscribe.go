@@ -16,6 +16,11 @@ func (b *Redis) Subscribe(room string) { b.queueSub(subCmd{room: room, subscribe
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
+	b.subMu.Lock()
+	if st := b.rooms[room]; st != nil {
+		st.leaving = true // a grant on its way is given back (owns)
+	}
+	b.subMu.Unlock()
 	b.release(room, 0) // when held: Redis has its seq from the writes queued before
 	b.queueSub(subCmd{room: room})
 }
@@ -116,6 +121,11 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 		return
 	}
 	b.received.Add(1)
+	if b.holds(name) && b.leaseLapsed() {
+		// Woken after its lease lapsed, this node may have lost the room:
+		// a message of another stream must not reach its members.
+		b.verifyHeld(ctx)
+	}
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
 	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 {

@@ -32,6 +32,7 @@ type Hub struct {
 	rooms          atomic.Int64
 	historyEntries atomic.Int64
 	historyBytes   atomic.Int64
+	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 }
 
 // SetLimits caps the rooms held and the bytes of history kept on this node
@@ -317,9 +318,9 @@ func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker
 	return r != nil && r.publishOwned(p, keep)
 }
 
-// Own makes the room owned by this node until until, once its seq reached
-// from (the seqs the broker handed out before). A later call extends it.
-func (h *Hub) Own(name string, from uint64, until time.Time) {
+// Own makes the room owned by this node, from the moment its seq reached
+// from (the seqs the broker handed out before).
+func (h *Hub) Own(name string, from uint64) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -331,8 +332,27 @@ func (h *Hub) Own(name string, from uint64, until time.Time) {
 	}
 	r.owned = true
 	r.ownFrom = max(r.ownFrom, from)
-	if until.After(r.ownUntil) {
-		r.ownUntil = until
+}
+
+// Lease says until when the rooms this node owns are its own.
+func (h *Hub) Lease(until time.Time) { h.lease.Store(until.UnixNano()) }
+
+func (h *Hub) leased() bool { return time.Now().UnixNano() < h.lease.Load() }
+
+// Verified tells the owned room's joiners, who waited while the node's
+// lease had lapsed, that the room is still this node's: they join now.
+func (h *Hub) Verified(name string) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, w := range r.waiting {
+		if w && r.loaded {
+			r.waiting[i] = false
+			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
+		}
 	}
 }
 
@@ -347,7 +367,13 @@ func (h *Hub) Disown(name string) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	owned := r.owned
-	r.owned, r.ownFrom, r.ownUntil = false, 0, time.Time{}
+	r.owned, r.ownFrom = false, 0
+	for i, w := range r.waiting { // joiners that waited on the lease
+		if w && r.loaded {
+			r.waiting[i] = false
+			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
+		}
+	}
 	return r.seq, owned
 }
 

@@ -51,10 +51,10 @@ type Room struct {
 
 	// In a cluster, a room whose members are all on this node is owned by
 	// it (see broker.Redis): its messages are ordered here, once the seqs
-	// Redis handed out before (up to ownFrom) arrived, until ownUntil.
-	owned    bool
-	ownFrom  uint64
-	ownUntil time.Time
+	// Redis handed out before (up to ownFrom) arrived, while the node's
+	// lease (Hub.Lease) lives.
+	owned   bool
+	ownFrom uint64
 }
 
 // Name returns the room's name.
@@ -91,7 +91,7 @@ func (r *Room) publishLocal(p broker.Publication) {
 func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || !time.Now().Before(r.ownUntil) {
+	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || !r.hub.leased() {
 		return false
 	}
 	seq := r.seq + 1
@@ -232,7 +232,10 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 	if r.closed {
 		return JoinResult{}, false
 	}
-	if !r.loaded {
+	if !r.loaded || r.owned && !r.hub.leased() {
+		// Not loaded yet; or owned by this node, whose lease lapsed (it
+		// was stopped, or cut off): another node may have taken the room
+		// over, and the broker checks before anyone joins.
 		r.waiting[loop] = true
 		return JoinResult{Pending: true}, true
 	}
