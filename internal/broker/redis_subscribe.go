@@ -121,7 +121,7 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 		return
 	}
 	b.received.Add(1)
-	if b.holds(name) && b.leaseLapsed() {
+	if b.leaseLapsed() && b.holds(name) {
 		// Woken after its lease lapsed, this node may have lost the room:
 		// a message of another stream must not reach its members.
 		b.verifyHeld(ctx)
