@@ -149,3 +149,45 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 		t.Errorf("readyz after outage: %q", body)
 	}
 }
+
+// TestClusterRedisClusterMasterFailover: two nodes on a Redis Cluster (3
+// masters with a replica each) share a room; the master of the room's slot
+// is killed; once its replica took over, the nodes deliver across again,
+// above every seq handed out, and the history written before the failover
+// is still there for a client that joins after it.
+func TestClusterRedisClusterMasterFailover(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 1)
+	nodes := startCluster(t, rc.URL(), 2, func(c *Config) { c.History = 100 })
+	a, b := connect(t, nodes[0], "fo"), connect(t, nodes[1], "fo")
+	for i := 1; i <= 5; i++ {
+		a.sendJSON(msg(fmt.Sprint(i)))
+		for _, c := range []*client{a, b} {
+			if m := c.next(); m["seq"] != float64(i) {
+				t.Fatalf("before the failover, message %d: %v", i, m)
+			}
+		}
+	}
+	rc.MasterOf("scalechat:{fo}:messages").Stop()
+	rc.WaitHealthy(30 * time.Second)
+	testsupport.Eventually(t, 30*time.Second, "both nodes back on the new master", func() bool {
+		s0, _ := nodes[0].BrokerStats()
+		s1, _ := nodes[1].BrokerStats()
+		return s0.Up && s1.Up && s0.Reconnects > 0 && s1.Reconnects > 0
+	})
+	a.sendJSON(msg("after"))
+	for i, c := range []*client{a, b} {
+		m := c.next()
+		if m["text"] != "after" || m["seq"].(float64) <= 5 {
+			t.Fatalf("client %d after the failover: %v", i, m)
+		}
+	}
+	late := dial(t, nodes[1].url("/ws/fo?since=0"))
+	_, hist := late.joined()
+	var texts []string
+	for _, m := range hist {
+		texts = append(texts, m["text"].(string))
+	}
+	if strings.Join(texts, ",") != "1,2,3,4,5,after" {
+		t.Errorf("history after the failover: %v", texts)
+	}
+}
