@@ -223,10 +223,16 @@ func (h *Hub) Loaded(name, epoch string, seq uint64, tail []broker.Entry) {
 	r.early = nil
 	r.loaded = true
 	close(r.loadedCh)
+	r.wakeWaitingLocked()
+}
+
+// wakeWaitingLocked tells the loops whose joiners wait for the room that
+// they may join now. The caller holds r.mu and the room is loaded.
+func (r *Room) wakeWaitingLocked() {
 	for i, w := range r.waiting {
 		if w {
 			r.waiting[i] = false
-			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
+			r.hub.queues[i].push(Delivery{Room: r, Ready: true}, true)
 		}
 	}
 }
@@ -348,11 +354,8 @@ func (h *Hub) Verified(name string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, w := range r.waiting {
-		if w && r.loaded {
-			r.waiting[i] = false
-			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
-		}
+	if r.loaded {
+		r.wakeWaitingLocked()
 	}
 }
 
@@ -368,11 +371,8 @@ func (h *Hub) Disown(name string) (uint64, bool) {
 	defer r.mu.Unlock()
 	owned := r.owned
 	r.owned, r.ownFrom = false, 0
-	for i, w := range r.waiting { // joiners that waited on the lease
-		if w && r.loaded {
-			r.waiting[i] = false
-			h.queues[i].push(Delivery{Room: r, Ready: true}, true)
-		}
+	if r.loaded { // joiners that waited on the lease
+		r.wakeWaitingLocked()
 	}
 	return r.seq, owned
 }

@@ -3,10 +3,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
@@ -189,5 +192,51 @@ func TestClusterRedisClusterMasterFailover(t *testing.T) {
 	}
 	if strings.Join(texts, ",") != "1,2,3,4,5,after" {
 		t.Errorf("history after the failover: %v", texts)
+	}
+}
+
+// TestClusterOwnedRoomTakenOverClosesItsMembers: a node owns a room (its
+// only member is here) when another node takes it over behind its back (as
+// while this one was stopped): its next write is refused, the room is
+// dropped, and the member is closed with 1012; it comes back to the room's
+// new stream, told with a reset.
+func TestClusterOwnedRoomTakenOverClosesItsMembers(t *testing.T) {
+	redis := testsupport.StartRedis(t)
+	node := startCluster(t, redis.URL(), 1, nil)[0]
+	c := dial(t, node.url("/ws/d"))
+	j, _ := c.joined()
+	epoch := j["epoch"].(string)
+	c.sendJSON(msg("1")) // through Redis, which grants the room to the node
+	c.next()
+	c.sendJSON(msg("2")) // ordered on the node
+	if m := c.next(); m["seq"] != float64(2) {
+		t.Fatalf("second message %v", m)
+	}
+	testsupport.Eventually(t, 10*time.Second, "the room owned", func() bool {
+		s, _ := node.BrokerStats()
+		return s.Owned == 1 && s.OwnedPublished == 1
+	})
+	// Another node took the room over: it holds it now, and listens.
+	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Set(ctx, "scalechat:{d}:holder", "othernode", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	other := rdb.Subscribe(ctx, "scalechat:{d}:messages")
+	defer other.Close()
+	if _, err := other.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.sendJSON(msg("3")) // ordered here, its write refused
+	if code := c.expectClose(); code != 1012 {
+		t.Fatalf("close code %d, want 1012", code)
+	}
+	j, _ = dial(t, node.url("/ws/d?since=3&epoch="+epoch)).joined(true)
+	if g := j["gap"].(map[string]any); g["reset"] != true {
+		t.Errorf("back in the room: %v, want a history_gap with reset", j)
+	}
+	if s, _ := node.BrokerStats(); s.Dropped != 1 || s.Takeovers != 1 {
+		t.Errorf("broker stats %+v: want the room dropped, then taken over from the silent holder", s)
 	}
 }

@@ -1,0 +1,104 @@
+package room
+
+import (
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/broker"
+)
+
+// kept records what an owned room hands the broker to store.
+type kept []broker.Entry
+
+func (k *kept) keep(_ string, e broker.Entry) { *k = append(*k, e) }
+
+// An owned room orders messages here only once the seqs Redis handed out
+// came back, and while the node's lease lives; what it orders goes to the
+// broker in seq order, as the members get it.
+func TestPublishOwned(t *testing.T) {
+	q := NewQueue(func() {})
+	h := NewHub(10, time.Minute, []*Queue{q})
+	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
+	pub := func(text string) broker.Publication {
+		return broker.Publication{Room: "r", Prefix: []byte(`{"text":"` + text + `","seq":`), Suffix: []byte(`}`), Target: r}
+	}
+	var k kept
+	steps := []struct {
+		name  string
+		setup func()
+		want  bool
+	}{
+		{"not owned", func() {}, false},
+		{"owned, no lease", func() { h.Own("r", 0) }, false},
+		{"owned, leased", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
+		{"owned from a seq not yet here", func() { h.Own("r", 5) }, false},
+		{"the seqs before came", func() { h.Deliver("r", 5, []byte(`{"seq":5}`)) }, true},
+		{"lease lapsed", func() { h.Lease(time.Now().Add(-time.Second)) }, false},
+		{"leased again", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
+		{"disowned", func() {
+			if seq, owned := h.Disown("r"); !owned || seq != 7 {
+				t.Errorf("disown: seq %d owned %v, want 7 and true", seq, owned)
+			}
+		}, false},
+	}
+	for _, s := range steps {
+		s.setup()
+		if got := h.PublishOwned(pub(s.name), k.keep); got != s.want {
+			t.Errorf("%s: published %v, want %v", s.name, got, s.want)
+		}
+	}
+	if len(k) != 3 || k[0].Seq != 1 || k[1].Seq != 6 || k[2].Seq != 7 {
+		t.Fatalf("kept %+v, want seqs 1, 6, 7", k)
+	}
+	if string(k[1].Payload) != `{"text":"the seqs before came","seq":6}` {
+		t.Errorf("kept payload %q", k[1].Payload)
+	}
+	// The members got the same frames, in the same order.
+	var seqs []uint64
+	for _, d := range q.Swap(nil) {
+		if !d.Ready {
+			seqs = append(seqs, d.Seq)
+		}
+	}
+	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 5 || seqs[2] != 6 || seqs[3] != 7 {
+		t.Errorf("delivered seqs %v, want 1 5 6 7", seqs)
+	}
+}
+
+// While an owning node's lease has lapsed, joiners of its owned rooms wait:
+// the room may be another node's by now. Verified lets them in; Drop frees
+// the room and tells the loops to close its members and rejoin its joiners.
+func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
+	q := NewQueue(func() {})
+	h := NewHub(10, time.Minute, []*Queue{q})
+	h.Join([]byte("r"), 0, Resume{}, nil)
+	h.Own("r", 0)
+	h.Lease(time.Now().Add(-time.Second))
+	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
+		t.Fatal("a join of an owned room went in with the lease lapsed")
+	}
+	h.Verified("r")
+	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
+		t.Fatalf("after Verified the loop got %+v, want one Ready", ds)
+	}
+	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
+		t.Fatal("Verified renews nothing: the lease is the broker's to renew")
+	}
+	if !h.Drop("r") {
+		t.Fatal("Drop found no room")
+	}
+	ds := q.Swap(nil)
+	if len(ds) != 1 || !ds[0].Dropped {
+		t.Fatalf("after Drop the loop got %+v, want one Dropped", ds)
+	}
+	if !ds[0].Room.Closed() || h.Lookup([]byte("r")) != nil {
+		t.Error("the dropped room is still there")
+	}
+	if h.Rooms() != 0 || h.HistoryEntries() != 0 {
+		t.Errorf("rooms %d, history entries %d after the drop", h.Rooms(), h.HistoryEntries())
+	}
+	r, res := h.Join([]byte("r"), 0, Resume{}, nil)
+	if r == ds[0].Room || res.Pending || res.Seq != 0 {
+		t.Errorf("rejoining made %p (dropped %p), %+v: want a new room", r, ds[0].Room, res)
+	}
+}
