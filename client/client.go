@@ -55,8 +55,12 @@ type Config struct {
 	URL string
 	// Room is the room to enter on connecting; default "lobby".
 	Room string
-	// Sender is the display name put into every message sent.
+	// Sender is the display name put into every message sent, and the
+	// name the client goes by in presence (a token's subject wins).
 	Sender string
+	// PresenceEvents asks for a PresenceChange event when a user's first
+	// connection joins one of the client's rooms, or its last one leaves.
+	PresenceEvents bool
 	// Header is added to the upgrade request (e.g. Origin, Authorization).
 	Header http.Header
 	// Backoff spaces reconnect attempts.
@@ -351,7 +355,7 @@ func (c *Client) Leave(ctx context.Context, room string) error {
 	})
 }
 
-// Presence asks how many connections are in room; a Presence event answers.
+// Presence asks who is in room; a Presence event answers.
 func (c *Client) Presence(ctx context.Context, room string) error {
 	return c.control(ctx, func() ([]byte, error) {
 		if r := c.rooms[room]; r == nil || !r.want {

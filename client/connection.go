@@ -8,8 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/scalechat/scalechat/internal/protocol"
@@ -25,6 +28,7 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 	r := c.room(room)
 	u, _ := RoomURL(c.cfg.URL, room, r.lastSeq, r.seen, r.epoch) // checked by Dial
 	c.mu.Unlock()
+	u = presenceQuery(u, c.cfg.Sender, c.cfg.PresenceEvents)
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: c.cfg.Header, Subprotocols: []string{protocol.Subprotocol}})
 	if err != nil {
 		if resp != nil {
@@ -271,4 +275,41 @@ func (c *Client) checkReplayed(conn *websocket.Conn) error {
 	c.cfg.Logger.Info("connected", "resent", len(resend))
 	c.emit(&State{State: Connected})
 	return nil
+}
+
+// presenceQuery adds who the client is (name, for presence; a token's
+// subject wins on the server) and whether it wants presence events to a
+// room URL.
+func presenceQuery(u, name string, events bool) string {
+	if name == "" && !events {
+		return u
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := p.Query()
+	if name != "" && q.Get("name") == "" && presenceName(name) {
+		q.Set("name", name)
+	}
+	if events {
+		q.Set("presence", "1")
+	}
+	p.RawQuery = q.Encode()
+	return p.String()
+}
+
+// presenceName reports whether the server takes name in presence: at most
+// 64 bytes of UTF-8 without control characters. A longer display name is
+// not sent: the client stays anonymous in presence rather than refused.
+func presenceName(name string) bool {
+	if len(name) > 64 || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Event is something the client received or went through: a *Message, a
-// frame of the server (*Joined, *Left, *HistoryGap, *Presence, *Error), or a
+// frame of the server (*Joined, *Left, *HistoryGap, *Presence,
+// *PresenceChange, *Error), or a
 // change of the connection (*State).
 type Event interface{ event() }
 
@@ -50,10 +51,28 @@ type HistoryGap struct {
 	Reset    bool
 }
 
-// Presence tells how many connections are in a room.
+// Presence tells who is in a room, on every node of a cluster: its
+// connections, the users among them (sorted by name) and the connections
+// that gave no user.
 type Presence struct {
-	Room    string
-	Members int
+	Room      string
+	Members   int
+	Users     []User
+	Anonymous int
+}
+
+// User is a user present in a room and its connections there.
+type User struct {
+	User        string `json:"user"`
+	Connections int    `json:"connections"`
+}
+
+// PresenceChange tells that a user's first connection joined a room
+// (Joined), or its last one left; sent only with Options.PresenceEvents.
+type PresenceChange struct {
+	Room   string
+	User   string
+	Joined bool
 }
 
 // Error is a frame the server refused (see docs/protocol.md for the codes),
@@ -107,10 +126,11 @@ type State struct {
 	Err     error         // Disconnected, Reconnecting: what broke; Closed: why the client stopped, nil after Close
 }
 
-func (*Message) event()    {}
-func (*Joined) event()     {}
-func (*Left) event()       {}
-func (*HistoryGap) event() {}
-func (*Presence) event()   {}
-func (*Error) event()      {}
-func (*State) event()      {}
+func (*Message) event()        {}
+func (*Joined) event()         {}
+func (*Left) event()           {}
+func (*HistoryGap) event()     {}
+func (*Presence) event()       {}
+func (*PresenceChange) event() {}
+func (*Error) event()          {}
+func (*State) event()          {}

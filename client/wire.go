@@ -23,6 +23,9 @@ type wire struct {
 	Reset     bool    `json:"reset"`
 	Code      string  `json:"code"`
 	Message   string  `json:"message"`
+	Users     []User  `json:"users"`
+	Anonymous int     `json:"anonymous"`
+	User      string  `json:"user"`
 }
 
 type wireChat struct {
@@ -87,7 +90,9 @@ func (c *Client) handle(data []byte) (Event, error) {
 		}
 		return &Left{Room: w.Room, Seq: w.Seq}, nil
 	case "presence":
-		return &Presence{Room: w.Room, Members: w.Members}, nil
+		return &Presence{Room: w.Room, Members: w.Members, Users: w.Users, Anonymous: w.Anonymous}, nil
+	case "presence_join", "presence_leave":
+		return &PresenceChange{Room: w.Room, User: w.User, Joined: w.Type == "presence_join"}, nil
 	case "error":
 		e := &Error{Code: w.Code, Message: w.Message, Room: w.Room}
 		if w.MessageID != nil {

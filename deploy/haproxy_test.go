@@ -582,3 +582,67 @@ func TestHAProxyOwnerKilledRoomTakenOver(t *testing.T) {
 		}
 	}
 }
+
+// TestPresenceAcrossNodes: who is in a room is known on every node, join and
+// leave events cross nodes, and the members of a node that dies leave the
+// room for the others within a few seconds (its lease ends).
+func TestPresenceAcrossNodes(t *testing.T) {
+	testsupport.Need(t, "redis-server", "redis-server")
+	redis := testsupport.StartRedis(t)
+	nodes := startNodes(t, redis, 2)
+	ctx := context.Background()
+	alice, err := testsupport.DialWS(ctx, nodes[0].URL("/ws/pres?name=alice&presence=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if _, _, _, err := alice.Joined(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bob", "bob", ""} { // bob twice, and someone without a name
+		c, err := testsupport.DialWS(ctx, nodes[1].URL("/ws/pres?name="+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, _, _, err := c.Joined(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"alice", "bob"} {
+		if e, err := alice.ReadType("presence_join", 5*time.Second); err != nil || e.User != want {
+			t.Fatalf("alice waited for %s's join: %+v %v", want, e, err)
+		}
+	}
+	// A second connection of a user sends no event: ask until node 1 knows
+	// of it (bounded).
+	var p testsupport.WSFrame
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := alice.SendFrame(map[string]string{"type": "presence", "room": "pres"}); err != nil {
+			t.Fatal(err)
+		}
+		if p, err = alice.ReadType("presence", 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if p.Members == 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // paces the questions
+	}
+	if p.Members != 4 || p.Anonymous != 1 || len(p.Users) != 2 ||
+		p.Users[0].User != "alice" || p.Users[0].Connections != 1 || p.Users[1].User != "bob" || p.Users[1].Connections != 2 {
+		t.Fatalf("presence from node 1: %+v; want 4 members: alice ×1, bob ×2 (node 2), 1 anonymous", p)
+	}
+	start := time.Now()
+	nodes[1].Kill()
+	if e, err := alice.ReadType("presence_leave", 15*time.Second); err != nil || e.User != "bob" {
+		t.Fatalf("after node 2 died, alice was told %+v %v; want bob's leave", e, err)
+	}
+	t.Logf("bob left the room %v after his node was killed", time.Since(start).Round(time.Millisecond))
+	if err := alice.SendFrame(map[string]string{"type": "presence", "room": "pres"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := alice.ReadType("presence", 5*time.Second); err != nil || p.Members != 1 || len(p.Users) != 1 || p.Anonymous != 0 {
+		t.Errorf("presence after node 2 died: %+v %v; want alice alone", p, err)
+	}
+}

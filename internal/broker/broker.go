@@ -42,6 +42,11 @@ type Broker interface {
 	// Nodes returns the nodes that announced themselves and are alive: name
 	// to URL, this one included.
 	Nodes(ctx context.Context) (map[string]string, error)
+	// Presence says this node now has count connections of user ("" for
+	// none given) in room; the other nodes learn it through
+	// Handler.RemotePresence, and forget it when this node dies. It must not
+	// block.
+	Presence(room, user string, count int)
 }
 
 // Handler is the node side of a broker: its rooms. The broker calls it from
@@ -87,6 +92,12 @@ type Handler interface {
 	// Drop frees the room at once: its stream here can no longer be
 	// trusted. Members rejoin a room loaded anew.
 	Drop(room string) bool
+	// RemotePresence records that another node has count connections of
+	// user in room (0: none).
+	RemotePresence(room, node, user string, count int)
+	// NodeGone forgets what a dead node reported in every room and returns,
+	// per room, the users it had there.
+	NodeGone(node string) map[string][]string
 }
 
 // Publication is a message on its way to its room, before it has a seq:

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +14,12 @@ import (
 // dropped, local publishes numbered after the latest seq), and signals every
 // change so that tests wait on conditions, not on time.
 type fakeRooms struct {
-	mu      sync.Mutex
-	lease   time.Time
-	changed chan struct{}
-	rooms   map[string]*fakeRoom
-	calls   []string
+	mu       sync.Mutex
+	lease    time.Time
+	presence map[string]map[string]int // room → "node/user" → connections
+	changed  chan struct{}
+	rooms    map[string]*fakeRoom
+	calls    []string
 }
 
 type fakeRoom struct {
@@ -181,6 +183,39 @@ func (f *fakeRooms) Drop(name string) bool {
 	delete(f.rooms, name)
 	f.note("drop " + name)
 	return true
+}
+
+func (f *fakeRooms) RemotePresence(room, node, user string, count int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.presence == nil {
+		f.presence = map[string]map[string]int{}
+	}
+	if f.presence[room] == nil {
+		f.presence[room] = map[string]int{}
+	}
+	if count > 0 {
+		f.presence[room][node+"/"+user] = count
+	} else {
+		delete(f.presence[room], node+"/"+user)
+	}
+	f.note(fmt.Sprintf("presence %s %s %s %d", room, node, user, count))
+}
+
+func (f *fakeRooms) NodeGone(node string) map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gone := map[string][]string{}
+	for room, m := range f.presence {
+		for k := range m {
+			if n, u, _ := strings.Cut(k, "/"); n == node {
+				gone[room] = append(gone[room], u)
+				delete(m, k)
+			}
+		}
+	}
+	f.note("gone " + node)
+	return gone
 }
 
 // waitFor waits until cond (called with f.mu held) holds, or fails the test

@@ -66,3 +66,6 @@ func (m *Memory) Nodes(context.Context) (map[string]string, error) {
 	}
 	return map[string]string{m.self[0]: m.self[1]}, nil
 }
+
+// Presence implements Broker: a single node's rooms know their members.
+func (m *Memory) Presence(string, string, int) {}

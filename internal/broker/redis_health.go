@@ -99,7 +99,7 @@ func (b *Redis) healthLoop(ctx context.Context) {
 			b.catchUp(ctx, name)
 		}
 		b.recovering.Store(false)
-		signal(b.pubWake)
+		b.republishPresence()
 		signal(b.leaseWake)
 		if !b.up.Load() {
 			continue // failed again while catching up

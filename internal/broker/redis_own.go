@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,9 +17,12 @@ import (
 // a few milliseconds of them per round), so that Redis is off the message's
 // path. A room whose members are on several nodes is ordered by Redis.
 //
-//   - Getting it. The publish script grants the room to the publishing node
-//     when nobody holds it and the node is the only subscriber of its
-//     channel (PUBSUB NUMSUB, or SHARDNUMSUB on a Redis Cluster). The node
+//   - Getting it. Each node adds itself to a room's set of nodes when it
+//     loads the room, and leaves it when it frees the room (a dead node is
+//     removed by the others when its lease ends). The publish script grants
+//     the room to the publishing node when nobody holds it and the node is
+//     the only one in the set: an explicit membership, which a dropped
+//     subscription (a failover, a network blip) does not change. The node
 //     orders messages itself once every seq Redis handed out before came
 //     back on its channel.
 //   - Keys. The room's holder names the owning node. Each node keeps a lease
@@ -55,10 +59,15 @@ const (
 // publishScript gives a message its seq, stores it and publishes it, and
 // keeps the room's epoch alive as long as its seq; it grants the room to
 // the publishing node when that node alone subscribes to it.
-// KEYS: seq, history, epoch, holder. ARGV: prefix, suffix, history size,
-// TTL in seconds, channel, "s" to publish on a shard channel, node. Returns
-// {seq, 1 when the node owns the room}.
+// KEYS: seq, history, epoch, holder, the set of nodes that loaded the
+// room. ARGV: prefix, suffix, history size, TTL in seconds, channel, "s" to
+// publish on a shard channel, node. Returns {seq, 1 when the node owns the
+// room}, or {0, -1} without publishing when another node holds the room.
 var publishScript = redis.NewScript(`
+local holder = redis.call('GET', KEYS[4])
+if holder and holder ~= ARGV[7] then
+  return {0, -1} -- another node orders this room: not here
+end
 local seq = redis.call('INCR', KEYS[1])
 local msg = ARGV[1] .. seq .. ARGV[2]
 if tonumber(ARGV[3]) > 0 then
@@ -67,18 +76,15 @@ if tonumber(ARGV[3]) > 0 then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
-local sub = 'NUMSUB'
 if ARGV[6] == 's' then
-  sub = 'SHARDNUMSUB'
   redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
 else
   redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
 end
-local holder = redis.call('GET', KEYS[4])
 local own = 0
 if holder == ARGV[7] then
   own = 1
-elseif not holder and redis.call('PUBSUB', sub, ARGV[5])[2] == 1 then
+elseif not holder and redis.call('SCARD', KEYS[5]) == 1 and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 1 then
   redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[4])
   own = 1
 end
@@ -92,9 +98,7 @@ return {seq, own}
 var persistScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[4])
 if holder ~= ARGV[1] then
-  local sub = 'NUMSUB'
-  if ARGV[6] == 's' then sub = 'SHARDNUMSUB' end
-  if holder or redis.call('PUBSUB', sub, ARGV[5])[2] ~= 1 then
+  if holder or redis.call('SCARD', KEYS[5]) ~= 1 or redis.call('SISMEMBER', KEYS[5], ARGV[1]) ~= 1 then
     return 0
   end
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[4]) -- Redis lost the keys: still ours alone
@@ -141,14 +145,18 @@ return held
 var takeoverScript = redis.NewScript(`
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])
+  redis.call('SREM', KEYS[5], ARGV[1])
   redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
 end
 return 1
 `)
 
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, raiseScript}
+var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, raiseScript, presenceScript}
 
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
+
+// roomNodesKey is the set of nodes that loaded the room.
+func (b *Redis) roomNodesKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:nodes" }
 
 // leaseKey is a node's lease: while it lives, the rooms the node holds are
 // its own.
@@ -208,6 +216,10 @@ func (b *Redis) lostRoom(room string) {
 
 // onControl handles the control messages of a room's channel.
 func (b *Redis) onControl(ctx context.Context, name, payload string) {
+	if strings.HasPrefix(payload, "P") {
+		b.onPresence(name, payload)
+		return
+	}
 	switch payload {
 	case "H": // a node wants the room
 		if seq, owned := b.h.Disown(name); owned {
@@ -233,6 +245,13 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 // awaitRelease waits until the room's holder released it (or lost it), then
 // loads the room. It runs on its own goroutine, one per room waiting.
 func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomState) {
+	b.awaitHolder(ctx, name, holder, func(bool) { b.load(ctx, map[string]*roomState{name: st}) })
+}
+
+// awaitHolder asks the room's holder to release it and waits until it did,
+// or until the room is taken over from a holder that does not answer; then
+// calls done, telling whether it took the room over.
+func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(tookOver bool)) {
 	w := make(chan struct{}, 1)
 	b.subMu.Lock()
 	b.awaiting[name] = w
@@ -256,7 +275,7 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 			return
 		case <-w:
 			t.Stop()
-			b.load(ctx, map[string]*roomState{name: st})
+			done(false)
 			return
 		case <-t.C:
 		}
@@ -287,10 +306,78 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 			if err := b.publishControl(ctx, name, "T"); err != nil {
 				b.fail("take a room over", err)
 			}
-			b.load(ctx, map[string]*roomState{name: st})
+			done(true)
 			return
 		}
 	}
+}
+
+// block holds the publishes of a loaded room that another node holds (a
+// grant made while this node's subscription or membership was lost: after
+// a failover, a Redis restart): its messages wait, the holder is asked to
+// release the room, and this node then catches up with what the holder
+// ordered before they go out. p, when not nil, is the first to wait.
+func (b *Redis) block(ctx context.Context, name string, p *Publication) {
+	b.ownMu.Lock()
+	q, waiting := b.blocked[name]
+	if p != nil {
+		q = append(q, *p)
+	}
+	b.blocked[name] = q
+	b.nBlocked.Store(int64(len(b.blocked)))
+	b.ownMu.Unlock()
+	if waiting {
+		return
+	}
+	b.blockedRooms.Add(1)
+	b.waitWG.Go(func() {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		holder, err := b.rdb.Get(c, b.holderKey(name)).Result()
+		cancel()
+		if err != nil && !errorsIsNil(err) {
+			b.fail("read a room's holder", err)
+		}
+		release := func(tookOver bool) {
+			if tookOver {
+				// Another stream of the room from now on: its members
+				// here rejoin it.
+				if b.h.Drop(name) {
+					b.dropped.Add(1)
+					b.Unsubscribe(name)
+				}
+			} else {
+				b.catchUp(ctx, name)
+			}
+			b.ownMu.Lock()
+			q := b.blocked[name]
+			delete(b.blocked, name)
+			b.nBlocked.Store(int64(len(b.blocked)))
+			b.ownMu.Unlock()
+			for _, p := range q {
+				b.queue(job{kind: jobPublish, p: p})
+			}
+		}
+		if holder == "" || holder == b.id {
+			release(false) // released meanwhile
+			return
+		}
+		b.awaitHolder(ctx, name, holder, release)
+	})
+}
+
+// blockedPublish queues p behind the others of its room when the room is
+// blocked, and reports whether it did.
+func (b *Redis) blockedPublish(p Publication) bool {
+	if b.nBlocked.Load() == 0 {
+		return false
+	}
+	b.ownMu.Lock()
+	defer b.ownMu.Unlock()
+	q, ok := b.blocked[p.Room]
+	if ok {
+		b.blocked[p.Room] = append(q, p)
+	}
+	return ok
 }
 
 func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
@@ -328,6 +415,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 			default:
 				until = sent.Add(nodeLease - leaseMargin)
 				b.setLease(until)
+				b.checkPeers(ctx)
 			}
 		}
 		select {

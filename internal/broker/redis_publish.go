@@ -14,9 +14,11 @@ import (
 type jobKind uint8
 
 const (
-	jobPublish jobKind = iota // order a message, store it, publish it
-	jobPersist                // store a message an owning node ordered
-	jobRelease                // give up the ownership of a room
+	jobPublish  jobKind = iota // order a message, store it, publish it
+	jobPersist                 // store a message an owning node ordered
+	jobRelease                 // give up the ownership of a room
+	jobPresence                // record and announce a user's connections here
+	jobLeave                   // leave a room's set of nodes
 )
 
 // job is one pending request to Redis. Jobs go out in the order they were
@@ -24,8 +26,9 @@ const (
 type job struct {
 	kind jobKind
 	p    Publication // jobPublish
-	room string      // jobPersist, jobRelease
-	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last
+	room string      // jobPersist, jobRelease, jobPresence
+	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
+	user string      // jobPresence
 }
 
 // Publish implements Broker. It never blocks: a message of a room this node
@@ -52,6 +55,9 @@ func (b *Redis) Publish(p Publication) {
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
+	if b.blockedPublish(p) {
+		return
+	}
 	b.queue(job{kind: jobPublish, p: p})
 }
 
@@ -158,7 +164,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 				persistAt[j.room] = len(slots)
 				persistArgs = append(persistArgs, []any{b.id, "-", hist, ttl, b.channel(j.room), mode, j.e.Seq, j.e.Payload})
 				slots = append(slots, slot{j: i, n: 1, persist: len(persistArgs) - 1})
-			case jobRelease:
+			case jobRelease, jobPresence, jobLeave:
 				delete(persistAt, j.room)
 				slots = append(slots, slot{j: i, n: 1, persist: -1})
 			}
@@ -174,6 +180,10 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 				cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), persistArgs[s.persist]...)
 			case jobRelease:
 				cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
+			case jobLeave:
+				cmd = p.SRem(ctx, b.roomNodesKey(j.room), b.id)
+			case jobPresence:
+				cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 			}
 			calls = append(calls, call{j: s.j, n: s.n, cmd: cmd})
 		}
@@ -192,6 +202,8 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			// A master the cluster client still thinks serves the room is
 			// gone (its view reloads in the background): try again.
 			retry = append(retry, j)
+		case err != nil && j.kind == jobLeave:
+			b.fail("leave a room", err)
 		case err != nil && j.kind == jobPublish:
 			// Redis is gone, or refused: keep the conversation going here.
 			b.fail("publish", err)
@@ -205,6 +217,9 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			b.published.Add(1)
 			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
 			switch {
+			case len(res) == 2 && res[1] == -1: // another node holds the room
+				b.published.Add(^uint64(0))
+				b.block(ctx, j.p.Room, &j.p)
 			case len(res) == 2 && res[1] == 1:
 				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))
 			case b.holds(j.p.Room):
@@ -257,6 +272,8 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 		s = publishScript
 	case persistScript.Hash():
 		s = persistScript
+	case presenceScript.Hash():
+		s = presenceScript
 	default:
 		s = releaseScript
 	}
@@ -270,7 +287,7 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 }
 
 func (b *Redis) publishKeys(room string) []string {
-	return []string{b.seqKey(room), b.historyKey(room), b.epochKey(room), b.holderKey(room)}
+	return []string{b.seqKey(room), b.historyKey(room), b.epochKey(room), b.holderKey(room), b.roomNodesKey(room)}
 }
 
 // publishMode is the scripts' argument naming how to publish: "s" on a

@@ -22,6 +22,9 @@ func (b *Redis) Unsubscribe(room string) {
 	}
 	b.subMu.Unlock()
 	b.release(room, 0) // when held: Redis has its seq from the writes queued before
+	if b.up.Load() {
+		b.queue(job{kind: jobLeave, room: room})
+	}
 	b.queueSub(subCmd{room: room})
 }
 
@@ -167,7 +170,24 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	}
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	seq, err := raiseScript.Run(c, b.rdb, []string{b.seqKey(name)}, cur, int(b.cfg.TTL/time.Second)).Uint64()
+	if err == nil { // Redis may have lost the room's set of nodes
+		err = b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
+	}
+	var holder string
+	if err == nil {
+		holder, err = b.rdb.Get(c, b.holderKey(name)).Result()
+		if errorsIsNil(err) {
+			err = nil
+		}
+	}
 	cancel()
+	if err == nil && holder != "" && holder != b.id {
+		// Granted to another node while this one was away: what it
+		// ordered never came on the channel. Hold this node's publishes
+		// and catch up once it released the room.
+		b.block(ctx, name, nil)
+		return
+	}
 	if err != nil {
 		b.fail("catch up", err)
 		return
@@ -424,10 +444,11 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 	}
 	type read struct {
-		seq    *redis.StringCmd
-		epoch  *redis.StringCmd
-		holder *redis.StringCmd
-		tail   *redis.XMessageSliceCmd
+		seq      *redis.StringCmd
+		epoch    *redis.StringCmd
+		holder   *redis.StringCmd
+		presence *redis.MapStringStringCmd
+		tail     *redis.XMessageSliceCmd
 	}
 	reads := map[string]read{}
 	if ok {
@@ -435,9 +456,13 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		_, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 			for name := range rooms {
 				// The first node to load the room makes its epoch; every
-				// other one reads it.
+				// other one reads it. Each joins the room's nodes first: no
+				// other node may be granted the room from then on.
+				p.SAdd(c, b.roomNodesKey(name), b.id)
+				p.Expire(c, b.roomNodesKey(name), b.cfg.TTL)
 				p.SetNX(c, b.epochKey(name), NewEpoch(), b.cfg.TTL)
-				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name))}
+				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
+					presence: p.HGetAll(c, b.presenceKey(name))}
 				if b.cfg.History > 0 {
 					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(b.cfg.History))
 				}
@@ -477,5 +502,6 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			}
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
+		b.loadPresence(name, r.presence.Val())
 	}
 }

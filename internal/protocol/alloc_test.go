@@ -49,7 +49,8 @@ func TestNoAllocations(t *testing.T) {
 		}},
 		{"AppendJoined", func() { dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2) }},
 		{"AppendLeft", func() { dst = AppendLeft(dst[:0], "lobby", 41) }},
-		{"AppendPresence", func() { dst = AppendPresence(dst[:0], "lobby", 3) }},
+		{"AppendPresenceUsers", func() { dst = AppendPresenceUsers(dst[:0], "lobby", 3, []UserCount{{"alice", 2}}, 1) }},
+		{"AppendPresenceEvent", func() { dst = AppendPresenceEvent(dst[:0], "lobby", "alice", true) }},
 		{"AppendHistoryGap", func() { dst = AppendHistoryGap(dst[:0], "lobby", 5, 40, true) }},
 		{"AppendError", func() {
 			err := ParseFrame(bad, &f)

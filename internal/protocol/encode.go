@@ -74,15 +74,6 @@ func AppendLeft(dst []byte, room string, seq uint64) []byte {
 	return append(dst, '}')
 }
 
-// AppendPresence appends a "presence" frame to dst.
-func AppendPresence(dst []byte, room string, members int) []byte {
-	dst = append(dst, `{"type":"presence","room":`...)
-	dst = appendString(dst, room)
-	dst = append(dst, `,"members":`...)
-	dst = strconv.AppendInt(dst, int64(members), 10)
-	return append(dst, '}')
-}
-
 // AppendHistoryGap appends a "history_gap" frame to dst.
 //
 // reset says since belongs to another stream of the room (another epoch,
@@ -198,4 +189,49 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// UserCount is a user present in a room and its connections there.
+type UserCount struct {
+	User        string
+	Connections int
+}
+
+// AppendPresenceUsers appends a "presence" frame to dst: the room's
+// connections across the cluster, who is there (users sorted by name) and
+// how many connections gave no user.
+func AppendPresenceUsers(dst []byte, room string, members int, users []UserCount, anonymous int) []byte {
+	dst = append(dst, `{"type":"presence","room":`...)
+	dst = appendString(dst, room)
+	dst = append(dst, `,"members":`...)
+	dst = strconv.AppendInt(dst, int64(members), 10)
+	dst = append(dst, `,"users":[`...)
+	for i, u := range users {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"user":`...)
+		dst = appendString(dst, u.User)
+		dst = append(dst, `,"connections":`...)
+		dst = strconv.AppendInt(dst, int64(u.Connections), 10)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"anonymous":`...)
+	dst = strconv.AppendInt(dst, int64(anonymous), 10)
+	return append(dst, '}')
+}
+
+// AppendPresenceEvent appends a "presence_join" (joined true) or
+// "presence_leave" frame to dst: user's first connection to the room came,
+// or its last one went.
+func AppendPresenceEvent(dst []byte, room, user string, joined bool) []byte {
+	if joined {
+		dst = append(dst, `{"type":"presence_join","room":`...)
+	} else {
+		dst = append(dst, `{"type":"presence_leave","room":`...)
+	}
+	dst = appendString(dst, room)
+	dst = append(dst, `,"user":`...)
+	dst = appendString(dst, user)
+	return append(dst, '}')
 }

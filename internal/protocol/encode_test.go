@@ -179,7 +179,11 @@ func TestAppendServerFrames(t *testing.T) {
 		{"joined empty room", AppendJoined(nil, "r", "e", 0, 1, 0), `{"type":"joined","room":"r","epoch":"e","seq":0,"members":1,"history":0}`},
 		{"joined max seq", AppendJoined(nil, "r", "e", 1<<64-1, 1, 100), `{"type":"joined","room":"r","epoch":"e","seq":18446744073709551615,"members":1,"history":100}`},
 		{"left", AppendLeft(nil, "x", 57), `{"type":"left","room":"x","seq":57}`},
-		{"presence", AppendPresence(nil, "x", 12), `{"type":"presence","room":"x","members":12}`},
+		{"presence", AppendPresenceUsers(nil, "x", 12, []UserCount{{"al\"ice", 2}, {"bob", 1}}, 9),
+			`{"type":"presence","room":"x","members":12,"users":[{"user":"al\"ice","connections":2},{"user":"bob","connections":1}],"anonymous":9}`},
+		{"presence, nobody named", AppendPresenceUsers(nil, "x", 1, nil, 1), `{"type":"presence","room":"x","members":1,"users":[],"anonymous":1}`},
+		{"presence_join", AppendPresenceEvent(nil, "x", "zoë", true), `{"type":"presence_join","room":"x","user":"zoë"}`},
+		{"presence_leave", AppendPresenceEvent(nil, "x", "bob", false), `{"type":"presence_leave","room":"x","user":"bob"}`},
 		{"history_gap", AppendHistoryGap(nil, "lobby", 5, 40, false), `{"type":"history_gap","room":"lobby","since":5,"first_seq":40}`},
 		{"history_gap none held", AppendHistoryGap(nil, "lobby", 5, 0, false), `{"type":"history_gap","room":"lobby","since":5,"first_seq":0}`},
 		{"history_gap of another stream", AppendHistoryGap(nil, "lobby", 5, 1, true), `{"type":"history_gap","room":"lobby","since":5,"first_seq":1,"reset":true}`},
@@ -230,12 +234,13 @@ func TestAppendKeepsDst(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, fn := range map[string]func([]byte) []byte{
-		"chat":        func(b []byte) []byte { return AppendChat(b, "r", 1, fixedTime, &f, data) },
-		"joined":      func(b []byte) []byte { return AppendJoined(b, "r", "e", 1, 1, 1) },
-		"left":        func(b []byte) []byte { return AppendLeft(b, "r", 1) },
-		"presence":    func(b []byte) []byte { return AppendPresence(b, "r", 1) },
-		"history_gap": func(b []byte) []byte { return AppendHistoryGap(b, "r", 1, 1, true) },
-		"error":       func(b []byte) []byte { return AppendError(b, "c", "m", &f) },
+		"chat":          func(b []byte) []byte { return AppendChat(b, "r", 1, fixedTime, &f, data) },
+		"joined":        func(b []byte) []byte { return AppendJoined(b, "r", "e", 1, 1, 1) },
+		"left":          func(b []byte) []byte { return AppendLeft(b, "r", 1) },
+		"presence":      func(b []byte) []byte { return AppendPresenceUsers(b, "r", 1, []UserCount{{"u", 1}}, 0) },
+		"presence_join": func(b []byte) []byte { return AppendPresenceEvent(b, "r", "u", true) },
+		"history_gap":   func(b []byte) []byte { return AppendHistoryGap(b, "r", 1, 1, true) },
+		"error":         func(b []byte) []byte { return AppendError(b, "c", "m", &f) },
 	} {
 		alone := fn(nil)
 		got := fn([]byte("[frame]"))

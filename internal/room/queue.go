@@ -5,12 +5,16 @@ import "sync"
 // Delivery asks an event loop to send a room's message to the loop's local
 // members of that room, or, with Ready set, tells the loop that the room has
 // loaded and its waiting joiners may join now, or, with Dropped set, that
-// the room was dropped and its members must be closed.
+// the room was dropped and its members must be closed, or, with Presence
+// set, carries a presence event.
 type Delivery struct {
 	Room *Room
 	Message
-	Ready    bool
-	Dropped  bool
+	Ready   bool
+	Dropped bool
+	// Presence, when set, is a presence_join or presence_leave frame (its
+	// JSON) for the members that asked for presence events.
+	Presence []byte
 	Received int64 // unix nanoseconds when the message was read, for the processing time; 0 when unknown
 }
 

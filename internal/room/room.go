@@ -55,6 +55,8 @@ type Room struct {
 	// lease (Hub.Lease) lives.
 	owned   bool
 	ownFrom uint64
+
+	pres presence
 }
 
 // Name returns the room's name.

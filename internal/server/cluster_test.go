@@ -72,6 +72,12 @@ func testDeliversAcrossNodes(t *testing.T, url string) {
 			t.Errorf("node %d broker: %+v", i, st)
 		}
 	}
+	// Presence counts the room's connections on every node (and those
+	// announced already: the messages above came after every join).
+	cs[0].sendJSON(map[string]any{"type": "presence", "room": "x"})
+	if p := cs[0].nextOfType("presence"); p["members"] != float64(len(cs)) || p["anonymous"] != float64(len(cs)) {
+		t.Errorf("presence on node 0: %v, want %d members over 3 nodes", p, len(cs))
+	}
 }
 
 func TestClusterResumeOnAnotherNode(t *testing.T) { redisKinds(t, testResumeOnAnotherNode) }

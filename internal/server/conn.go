@@ -58,6 +58,7 @@ type conn struct {
 
 	// From the token, when the server authenticates.
 	sender  string   // forced sender of every chat message
+	user    string   // who the connection is in presence: the token's subject, or the URL's name
 	allowed []string // rooms the token allows, when limitRooms
 	expires int64    // unix nanoseconds; 0: never
 
@@ -75,6 +76,7 @@ type conn struct {
 	echo        bool // /echo: messages come back, no rooms
 	gotFrame    bool // the client has sent a frame
 	limitRooms  bool // the token limits the rooms
+	presence    bool // sends presence_join and presence_leave frames
 	deflate     bool // permessage-deflate was negotiated
 	control     bool // the client speaks protocol.Subprotocol: it gets control frames
 	ipCounted   bool
@@ -250,7 +252,8 @@ func (c *conn) onMessage(op ws.OpCode, data []byte) {
 			c.sendError("not_joined", "not a member of this room", f)
 			return
 		}
-		c.enqueueControl(protocol.AppendPresence(l.enc[:0], c.rooms[i].room.Name(), c.rooms[i].room.Members()))
+		members, users, anonymous := c.rooms[i].room.Presence()
+		c.enqueueControl(protocol.AppendPresenceUsers(l.enc[:0], c.rooms[i].room.Name(), members, users, anonymous))
 	}
 }
 
@@ -373,6 +376,7 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	}
 	lr.members = append(lr.members, member{c: c, minSeq: res.Seq})
 	c.rooms = append(c.rooms, membership{room: r, local: lr, idx: len(lr.members) - 1})
+	r.AddUser(c.user)
 	if url {
 		c.urlRoom = r
 	}
@@ -416,6 +420,7 @@ func (c *conn) leave(i int) uint64 {
 	if len(c.rooms) == 0 {
 		c.rooms = nil
 	}
+	m.room.RemoveUser(c.user)
 	return m.room.Leave(c.loop.id)
 }
 

@@ -27,6 +27,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add([]byte(strings.Replace(good, "13", "8", 1)))
 	f.Add([]byte(strings.Replace(good, "/ws/room", "/ws/b%20ad", 1)))
 	f.Add([]byte(strings.Replace(good, "since=3", "since=-1&token=x", 1)))
+	f.Add([]byte(strings.Replace(good, "since=3", "name=al%00ice&presence=1", 1)))
 	f.Add([]byte("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
 	f.Add([]byte("POST /ws HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -49,7 +50,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 			}
 			return
 		}
-		if !ws.ValidClientKey(u.key) || u.room != room {
+		if !ws.ValidClientKey(u.key) || u.room != room || !validName(u.name) {
 			t.Fatalf("accepted %+v", u)
 		}
 	})

@@ -64,6 +64,8 @@ type command struct {
 	deflate   bool   // permessage-deflate was negotiated
 	control   bool   // the client speaks protocol.Subprotocol: send it control frames
 	claims    *auth.Claims
+	name      string // the user the client says it is, without a token
+	presence  bool   // the client wants presence events
 	ip        netip.Addr
 	ipCounted bool // counted by the address limiter: release on close
 }
@@ -209,7 +211,8 @@ func (l *loop) runCommands() (stop bool) {
 }
 
 func (l *loop) add(cmd command) {
-	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate, control: cmd.control}
+	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate, control: cmd.control,
+		user: cmd.name, presence: cmd.presence && cmd.control}
 	c.rd.SetDeflate(cmd.deflate)
 	c.tokens = float64(l.srv.cfg.RateBurst)
 	c.abuse = float64(l.srv.cfg.RateAbuse)
@@ -219,6 +222,7 @@ func (l *loop) add(cmd command) {
 	}
 	if cmd.claims != nil {
 		c.sender = cmd.claims.Subject
+		c.user = cmd.claims.Subject // the token says who it is
 		c.allowed = cmd.claims.Rooms
 		c.expires = cmd.claims.Expires.UnixNano()
 		c.limitRooms = cmd.claims.Rooms != nil
@@ -343,6 +347,10 @@ func (l *loop) deliver() {
 			l.dropRoom(d.Room)
 			continue
 		}
+		if d.Presence != nil {
+			l.presenceEvent(d.Room, d.Presence)
+			continue
+		}
 		lr := l.rooms[d.Room]
 		if lr == nil {
 			continue
@@ -363,6 +371,20 @@ func (l *loop) deliver() {
 	}
 	clear(l.slow)
 	l.slow = l.slow[:0]
+}
+
+// presenceEvent sends a presence_join or presence_leave frame to the
+// room's members on this loop that asked for them.
+func (l *loop) presenceEvent(r *room.Room, frame []byte) {
+	lr := l.rooms[r]
+	if lr == nil {
+		return
+	}
+	for _, m := range lr.members {
+		if m.c.presence {
+			m.c.enqueueControl(frame)
+		}
+	}
 }
 
 // dropRoom closes the members of a room the hub dropped (another node took

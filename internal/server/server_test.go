@@ -324,7 +324,8 @@ func TestRateLimit(t *testing.T) {
 
 func TestRefusalsBeforeUpgrade(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.MaxConnections = 2; c.AllowedOrigins = []string{"https://chat.example.com"} })
-	for _, path := range []string{"/ws/bad%20room", "/ws/" + strings.Repeat("x", 65), "/ws/a/b", "/ws/caf%C3%A9", "/ws/x?since=abc"} {
+	for _, path := range []string{"/ws/bad%20room", "/ws/" + strings.Repeat("x", 65), "/ws/a/b", "/ws/caf%C3%A9", "/ws/x?since=abc",
+		"/ws/x?name=a%01b", "/ws/x?name=" + strings.Repeat("n", 65), "/ws/x?name=%FF", "/ws/x?presence=yes"} {
 		if _, err := tryDial(t, ts.url(path), nil); err == nil || !strings.Contains(err.Error(), "400") {
 			t.Errorf("%s: got %v, want 400", path, err)
 		}
@@ -346,7 +347,7 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		t.Errorf("third connection with max 2: %v", err)
 	}
 	st := ts.Stats()
-	if st.Refused["bad_request"] != 6 || st.Refused["origin"] != 1 || st.Refused["max_connections"] != 1 || st.Accepted != 2 {
+	if st.Refused["bad_request"] != 10 || st.Refused["origin"] != 1 || st.Refused["max_connections"] != 1 || st.Accepted != 2 {
 		t.Errorf("refused %v accepted %d", st.Refused, st.Accepted)
 	}
 }
@@ -357,5 +358,36 @@ func TestHealthAndReadiness(t *testing.T) {
 		if code, _ := httpGet(t, "http://"+ts.addr+p, nil); code != 200 {
 			t.Errorf("%s: %d", p, code)
 		}
+	}
+}
+
+// Presence says who is in the room (the name each client gave, or the
+// token's subject) and, to the clients that asked, who comes and goes.
+func TestPresence(t *testing.T) {
+	ts := startServer(t, nil)
+	alice := dial(t, ts.url("/ws/p?name=alice&presence=1"))
+	alice.joined()
+	if e := alice.nextOfType("presence_join"); e["user"] != "alice" { // her own arrival, as everyone's
+		t.Fatalf("alice was told %v", e)
+	}
+	bob := dial(t, ts.url("/ws/p?name=bob"))
+	bob.joined()
+	if e := alice.nextOfType("presence_join"); e["user"] != "bob" || e["room"] != "p" {
+		t.Fatalf("alice was told %v", e)
+	}
+	bob2 := dial(t, ts.url("/ws/p?name=bob")) // bob's second connection: no event
+	bob2.joined()
+	anon := dial(t, ts.url("/ws/p"))
+	anon.joined()
+	bob.sendJSON(map[string]any{"type": "presence", "room": "p"})
+	p := bob.nextOfType("presence")
+	want := `[map[connections:1 user:alice] map[connections:2 user:bob]]`
+	if p["members"] != float64(4) || p["anonymous"] != float64(1) || fmt.Sprint(p["users"]) != want {
+		t.Errorf("presence %v, want 4 members, alice ×1, bob ×2, 1 anonymous", p)
+	}
+	bob.conn.Close()
+	bob2.sendJSON(map[string]any{"type": "leave", "room": "p"})
+	if e := alice.nextOfType("presence_leave"); e["user"] != "bob" {
+		t.Fatalf("alice was told %v, want bob's leave once his last connection went", e)
 	}
 }

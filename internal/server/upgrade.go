@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -30,6 +32,8 @@ type upgradeRequest struct {
 	epoch    string
 	key      string
 	token    string
+	name     string // the user the client says it is (presence), when no token says it
+	presence bool   // the client wants presence_join and presence_leave events
 }
 
 // refusal is the HTTP answer to an upgrade request that is refused.
@@ -43,6 +47,22 @@ type refusal struct {
 func (r *refusal) Error() string { return r.msg }
 
 const roomNameRule = "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -"
+
+const nameRule = "name must be at most 64 bytes of UTF-8 text without control characters"
+
+// validName reports whether name may name a user in presence: at most 64
+// bytes of valid UTF-8 without control characters ("" names none).
+func validName(name string) bool {
+	if len(name) > 64 || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
 
 // parseUpgrade checks an upgrade request for the room (or echo endpoint)
 // at hand, with no side effect: it is the part of the upgrade path that
@@ -63,6 +83,16 @@ func parseUpgrade(r *http.Request, room string) (upgradeRequest, *refusal) {
 	}
 	if u.epoch = q.Get("epoch"); !protocol.ValidEpoch(u.epoch) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.EpochRule}
+	}
+	if u.name = q.Get("name"); !validName(u.name) {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: nameRule}
+	}
+	switch q.Get("presence") {
+	case "", "0", "false":
+	case "1", "true":
+		u.presence = true
+	default:
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "presence must be 1 or 0"}
 	}
 	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "this endpoint speaks WebSocket", header: [2]string{"Upgrade", "websocket"}}
@@ -116,7 +146,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		s.refuse(w, ref.reason, ref.status, ref.msg)
 		return
 	}
-	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == ""}
+	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == "",
+		name: u.name, presence: u.presence}
 	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
 	cmd.control = !cmd.echo && offersSubprotocol(r.Header, protocol.Subprotocol)
 	if s.cfg.Auth != nil {

@@ -26,6 +26,13 @@ type WSFrame struct {
 	// FirstSeq and Reset are a history_gap's.
 	FirstSeq uint64 `json:"first_seq"`
 	Reset    bool   `json:"reset"`
+	// User is a presence event's; Users and Anonymous a presence answer's.
+	User  string `json:"user"`
+	Users []struct {
+		User        string `json:"user"`
+		Connections int    `json:"connections"`
+	} `json:"users"`
+	Anonymous int `json:"anonymous"`
 }
 
 // CloseError is returned by WSConn.Read when the server sent a close frame.
@@ -64,6 +71,26 @@ func (c *WSConn) Send(text string) error {
 		return err
 	}
 	return gws.WriteFrame(c.conn, gws.MaskFrameInPlace(gws.NewTextFrame(b)))
+}
+
+// SendFrame posts a JSON frame (join, leave, presence...).
+func (c *WSConn) SendFrame(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return gws.WriteFrame(c.conn, gws.MaskFrameInPlace(gws.NewTextFrame(b)))
+}
+
+// ReadType returns the next frame of type typ, skipping others.
+func (c *WSConn) ReadType(typ string, timeout time.Duration) (WSFrame, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		f, err := c.Read(time.Until(deadline))
+		if err != nil || f.Type == typ {
+			return f, err
+		}
+	}
 }
 
 // Read returns the next text frame, answering pings. A close frame from the

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Presence across nodes. Each node writes, per room, how many connections
+// of each user it has into the room's presence hash (field "node␟user") and
+// announces the change on the room's channel ("P node␟count␟user"); a node
+// that loads the room reads the hash, then follows the announcements. The
+// fields of a node whose lease ended (it died) are forgotten by every other
+// node within a second or two of it, and removed from the hash.
+
+// presenceScript records a node's count of a user's connections in a room
+// and announces it. KEYS: presence hash. ARGV: node, user, count, TTL in
+// seconds, channel, mode.
+var presenceScript = redis.NewScript(`
+local field = ARGV[1] .. '\31' .. ARGV[2]
+if tonumber(ARGV[3]) > 0 then
+  redis.call('HSET', KEYS[1], field, ARGV[3])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+else
+  redis.call('HDEL', KEYS[1], field)
+end
+local msg = 'P' .. ARGV[1] .. '\31' .. ARGV[3] .. '\31' .. ARGV[2]
+if ARGV[6] == 's' then
+  redis.call('SPUBLISH', ARGV[5], msg)
+else
+  redis.call('PUBLISH', ARGV[5], msg)
+end
+return 1
+`)
+
+func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
+
+// Presence implements Broker.
+func (b *Redis) Presence(room, user string, count int) {
+	b.ownMu.Lock()
+	users := b.reported[room]
+	switch {
+	case count > 0 && users == nil:
+		b.reported[room] = map[string]int{user: count}
+	case count > 0:
+		users[user] = count
+	case users != nil:
+		delete(users, user)
+		if len(users) == 0 {
+			delete(b.reported, room)
+		}
+	}
+	b.ownMu.Unlock()
+	if b.up.Load() {
+		b.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
+	}
+}
+
+// republishPresence writes again, after an outage, what this node reported:
+// the changes made meanwhile never reached Redis.
+func (b *Redis) republishPresence() {
+	b.ownMu.Lock()
+	var jobs []job
+	for room, users := range b.reported {
+		for u, n := range users {
+			jobs = append(jobs, job{kind: jobPresence, room: room, user: u, e: Entry{Seq: uint64(n)}})
+		}
+	}
+	b.ownMu.Unlock()
+	b.pubMu.Lock()
+	b.pending = append(b.pending, jobs...)
+	b.pubMu.Unlock()
+	signal(b.pubWake)
+}
+
+// onPresence handles a "P node␟count␟user" announcement.
+func (b *Redis) onPresence(room, payload string) {
+	node, rest, ok1 := strings.Cut(payload[1:], "\x1f")
+	count, user, ok2 := strings.Cut(rest, "\x1f")
+	n, err := strconv.Atoi(count)
+	if !ok1 || !ok2 || err != nil {
+		b.errs.Add(1)
+		return
+	}
+	b.remotePresence(room, node, user, n)
+}
+
+func (b *Redis) remotePresence(room, node, user string, n int) {
+	if node == b.id {
+		return
+	}
+	b.ownMu.Lock()
+	b.peers[node] = true
+	b.ownMu.Unlock()
+	b.h.RemotePresence(room, node, user, n)
+}
+
+// loadPresence hands the room the presence the hash holds.
+func (b *Redis) loadPresence(room string, fields map[string]string) {
+	for f, v := range fields {
+		node, user, ok := strings.Cut(f, "\x1f")
+		n, err := strconv.Atoi(v)
+		if ok && err == nil {
+			b.remotePresence(room, node, user, n)
+		}
+	}
+}
+
+// checkPeers forgets the presence of the nodes whose lease ended.
+func (b *Redis) checkPeers(ctx context.Context) {
+	b.ownMu.Lock()
+	peers := make([]string, 0, len(b.peers))
+	for p := range b.peers {
+		peers = append(peers, p)
+	}
+	b.ownMu.Unlock()
+	if len(peers) == 0 {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		for _, peer := range peers {
+			p.Exists(c, b.leaseKey(peer))
+		}
+		return nil
+	})
+	if err != nil {
+		return // checked again at the next renewal
+	}
+	for i, peer := range peers {
+		if cmds[i].(*redis.IntCmd).Val() != 0 {
+			continue
+		}
+		b.ownMu.Lock()
+		delete(b.peers, peer)
+		b.ownMu.Unlock()
+		gone := b.h.NodeGone(peer)
+		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
+		_, _ = b.rdb.Pipelined(c, func(p redis.Pipeliner) error { // best effort: any node may clean up
+			for room, users := range gone {
+				fields := make([]string, len(users))
+				for j, u := range users {
+					fields[j] = peer + "\x1f" + u
+				}
+				p.HDel(c, b.presenceKey(room), fields...)
+				p.SRem(c, b.roomNodesKey(room), peer)
+			}
+			return nil
+		})
+	}
+}
