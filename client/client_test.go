@@ -120,7 +120,9 @@ func summary(ev Event) string {
 	case *Left:
 		return fmt.Sprintf("left %s seq=%d", e.Room, e.Seq)
 	case *Presence:
-		return fmt.Sprintf("presence %s %d", e.Room, e.Members)
+		return fmt.Sprintf("presence %s %d %v anonymous=%d", e.Room, e.Members, e.Users, e.Anonymous)
+	case *PresenceChange:
+		return fmt.Sprintf("presence change %s %s joined=%v", e.Room, e.User, e.Joined)
 	case *Error:
 		return fmt.Sprintf("error %s %s id=%d room=%s", e.Code, e.Message, e.MessageID, e.Room)
 	}
@@ -186,10 +188,12 @@ func TestHandle(t *testing.T) {
 		},
 		{
 			name: "server frames",
-			frames: []string{`{"type":"presence","room":"a","members":12}`, `{"type":"left","room":"a","seq":57}`,
+			frames: []string{`{"type":"presence","room":"a","members":12,"users":[{"user":"bob","connections":2}],"anonymous":10}`,
+				`{"type":"presence_join","room":"a","user":"bob"}`, `{"type":"presence_leave","room":"a","user":"bob"}`,
+				`{"type":"left","room":"a","seq":57}`,
 				`{"type":"error","code":"rate_limited","message":"more than 20 messages per second","message_id":7,"room":"a"}`,
 				`{"type":"error","code":"invalid_json","message":"not JSON"}`, `{"type":"from_the_future","room":"a"}`},
-			want: []string{"presence a 12", "left a seq=57", "error rate_limited more than 20 messages per second id=7 room=a",
+			want: []string{"presence a 12 [{bob 2}] anonymous=10", "presence change a bob joined=true", "presence change a bob joined=false", "left a seq=57", "error rate_limited more than 20 messages per second id=7 room=a",
 				"error invalid_json not JSON id=0 room=", "-"},
 		},
 	}
@@ -265,6 +269,25 @@ func TestConnError(t *testing.T) {
 		err := connError(tt.err)
 		if err.Error() != tt.want || !errors.Is(err, tt.err) {
 			t.Errorf("connError(%v) = %q, want %q", tt.err, err, tt.want)
+		}
+	}
+}
+
+func TestPresenceQuery(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, sender string
+		events           bool
+		want             string
+	}{
+		{"nothing to add", "ws://h/ws/a?since=3", "", false, "ws://h/ws/a?since=3"},
+		{"the sender names the client", "ws://h/ws/a", "zoë", false, "ws://h/ws/a?name=zo%C3%AB"},
+		{"events asked", "ws://h/ws/a?since=3", "", true, "ws://h/ws/a?presence=1&since=3"},
+		{"a name in the URL wins", "ws://h/ws/a?name=x", "alice", false, "ws://h/ws/a?name=x"},
+		{"a display name the server would refuse is not sent", "ws://h/ws/a", strings.Repeat("n", 65), true, "ws://h/ws/a?presence=1"},
+		{"nor one with control characters", "ws://h/ws/a", "a\tb", false, "ws://h/ws/a"},
+	} {
+		if got := presenceQuery(tt.in, tt.sender, tt.events); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
