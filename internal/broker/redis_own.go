@@ -11,7 +11,7 @@ import (
 
 // Room ownership: the node-local fast path of a cluster.
 //
-// A room whose only subscriber is one node is owned by that node: its
+// A room that only one node has loaded is owned by that node: its
 // messages are ordered, stored in the room's history and delivered on that
 // node at once, and written to Redis afterwards (the room's stream and seq,
 // a few milliseconds of them per round), so that Redis is off the message's
@@ -33,14 +33,19 @@ import (
 //     what it ordered, deletes the holder, raises the seq counter to its
 //     last seq and publishes "R"; the new node then loads the room from
 //     Redis as any other. A node also releases the rooms it frees.
-//   - Failure. When no "R" comes within a second and the holder's lease is
-//     gone (it died, or stalls), the new node takes the room over: the
+//   - Failure. When no "R" comes within a second and the holder no longer
+//     listens on the room's channel (it died: Redis dropped its
+//     subscription) or its lease is gone (it stalls, or is cut off), the
+//     new node takes the room over: the
 //     room's epoch changes, so clients that resume with the old one get a
 //     reset and the history Redis holds, never a seq that means something
 //     else. An owner whose lease lapsed (stopped, cut off) orders nothing
 //     and lets nobody join its owned rooms until it checked which are still
 //     its own; the others it drops: their members are closed with 1012 and
 //     rejoin the new stream.
+//   - A node that finds, on catching up, that another node was granted a
+//     room it has loaded (its membership was lost with Redis's data) holds
+//     its publishes of the room, asks for it, and catches up before they go.
 //
 // docs/architecture.md says what each failure costs.
 
