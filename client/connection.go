@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/scalechat/scalechat/internal/protocol"
@@ -289,7 +287,9 @@ func presenceQuery(u, name string, events bool) string {
 		return u
 	}
 	q := p.Query()
-	if name != "" && q.Get("name") == "" && presenceName(name) {
+	// A display name the server would refuse is not sent: the client
+	// stays anonymous in presence rather than refused.
+	if name != "" && q.Get("name") == "" && protocol.ValidUser(name) {
 		q.Set("name", name)
 	}
 	if events {
@@ -297,19 +297,4 @@ func presenceQuery(u, name string, events bool) string {
 	}
 	p.RawQuery = q.Encode()
 	return p.String()
-}
-
-// presenceName reports whether the server takes name in presence: at most
-// 64 bytes of UTF-8 without control characters. A longer display name is
-// not sent: the client stays anonymous in presence rather than refused.
-func presenceName(name string) bool {
-	if len(name) > 64 || !utf8.ValidString(name) {
-		return false
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
 }

@@ -1,5 +1,10 @@
 package protocol
 
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
 // MaxRoomLen is the longest room name, in bytes.
 const MaxRoomLen = 64
 
@@ -54,6 +59,23 @@ func ValidEpoch(e string) bool {
 	}
 	for i := 0; i < len(e); i++ {
 		if c := e[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// UserRule says what a user's name in presence is, for refusals.
+const UserRule = "name must be at most 64 bytes of UTF-8 text without control characters"
+
+// ValidUser reports whether name may name a user in presence: at most 64
+// bytes of valid UTF-8 without control characters ("" names none).
+func ValidUser(name string) bool {
+	if len(name) > 64 || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
 			return false
 		}
 	}

@@ -45,3 +45,25 @@ func TestValidRoomEveryByte(t *testing.T) {
 		}
 	}
 }
+
+func TestValidUser(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"", true}, // names nobody
+		{"alice", true},
+		{"Zoë Müller", true},
+		{"名前", true},
+		{strings.Repeat("n", 64), true},
+		{strings.Repeat("n", 65), false},
+		{"a\tb", false},
+		{"a\x00b", false},
+		{"\xff", false},
+		{"a\u0085b", false}, // a C1 control
+	} {
+		if got := ValidUser(c.name); got != c.ok {
+			t.Errorf("ValidUser(%q) = %v, want %v", c.name, got, c.ok)
+		}
+	}
+}

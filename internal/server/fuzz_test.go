@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
 )
@@ -50,7 +51,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 			}
 			return
 		}
-		if !ws.ValidClientKey(u.key) || u.room != room || !validName(u.name) {
+		if !ws.ValidClientKey(u.key) || u.room != room || !protocol.ValidUser(u.name) {
 			t.Fatalf("accepted %+v", u)
 		}
 	})

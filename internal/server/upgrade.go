@@ -15,8 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -48,22 +46,6 @@ func (r *refusal) Error() string { return r.msg }
 
 const roomNameRule = "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -"
 
-const nameRule = "name must be at most 64 bytes of UTF-8 text without control characters"
-
-// validName reports whether name may name a user in presence: at most 64
-// bytes of valid UTF-8 without control characters ("" names none).
-func validName(name string) bool {
-	if len(name) > 64 || !utf8.ValidString(name) {
-		return false
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
-
 // parseUpgrade checks an upgrade request for the room (or echo endpoint)
 // at hand, with no side effect: it is the part of the upgrade path that
 // fuzzing covers.
@@ -84,8 +66,8 @@ func parseUpgrade(r *http.Request, room string) (upgradeRequest, *refusal) {
 	if u.epoch = q.Get("epoch"); !protocol.ValidEpoch(u.epoch) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.EpochRule}
 	}
-	if u.name = q.Get("name"); !validName(u.name) {
-		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: nameRule}
+	if u.name = q.Get("name"); !protocol.ValidUser(u.name) {
+		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.UserRule}
 	}
 	switch q.Get("presence") {
 	case "", "0", "false":
