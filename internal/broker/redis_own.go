@@ -81,6 +81,7 @@ if tonumber(ARGV[3]) > 0 then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
+redis.call('EXPIRE', KEYS[5], ARGV[4])
 if ARGV[6] == 's' then
   redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
 else
@@ -98,27 +99,27 @@ return {seq, own}
 
 // persistScript stores messages an owner ordered and raises the seq
 // counter to the last; it refuses (0) when another node took the room over.
-// KEYS: as publishScript. ARGV: node, unused, history size, TTL in seconds,
-// channel, mode, then seq and message of each.
+// KEYS: as publishScript. ARGV: node, history size, TTL in seconds, then seq
+// and message of each.
 var persistScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[4])
 if holder ~= ARGV[1] then
   if holder or redis.call('SCARD', KEYS[5]) ~= 1 or redis.call('SISMEMBER', KEYS[5], ARGV[1]) ~= 1 then
     return 0
   end
-  redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[4]) -- Redis lost the keys: still ours alone
+  redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[3]) -- Redis lost the keys: still ours alone
 end
 local last = 0
-for i = 7, #ARGV, 2 do
-  if tonumber(ARGV[3]) > 0 then
-    redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], ARGV[i] .. '-1', 'm', ARGV[i+1])
+for i = 4, #ARGV, 2 do
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], ARGV[i] .. '-1', 'm', ARGV[i+1])
   end
   last = tonumber(ARGV[i])
 end
 if last > tonumber(redis.call('GET', KEYS[1]) or '0') then
   redis.call('SET', KEYS[1], last)
 end
-for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ARGV[4]) end
+for k = 1, 5 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
 return 1
 `)
 

@@ -136,7 +136,6 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	mode := b.publishMode()
 	type call struct {
 		j   int // index in batch of the call's (first) job
-		n   int // jobs it carries
 		cmd redis.Cmder
 	}
 	var calls []call
@@ -146,7 +145,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		// Persist calls take more entries until the pipeline is sent, so
 		// their commands are made at the end, in their place.
 		type slot struct {
-			j, n    int
+			j       int // index in batch of the call's (first) job
 			persist int // index in persistArgs, or -1
 		}
 		var slots []slot
@@ -154,19 +153,18 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			switch j.kind {
 			case jobPublish:
 				delete(persistAt, j.p.Room)
-				slots = append(slots, slot{j: i, n: 1, persist: -1})
+				slots = append(slots, slot{j: i, persist: -1})
 			case jobPersist:
 				if k, ok := persistAt[j.room]; ok {
 					persistArgs[slots[k].persist] = append(persistArgs[slots[k].persist], j.e.Seq, j.e.Payload)
-					slots[k].n++
 					continue
 				}
 				persistAt[j.room] = len(slots)
-				persistArgs = append(persistArgs, []any{b.id, "-", hist, ttl, b.channel(j.room), mode, j.e.Seq, j.e.Payload})
-				slots = append(slots, slot{j: i, n: 1, persist: len(persistArgs) - 1})
+				persistArgs = append(persistArgs, []any{b.id, hist, ttl, j.e.Seq, j.e.Payload})
+				slots = append(slots, slot{j: i, persist: len(persistArgs) - 1})
 			case jobRelease, jobPresence, jobLeave:
 				delete(persistAt, j.room)
-				slots = append(slots, slot{j: i, n: 1, persist: -1})
+				slots = append(slots, slot{j: i, persist: -1})
 			}
 		}
 		for _, s := range slots {
@@ -185,7 +183,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			case jobPresence:
 				cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 			}
-			calls = append(calls, call{j: s.j, n: s.n, cmd: cmd})
+			calls = append(calls, call{j: s.j, cmd: cmd})
 		}
 		return nil
 	})
@@ -214,12 +212,13 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			// misses them, and the outage is handled as any other.
 			b.fail("store", err)
 		case j.kind == jobPublish:
-			b.published.Add(1)
 			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
-			switch {
-			case len(res) == 2 && res[1] == -1: // another node holds the room
-				b.published.Add(^uint64(0))
+			if len(res) == 2 && res[1] == -1 { // another node holds the room: not published
 				b.block(ctx, j.p.Room, &j.p)
+				continue
+			}
+			b.published.Add(1)
+			switch {
 			case len(res) == 2 && res[1] == 1:
 				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))
 			case b.holds(j.p.Room):

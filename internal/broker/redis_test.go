@@ -199,6 +199,15 @@ func TestRedisOwnedRoom(t *testing.T) {
 		seq, _ := a.b.rdb.Get(ctx, a.b.seqKey("r")).Uint64()
 		return n == 6 && seq == 6
 	})
+	// Writing an owned room's messages keeps its keys alive, the set of its
+	// nodes included: a room owned longer than --redis-ttl is not lost.
+	if err := a.b.rdb.Expire(ctx, a.b.roomNodesKey("r"), 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.publish("r", "a5")
+	testsupport.Eventually(t, 10*time.Second, "the room's nodes kept alive", func() bool {
+		return a.b.rdb.TTL(ctx, a.b.roomNodesKey("r")).Val() > time.Minute
+	})
 
 	// b joins: a hands the room over, b loads all of it, and from then on
 	// both see one order through Redis.
@@ -207,8 +216,8 @@ func TestRedisOwnedRoom(t *testing.T) {
 	b.h.mu.Lock()
 	tail, seq := len(b.h.rooms["r"].tail), b.h.rooms["r"].seq
 	b.h.mu.Unlock()
-	if tail != 6 || seq != 6 {
-		t.Errorf("b loaded %d messages up to seq %d, want 6 and 6", tail, seq)
+	if tail != 7 || seq != 7 {
+		t.Errorf("b loaded %d messages up to seq %d, want 7 and 7", tail, seq)
 	}
 	if s := a.b.Stats(); s.Owned != 0 || s.Releases != 1 {
 		t.Errorf("a after the handover: %+v", s)
@@ -217,11 +226,11 @@ func TestRedisOwnedRoom(t *testing.T) {
 		a.publish("r", fmt.Sprintf("a-after%d", i))
 		b.publish("r", fmt.Sprintf("b-after%d", i))
 	}
-	a.hasSeq(t, "r", 12)
-	b.hasSeq(t, "r", 12)
+	a.hasSeq(t, "r", 13)
+	b.hasSeq(t, "r", 13)
 	pa, pb := a.h.payloads("r"), b.h.payloads("r")
-	if !slices.Equal(pa[6:], pb) {
-		t.Errorf("after the handover the nodes disagree:\n a %q\n b %q", pa[6:], pb)
+	if !slices.Equal(pa[7:], pb) {
+		t.Errorf("after the handover the nodes disagree:\n a %q\n b %q", pa[7:], pb)
 	}
 	if s := b.b.Stats(); s.Owned != 0 || s.Takeovers != 0 {
 		t.Errorf("b owns a room two nodes subscribe to: %+v", s)
