@@ -47,6 +47,27 @@ type Broker interface {
 	// Handler.RemotePresence, and forget it when this node dies. It must not
 	// block.
 	Presence(room, user string, count int)
+	// Disconnect asks every node, this one included, to close the
+	// connections that d names, through Handler.Disconnect.
+	Disconnect(ctx context.Context, d Disconnect) error
+}
+
+// Disconnect names connections to close on every node: all of User's, or
+// the one called Conn (as the node that holds it named it).
+type Disconnect struct {
+	User   string
+	Conn   string
+	Reason string
+}
+
+// Directory is a broker that can tell who is in the rooms of every node of
+// a cluster. The Redis broker is one; on a single node the rooms themselves
+// know.
+type Directory interface {
+	// Occupancy returns, for each room with members on a live node (only
+	// room, when it is not empty), the connections of each user there
+	// ("" for the anonymous ones).
+	Occupancy(ctx context.Context, room string) (map[string]map[string]int, error)
 }
 
 // Handler is the node side of a broker: its rooms. The broker calls it from
@@ -98,6 +119,8 @@ type Handler interface {
 	// NodeGone forgets what a dead node reported in every room and returns,
 	// per room, the users it had there.
 	NodeGone(node string) map[string][]string
+	// Disconnect closes the connections on this node that d names.
+	Disconnect(d Disconnect)
 }
 
 // Publication is a message on its way to its room, before it has a seq:
@@ -115,6 +138,11 @@ type Publication struct {
 	// PublishLocal so that the message on its way from the publishing loop
 	// needs no lookup by name; nil: look the room up by name.
 	Target any
+	// Done, when not nil, is called once with the message's seq when it
+	// was ordered, or with 0 when it was dropped (its room was freed). It
+	// may be called on any goroutine, before Publish returns, under a
+	// room's lock: it must not block.
+	Done func(seq uint64)
 }
 
 // NewEpoch returns a new stream epoch: 12 random base-32 characters.

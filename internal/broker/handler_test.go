@@ -252,3 +252,9 @@ func (f *fakeRooms) payloads(name string) []string {
 	}
 	return out
 }
+
+func (f *fakeRooms) Disconnect(d Disconnect) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("disconnect " + d.User + " " + d.Conn + " " + d.Reason)
+}

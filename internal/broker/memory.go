@@ -69,3 +69,9 @@ func (m *Memory) Nodes(context.Context) (map[string]string, error) {
 
 // Presence implements Broker: a single node's rooms know their members.
 func (m *Memory) Presence(string, string, int) {}
+
+// Disconnect implements Broker: the only node is this one.
+func (m *Memory) Disconnect(_ context.Context, d Disconnect) error {
+	m.h.Disconnect(d)
+	return nil
+}

@@ -279,6 +279,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.healthLoop(ctx) })
 	wg.Go(func() { b.announceLoop(ctx) })
 	wg.Go(func() { b.leaseLoop(ctx) })
+	wg.Go(func() { b.controlLoop(ctx) })
 	<-ctx.Done()
 	var errs []error
 	b.shardMu.Lock()

@@ -218,6 +218,9 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 				continue
 			}
 			b.published.Add(1)
+			if j.p.Done != nil && len(res) == 2 {
+				j.p.Done(uint64(res[0]))
+			}
 			switch {
 			case len(res) == 2 && res[1] == 1:
 				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -398,4 +399,55 @@ func TestRedisNodeFindsItsRoomHeldByAnother(t *testing.T) {
 	if s := b.b.Stats(); s.Takeovers != 0 || a.b.Stats().Releases != 1 {
 		t.Errorf("b %+v, a %+v: want a handover, no takeover", s, a.b.Stats())
 	}
+}
+
+// The server API's questions, asked of either node: a publish's seq, who is
+// in the rooms of both nodes, and a disconnect that reaches both.
+func TestRedisDoneOccupancyAndDisconnect(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a, b := startNode(t, rs.URL(), 10), startNode(t, rs.URL(), 10)
+	a.join(t, "r")
+	b.join(t, "r")
+	b.join(t, "s")
+	seqs := make(chan uint64, 2)
+	for range 2 {
+		b.b.Publish(Publication{Room: "r", Prefix: []byte("x#"), From: 3, Done: func(seq uint64) { seqs <- seq }})
+	}
+	for want := uint64(1); want <= 2; want++ {
+		select {
+		case got := <-seqs:
+			if got != want {
+				t.Fatalf("Done got seq %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Done was not called for seq %d", want)
+		}
+	}
+
+	a.b.Presence("r", "alice", 2)
+	b.b.Presence("r", "", 1)
+	b.b.Presence("s", "bob", 1)
+	want := map[string]map[string]int{"r": {"alice": 2, "": 1}, "s": {"bob": 1}}
+	testsupport.Eventually(t, 10*time.Second, "both nodes' presence in the occupancy", func() bool {
+		got, err := a.b.Occupancy(context.Background(), "")
+		return err == nil && reflect.DeepEqual(got, want)
+	})
+	one, err := b.b.Occupancy(context.Background(), "s")
+	if err != nil || !reflect.DeepEqual(one, map[string]map[string]int{"s": {"bob": 1}}) {
+		t.Errorf("occupancy of s = %v, %v", one, err)
+	}
+
+	d := Disconnect{User: "alice", Reason: "bye"}
+	// The control channel's subscription may still be on its way.
+	testsupport.Eventually(t, 10*time.Second, "the disconnect on both nodes", func() bool {
+		if err := a.b.Disconnect(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		heard := func(n *node) bool {
+			n.h.mu.Lock()
+			defer n.h.mu.Unlock()
+			return slices.Contains(n.h.calls, "disconnect alice  bye")
+		}
+		return heard(a) && heard(b)
+	})
 }

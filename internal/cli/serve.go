@@ -45,6 +45,7 @@ func newServeCmd() *cobra.Command {
 type serveFlags struct {
 	cfg                               server.Config
 	jwtSecret, jwtPublicKey, jwksFile string
+	apiKeyFile                        string
 	tlsCert, tlsKey                   string
 	maxHistory                        byteSize
 	addr, metricsAddr                 string
@@ -78,6 +79,8 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")
 	f.StringVar(&o.jwtPublicKey, "auth-jwt-public-key", "", "require a JWT signed for this PEM public key file (RS256 or ES256)")
 	f.StringVar(&o.jwksFile, "auth-jwks-file", "", "require a JWT signed by a key of this JWKS file (RS256 or ES256, chosen by kid)")
+	f.StringVar(&o.cfg.APIKey, "api-key", "", "turn the server API on under /api/ (docs/api.md), for requests with this key (at least 16 bytes; prefer the environment variable or --api-key-file)")
+	f.StringVar(&o.apiKeyFile, "api-key-file", "", "file holding the API key (surrounding white space ignored): the server API without the key on the command line")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// (TLS 1.2+)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.IntVar(&o.cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections from one address; 0 means no limit")
@@ -108,6 +111,16 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	}
 	if o.cfg.TLS, err = tlsConfig(o.tlsCert, o.tlsKey); err != nil {
 		return err
+	}
+	if o.apiKeyFile != "" {
+		if o.cfg.APIKey != "" {
+			return errors.New("give the API key once: --api-key or --api-key-file, not both")
+		}
+		b, err := os.ReadFile(o.apiKeyFile)
+		if err != nil {
+			return fmt.Errorf("cannot read the API key: %w", err)
+		}
+		o.cfg.APIKey = strings.TrimSpace(string(b))
 	}
 	srv, err := server.New(o.cfg)
 	if err != nil {

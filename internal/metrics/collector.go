@@ -23,6 +23,7 @@ type Collector struct {
 	processing                                     *prometheus.Desc
 	polls, pollsWaiting, httpIn, httpOut           *prometheus.Desc
 	httpBytesIn, httpBytesOut, historyBytes        *prometheus.Desc
+	apiRequests, apiPublished                      *prometheus.Desc
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
@@ -87,6 +88,10 @@ func NewCollector(srv *server.Server) *Collector {
 			"Rooms this node took over (under a new epoch) from an owner that did not answer. Cluster only.", nil, nil),
 		brokerDropped: d("scalechat_broker_rooms_dropped_total",
 			"Rooms this node owned that another node took over; their members were closed with 1012 and rejoined. Cluster only.", nil, nil),
+		apiRequests: d("scalechat_api_requests_total",
+			"Requests to the server API (/api/) by outcome: ok (the key was right), unauthorized, bad_request.", []string{"outcome"}, nil),
+		apiPublished: d("scalechat_api_published_total",
+			"Chat messages published through the server API.", nil, nil),
 		historyBytes: d("scalechat_history_bytes",
 			"Bytes of frames held in the rooms' history rings.", nil, nil),
 		polls: d("scalechat_http_polls_total",
@@ -112,7 +117,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
-		c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
+		c.apiRequests, c.apiPublished, c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
 	} {
@@ -157,6 +162,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.bytesOut, st.BytesOut)
 	gauge(c.historyBytes, float64(st.HistoryBytes))
 	counter(c.polls, st.Polls)
+	for _, outcome := range []string{"ok", "unauthorized", "bad_request"} {
+		counter(c.apiRequests, st.API[outcome], outcome)
+	}
+	counter(c.apiPublished, st.API["published"])
 	gauge(c.pollsWaiting, float64(st.PollsWaiting))
 	counter(c.httpIn, st.HTTPMessagesIn)
 	counter(c.httpOut, st.HTTPDeliveries)

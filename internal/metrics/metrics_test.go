@@ -133,7 +133,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"scalechat_disconnects_total{code=1006}":                 1,
 		"scalechat_disconnects_total{code=1009}":                 1,
 	}
-	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1012", "1013", "other"} {
+	for _, outcome := range []string{"ok", "unauthorized", "bad_request"} {
+		want["scalechat_api_requests_total{outcome="+outcome+"}"] = 0
+	}
+	want["scalechat_api_published_total"] = 0
+	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1012", "1013", "4001", "other"} {
 		want["scalechat_disconnects_total{code="+code+"}"] = 0
 	}
 	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"} {

@@ -273,7 +273,7 @@ scrape_configs:
 		// messages are ordered there, without a Redis round trip.
 		{`scalechat_broker_messages_published_total + scalechat_broker_owned_messages_total`, "5"},
 		{`scalechat_broker_up`, "1"},
-		{`count(scalechat_disconnects_total)`, "13"},
+		{`count(scalechat_disconnects_total)`, "14"}, // 13 codes and "other"
 	}
 	for _, tt := range tests {
 		res, err := promQuery(ctx, api, tt.query)

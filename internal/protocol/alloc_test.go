@@ -47,7 +47,7 @@ func TestNoAllocations(t *testing.T) {
 			}
 			dst = AppendChat(dst[:0], "lobby", 42, at, &f, chat)
 		}},
-		{"AppendJoined", func() { dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2) }},
+		{"AppendJoined", func() { dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2, "k2m4q9x0-17") }},
 		{"AppendLeft", func() { dst = AppendLeft(dst[:0], "lobby", 41) }},
 		{"AppendPresenceUsers", func() { dst = AppendPresenceUsers(dst[:0], "lobby", 3, []UserCount{{"alice", 2}}, 1) }},
 		{"AppendPresenceEvent", func() { dst = AppendPresenceEvent(dst[:0], "lobby", "alice", true) }},

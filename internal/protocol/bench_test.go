@@ -38,7 +38,7 @@ func BenchmarkAppendJoined(b *testing.B) {
 	dst := make([]byte, 0, 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2)
+		dst = AppendJoined(dst[:0], "lobby", "e", 41, 3, 2, "k2m4q9x0-17")
 	}
 }
 

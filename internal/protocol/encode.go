@@ -50,8 +50,9 @@ func AppendChatDraft(dst []byte, room string, serverAt time.Time, f *Frame, data
 	return append(dst, '}'), seqAt
 }
 
-// AppendJoined appends a "joined" frame to dst.
-func AppendJoined(dst []byte, room, epoch string, seq uint64, members, history int) []byte {
+// AppendJoined appends a "joined" frame to dst; conn is the connection's
+// id (for the server API), omitted when empty.
+func AppendJoined(dst []byte, room, epoch string, seq uint64, members, history int, conn string) []byte {
 	dst = append(dst, `{"type":"joined","room":`...)
 	dst = appendString(dst, room)
 	dst = append(dst, `,"epoch":`...)
@@ -62,6 +63,10 @@ func AppendJoined(dst []byte, room, epoch string, seq uint64, members, history i
 	dst = strconv.AppendInt(dst, int64(members), 10)
 	dst = append(dst, `,"history":`...)
 	dst = strconv.AppendInt(dst, int64(history), 10)
+	if conn != "" {
+		dst = append(dst, `,"connection":`...)
+		dst = appendString(dst, conn)
+	}
 	return append(dst, '}')
 }
 

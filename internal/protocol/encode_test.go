@@ -175,9 +175,9 @@ func TestAppendServerFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"joined", AppendJoined(nil, "lobby", "k2m4q9x0abcd", 41, 3, 2), `{"type":"joined","room":"lobby","epoch":"k2m4q9x0abcd","seq":41,"members":3,"history":2}`},
-		{"joined empty room", AppendJoined(nil, "r", "e", 0, 1, 0), `{"type":"joined","room":"r","epoch":"e","seq":0,"members":1,"history":0}`},
-		{"joined max seq", AppendJoined(nil, "r", "e", 1<<64-1, 1, 100), `{"type":"joined","room":"r","epoch":"e","seq":18446744073709551615,"members":1,"history":100}`},
+		{"joined", AppendJoined(nil, "lobby", "k2m4q9x0abcd", 41, 3, 2, ""), `{"type":"joined","room":"lobby","epoch":"k2m4q9x0abcd","seq":41,"members":3,"history":2}`},
+		{"joined empty room", AppendJoined(nil, "r", "e", 0, 1, 0, "k2m4q9x0-7"), `{"type":"joined","room":"r","epoch":"e","seq":0,"members":1,"history":0,"connection":"k2m4q9x0-7"}`},
+		{"joined max seq", AppendJoined(nil, "r", "e", 1<<64-1, 1, 100, ""), `{"type":"joined","room":"r","epoch":"e","seq":18446744073709551615,"members":1,"history":100}`},
 		{"left", AppendLeft(nil, "x", 57), `{"type":"left","room":"x","seq":57}`},
 		{"presence", AppendPresenceUsers(nil, "x", 12, []UserCount{{"al\"ice", 2}, {"bob", 1}}, 9),
 			`{"type":"presence","room":"x","members":12,"users":[{"user":"al\"ice","connections":2},{"user":"bob","connections":1}],"anonymous":9}`},
@@ -235,7 +235,7 @@ func TestAppendKeepsDst(t *testing.T) {
 	}
 	for name, fn := range map[string]func([]byte) []byte{
 		"chat":          func(b []byte) []byte { return AppendChat(b, "r", 1, fixedTime, &f, data) },
-		"joined":        func(b []byte) []byte { return AppendJoined(b, "r", "e", 1, 1, 1) },
+		"joined":        func(b []byte) []byte { return AppendJoined(b, "r", "e", 1, 1, 1, "n-1") },
 		"left":          func(b []byte) []byte { return AppendLeft(b, "r", 1) },
 		"presence":      func(b []byte) []byte { return AppendPresenceUsers(b, "r", 1, []UserCount{{"u", 1}}, 0) },
 		"presence_join": func(b []byte) []byte { return AppendPresenceEvent(b, "r", "u", true) },

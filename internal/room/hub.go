@@ -33,6 +33,36 @@ type Hub struct {
 	historyEntries atomic.Int64
 	historyBytes   atomic.Int64
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
+
+	disconnect func(broker.Disconnect) // closes connections of this node; set by SetDisconnect
+}
+
+// SetDisconnect sets what closes the connections that a Disconnect names
+// (the server's connections are not the rooms'). It must be called before
+// the broker runs.
+func (h *Hub) SetDisconnect(f func(broker.Disconnect)) { h.disconnect = f }
+
+// Disconnect implements broker.Handler.
+func (h *Hub) Disconnect(d broker.Disconnect) {
+	if h.disconnect != nil {
+		h.disconnect(d)
+	}
+}
+
+// Occupied returns the rooms with members on this node, with how many.
+func (h *Hub) Occupied() map[string]int {
+	rooms := make(map[string]int)
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for name, r := range s.rooms {
+			if n := r.Members(); n > 0 {
+				rooms[name] = n
+			}
+		}
+		s.mu.Unlock()
+	}
+	return rooms
 }
 
 // SetLimits caps the rooms held and the bytes of history kept on this node
@@ -267,9 +297,11 @@ func (h *Hub) PublishLocal(p broker.Publication) {
 	if r == nil {
 		r = h.lookup([]byte(p.Room))
 	}
-	if r != nil {
-		r.publishLocal(p)
+	if r == nil {
+		done(p, 0)
+		return
 	}
+	r.publishLocal(p)
 }
 
 // Rebase makes the room's stream the broker's again (see broker.Handler):

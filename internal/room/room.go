@@ -82,8 +82,18 @@ func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) {
 func (r *Room) publishLocal(p broker.Publication) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.closed {
-		r.appendLocked(r.seq+1, buildFrame(p.Prefix, r.seq+1, p.Suffix), p.Received, p.From)
+	if r.closed {
+		done(p, 0)
+		return
+	}
+	r.appendLocked(r.seq+1, buildFrame(p.Prefix, r.seq+1, p.Suffix), p.Received, p.From)
+	done(p, r.seq)
+}
+
+// done tells the publisher of p the seq its message got (0: dropped).
+func done(p broker.Publication, seq uint64) {
+	if p.Done != nil {
+		p.Done(seq)
 	}
 }
 
@@ -100,6 +110,7 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 	frame := buildFrame(p.Prefix, seq, p.Suffix)
 	r.appendLocked(seq, frame, p.Received, p.From)
 	keep(r.name, broker.Entry{Seq: seq, Payload: frame[len(frame)-len(p.Prefix)-len(p.Suffix)-digits(seq):]})
+	done(p, seq)
 	return true
 }
 

@@ -52,6 +52,7 @@ type Config struct {
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
+	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Logger            *slog.Logger
 }
 
@@ -101,6 +102,7 @@ func (c *Config) validate() error {
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")
+	check(c.APIKey == "" || len(c.APIKey) >= MinAPIKey, "the API key must be at least %d bytes", MinAPIKey)
 	check(c.FrameTimeout >= 0 && c.FirstFrameTimeout >= 0, "frame timeouts must not be negative")
 	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ type membership struct {
 // An idle connection holds no buffer: pending, rd's fragments and out are
 // nil.
 type conn struct {
+	id   uint64 // its number on this node: see Server.connID
 	fd   int
 	loop *loop
 
@@ -380,7 +381,7 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	if url {
 		c.urlRoom = r
 	}
-	c.enqueueControl(protocol.AppendJoined(l.enc[:0], r.Name(), res.Epoch, res.Seq, res.Members, len(res.History)))
+	c.enqueueControl(protocol.AppendJoined(l.enc[:0], r.Name(), res.Epoch, res.Seq, res.Members, len(res.History), l.srv.connID(c.id)))
 	if res.Gap {
 		c.enqueueControl(protocol.AppendHistoryGap(l.enc[:0], r.Name(), rs.Since, res.FirstSeq, res.Reset))
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/netpoll"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -47,9 +48,10 @@ type localRoom struct {
 type commandKind uint8
 
 const (
-	cmdAdd   commandKind = iota // a new connection, upgraded by an HTTP handler
-	cmdDrain                    // close every connection with 1001
-	cmdStop                     // close what is left and return
+	cmdAdd        commandKind = iota // a new connection, upgraded by an HTTP handler
+	cmdDrain                         // close every connection with 1001
+	cmdStop                          // close what is left and return
+	cmdDisconnect                    // close the connections a disconnect request names
 )
 
 type command struct {
@@ -67,7 +69,9 @@ type command struct {
 	name      string // the user the client says it is, without a token
 	presence  bool   // the client wants presence events
 	ip        netip.Addr
-	ipCounted bool // counted by the address limiter: release on close
+	ipCounted bool              // counted by the address limiter: release on close
+	id        uint64            // the connection's number on this node
+	disc      broker.Disconnect // cmdDisconnect
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -205,13 +209,15 @@ func (l *loop) runCommands() (stop bool) {
 		case cmdStop:
 			l.stopAll()
 			return true
+		case cmdDisconnect:
+			l.disconnect(cmd.disc, cmd.id)
 		}
 	}
 	return false
 }
 
 func (l *loop) add(cmd command) {
-	c := &conn{fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate, control: cmd.control,
+	c := &conn{id: cmd.id, fd: cmd.fd, loop: l, lastRead: l.nowNano, opened: l.nowNano, slot: -1, echo: cmd.echo, deflate: cmd.deflate, control: cmd.control,
 		user: cmd.name, presence: cmd.presence && cmd.control}
 	c.rd.SetDeflate(cmd.deflate)
 	c.tokens = float64(l.srv.cfg.RateBurst)

@@ -49,6 +49,14 @@ type Server struct {
 	refused  [refuseReasons]atomic.Uint64
 	ready    atomic.Bool
 	draining atomic.Bool
+
+	// The server API (api.go).
+	id           string // names this node in connection ids
+	started      time.Time
+	announceMu   sync.Mutex
+	name         string // announced to the cluster
+	apiRequests  [apiOutcomes]atomic.Uint64
+	apiPublished atomic.Uint64
 }
 
 // New returns a server with the given configuration.
@@ -57,7 +65,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("invalid server configuration: %w", err)
 	}
 	cfg.fill()
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, id: broker.NewEpoch()[:8], started: time.Now()}
 	queues := make([]*room.Queue, cfg.Loops)
 	for i := range cfg.Loops {
 		l, err := newLoop(i, s)
@@ -87,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 		s.hub.SetBroker(b)
 	}
 	s.broker = s.hub.Broker()
+	s.hub.SetDisconnect(s.disconnect)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
@@ -98,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /rooms/{room}/messages", s.handlePoll)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	s.routeAPI(mux)
 	mux.Handle("GET /", webui.Handler())
 	s.http = &http.Server{
 		Handler:           mux,
@@ -231,7 +241,12 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 
 // Announce makes this node known to the other nodes of its cluster as name,
 // with the URL of its metrics.
-func (s *Server) Announce(name, metricsURL string) { s.broker.Announce(name, metricsURL) }
+func (s *Server) Announce(name, metricsURL string) {
+	s.announceMu.Lock()
+	s.name = name
+	s.announceMu.Unlock()
+	s.broker.Announce(name, metricsURL)
+}
 
 // ClusterNodes returns the nodes of the cluster that announced themselves
 // (name to metrics URL, this one included).

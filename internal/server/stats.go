@@ -54,7 +54,7 @@ func (r RefuseReason) String() string { return refuseReasonNames[r] }
 // closeCodes are the close codes counted one by one; others count as
 // "other". 1006 stands for a connection that ended without a close
 // handshake (EOF, reset, timeout).
-var closeCodes = [...]ws.StatusCode{1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1011, 1012, 1013}
+var closeCodes = [...]ws.StatusCode{1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1011, 1012, 1013, CloseDisconnected}
 
 func closeCodeIndex(code ws.StatusCode) int {
 	for i, c := range closeCodes {
@@ -144,6 +144,11 @@ type Stats struct {
 	HTTPBytesIn    uint64 // bytes read on HTTP connections (for TLS: everything on the TLS connection)
 	HTTPBytesOut   uint64
 
+	// API counts the server API's requests by outcome: "ok" (let through
+	// with the key), "unauthorized", "bad_request", and "published", the
+	// messages published through it.
+	API map[string]uint64
+
 	// Processing is the message processing time: from the loop waking up
 	// with a client's frame to read (in a cluster: from the broker bringing
 	// the message to the node) until the end of the flush that wrote the
@@ -156,8 +161,12 @@ type Stats struct {
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		Connections:    s.conns.Load(),
-		Accepted:       s.accepted.Load(),
+		Connections: s.conns.Load(),
+		Accepted:    s.accepted.Load(),
+		API: map[string]uint64{
+			"ok": s.apiRequests[apiOK].Load(), "unauthorized": s.apiRequests[apiUnauthorized].Load(),
+			"bad_request": s.apiRequests[apiBadRequest].Load(), "published": s.apiPublished.Load(),
+		},
 		Refused:        make(map[string]uint64, refuseReasons),
 		Rooms:          s.hub.Rooms(),
 		HistoryEntries: s.hub.HistoryEntries(),

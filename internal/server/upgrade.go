@@ -164,7 +164,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		s.log.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	s.accepted.Add(1)
+	cmd.id = s.accepted.Add(1)
 	cmd.fd, cmd.pending = fd, pending
 	l := s.loops[int(s.next.Add(1))%len(s.loops)]
 	l.command(cmd)
