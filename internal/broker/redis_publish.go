@@ -115,7 +115,10 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		switch {
 		case len(batch) == 0:
 		case b.up.Load():
-			b.send(ctx, batch, 0)
+			// A round begun is finished even when the node is shutting
+			// down: cut short, its writes would be lost from Redis, and
+			// the failure would end the handover (handOver) too.
+			b.send(context.WithoutCancel(ctx), batch, 0)
 		default: // queued while the node recovered, which failed
 			for _, j := range batch {
 				if j.kind == jobPublish {
