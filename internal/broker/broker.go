@@ -98,6 +98,11 @@ type Handler interface {
 	// under the room's order, and reports false when the room is not owned
 	// here.
 	PublishOwned(p Publication, keep func(room string, e Entry)) bool
+	// Answered says that a publish PublishOwned declined, and the broker
+	// sent on to its order, was answered: ordered, or given up (delivered
+	// locally). Until every declined publish of a room is answered, the
+	// room declines more: they must not overtake it.
+	Answered(room string)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)

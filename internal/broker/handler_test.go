@@ -258,3 +258,5 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 	defer f.mu.Unlock()
 	f.note("disconnect " + d.User + " " + d.Conn + " " + d.Reason)
 }
+
+func (f *fakeRooms) Answered(string) {}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -233,11 +234,10 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		}
 	case "R": // the owner released the room
 		b.subMu.Lock()
-		w := b.awaiting[name]
-		b.subMu.Unlock()
-		if w != nil {
+		for _, w := range b.awaiting[name] {
 			signal(w)
 		}
+		b.subMu.Unlock()
 	case "T": // taken over: an owner that missed it is no longer one
 		b.ownMu.Lock()
 		held := b.held[name]
@@ -258,14 +258,19 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 // or until the room is taken over from a holder that does not answer; then
 // calls done, telling whether it took the room over.
 func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(tookOver bool)) {
+	// The room's load and its held publishes may wait at once: each has
+	// its own channel.
 	w := make(chan struct{}, 1)
 	b.subMu.Lock()
-	b.awaiting[name] = w
+	b.awaiting[name] = append(b.awaiting[name], w)
 	b.subMu.Unlock()
 	defer func() {
 		b.subMu.Lock()
-		if b.awaiting[name] == w {
+		ws := slices.DeleteFunc(b.awaiting[name], func(x chan struct{}) bool { return x == w })
+		if len(ws) == 0 {
 			delete(b.awaiting, name)
+		} else {
+			b.awaiting[name] = ws
 		}
 		b.subMu.Unlock()
 	}()
@@ -286,6 +291,24 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 		case <-t.C:
 		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// The room may have been released without this node hearing it
+		// (its R went to another waiter, or came before this one began):
+		// then nobody is left to answer.
+		now, err := b.rdb.Get(c, b.holderKey(name)).Result()
+		switch {
+		case err != nil && !errorsIsNil(err):
+			cancel()
+			b.fail("read a room's holder", err)
+			continue
+		case now == "" || now == b.id:
+			cancel()
+			done(false)
+			return
+		case now != holder:
+			holder = now // another node took it meanwhile: ask that one
+			cancel()
+			continue
+		}
 		alive, err := b.rdb.Exists(c, b.leaseKey(holder)).Result()
 		if err == nil && alive == 1 {
 			// A live holder that does not answer may hold a room it no
@@ -354,14 +377,19 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 			} else {
 				b.catchUp(ctx, name)
 			}
+			// The held publishes go out ahead of any that comes once the
+			// room is no longer blocked: queued before ownMu is let go.
 			b.ownMu.Lock()
 			q := b.blocked[name]
 			delete(b.blocked, name)
 			b.nBlocked.Store(int64(len(b.blocked)))
-			b.ownMu.Unlock()
+			b.pubMu.Lock()
 			for _, p := range q {
-				b.queue(job{kind: jobPublish, p: p})
+				b.pending = append(b.pending, job{kind: jobPublish, p: p})
 			}
+			b.pubMu.Unlock()
+			b.ownMu.Unlock()
+			signal(b.pubWake)
 		}
 		if holder == "" || holder == b.id {
 			release(false) // released meanwhile

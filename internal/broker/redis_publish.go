@@ -37,7 +37,9 @@ type job struct {
 // with every other pending one, or, while Redis is down, delivered on this
 // node alone at once.
 func (b *Redis) Publish(p Publication) {
-	if !b.up.Load() {
+	// Before Run has first tried Redis, publishes wait for it: ordered
+	// here, their seqs would be taken again by Redis's order.
+	if !b.up.Load() && b.started.Load() {
 		// Under localMu, so that recovery knows when the last local
 		// publish is done.
 		b.localMu.RLock()
@@ -124,6 +126,7 @@ func (b *Redis) publishLoop(ctx context.Context) {
 				if j.kind == jobPublish {
 					b.local.Add(1)
 					b.h.PublishLocal(j.p)
+					b.h.Answered(j.p.Room)
 				}
 			}
 		}
@@ -134,6 +137,23 @@ func (b *Redis) publishLoop(ctx context.Context) {
 // send runs one round: every job of batch in one pipeline, in order.
 // Consecutive messages of an owned room are stored by one script call.
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
+	if b.nBlocked.Load() > 0 {
+		// A publish queued before its room was blocked waits behind the
+		// held ones: sent now, it could be ordered before them.
+		b.ownMu.Lock()
+		kept := batch[:0]
+		for _, j := range batch {
+			if j.kind == jobPublish {
+				if q, ok := b.blocked[j.p.Room]; ok {
+					b.blocked[j.p.Room] = append(q, j.p)
+					continue
+				}
+			}
+			kept = append(kept, j)
+		}
+		b.ownMu.Unlock()
+		batch = kept
+	}
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	mode := b.publishMode()
@@ -210,6 +230,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			b.fail("publish", err)
 			b.local.Add(1)
 			b.h.PublishLocal(j.p)
+			b.h.Answered(j.p.Room)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
 			// misses them, and the outage is handled as any other.
@@ -220,6 +241,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 				b.block(ctx, j.p.Room, &j.p)
 				continue
 			}
+			b.h.Answered(j.p.Room)
 			b.published.Add(1)
 			if j.p.Done != nil && len(res) == 2 {
 				j.p.Done(uint64(res[0]))
@@ -313,6 +335,7 @@ func (b *Redis) flushLocal() {
 	for _, j := range batch {
 		if j.kind == jobPublish {
 			b.h.PublishLocal(j.p)
+			b.h.Answered(j.p.Room)
 		}
 	}
 }

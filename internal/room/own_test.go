@@ -43,8 +43,12 @@ func TestPublishOwned(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.setup()
-		if got := h.PublishOwned(pub(s.name), k.keep); got != s.want {
+		got := h.PublishOwned(pub(s.name), k.keep)
+		if got != s.want {
 			t.Errorf("%s: published %v, want %v", s.name, got, s.want)
+		}
+		if !got {
+			h.Answered("r") // as the broker does once Redis ordered it
 		}
 	}
 	if len(k) != 3 || k[0].Seq != 1 || k[1].Seq != 6 || k[2].Seq != 7 {
@@ -62,6 +66,33 @@ func TestPublishOwned(t *testing.T) {
 	}
 	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 5 || seqs[2] != 6 || seqs[3] != 7 {
 		t.Errorf("delivered seqs %v, want 1 5 6 7", seqs)
+	}
+}
+
+// A message an owned room declined goes through Redis's order: until Redis
+// answered it, the room orders nothing here, or the next message could take
+// the seq Redis gives it, and overtake it.
+func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
+	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
+	p := broker.Publication{Room: "r", Prefix: []byte(`{"seq":`), Suffix: []byte(`}`), Target: r}
+	var k kept
+	h.Own("r", 0)
+	if h.PublishOwned(p, k.keep) {
+		t.Fatal("published with no lease")
+	}
+	h.Lease(time.Now().Add(time.Minute))
+	if h.PublishOwned(p, k.keep) {
+		t.Fatal("published while a message declined before is on its way through Redis")
+	}
+	h.Answered("r")
+	if h.PublishOwned(p, k.keep) {
+		t.Fatal("published with one of two declined messages answered")
+	}
+	h.Answered("r")
+	h.Answered("r") // the one just declined
+	if !h.PublishOwned(p, k.keep) || len(k) != 1 {
+		t.Fatalf("not published once every declined message was answered (kept %v)", k)
 	}
 }
 

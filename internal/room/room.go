@@ -55,6 +55,11 @@ type Room struct {
 	// lease (Hub.Lease) lives.
 	owned   bool
 	ownFrom uint64
+	// remote counts this node's publishes on their way through Redis's
+	// order (declined by publishOwned, not yet answered): while any is,
+	// the room is not ordered here, or a local seq could be the one Redis
+	// gives it, and its messages could overtake it.
+	remote int
 
 	pres presence
 }
@@ -103,7 +108,8 @@ func done(p broker.Publication, seq uint64) {
 func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || !r.hub.leased() {
+	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !r.hub.leased() {
+		r.remote++ // the broker sends it to Redis, and says when it is answered
 		return false
 	}
 	seq := r.seq + 1

@@ -269,6 +269,31 @@ func testAPICluster(t *testing.T, url string) {
 		}
 	}
 
+	// s is owned by b, its only node: publishes on a, which loads the room
+	// as they come, wait for b to hand it over, then go out. (They were
+	// once held for ever: the load and the held publishes both waited for
+	// b's release, and only one heard it.)
+	carol.sendJSON(msg("to carol 1")) // b orders it, and so owns s
+	if got := carol.next(); got["seq"] != 1.0 {
+		t.Fatalf("carol got %v", got)
+	}
+	for i := 2; i <= 4; i++ {
+		resp, err := http.Post("http://"+a.addr+"/rooms/s/messages", "application/json", strings.NewReader(fmt.Sprintf(`{"text":"to carol %d"}`, i)))
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("post %d on a: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	code, m = api(t, a, "POST", "/api/rooms/s/publish", `{"text":"to carol 5"}`)
+	if code != 200 || m["seq"] != 5.0 {
+		t.Fatalf("publish on a into the room b owns: %d %v", code, m)
+	}
+	for i := 2; i <= 5; i++ {
+		if got := carol.next(); got["seq"] != float64(i) || got["text"] != fmt.Sprintf("to carol %d", i) {
+			t.Fatalf("carol got %v, want message %d", got, i)
+		}
+	}
+
 	want := []any{map[string]any{"room": "r", "members": 2.0}, map[string]any{"room": "s", "members": 1.0}}
 	for _, n := range nodes {
 		testsupport.Eventually(t, 5*time.Second, "the rooms of both nodes", func() bool {

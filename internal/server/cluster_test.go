@@ -4,7 +4,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +246,52 @@ func TestClusterOwnedRoomTakenOverClosesItsMembers(t *testing.T) {
 	}
 	if s, _ := node.BrokerStats(); s.Dropped != 1 || s.Takeovers != 1 {
 		t.Errorf("broker stats %+v: want the room dropped, then taken over from the silent holder", s)
+	}
+}
+
+// TestClusterOwnedRoomKeepsEveryMessage posts quickly into new rooms of a
+// cluster node: each room is granted to the node while its first messages
+// are still on their way through Redis. Every message must keep its place:
+// a message ordered on the node once took the seq Redis gave the one before
+// it, which was then dropped as a duplicate.
+func TestClusterOwnedRoomKeepsEveryMessage(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	nodes := startCluster(t, rs.URL(), 2, nil)
+	const rooms, per = 30, 25
+	for r := range rooms {
+		room := fmt.Sprintf("fresh%d", r)
+		for i := 1; i <= per; i++ {
+			resp, err := http.Post("http://"+nodes[0].addr+"/rooms/"+room+"/messages", "application/json", strings.NewReader(fmt.Sprintf(`{"text":"m%d"}`, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("post %d into %s: %d", i, room, resp.StatusCode)
+			}
+		}
+	}
+	for r := range rooms {
+		room := fmt.Sprintf("fresh%d", r)
+		var body struct {
+			Seq      int
+			Messages []struct {
+				Seq  int
+				Text string
+			}
+		}
+		testsupport.Eventually(t, 10*time.Second, room+"'s messages", func() bool {
+			code, b := httpGet(t, "http://"+nodes[0].addr+"/rooms/"+room+"/messages", nil)
+			return code == 200 && json.Unmarshal([]byte(b), &body) == nil && body.Seq >= per
+		})
+		if body.Seq != per || len(body.Messages) != per {
+			t.Errorf("%s: seq %d, %d messages, want %d", room, body.Seq, len(body.Messages), per)
+		}
+		for _, m := range body.Messages {
+			if m.Text != fmt.Sprintf("m%d", m.Seq) {
+				t.Errorf("%s: seq %d is %q", room, m.Seq, m.Text)
+				break
+			}
+		}
 	}
 }
