@@ -81,6 +81,11 @@ func connError(err error) error {
 	return &ConnError{Err: err}
 }
 
+// CloseDisconnected is the close code of a connection closed through the
+// server API (a backend disconnected the user or the connection): the
+// client does not reconnect after it, and ends with a Closed state.
+const CloseDisconnected = 4001
+
 // permanent reports whether retrying cannot help: the server rejects the
 // request itself (bad room or since, origin not allowed).
 func permanent(err error) bool {
@@ -118,6 +123,10 @@ func (c *Client) run(conn *websocket.Conn) {
 		}
 		c.cfg.Logger.Info("disconnected", "err", err)
 		c.emit(&State{State: Disconnected, Err: err})
+		if ce, ok := err.(*ConnError); ok && ce.Code == CloseDisconnected {
+			final = err // a backend closed it on purpose: coming back would undo that
+			return
+		}
 		for {
 			attempt++
 			if c.cfg.MaxAttempts > 0 && attempt > c.cfg.MaxAttempts {
