@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -597,5 +599,50 @@ func TestResumeIntoANewStreamThatWentFurther(t *testing.T) {
 	}
 	if s := seqTexts(got); s != "1:new1 2:new2 3:new3 4:new4 5:new5" {
 		t.Errorf("after the restart a got %s", s)
+	}
+}
+
+// A backend that disconnects the user through the server API (close 4001)
+// means it: the client ends instead of coming back.
+func TestDisconnectedByTheServerAPIEndsTheClient(t *testing.T) {
+	const key = "client-test-api-key-0123"
+	srv := servertest.Start(t, func(c *server.Config) { c.APIKey = key })
+	c, err := Dial(ctx(t), Config{URL: srv.URL("/ws"), Room: "r", Sender: "eve", Backoff: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	connected(t, c)
+	req, _ := http.NewRequest("POST", srv.HTTPURL("/api/users/eve/disconnect"), strings.NewReader(`{"reason":"banned"}`))
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("disconnect: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var states []string
+	var last *State
+	deadline := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				ended = true
+				break
+			}
+			if s, ok := ev.(*State); ok {
+				states = append(states, s.State.String())
+				last = s
+			}
+		case <-deadline:
+			t.Fatalf("the client did not end within 10s: states %v", states)
+		}
+	}
+	var ce *ConnError
+	if last == nil || last.State != Closed || !errors.As(last.Err, &ce) || ce.Code != CloseDisconnected || ce.Reason != "banned" {
+		t.Errorf("last state %+v, want Closed with 4001 banned", last)
+	}
+	if slices.Contains(states, Reconnecting.String()) {
+		t.Errorf("the client tried to come back: %v", states)
 	}
 }
