@@ -20,6 +20,10 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
+// shownRows selects the messages of the room the page shows, for the page's
+// scripts.
+const shownRows = `'#messages ol:not([hidden]) li.msg'`
+
 // row is a message as the page shows it.
 type row struct {
 	Seq    string `json:"seq"`
@@ -29,7 +33,7 @@ type row struct {
 	Own    bool   `json:"own"`
 }
 
-const rowsJS = `[...document.querySelectorAll('#messages li.msg')].map(li => ({
+const rowsJS = `[...document.querySelectorAll(` + shownRows + `)].map(li => ({
 	seq: li.dataset.seq,
 	sender: li.querySelector('.sender').textContent,
 	text: li.querySelector('.text').textContent,
@@ -65,7 +69,7 @@ func waitState(t *testing.T, tab context.Context, state string) {
 
 func waitRows(t *testing.T, tab context.Context, n int) []row {
 	t.Helper()
-	waitJS(t, tab, fmt.Sprintf(`document.querySelectorAll('#messages li.msg').length >= %d`, n))
+	waitJS(t, tab, fmt.Sprintf(`document.querySelectorAll(`+shownRows+`).length >= %d`, n))
 	return rows(t, tab)
 }
 

@@ -149,6 +149,7 @@ export class Client {
   private readonly listeners = new Map<keyof Events, Set<Listener<never>>>();
   private readonly sends = new Map<number, PendingSend>();
   private nextID: number;
+  private readonly firstID: number;
   private opening = false; // open() is getting a token
   private conn = "";
 
@@ -158,7 +159,46 @@ export class Client {
     if (!WS) throw new Error("no WebSocket: use Node >= 22 or a browser, or pass options.WebSocket");
     this.WS = WS;
     // Ids other clients are unlikely to use: the echo of a send is matched by it.
-    this.nextID = Math.floor(Math.random() * 2 ** 40) * 1000 + 1;
+    this.nextID = this.firstID = Math.floor(Math.random() * 2 ** 40) * 1000 + 1;
+  }
+
+  /** Whether this client sent m (its message_id is one this client gave). */
+  sentByMe(m: ChatMessage): boolean {
+    return typeof m.message_id === "number" && m.message_id >= this.firstID && m.message_id < this.nextID;
+  }
+
+  /** The name the client gives in presence. */
+  get name(): string | undefined {
+    return this.opts.name;
+  }
+
+  /**
+   * Changes the name the client gives in presence and as the sender of its
+   * messages; an open connection is made again under it (every room resumes
+   * where it was).
+   */
+  setName(name: string): void {
+    if (name === this.opts.name) return;
+    this.opts.name = name;
+    if (this.ws) this.reconnect();
+  }
+
+  /**
+   * Connects again at once: a client waiting to reconnect stops waiting,
+   * an open connection is replaced (rooms resume where they were).
+   */
+  reconnect(): void {
+    if (this.st === "closed" || this.opening) return;
+    clearTimeout(this.retry);
+    const ws = this.ws;
+    if (ws) {
+      this.ws = null;
+      this.onClose(1000, "reconnecting");
+      ws.close(1000, "reconnecting");
+      clearTimeout(this.retry); // onClose scheduled one
+    }
+    this.attempt = 0;
+    void this.open();
   }
 
   /** The state of the connection. */

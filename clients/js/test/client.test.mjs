@@ -197,3 +197,46 @@ test("a single node's restart starts the rooms' streams anew, announced by a res
   assert.equal(gaps[0].reset, true);
   assert.deepEqual(got.get("solo").map((x) => `${x.seq}:${x.text}`), ["1:before", "1:after"]);
 });
+
+test("a new name reconnects under it, and every room resumes where it was", async () => {
+  const s = await server();
+  const c = client(s, { name: "before" });
+  const got = inbox(c);
+  await c.join("n1");
+  await c.join("n2");
+  const mine = await c.send("n1", "one");
+  assert.ok(c.sentByMe(mine));
+  const first = c.connection;
+  c.setName("after");
+  await until("the new connection", 5000, () => c.state === "open" && c.connection !== "" && c.connection !== first);
+  await until("presence under the new name", 5000, async () => {
+    try {
+      return JSON.stringify((await c.presence("n2")).users) === JSON.stringify([{ user: "after", connections: 1 }]);
+    } catch {
+      return false;
+    }
+  });
+  const m = await c.send("n1", "two");
+  assert.equal(m.sender, "after");
+  assert.deepEqual(got.get("n1").map((x) => `${x.seq}:${x.text}`), ["1:one", "2:two"], "nothing twice after the reconnect");
+  assert.equal(c.sentByMe({ ...m, message_id: 7 }), false);
+});
+
+test("a disconnect through the server API ends the client", async () => {
+  const key = "js-test-api-key-0123456";
+  const s = await server(["--api-key", key]);
+  const c = client(s, { name: "zed" });
+  const disconnects = [];
+  c.on("disconnect", (d) => disconnects.push(d));
+  await c.join("z");
+  const res = await fetch(`${s.http}/api/users/zed/disconnect`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}` },
+    body: JSON.stringify({ reason: "go away" }),
+  });
+  assert.equal(res.status, 200);
+  await until("the disconnect", 5000, () => disconnects.length === 1);
+  assert.deepEqual(disconnects[0], { code: 4001, reason: "go away", reconnect: false });
+  assert.equal(c.state, "closed");
+  await assert.rejects(c.join("z2"), /closed/);
+});
