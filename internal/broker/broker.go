@@ -64,9 +64,9 @@ type Disconnect struct {
 // a cluster. The Redis broker is one; on a single node the rooms themselves
 // know.
 type Directory interface {
-	// Occupancy returns, for each room with members on a live node (only
-	// room, when it is not empty), the connections of each user there
-	// ("" for the anonymous ones).
+	// Occupancy returns the connections of each user ("" for the
+	// anonymous ones) in every room with members on a live node, or in
+	// room alone when it is not "".
 	Occupancy(ctx context.Context, room string) (map[string]map[string]int, error)
 }
 

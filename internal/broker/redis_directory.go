@@ -61,7 +61,8 @@ func (b *Redis) controlLoop(ctx context.Context) {
 			}
 			var d Disconnect
 			if err := json.Unmarshal([]byte(m.Payload), &d); err != nil {
-				b.fail("read a control message", err)
+				// Not Redis failing: something else wrote on the channel.
+				b.log.Warn("ignored a control message that is not a disconnect request", "err", err)
 				continue
 			}
 			b.h.Disconnect(d)

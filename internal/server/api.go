@@ -381,30 +381,7 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	res.Messages = msgs
-	writeJSON(w, http.StatusOK, s.historyBody(name, rs.Since, res))
-}
-
-// historyBody encodes a history answer as pollBody does a poll's.
-func (s *Server) historyBody(name string, since uint64, res room.PollResult) []byte {
-	b := []byte(`{"room":`)
-	b = strconv.AppendQuote(b, name)
-	b = append(b, `,"epoch":`...)
-	b = strconv.AppendQuote(b, res.Epoch)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, res.Seq, 10)
-	if res.Gap {
-		b = append(b, `,"history_gap":`...)
-		b = protocol.AppendHistoryGap(b, name, since, res.FirstSeq, res.Reset)
-	}
-	b = append(b, `,"messages":[`...)
-	for i, m := range res.Messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		_, hn, _ := ws.ParseHeader(m.Frame)
-		b = append(b, m.Frame[hn:]...)
-	}
-	return append(b, "]}"...)
+	writeJSON(w, http.StatusOK, messagesBody(name, rs.Since, res))
 }
 
 // disconnectRequest is the optional body of a disconnect.

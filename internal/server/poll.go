@@ -254,9 +254,16 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.pollBody(rm.Name(), since, res))
 }
 
-// pollBody encodes a poll answer: the room, its latest seq, the messages as
-// the very JSON members receive, and a history_gap when some are gone.
+// pollBody encodes a poll answer (see messagesBody) and counts its messages.
 func (s *Server) pollBody(name string, since uint64, res room.PollResult) []byte {
+	s.httpOut.Add(uint64(len(res.Messages)))
+	return messagesBody(name, since, res)
+}
+
+// messagesBody encodes the messages of a room for a poll or the server
+// API's history: the room, its stream and latest seq, the messages as the
+// very JSON members receive, and a history_gap when some are gone.
+func messagesBody(name string, since uint64, res room.PollResult) []byte {
 	b := []byte(`{"room":`)
 	b = strconv.AppendQuote(b, name)
 	b = append(b, `,"epoch":`...)
@@ -275,7 +282,6 @@ func (s *Server) pollBody(name string, since uint64, res room.PollResult) []byte
 		_, hn, _ := ws.ParseHeader(m.Frame)
 		b = append(b, m.Frame[hn:]...)
 	}
-	s.httpOut.Add(uint64(len(res.Messages)))
 	return append(b, "]}"...)
 }
 
