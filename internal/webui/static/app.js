@@ -241,22 +241,26 @@ client.on('gap', (g) => {
   }
 });
 
+// showReplay shows the end of a room's first history; scrolling back
+// fetches the rest.
+function showReplay(r) {
+  const shown = r.replay.slice(-FIRST_SHOWN);
+  r.exhausted = shown.length === 0 || shown[0].seq <= 1;
+  for (const x of shown) showMessage(r, x);
+  r.replay = [];
+  r.replaying = 0;
+}
+
 client.on('message', (m) => {
   const r = rooms.get(m.room);
   if (!r) return;
   if (r.replaying > 0) {
-    // The first join's history: only its end is shown; scrolling back
-    // fetches the rest.
     r.replay.push(m);
-    if (--r.replaying > 0) return;
-    const shown = r.replay.slice(-FIRST_SHOWN);
-    r.exhausted = shown.length === 0 || shown[0].seq <= 1;
-    for (const x of shown) showMessage(r, x, false);
-    r.replay = [];
+    if (--r.replaying === 0) showReplay(r);
     return;
   }
   const live = m.seq > r.baseline;
-  showMessage(r, m, false);
+  showMessage(r, m);
   if (live && m.room !== active && !client.sentByMe(m)) {
     r.unread++;
     badge(r);
@@ -385,6 +389,9 @@ client.on('state', (e) => {
 });
 
 client.on('disconnect', (d) => {
+  // A replay cut short: what came of it is shown, the rest comes as the
+  // rooms resume.
+  for (const x of rooms.values()) if (x.replaying > 0) showReplay(x);
   const r = rooms.get(active);
   if (!r) return;
   if (d.code === 1001) notice(r, 'info', 'The server is restarting or moving you to another node.');
