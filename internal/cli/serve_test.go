@@ -125,6 +125,30 @@ func TestServeSIGTERMClosesClients1001AndExits0(t *testing.T) {
 	}
 }
 
+func TestServeAPIKeyFromAFile(t *testing.T) {
+	const key = "a-key-read-from-a-file-0123"
+	file := filepath.Join(t.TempDir(), "api-key")
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr, _ := startServe(t, nil, "--api-key-file", file)
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{key, 200}, {key + "x", 401}, {"", 401}} { // the file's new line is not part of the key
+		req, _ := http.NewRequest("GET", "http://"+addr+"/api/node", nil)
+		req.Header.Set("X-API-Key", tc.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("key %q: %d, want %d", tc.key, resp.StatusCode, tc.want)
+		}
+	}
+}
+
 func TestServeRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--max-message-size", "lots"},
@@ -132,6 +156,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"serve", "--auth-jwt-secret", "short"},
 		{"serve", "--auth-jwt-secret", "0123456789abcdef", "--auth-jwks-file", "k.json"},
 		{"serve", "--pong-timeout", "1s", "--ping-interval", "2s"},
+		{"serve", "--api-key", "short"},
+		{"serve", "--api-key-file", "/nonexistent/key"},
+		{"serve", "--api-key", "0123456789abcdef", "--api-key-file", "k"},
 	} {
 		var stderr strings.Builder
 		if code := run(context.Background(), args, nil, io.Discard, &stderr); code == 0 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
