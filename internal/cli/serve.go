@@ -137,7 +137,9 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	logger.Info("scalechat listening", "url", scheme+"://"+ln.Addr().String()+"/",
 		"websocket", strings.Replace(scheme, "http", "ws", 1)+"://"+ln.Addr().String()+"/ws/{room}",
 		"auth", o.cfg.Auth != nil)
+	node := nodeName(ln.Addr())
 	if o.metricsAddr == "" {
+		srv.SetNodeName(node)
 		return srv.Serve(cmd.Context(), ln)
 	}
 	mln, err := net.Listen("tcp", o.metricsAddr)
@@ -146,7 +148,6 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		return fmt.Errorf("cannot listen on %s for metrics: %w", o.metricsAddr, err)
 	}
 	logger.Info("metrics listening", "metrics", "http://"+mln.Addr().String()+"/metrics", "dashboard", "http://"+mln.Addr().String()+"/dashboard")
-	node := nodeName(ln.Addr())
 	m := metrics.New(srv, metrics.Options{Node: node, Logger: logger})
 	// In a cluster, every node's dashboard shows every node.
 	srv.Announce(node, "http://"+advertised(o.metricsAdvertise, mln.Addr())+"/metrics")
@@ -166,7 +167,8 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 }
 
 const serveLong = `Run the chat server: WebSocket rooms at /ws/{room} (GET /ws joins "lobby"), the browser
-chat page at /, /healthz (process alive) and /readyz (accepting clients). On a listener of
+chat page at /, /healthz (process alive) and /readyz (accepting clients), and with
+--api-key the server API for backends under /api/ (docs/api.md). On a listener of
 its own (--metrics-addr), so that it answers while the chat port is saturated: Prometheus
 metrics at /metrics and a live dashboard at /dashboard.
 

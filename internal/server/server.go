@@ -242,10 +242,16 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 // Announce makes this node known to the other nodes of its cluster as name,
 // with the URL of its metrics.
 func (s *Server) Announce(name, metricsURL string) {
+	s.SetNodeName(name)
+	s.broker.Announce(name, metricsURL)
+}
+
+// SetNodeName names this node in the server API's node info (Announce does
+// too, for a node with metrics).
+func (s *Server) SetNodeName(name string) {
 	s.announceMu.Lock()
 	s.name = name
 	s.announceMu.Unlock()
-	s.broker.Announce(name, metricsURL)
 }
 
 // ClusterNodes returns the nodes of the cluster that announced themselves
