@@ -34,15 +34,6 @@ type pageRow struct {
 	Text   string `json:"text"`
 }
 
-func pageDo(t *testing.T, tab context.Context, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func pageEval[T any](t *testing.T, tab context.Context, expr string) T {
 	t.Helper()
 	v, err := chromedp.Run(tab, chromedp.Evaluate[T](expr))
@@ -56,9 +47,7 @@ func pageEval[T any](t *testing.T, tab context.Context, expr string) T {
 // change of its DOM.
 func pageWait(t *testing.T, tab context.Context, timeout time.Duration, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, timeout)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+	if err := testsupport.WaitJS(tab, timeout, expr); err != nil {
 		state, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('state').textContent`))
 		log, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('messages').innerText.slice(-2000)`))
 		t.Fatalf("waiting for %s: %v (state %q, messages:\n%s)", expr, err, state, log)
@@ -77,9 +66,9 @@ func roomRows(t *testing.T, tab context.Context, room string) []pageRow {
 func openPage(t *testing.T, url, name string) context.Context {
 	t.Helper()
 	tab := testsupport.NewBrowser(t, 3*time.Minute)
-	pageDo(t, tab, chromedp.Navigate(url))
+	testsupport.BrowserDo(t, tab, chromedp.Navigate(url))
 	pageWait(t, tab, 30*time.Second, `document.getElementById('state').dataset.state === 'connected'`)
-	pageDo(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
+	testsupport.BrowserDo(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
 	pageEval[bool](t, tab, `document.getElementById('name').dispatchEvent(new Event('change')), true`)
 	pageWait(t, tab, 30*time.Second, fmt.Sprintf(`document.querySelector('#people li[data-user=%q]') !== null`, name))
 	return tab
@@ -87,12 +76,12 @@ func openPage(t *testing.T, url, name string) context.Context {
 
 func pageSay(t *testing.T, tab context.Context, text string) {
 	t.Helper()
-	pageDo(t, tab, chromedp.SendKeys(chromedp.ID("text"), text+"\n"))
+	testsupport.BrowserDo(t, tab, chromedp.SendKeys(chromedp.ID("text"), text+"\n"))
 }
 
 func pageShow(t *testing.T, tab context.Context, room string) {
 	t.Helper()
-	pageDo(t, tab, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rooms li[data-room=%q] button`, room))))
+	testsupport.BrowserDo(t, tab, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rooms li[data-room=%q] button`, room))))
 	pageWait(t, tab, 10*time.Second, fmt.Sprintf(`document.getElementById('room-title').textContent === %q`, room))
 }
 

@@ -81,3 +81,22 @@ func NewBrowserTab(t testing.TB, ctx context.Context) context.Context {
 	}
 	return tab
 }
+
+// BrowserDo runs actions in tab, failing the test on an error or after 30 s.
+func BrowserDo(t testing.TB, tab context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitJS waits until the JavaScript expression expr is truthy in tab,
+// checking it again at each change of the page's DOM, for at most timeout.
+func WaitJS(tab context.Context, timeout time.Duration, expr string) error {
+	ctx, cancel := context.WithTimeout(tab, timeout)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0)))
+	return err
+}

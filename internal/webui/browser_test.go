@@ -41,22 +41,11 @@ const rowsJS = `[...document.querySelectorAll(` + shownRows + `)].map(li => ({
 	own: li.classList.contains('own'),
 }))`
 
-func do(t *testing.T, tab context.Context, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // waitJS waits until the JavaScript expression is truthy, re-checking it
 // whenever the page's DOM changes.
 func waitJS(t *testing.T, tab context.Context, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+	if err := testsupport.WaitJS(tab, 30*time.Second, expr); err != nil {
 		state, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('state').textContent`))
 		t.Fatalf("waiting for %s: %v (state %q, messages %v)", expr, err, state, rows(t, tab))
 	}
@@ -109,15 +98,15 @@ func text(t *testing.T, tab context.Context, sel string) string {
 func open(t *testing.T, browser context.Context, url, name string) context.Context {
 	t.Helper()
 	tab := testsupport.NewBrowserTab(t, browser)
-	do(t, tab, chromedp.Navigate(url))
+	testsupport.BrowserDo(t, tab, chromedp.Navigate(url))
 	waitState(t, tab, "connected")
-	do(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
+	testsupport.BrowserDo(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
 	return tab
 }
 
 func say(t *testing.T, tab context.Context, msg string) {
 	t.Helper()
-	do(t, tab, chromedp.SendKeys(chromedp.ID("text"), msg+"\n"))
+	testsupport.BrowserDo(t, tab, chromedp.SendKeys(chromedp.ID("text"), msg+"\n"))
 }
 
 var clock = regexp.MustCompile(`^\d\d:\d\d:\d\d$`)
