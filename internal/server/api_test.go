@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -329,5 +332,48 @@ func testAPICluster(t *testing.T, url string) {
 	bob.sendJSON(msg("after"))
 	if got := bob.next(); got["text"] != "after" {
 		t.Errorf("bob got %v", got)
+	}
+}
+
+// TestAPIDocExamples runs every curl command of docs/api.md against a real
+// node, as a reader would paste it: each must answer JSON, and the one that
+// shows an error must get it.
+func TestAPIDocExamples(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed")
+	}
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, withAPI)
+	member := dial(t, ts.url("/ws/lobby?name=alice"))
+	member.joined()
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+		text := strings.ReplaceAll(block[1], "\\\n", " ")
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "curl ") {
+				cmds = append(cmds, strings.ReplaceAll(line, "127.0.0.1:8080", ts.addr))
+			}
+		}
+	}
+	if len(cmds) < 8 {
+		t.Fatalf("found %d curl examples in docs/api.md", len(cmds))
+	}
+	t.Logf("%d curl examples", len(cmds))
+	for _, c := range cmds {
+		cmd := exec.Command("sh", "-c", strings.Replace(c, "curl ", curl+" ", 1))
+		cmd.Env = append(os.Environ(), "SCALECHAT_API_KEY="+testAPIKey)
+		out, err := cmd.Output()
+		var v map[string]any
+		if err != nil || json.Unmarshal(out, &v) != nil {
+			t.Errorf("%s: %v, answered %q", c, err, out)
+			continue
+		}
+		if _, isErr := v["error"]; isErr != strings.Contains(c, `'{"sender":"x"}'`) {
+			t.Errorf("%s answered %s", c, out)
+		}
 	}
 }
