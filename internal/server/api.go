@@ -221,47 +221,65 @@ type RoomInfo struct {
 	Members int    `json:"members"`
 }
 
-// occupancy returns, for every room with members (or for the one room
-// asked), the connections of each user ("" for anonymous ones): on every
+// directory returns the broker's view of every node's rooms, or false on a
+// single node, whose rooms know their members themselves.
+func (s *Server) directory() (broker.Directory, bool) {
+	d, ok := s.hub.Broker().(broker.Directory)
+	return d, ok
+}
+
+// roomCounts returns the connections in every room with members: on every
 // node in a cluster, this node's otherwise.
-func (s *Server) occupancy(ctx context.Context, name string) (map[string]map[string]int, error) {
-	if d, ok := s.hub.Broker().(broker.Directory); ok {
+func (s *Server) roomCounts(ctx context.Context) (map[string]int, error) {
+	d, ok := s.directory()
+	if !ok {
+		return s.hub.Occupied(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	defer cancel()
+	occ, err := d.Occupancy(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int, len(occ))
+	for name, users := range occ {
+		for _, n := range users {
+			counts[name] += n
+		}
+	}
+	return counts, nil
+}
+
+// roomUsers returns the connections of each user in the room ("" for the
+// anonymous ones): on every node in a cluster, this node's otherwise.
+func (s *Server) roomUsers(ctx context.Context, name string) (map[string]int, error) {
+	if d, ok := s.directory(); ok {
 		ctx, cancel := context.WithTimeout(ctx, apiWait)
 		defer cancel()
-		return d.Occupancy(ctx, name)
+		occ, err := d.Occupancy(ctx, name)
+		return occ[name], err
 	}
-	rooms := make(map[string]map[string]int)
-	if name != "" {
-		if rm := s.hub.Lookup([]byte(name)); rm != nil {
-			_, users, anon := rm.Presence()
-			if len(users) > 0 || anon > 0 {
-				m := map[string]int{"": anon}
-				for _, u := range users {
-					m[u.User] = u.Connections
-				}
-				rooms[name] = m
-			}
+	users := make(map[string]int)
+	if rm := s.hub.Lookup([]byte(name)); rm != nil {
+		_, us, anon := rm.Presence()
+		for _, u := range us {
+			users[u.User] = u.Connections
 		}
-		return rooms, nil
+		if anon > 0 {
+			users[""] = anon
+		}
 	}
-	for name, n := range s.hub.Occupied() {
-		rooms[name] = map[string]int{"": n} // a count is all a list needs
-	}
-	return rooms, nil
+	return users, nil
 }
 
 func (s *Server) apiRooms(w http.ResponseWriter, r *http.Request) {
-	occ, err := s.occupancy(r.Context(), "")
+	counts, err := s.roomCounts(r.Context())
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, "broker", "the cluster's rooms could not be read: "+err.Error())
 		return
 	}
-	list := make([]RoomInfo, 0, len(occ))
-	for name, users := range occ {
-		n := 0
-		for _, c := range users {
-			n += c
-		}
+	list := make([]RoomInfo, 0, len(counts))
+	for name, n := range counts {
 		list = append(list, RoomInfo{Room: name, Members: n})
 	}
 	slices.SortFunc(list, func(a, b RoomInfo) int {
@@ -296,13 +314,13 @@ func (s *Server) apiPresence(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		return
 	}
-	occ, err := s.occupancy(r.Context(), name)
+	users, err := s.roomUsers(r.Context(), name)
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, "broker", "the room's presence could not be read: "+err.Error())
 		return
 	}
 	p := PresenceInfo{Room: name, Users: []UserConnections{}}
-	for user, n := range occ[name] {
+	for user, n := range users {
 		p.Members += n
 		if user == "" {
 			p.Anonymous = n
@@ -352,25 +370,14 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), apiWait)
 	defer cancel()
-	var res room.PollResult
-	for {
-		res = rm.Poll(rs, nil)
-		if res.Epoch != "" || res.Wait == nil {
-			break // loaded
-		}
-		select {
-		case <-res.Wait:
-			if rm.Closed() {
-				if rm = s.hub.Open([]byte(name)); rm == nil {
-					apiError(w, http.StatusServiceUnavailable, "rooms_full", "this node holds as many rooms as it may")
-					return
-				}
-			}
-			continue
-		case <-ctx.Done():
-			apiError(w, http.StatusGatewayTimeout, "timeout", "the room did not load from the broker within 5s")
-			return
-		}
+	res, ok := s.pollUntil(ctx, rm, rs, func(res room.PollResult) bool { return res.Epoch != "" })
+	switch {
+	case !ok:
+		apiError(w, http.StatusServiceUnavailable, "rooms_full", "this node holds as many rooms as it may")
+		return
+	case res.Epoch == "":
+		apiError(w, http.StatusGatewayTimeout, "timeout", "the room did not load from the broker within 5s")
+		return
 	}
 	msgs := res.Messages
 	if len(msgs) > limit {

@@ -231,27 +231,38 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	s.waitingPolls.Add(1)
 	defer s.waitingPolls.Add(-1)
-	var res room.PollResult
+	res, ok := s.pollUntil(ctx, rm, room.Resume{Since: since, HasSince: hasSince, Epoch: epoch}, nil)
+	if !ok {
+		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.pollBody(rm.Name(), since, res))
+}
+
+// pollUntil polls rm at rs until the answer is ready (done, or by default
+// messages or a gap to give), waiting for each next change of the room (it
+// loads, a message comes) until ctx is done or the server shuts down. A
+// room freed meanwhile is opened again; ok is false when it cannot be (the
+// node holds as many rooms as it may).
+func (s *Server) pollUntil(ctx context.Context, rm *room.Room, rs room.Resume, done func(room.PollResult) bool) (res room.PollResult, ok bool) {
 	for {
-		res = rm.Poll(room.Resume{Since: since, HasSince: hasSince, Epoch: epoch}, nil)
-		if res.Wait == nil {
-			break
+		res = rm.Poll(rs, nil)
+		if res.Wait == nil || done != nil && done(res) {
+			return res, true
 		}
 		select {
 		case <-res.Wait:
 			if rm.Closed() {
 				if rm = s.hub.Open([]byte(rm.Name())); rm == nil {
-					s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
-					return
+					return res, false
 				}
 			}
-			continue
 		case <-s.stopPolls:
+			return res, true
 		case <-ctx.Done():
+			return res, true
 		}
-		break
 	}
-	writeJSON(w, http.StatusOK, s.pollBody(rm.Name(), since, res))
 }
 
 // pollBody encodes a poll answer (see messagesBody) and counts its messages.
