@@ -273,7 +273,10 @@ func (c *client) send(ctx context.Context) {
 		c.mu.Unlock()
 		if ok {
 			msg := `{"message_id":` + strconv.FormatUint(n, 10) + `,"sender":"` + c.name + `","text":"audit"}`
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			// Not cancelled when the sending ends: a write cut short by
+			// its context closes the connection (coder/websocket), and
+			// the client would miss the drain.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if err := conn.Write(wctx, websocket.MessageText, []byte(msg)); err != nil {
 				c.mu.Lock()
 				c.sendErrs++
