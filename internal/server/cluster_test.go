@@ -216,6 +216,12 @@ func TestClusterOwnedRoomTakenOverClosesItsMembers(t *testing.T) {
 	epoch := j["epoch"].(string)
 	c.sendJSON(msg("1")) // through Redis, which grants the room to the node
 	c.next()
+	// The echo can come (through the room's channel) before the node has
+	// read Redis's answer, which grants it the room.
+	testsupport.Eventually(t, 10*time.Second, "the room granted", func() bool {
+		s, _ := node.BrokerStats()
+		return s.Owned == 1
+	})
 	c.sendJSON(msg("2")) // ordered on the node
 	if m := c.next(); m["seq"] != float64(2) {
 		t.Fatalf("second message %v", m)
