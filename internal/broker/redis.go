@@ -197,6 +197,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		opts.ReadTimeout = 2 * time.Second
 		opts.WriteTimeout = 2 * time.Second
 		opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
+		opts.DialerRetries = 1
 		opts.PoolSize = 8
 		rdb = redis.NewClient(opts)
 	}

@@ -64,6 +64,11 @@ func parseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	opts.ReadTimeout = 2 * time.Second
 	opts.WriteTimeout = 2 * time.Second
 	opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
+	// One dial per attempt: go-redis otherwise dials a dead node 5 times,
+	// 100 ms apart, and that half second ate the 1 s health check of a node
+	// started while one seed was down (it then served its rooms alone).
+	// healthLoop retries, with backoff, at the broker's level.
+	opts.DialerRetries = 1
 	opts.PoolSize = 8
 	return opts, nil
 }

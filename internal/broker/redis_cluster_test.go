@@ -64,6 +64,10 @@ func TestParseClusterURL(t *testing.T) {
 		if !slices.Equal(opts.Addrs, c.addrs) || opts.Username != c.user || opts.Password != c.pwd {
 			t.Errorf("%s: addrs %q user %q password %q", c.url, opts.Addrs, opts.Username, opts.Password)
 		}
+		// The broker retries, with backoff; the client must fail at once.
+		if opts.MaxRetries != 0 || opts.DialerRetries != 1 {
+			t.Errorf("%s: MaxRetries %d DialerRetries %d, want 0 and 1", c.url, opts.MaxRetries, opts.DialerRetries)
+		}
 	}
 }
 
@@ -178,8 +182,11 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	}
 
 	// A node loading r0 now gets the history of both sides of the failover:
-	// everything that went through Redis.
+	// everything that went through Redis. One of its seeds is the dead
+	// master; it joins once it reached the cluster (before that a node
+	// serves its rooms alone, by design).
 	c := startNode(t, rc.URL(), 100)
+	testsupport.Eventually(t, 10*time.Second, "the new node to reach the cluster", c.b.Up)
 	c.join(t, "r0")
 	c.h.mu.Lock()
 	var tail []string
@@ -188,7 +195,7 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	}
 	c.h.mu.Unlock()
 	if !slices.Equal(tail, pb) {
-		t.Errorf("a new node loaded r0's history\n %q\nwant what went through Redis\n %q", tail, pb)
+		t.Errorf("a new node loaded r0's history\n %q\nwant what went through Redis\n %q\n(its broker: %+v)", tail, pb, c.b.Stats())
 	}
 	// Every other room kept going through the failover.
 	for _, r := range rooms[1:] {

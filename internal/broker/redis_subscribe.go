@@ -345,7 +345,7 @@ func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 	opts := b.cluster.Options()
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1, DialerRetries: 1,
 	})
 	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
 	b.subs[addr] = s
@@ -453,7 +453,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	reads := map[string]read{}
 	if ok {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		cmds, _ := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 			for name := range rooms {
 				// The first node to load the room makes its epoch; every
 				// other one reads it. Each joins the room's nodes first: no
@@ -471,7 +471,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			return nil
 		})
 		cancel()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err := pipelineErr(cmds); err != nil {
 			b.fail("load rooms", err)
 			ok = false
 		}

@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
@@ -450,4 +453,31 @@ func TestRedisDoneOccupancyAndDisconnect(t *testing.T) {
 		}
 		return heard(a) && heard(b)
 	})
+}
+
+func TestPipelineErr(t *testing.T) {
+	ctx := context.Background()
+	failed := func(err error) redis.Cmder {
+		c := redis.NewStringCmd(ctx, "get", "k")
+		c.SetErr(err)
+		return c
+	}
+	ok := redis.NewStringCmd(ctx, "get", "k")
+	down := errors.New("connection reset")
+	for _, c := range []struct {
+		name string
+		cmds []redis.Cmder
+		want error
+	}{
+		{"none", nil, nil},
+		{"all answered", []redis.Cmder{ok, ok}, nil},
+		{"missing keys only", []redis.Cmder{failed(redis.Nil), ok, failed(redis.Nil)}, nil},
+		// Pipelined itself would answer redis.Nil here, the first error.
+		{"a failure after a missing key", []redis.Cmder{ok, failed(redis.Nil), failed(down)}, down},
+		{"a failure first", []redis.Cmder{failed(down), failed(redis.Nil)}, down},
+	} {
+		if got := pipelineErr(c.cmds); !errors.Is(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: pipelineErr = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
