@@ -476,13 +476,13 @@ func (b *Redis) verifyHeld(ctx context.Context) bool {
 	}
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cmds, _ := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 		for _, r := range rooms {
 			p.Get(c, b.holderKey(r))
 		}
 		return nil
 	})
-	if err := pipelineErr(cmds); err != nil {
+	if err := pipelineErr(cmds, err); err != nil {
 		b.fail("check the rooms held", err)
 		return false
 	}
@@ -498,10 +498,13 @@ func (b *Redis) verifyHeld(ctx context.Context) bool {
 
 func errorsIsNil(err error) bool { return errors.Is(err, redis.Nil) }
 
-// pipelineErr returns the first error of cmds that is not redis.Nil.
-// Pipelined answers the first error only, and a key that is missing
-// (redis.Nil) would hide a failed command after it.
-func pipelineErr(cmds []redis.Cmder) error {
+// pipelineErr returns Pipelined's error, or else the first error of its
+// cmds, that is not redis.Nil. Pipelined answers the first error only, and
+// a key that is missing (redis.Nil) would hide a failed command after it.
+func pipelineErr(cmds []redis.Cmder, err error) error {
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 			return err

@@ -453,7 +453,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	reads := map[string]read{}
 	if ok {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		cmds, _ := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 			for name := range rooms {
 				// The first node to load the room makes its epoch; every
 				// other one reads it. Each joins the room's nodes first: no
@@ -471,7 +471,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			return nil
 		})
 		cancel()
-		if err := pipelineErr(cmds); err != nil {
+		if err := pipelineErr(cmds, err); err != nil {
 			b.fail("load rooms", err)
 			ok = false
 		}

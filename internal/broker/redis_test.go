@@ -467,16 +467,18 @@ func TestPipelineErr(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cmds []redis.Cmder
+		err  error // what Pipelined answered
 		want error
 	}{
-		{"none", nil, nil},
-		{"all answered", []redis.Cmder{ok, ok}, nil},
-		{"missing keys only", []redis.Cmder{failed(redis.Nil), ok, failed(redis.Nil)}, nil},
-		// Pipelined itself would answer redis.Nil here, the first error.
-		{"a failure after a missing key", []redis.Cmder{ok, failed(redis.Nil), failed(down)}, down},
-		{"a failure first", []redis.Cmder{failed(down), failed(redis.Nil)}, down},
+		{"none", nil, nil, nil},
+		{"all answered", []redis.Cmder{ok, ok}, nil, nil},
+		{"missing keys only", []redis.Cmder{failed(redis.Nil), ok, failed(redis.Nil)}, redis.Nil, nil},
+		// Pipelined answers redis.Nil here, the first error.
+		{"a failure after a missing key", []redis.Cmder{ok, failed(redis.Nil), failed(down)}, redis.Nil, down},
+		{"a failure first", []redis.Cmder{failed(down), failed(redis.Nil)}, down, down},
+		{"a failure of the pipeline itself", nil, down, down},
 	} {
-		if got := pipelineErr(c.cmds); !errors.Is(got, c.want) || (got == nil) != (c.want == nil) {
+		if got := pipelineErr(c.cmds, c.err); !errors.Is(got, c.want) || (got == nil) != (c.want == nil) {
 			t.Errorf("%s: pipelineErr = %v, want %v", c.name, got, c.want)
 		}
 	}
