@@ -210,7 +210,7 @@ func (s *Server) apiPublish(w http.ResponseWriter, r *http.Request) {
 		}
 		apiJSON(w, PublishResult{Room: name, Seq: seq})
 	case <-t.C:
-		apiError(w, http.StatusGatewayTimeout, "timeout", "the message got no seq within 5s; it may still be delivered")
+		apiError(w, http.StatusGatewayTimeout, "timeout", fmt.Sprintf("the message got no seq within %s; it may still be delivered", apiWait))
 	case <-r.Context().Done():
 	}
 }
@@ -376,7 +376,7 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "rooms_full", "this node holds as many rooms as it may")
 		return
 	case res.Epoch == "":
-		apiError(w, http.StatusGatewayTimeout, "timeout", "the room did not load from the broker within 5s")
+		apiError(w, http.StatusGatewayTimeout, "timeout", fmt.Sprintf("the room did not load from the broker within %s", apiWait))
 		return
 	}
 	msgs := res.Messages
