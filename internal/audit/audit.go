@@ -30,7 +30,7 @@ import (
 type Config struct {
 	URL        string        // the server's WebSocket base URL; the room is appended as /{room}
 	URLs       []string      // several nodes' base URLs instead: client i starts on node i mod n and moves to the next on each reconnect
-	Protocol   string        // ProtocolScalechat (default) or ProtocolLegacy
+	Protocol   string        // ProtocolScalechat (default), ProtocolLegacy or ProtocolSocketIO
 	Rooms      int           // rooms
 	RoomSize   int           // clients per room
 	Interval   time.Duration // between two messages of one client
@@ -61,6 +61,9 @@ const (
 	// chat frames only, no seq, no resume. What a client misses while it
 	// is away is reported as such, not as a broken guarantee.
 	ProtocolLegacy = "legacy"
+	// ProtocolSocketIO is Socket.IO 4 with the join and chat events of
+	// docs/loadtest.md (socketio.go); checked as ProtocolLegacy is.
+	ProtocolSocketIO = "socketio"
 )
 
 // Cluster is the local cluster the process faults act on
@@ -98,9 +101,9 @@ func (c *Config) Check() error {
 	switch c.Protocol {
 	case "":
 		c.Protocol = ProtocolScalechat
-	case ProtocolScalechat, ProtocolLegacy:
+	case ProtocolScalechat, ProtocolLegacy, ProtocolSocketIO:
 	default:
-		return fmt.Errorf("--protocol %q is not scalechat or legacy", c.Protocol)
+		return fmt.Errorf("--protocol %q is not scalechat, legacy or socketio", c.Protocol)
 	}
 	if c.NodeDown == 0 {
 		c.NodeDown = time.Second

@@ -37,7 +37,7 @@ func (a *auditor) check() *results.Audit {
 		for _, ep := range c.order {
 			a.checkStream(res, c, ep, last[streamKey{c.room, ep}], blame)
 		}
-		if a.cfg.Protocol == ProtocolLegacy {
+		if a.cfg.Protocol != ProtocolScalechat { // no seq, no resume: legacy.go
 			a.checkLegacy(res, c, blame)
 		}
 		for n, at := range c.sent {

@@ -85,6 +85,9 @@ func (c *client) run(ctx context.Context) {
 
 // session is one connection: dial with since and epoch, then read.
 func (c *client) session(ctx context.Context) error {
+	if c.a.cfg.Protocol == ProtocolSocketIO {
+		return c.socketioSession(ctx)
+	}
 	c.mu.Lock()
 	since, has, epoch := c.lastSeq, c.joins > 0, c.epoch
 	// Start on node id mod n, move to the next one on every reconnect, as
@@ -273,6 +276,9 @@ func (c *client) send(ctx context.Context) {
 		c.mu.Unlock()
 		if ok {
 			msg := `{"message_id":` + strconv.FormatUint(n, 10) + `,"sender":"` + c.name + `","text":"audit"}`
+			if c.a.cfg.Protocol == ProtocolSocketIO {
+				msg = socketioChat(c.room, n, c.name)
+			}
 			// Not cancelled when the sending ends: a write cut short by
 			// its context closes the connection (coder/websocket), and
 			// the client would miss the drain.

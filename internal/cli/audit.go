@@ -53,7 +53,10 @@ resume with since and epoch, history_gap), or with --protocol legacy the origina
 five-field JSON (room from the URL, chat frames only): there a message is owed to a client
 connected from 200 ms before anyone first received it until a second after; one a client missed
 while away is counted as "missed while away", since the protocol cannot resume; order is
-checked per sender. An audit holds at most 5,000 clients.`,
+checked per sender. With --protocol socketio the clients speak Socket.IO 4 to a server with the
+join and chat events of docs/loadtest.md (--url ws://HOST:PORT, path /socket.io/ unless given),
+checked as the five-field protocol's, each in its room from its join's acknowledgement.
+An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
@@ -95,7 +98,7 @@ checked per sender. An audit holds at most 5,000 clients.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; the room is appended as /{room}")
-	f.StringVar(&cfg.Protocol, "protocol", audit.ProtocolScalechat, "scalechat, or legacy: the original five-field JSON (no seq, no resume: what a client misses while away is reported, not counted as broken)")
+	f.StringVar(&cfg.Protocol, "protocol", audit.ProtocolScalechat, "scalechat; legacy: the original five-field JSON (no seq, no resume: what a client misses while away is reported, not counted as broken); socketio: Socket.IO 4 with the join and chat events of docs/loadtest.md, checked as legacy")
 	f.IntVar(&cfg.Rooms, "rooms", 4, "rooms")
 	f.IntVar(&cfg.RoomSize, "room-size", 5, "clients per room")
 	f.DurationVar(&cfg.Interval, "msg-frequency", 100*time.Millisecond, "interval between two messages of one client")

@@ -69,6 +69,8 @@ func parseFields(b []byte, f *frameFields) bool {
 				f.sender = b[i+1 : e]
 			case "sent_at":
 				f.sentAt = b[i+1 : e]
+			case "message_id": // as a string where numbers are doubles (socketio)
+				f.messageID, f.hasID = parseUint(b[i+1 : e])
 			}
 			i = e + 1
 		case '{', '[':

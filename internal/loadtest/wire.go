@@ -78,6 +78,8 @@ func newWire(cfg *Config) wire {
 		return centrifugoWire{ns: cfg.Namespace}
 	case ProtocolEcho:
 		return echoWire{}
+	case ProtocolSocketIO:
+		return newSocketIOWire(cfg.Namespace)
 	}
 	return scalechatWire{}
 }
