@@ -276,8 +276,11 @@ func (c *client) send(ctx context.Context) {
 		c.mu.Unlock()
 		if ok {
 			msg := `{"message_id":` + strconv.FormatUint(n, 10) + `,"sender":"` + c.name + `","text":"audit"}`
-			if c.a.cfg.Protocol == ProtocolSocketIO {
+			switch c.a.cfg.Protocol {
+			case ProtocolSocketIO:
 				msg = socketioChat(c.room, n, c.name)
+			case ProtocolLegacy:
+				msg = c.legacyMessage(n)
 			}
 			// Not cancelled when the sending ends: a write cut short by
 			// its context closes the connection (coder/websocket), and
