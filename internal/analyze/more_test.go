@@ -170,7 +170,7 @@ func TestOutputsAndMeta(t *testing.T) {
 	if err := res.WriteFiles(out); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(out, SummaryCSV))
+	f, err := os.Open(filepath.Join(out, results.SummaryCSV))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestOutputsAndMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 4 || strings.Join(recs[0], ",") != strings.Join(SummaryHeader, ",") {
+	if len(recs) != 4 || strings.Join(recs[0], ",") != strings.Join(results.SummaryHeader, ",") {
 		t.Fatalf("summary.csv: %q", recs)
 	}
 	col := func(name string) int {
@@ -201,14 +201,14 @@ func TestOutputsAndMeta(t *testing.T) {
 			t.Errorf("summary.csv row %s %s = %q, want %q", c.row, c.col, got, c.want)
 		}
 	}
-	back, err := ReadSummary(filepath.Join(out, SummaryJSON))
+	back, err := results.ReadSummary(filepath.Join(out, results.SummaryJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if back.Overall.Latency != res.Overall.Latency || back.Meta == nil || back.Meta.Steps[1].Clients != 2 {
 		t.Errorf("summary.json round trip: %+v", back)
 	}
-	series, err := ReadTimeseries(filepath.Join(out, TimeseriesCSV))
+	series, err := results.ReadTimeseries(filepath.Join(out, results.TimeseriesCSV))
 	if err != nil {
 		t.Fatal(err)
 	}

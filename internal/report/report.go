@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a report.
@@ -28,8 +28,8 @@ type Options struct {
 
 // Input is what a report is drawn from.
 type Input struct {
-	Summary *analyze.Result
-	Series  []analyze.SeriesPoint
+	Summary *results.Summary
+	Series  []results.SeriesPoint
 	// Server holds the server metrics rows, if the run scraped any.
 	Server []ServerRow
 	// ServerMalformed counts the skipped rows of the server CSV.
@@ -47,11 +47,11 @@ type Chart struct {
 // the server metrics CSV named in the summary or copied into the folder as
 // server.csv.
 func Load(dir string) (*Input, error) {
-	sum, err := analyze.ReadSummary(filepath.Join(dir, analyze.SummaryJSON))
+	sum, err := results.ReadSummary(filepath.Join(dir, results.SummaryJSON))
 	if err != nil {
 		return nil, err
 	}
-	series, err := analyze.ReadTimeseries(filepath.Join(dir, analyze.TimeseriesCSV))
+	series, err := results.ReadTimeseries(filepath.Join(dir, results.TimeseriesCSV))
 	if err != nil {
 		return nil, err
 	}
@@ -149,10 +149,10 @@ type kv struct{ K, V string }
 type page struct {
 	Title     string
 	Generated string
-	Summary   *analyze.Result
-	Steps     []analyze.StepStats
-	Overall   analyze.StepStats
-	Saturated []analyze.StepStats
+	Summary   *results.Summary
+	Steps     []results.StepStats
+	Overall   results.StepStats
+	Saturated []results.StepStats
 	Charts    []Chart
 	Run       []kv
 	Machine   []kv
@@ -221,7 +221,7 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 			pg.Scenario.Rows = append(pg.Scenario.Rows, row)
 		}
 	}
-	for _, f := range []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV, ServerCSV} {
+	for _, f := range []string{results.SummaryCSV, results.SummaryJSON, results.TimeseriesCSV, ServerCSV} {
 		if _, err := os.Stat(filepath.Join(opts.Out, f)); err == nil {
 			pg.Files = append(pg.Files, f)
 		}

@@ -83,7 +83,7 @@ func fixture(t *testing.T) *Input {
 	if err := analyze.AttachMeta(res, mp); err != nil {
 		t.Fatal(err)
 	}
-	in := &Input{Summary: res, Series: res.Series}
+	in := &Input{Summary: &res.Summary, Series: res.Series}
 	if err := in.LoadServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func writeReport(t *testing.T) string {
 	t.Helper()
 	in := fixture(t)
 	out := t.TempDir()
-	if err := in.Summary.WriteFiles(out); err != nil {
+	if err := results.WriteSummary(out, in.Summary, in.Series); err != nil {
 		t.Fatal(err)
 	}
 	charts, err := Write(in, Options{Out: out})
