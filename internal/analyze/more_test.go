@@ -250,3 +250,29 @@ func TestReadSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestTableUnmeasuredStep: the printed table shows "–", not 0.000, for the
+// latencies of a step with no delivery.
+func TestTableUnmeasuredStep(t *testing.T) {
+	r := &Result{Summary: results.Summary{Steps: []results.StepStats{
+		{Step: "ok", Sent: 1, Expected: 2, Received: 2, Latency: results.Latency{P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2, Mean: 1.7, Stddev: 0.2}},
+		{Step: "dead", Sent: 1, Expected: 2},
+	}}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 16 || (f[0] != "ok" && f[0] != "dead") {
+			continue
+		}
+		dashes := strings.Count(line, "–")
+		if f[0] == "dead" && dashes != 7 || f[0] == "ok" && dashes != 0 {
+			t.Errorf("%d dashes in %q", dashes, line)
+		}
+	}
+	if !strings.Contains(b.String(), "dead") {
+		t.Fatalf("no dead row:\n%s", b.String())
+	}
+}

@@ -28,7 +28,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			s.Step, mark, s.Clients, s.Rooms, s.Sent, s.Expected, s.Received, s.Lost, s.DeliveryRatio, s.Orphans,
-			fms(s.P50), fms(s.P90), fms(s.P99), fms(s.P999), fms(s.Max), fms(s.Mean), fms(s.Stddev))
+			lat(s, s.P50), lat(s, s.P90), lat(s, s.P99), lat(s, s.P999), lat(s, s.Max), lat(s, s.Mean), lat(s, s.Stddev))
 	}
 	for i := range r.Steps {
 		row(&r.Steps[i])
@@ -80,6 +80,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "\nread %s in %d rows in %s (%.0f MB/s)\n", byteSize(r.Bytes), r.Rows,
 		r.Elapsed.Round(time.Millisecond), float64(r.Bytes)/1e6/max(r.Elapsed.Seconds(), 1e-9))
 	return err
+}
+
+// lat formats a latency of s, or "–" when s delivered nothing: no
+// measurement, not 0 ms.
+func lat(s *results.StepStats, v float64) string {
+	if !s.Measured() {
+		return "–"
+	}
+	return fms(v)
 }
 
 func fms(v float64) string {

@@ -283,14 +283,22 @@ const pageHead = `<!DOCTYPE html>
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"css": css,
 	"ms":  func(v float64) string { return fmtMs(v) },
+	// lat shows "–" for the latencies of a step with no delivery: they
+	// were not measured, they are not 0.
+	"lat": func(s results.StepStats, v float64) string {
+		if !s.Measured() {
+			return "–"
+		}
+		return fmtMs(v)
+	},
 	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
 }).Parse(pageHead + `{{range .Saturated}}<div class="warn">Warning: step {{.Step}}: the load generator was saturated{{if .SaturationReason}} ({{.SaturationReason}}){{end}}. Its latencies say more about the generator than about the server.</div>
 {{end}}
 <h2>Summary</h2>
 <table>
 <tr><th>step</th><th>clients</th><th>rooms</th><th>sent</th><th>expected</th><th>received</th><th>lost</th><th>delivery ratio</th><th>orphans</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th><th>stddev</th><th>saturated</th></tr>
-{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
-{{end}}{{with .Overall}}<tr><td><b>all</b></td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>{{end}}
+{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{lat . .P50}}</td><td>{{lat . .P90}}</td><td>{{lat . .P99}}</td><td>{{lat . .P999}}</td><td>{{lat . .Max}}</td><td>{{lat . .Mean}}</td><td>{{lat . .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
+{{end}}{{with .Overall}}<tr><td><b>all</b></td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{lat . .P50}}</td><td>{{lat . .P90}}</td><td>{{lat . .P99}}</td><td>{{lat . .P999}}</td><td>{{lat . .Max}}</td><td>{{lat . .Mean}}</td><td>{{lat . .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>{{end}}
 </table>
 <p class="note">Latency = receive time − the message's due time (open-loop schedule). {{.Summary.Histogram}}.
 {{if .Summary.Malformed}} {{.Summary.Malformed}} malformed rows were skipped.{{end}}

@@ -232,3 +232,28 @@ func TestReadServerCSV(t *testing.T) {
 		t.Error("wrong header: no error")
 	}
 }
+
+// TestHTMLUnmeasuredStep: the page shows "–", not 0 ms, for the latencies
+// of a step with no delivery.
+func TestHTMLUnmeasuredStep(t *testing.T) {
+	lat := results.Latency{P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2, Mean: 1.7, Stddev: 0.2}
+	in := &Input{Summary: &results.Summary{Steps: []results.StepStats{
+		{Step: "ok", Sent: 1, Expected: 2, Received: 2, Latency: lat},
+		{Step: "dead", Sent: 1, Expected: 2},
+	}, Overall: results.StepStats{Step: "all", Sent: 2, Expected: 4, Received: 2, Latency: lat}}}
+	var b strings.Builder
+	if err := writeHTML(&b, in, nil, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, row := range strings.Split(b.String(), "<tr") {
+		for _, name := range []string{"ok", "dead", "<b>all</b>"} {
+			if strings.Contains(row, "<td>"+name+"</td>") {
+				rows[name] = strings.Count(row, "<td>–</td>")
+			}
+		}
+	}
+	if rows["dead"] != 7 || rows["ok"] != 0 || rows["<b>all</b>"] != 0 || len(rows) != 3 {
+		t.Errorf("dashes per row %v, want 7 for the dead step only", rows)
+	}
+}

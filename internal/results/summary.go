@@ -72,6 +72,45 @@ type StepStats struct {
 	HotRooms []RoomStats `json:"hot_rooms,omitempty"`
 }
 
+// Measured reports whether the step's latencies mean anything: some
+// message was delivered. Without, summary.csv leaves them empty,
+// summary.json null, and the tables show "–".
+func (s *StepStats) Measured() bool { return s.Received > 0 }
+
+// stepJSON is StepStats without its MarshalJSON.
+type stepJSON StepStats
+
+// stepUnmeasured is a step with no delivery in summary.json: its latency
+// fields are null (they shadow the embedded Latency's, one level deeper).
+type stepUnmeasured struct {
+	stepJSON
+	P10    *float64 `json:"p10_ms"`
+	P20    *float64 `json:"p20_ms"`
+	P30    *float64 `json:"p30_ms"`
+	P40    *float64 `json:"p40_ms"`
+	P50    *float64 `json:"p50_ms"`
+	P60    *float64 `json:"p60_ms"`
+	P70    *float64 `json:"p70_ms"`
+	P80    *float64 `json:"p80_ms"`
+	P90    *float64 `json:"p90_ms"`
+	P95    *float64 `json:"p95_ms"`
+	P99    *float64 `json:"p99_ms"`
+	P999   *float64 `json:"p99_9_ms"`
+	Min    *float64 `json:"min_ms"`
+	Max    *float64 `json:"max_ms"`
+	Mean   *float64 `json:"mean_ms"`
+	Stddev *float64 `json:"stddev_ms"`
+}
+
+// MarshalJSON writes the latencies of a step with no delivery as null, not
+// 0: readers that decode them into numbers get 0 and must ask Measured.
+func (s StepStats) MarshalJSON() ([]byte, error) {
+	if s.Measured() {
+		return json.Marshal(stepJSON(s))
+	}
+	return json.Marshal(stepUnmeasured{stepJSON: stepJSON(s)})
+}
+
 // Latency holds per-delivery latency figures in milliseconds.
 type Latency struct {
 	P10    float64 `json:"p10_ms"`
@@ -165,15 +204,22 @@ func i64(v int64) string   { return strconv.FormatInt(v, 10) }
 func (s *StepStats) csvRecord() []string {
 	rec := []string{s.Step, i64(s.Clients), i64(s.Rooms), i64(s.Sent), i64(s.Expected), i64(s.Received), i64(s.Lost),
 		strconv.FormatFloat(s.DeliveryRatio, 'f', 6, 64), i64(s.Orphans), i64(s.Duplicates)}
+	// A step with no delivery leaves its latencies empty: not measured.
+	lat := func(v string) string {
+		if !s.Measured() {
+			return ""
+		}
+		return v
+	}
 	for _, p := range s.Percentiles() {
-		rec = append(rec, f64(p.Ms))
+		rec = append(rec, lat(f64(p.Ms)))
 	}
 	dur := 0.0
 	if s.EndUnixUS > s.StartUnixUS {
 		dur = float64(s.EndUnixUS-s.StartUnixUS) / 1e6
 	}
-	rec = append(rec, f64(s.Min), f64(s.Max), strconv.FormatFloat(s.Mean, 'f', 3, 64),
-		strconv.FormatFloat(s.Stddev, 'f', 3, 64), i64(s.NegativeLatencies), i64(s.StartUnixUS), i64(s.EndUnixUS),
+	rec = append(rec, lat(f64(s.Min)), lat(f64(s.Max)), lat(strconv.FormatFloat(s.Mean, 'f', 3, 64)),
+		lat(strconv.FormatFloat(s.Stddev, 'f', 3, 64)), i64(s.NegativeLatencies), i64(s.StartUnixUS), i64(s.EndUnixUS),
 		f64(dur), strconv.FormatFloat(s.RoomSkew, 'f', 3, 64), strconv.FormatBool(s.Saturated), s.SaturationReason)
 	return rec
 }
