@@ -230,7 +230,11 @@ func (p *proc) alive() error {
 	case <-p.exited:
 		p.waitMu.Lock()
 		defer p.waitMu.Unlock()
-		return fmt.Errorf("%s exited (%v); see %s", p.name, p.waitErr, p.log.Name())
+		how := "with status 0"
+		if p.waitErr != nil {
+			how = "(" + p.waitErr.Error() + ")"
+		}
+		return fmt.Errorf("%s exited %s; see %s", p.name, how, p.log.Name())
 	default:
 		return nil
 	}

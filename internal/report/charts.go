@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Chart size: 16 × 9 inches, PNG at 100 dpi (1600 × 900 px, a slide), with
@@ -129,7 +129,7 @@ func saveGrid(dir, name, title string, plots [][]*plot.Plot) error {
 }
 
 // stepLabel names a step on an axis.
-func stepLabel(s analyze.StepStats) string {
+func stepLabel(s results.StepStats) string {
 	l := s.Step
 	if s.Clients > 0 {
 		l += "\n" + strconv.FormatInt(s.Clients, 10) + " clients"
@@ -141,7 +141,7 @@ func stepLabel(s analyze.StepStats) string {
 }
 
 // percentileBars lists the bars of chart 1: p10 … p90, p95, p99.
-func percentileBars(l *analyze.Latency) (names []string, ms []float64) {
+func percentileBars(l *results.Latency) (names []string, ms []float64) {
 	for _, p := range l.Percentiles() {
 		if p.Name == "p99.9" {
 			continue
@@ -154,7 +154,7 @@ func percentileBars(l *analyze.Latency) (names []string, ms []float64) {
 
 // latencyPanels draws chart 1: one panel per step, bars p10 … p99, the y
 // axis cut at capMs with cut bars red and labelled with their value.
-func latencyPanels(dir string, steps []analyze.StepStats, capMs float64) error {
+func latencyPanels(dir string, steps []results.StepStats, capMs float64) error {
 	n := len(steps)
 	cols := int(math.Ceil(math.Sqrt(float64(n))))
 	cols = min(max(cols, 1), 4)
@@ -263,15 +263,15 @@ func fmtMs(ms float64) string {
 const floorLog = 0.001
 
 // percentilesByStep draws chart 2: p50, p90, p99 against the step, log y.
-func percentilesByStep(dir string, steps []analyze.StepStats) error {
+func percentilesByStep(dir string, steps []results.StepStats) error {
 	p := newPlot("Latency p50 / p90 / p99 per step (log scale)", "step", "latency (ms, log scale)", false)
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
-	for k, get := range []func(analyze.StepStats) float64{
-		func(s analyze.StepStats) float64 { return s.P50 },
-		func(s analyze.StepStats) float64 { return s.P90 },
-		func(s analyze.StepStats) float64 { return s.P99 },
+	for k, get := range []func(results.StepStats) float64{
+		func(s results.StepStats) float64 { return s.P50 },
+		func(s results.StepStats) float64 { return s.P90 },
+		func(s results.StepStats) float64 { return s.P99 },
 	} {
 		xys := make(plotter.XYs, len(steps))
 		for i, s := range steps {
@@ -305,7 +305,7 @@ type meanErrs struct {
 }
 
 // meanStddev draws chart 3: mean latency ± one standard deviation per step.
-func meanStddev(dir string, steps []analyze.StepStats) error {
+func meanStddev(dir string, steps []results.StepStats) error {
 	p := newPlot("Mean delivery latency ± one standard deviation per step", "", "latency (ms)", false)
 	d := meanErrs{XYs: make(plotter.XYs, len(steps)), YErrors: make(plotter.YErrors, len(steps))}
 	top := 0.0
@@ -339,7 +339,7 @@ func meanStddev(dir string, steps []analyze.StepStats) error {
 
 // sentReceived draws chart 4: messages sent, and deliveries expected and
 // received, per step (two panels: their scales differ by the room size).
-func sentReceived(dir string, steps []analyze.StepStats) error {
+func sentReceived(dir string, steps []results.StepStats) error {
 	names := make([]string, len(steps))
 	sent := make(plotter.Values, len(steps))
 	exp := make(plotter.Values, len(steps))
@@ -415,7 +415,7 @@ func siCount(v float64) string {
 
 // overTime draws chart 5: deliveries per second and p99 over time, one line
 // per step on the run's time axis.
-func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoint) error {
+func overTime(dir string, steps []results.StepStats, series []results.SeriesPoint) error {
 	if len(series) == 0 {
 		return fmt.Errorf("no time series")
 	}
@@ -423,7 +423,7 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 	for _, p := range series {
 		t0 = min(t0, p.UnixUS)
 	}
-	byStep := make(map[string][]analyze.SeriesPoint)
+	byStep := make(map[string][]results.SeriesPoint)
 	for _, p := range series {
 		byStep[p.Step] = append(byStep[p.Step], p)
 	}

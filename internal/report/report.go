@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a report.
@@ -28,8 +28,8 @@ type Options struct {
 
 // Input is what a report is drawn from.
 type Input struct {
-	Summary *analyze.Result
-	Series  []analyze.SeriesPoint
+	Summary *results.Summary
+	Series  []results.SeriesPoint
 	// Server holds the server metrics rows, if the run scraped any.
 	Server []ServerRow
 	// ServerMalformed counts the skipped rows of the server CSV.
@@ -47,11 +47,11 @@ type Chart struct {
 // the server metrics CSV named in the summary or copied into the folder as
 // server.csv.
 func Load(dir string) (*Input, error) {
-	sum, err := analyze.ReadSummary(filepath.Join(dir, analyze.SummaryJSON))
+	sum, err := results.ReadSummary(filepath.Join(dir, results.SummaryJSON))
 	if err != nil {
 		return nil, err
 	}
-	series, err := analyze.ReadTimeseries(filepath.Join(dir, analyze.TimeseriesCSV))
+	series, err := results.ReadTimeseries(filepath.Join(dir, results.TimeseriesCSV))
 	if err != nil {
 		return nil, err
 	}
@@ -149,10 +149,10 @@ type kv struct{ K, V string }
 type page struct {
 	Title     string
 	Generated string
-	Summary   *analyze.Result
-	Steps     []analyze.StepStats
-	Overall   analyze.StepStats
-	Saturated []analyze.StepStats
+	Summary   *results.Summary
+	Steps     []results.StepStats
+	Overall   results.StepStats
+	Saturated []results.StepStats
 	Charts    []Chart
 	Run       []kv
 	Machine   []kv
@@ -221,7 +221,7 @@ func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
 			pg.Scenario.Rows = append(pg.Scenario.Rows, row)
 		}
 	}
-	for _, f := range []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV, ServerCSV} {
+	for _, f := range []string{results.SummaryCSV, results.SummaryJSON, results.TimeseriesCSV, ServerCSV} {
 		if _, err := os.Stat(filepath.Join(opts.Out, f)); err == nil {
 			pg.Files = append(pg.Files, f)
 		}
@@ -283,14 +283,22 @@ const pageHead = `<!DOCTYPE html>
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"css": css,
 	"ms":  func(v float64) string { return fmtMs(v) },
+	// lat shows "–" for the latencies of a step with no delivery: they
+	// were not measured, they are not 0.
+	"lat": func(s results.StepStats, v float64) string {
+		if !s.Measured() {
+			return "–"
+		}
+		return fmtMs(v)
+	},
 	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
 }).Parse(pageHead + `{{range .Saturated}}<div class="warn">Warning: step {{.Step}}: the load generator was saturated{{if .SaturationReason}} ({{.SaturationReason}}){{end}}. Its latencies say more about the generator than about the server.</div>
 {{end}}
 <h2>Summary</h2>
 <table>
 <tr><th>step</th><th>clients</th><th>rooms</th><th>sent</th><th>expected</th><th>received</th><th>lost</th><th>delivery ratio</th><th>orphans</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th><th>stddev</th><th>saturated</th></tr>
-{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
-{{end}}{{with .Overall}}<tr><td><b>all</b></td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>{{end}}
+{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{lat . .P50}}</td><td>{{lat . .P90}}</td><td>{{lat . .P99}}</td><td>{{lat . .P999}}</td><td>{{lat . .Max}}</td><td>{{lat . .Mean}}</td><td>{{lat . .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
+{{end}}{{with .Overall}}<tr><td><b>all</b></td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{lat . .P50}}</td><td>{{lat . .P90}}</td><td>{{lat . .P99}}</td><td>{{lat . .P999}}</td><td>{{lat . .Max}}</td><td>{{lat . .Mean}}</td><td>{{lat . .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>{{end}}
 </table>
 <p class="note">Latency = receive time − the message's due time (open-loop schedule). {{.Summary.Histogram}}.
 {{if .Summary.Malformed}} {{.Summary.Malformed}} malformed rows were skipped.{{end}}

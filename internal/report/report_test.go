@@ -83,7 +83,7 @@ func fixture(t *testing.T) *Input {
 	if err := analyze.AttachMeta(res, mp); err != nil {
 		t.Fatal(err)
 	}
-	in := &Input{Summary: res, Series: res.Series}
+	in := &Input{Summary: &res.Summary, Series: res.Series}
 	if err := in.LoadServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func writeReport(t *testing.T) string {
 	t.Helper()
 	in := fixture(t)
 	out := t.TempDir()
-	if err := in.Summary.WriteFiles(out); err != nil {
+	if err := results.WriteSummary(out, in.Summary, in.Series); err != nil {
 		t.Fatal(err)
 	}
 	charts, err := Write(in, Options{Out: out})
@@ -230,5 +230,30 @@ func TestReadServerCSV(t *testing.T) {
 	os.WriteFile(p, []byte("a,b\n"), 0o644)
 	if _, _, err := ReadServerCSV(p); err == nil {
 		t.Error("wrong header: no error")
+	}
+}
+
+// TestHTMLUnmeasuredStep: the page shows "–", not 0 ms, for the latencies
+// of a step with no delivery.
+func TestHTMLUnmeasuredStep(t *testing.T) {
+	lat := results.Latency{P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2, Mean: 1.7, Stddev: 0.2}
+	in := &Input{Summary: &results.Summary{Steps: []results.StepStats{
+		{Step: "ok", Sent: 1, Expected: 2, Received: 2, Latency: lat},
+		{Step: "dead", Sent: 1, Expected: 2},
+	}, Overall: results.StepStats{Step: "all", Sent: 2, Expected: 4, Received: 2, Latency: lat}}}
+	var b strings.Builder
+	if err := writeHTML(&b, in, nil, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, row := range strings.Split(b.String(), "<tr") {
+		for _, name := range []string{"ok", "dead", "<b>all</b>"} {
+			if strings.Contains(row, "<td>"+name+"</td>") {
+				rows[name] = strings.Count(row, "<td>–</td>")
+			}
+		}
+	}
+	if rows["dead"] != 7 || rows["ok"] != 0 || rows["<b>all</b>"] != 0 || len(rows) != 3 {
+		t.Errorf("dashes per row %v, want 7 for the dead step only", rows)
 	}
 }
