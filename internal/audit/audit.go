@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*results.Audit, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, seen: map[streamKey][]time.Time{}, firstSeen: map[msgKey]time.Time{}}
+	a := newAuditor(cfg)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa0d17))
 	for r := range cfg.Rooms {
 		room := cfg.RoomPrefix + "-r" + strconv.Itoa(r)
@@ -322,41 +322,17 @@ type auditor struct {
 	clients []*client
 
 	mu          sync.Mutex
-	delivered   map[msgKey]deliveredAt    // every message any client received, with its seq
-	seen        map[streamKey][]time.Time // seen[k][seq]: when a client first received seq of stream k
-	firstSeen   map[msgKey]time.Time      // legacy: when a client first received each message
-	conflicts   int64                     // a message delivered with two different seqs or rooms
+	delivered   map[msgKey]deliveredAt // every message any client received, with its seq
+	firstSeen   map[msgKey]time.Time   // legacy: when a client first received each message
+	conflicts   int64                  // a message delivered with two different seqs or rooms
+	ledger                             // every message by (sender, message_id) and by (room, epoch, seq)
 	faults      []faultRef
 	processRecs []results.AuditFault // process faults, with their recovery
 	firstErr    string
 }
 
-// streamKey names one stream (epoch) of a room.
-type streamKey struct{ room, epoch string }
-
-// sawMessage records that some client got message k as seq of room's
-// stream epoch at t; a second, different seq for the same message is a
-// conflict (two orders).
-func (a *auditor) sawMessage(k msgKey, room, epoch string, seq uint64, t time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	sk := streamKey{room, epoch}
-	times := a.seen[sk]
-	if seq >= uint64(len(times)) && seq < 1<<24 {
-		times = append(times, make([]time.Time, int(seq)+1-len(times))...)
-		a.seen[sk] = times
-	}
-	if seq < uint64(len(times)) && times[seq].IsZero() {
-		times[seq] = t
-	}
-	d, ok := a.delivered[k]
-	if !ok {
-		a.delivered[k] = deliveredAt{room, seq}
-		return
-	}
-	if d.room != room || d.seq != seq {
-		a.conflicts++
-	}
+func newAuditor(cfg Config) *auditor {
+	return &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, firstSeen: map[msgKey]time.Time{}, ledger: newLedger()}
 }
 
 // sortedFaults returns the faults in time order with their recovery.

@@ -23,13 +23,17 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
-		Long: `audit runs chat clients against a scalechat server and checks every delivery: each client
-knows which seqs its room carried after it joined, and the run counts messages missing
-(owed and neither received nor announced by a history_gap), flagged (announced by a
-history_gap), duplicated (a seq received twice, resumes included), reordered (a seq below
-the previous one on the same connection), foreign (a room the client is not in), delivered
-under two seqs, and sends never delivered to anyone (lost; unconfirmed when the connection
-ended within a second after the write, since the protocol has no acknowledgement).
+		Long: `audit runs chat clients against a scalechat server and checks every delivery. Every message
+is known by its sender and message_id and by where the server put it (room, epoch, seq). A
+message some client received (its sender's echo or another member's copy: the server accepted
+it) is owed to every member of its room from the member's first joined frame on, whichever node
+or seq it came under. The run counts deliveries missing (owed and neither received nor
+announced by a history_gap or reset), flagged (announced), duplicated (a seq received twice,
+resumes included), reordered (a seq below the previous one on the same connection), foreign (a
+room the client is not in), messages delivered under two seqs, seqs that name two different
+messages (two nodes ordering the same room apart), and sends never delivered to anyone (lost;
+unconfirmed when the connection ended within a second after the write, since the protocol has
+no acknowledgement).
 
 Faults, each optional:
   --drop-every D      cut a random client's connection every D, without a close frame, as a
