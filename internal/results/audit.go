@@ -74,7 +74,7 @@ type AuditCounts struct {
 // next fault.
 type AuditFault struct {
 	At     time.Time `json:"at"`
-	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart
+	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart, Redis failover
 	Target string    `json:"target"` // the client or node
 	// Recovered is how long until the client (for a drop) or every client
 	// was back in its room; RecoveredOK is false when that did not happen
