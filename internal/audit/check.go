@@ -24,6 +24,9 @@ func (a *auditor) check() *results.Audit {
 		for _, t := range c.dups {
 			blame(c, t).Duplicates++
 		}
+		for _, t := range a.again[c.id] {
+			blame(c, t).Duplicates++
+		}
 		res.Foreign += c.foreign
 		if res.FirstRefusal == "" {
 			res.FirstRefusal = c.firstRefusal

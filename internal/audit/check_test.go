@@ -46,6 +46,11 @@ func TestCheckCountsWhatWasSent(t *testing.T) {
 		{"a seq naming two messages", map[int][]uint64{0: {1}, 1: {1}},
 			[]delivery{chat(0, 1, 0, 1), chat(2, 1, 0, 1), chat(1, 1, 1, 1)},
 			"6 3 0 3 1 0", "no loss, order", "seq 1 of epoch E1 in room r was a0's message 1 and a1's message 1"},
+		// Seq 1 and 2 carry the same message (ordered twice): each member
+		// receiving both got it twice, though no seq came twice.
+		{"a message ordered twice", map[int][]uint64{0: {1}},
+			[]delivery{chat(0, 1, 0, 1), chat(0, 2, 0, 1), chat(1, 1, 0, 1), chat(1, 2, 0, 1), chat(2, 1, 0, 1)},
+			"3 3 0 0 0 0 2", "no duplicates, order", ""},
 		// The sender's echo says the server accepted it: the other two
 		// members owe it though no one else received it.
 		{"accepted, echoed to its sender only", map[int][]uint64{0: {1}},
@@ -91,8 +96,11 @@ func TestCheckCountsWhatWasSent(t *testing.T) {
 			}
 			res := a.check()
 			got := fmt.Sprintf("%d %d %d %d %d %d", res.Expected, res.Delivered, res.Flagged, res.Missing, res.SeqsTwoMessages, res.LostSends)
+			if res.Duplicates > 0 {
+				got += fmt.Sprintf(" %d", res.Duplicates)
+			}
 			if got != tt.want {
-				t.Errorf("expected delivered flagged missing seqs-two lost = %s, want %s", got, tt.want)
+				t.Errorf("expected delivered flagged missing seqs-two lost [dups] = %s, want %s", got, tt.want)
 			}
 			var broken []string
 			for _, g := range res.Guarantees {

@@ -35,28 +35,37 @@ type ledger struct {
 	byRoom map[string][]msgKey         // the room's messages, in the order first received
 	named  map[position]msgKey         // the first message received at each position
 	twice  map[position]struct{}       // positions a second, different message was received at
-	got    map[int]map[msgKey]struct{} // per client id: the messages it received
+	got    map[int]map[msgKey]position // per client id: the messages it received, where first
+	// again are the times a client received a message it had already
+	// received at another position: a duplicate the per-seq count cannot
+	// see (the same message ordered twice).
+	again map[int][]time.Time
 	// twiceExample describes the first position found naming two messages.
 	twiceExample string
 }
 
 func newLedger() ledger {
 	return ledger{msgs: map[msgKey]*message{}, byRoom: map[string][]msgKey{}, named: map[position]msgKey{},
-		twice: map[position]struct{}{}, got: map[int]map[msgKey]struct{}{}}
+		twice: map[position]struct{}{}, got: map[int]map[msgKey]position{}, again: map[int][]time.Time{}}
 }
 
 // sawMessage records that client got message k as seq of room's stream
 // epoch at t. A second, different seq for the same message is a conflict
-// (two orders); a second, different message at the same seq is a seq that
-// names two messages.
+// (two orders), and a duplicate for a client that receives it at both; a
+// second, different message at the same seq is a seq that names two
+// messages.
 func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint64, t time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.got[client] == nil {
-		a.got[client] = map[msgKey]struct{}{}
+		a.got[client] = map[msgKey]position{}
 	}
-	a.got[client][k] = struct{}{}
 	pos := position{room, epoch, seq}
+	if had, ok := a.got[client][k]; !ok {
+		a.got[client][k] = pos
+	} else if had != pos {
+		a.again[client] = append(a.again[client], t)
+	}
 	m := a.msgs[k]
 	if m == nil {
 		m = &message{room: room, first: t}

@@ -30,7 +30,7 @@ message some client received (its sender's echo or another member's copy: the se
 it) is owed to every member of its room from the member's first joined frame on, whichever node
 or seq it came under. The run counts deliveries missing (owed and neither received nor
 announced by a history_gap or reset), flagged (announced), duplicated (a seq received twice,
-resumes included), reordered (a seq below the previous one on the same connection), foreign (a
+or a message received again under another seq, resumes included), reordered (a seq below the previous one on the same connection), foreign (a
 room the client is not in), messages delivered under two seqs, seqs that name two different
 messages (two nodes ordering the same room apart), and sends never delivered to anyone (lost;
 unconfirmed when the connection ended within a second after the write, since the protocol has
