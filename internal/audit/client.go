@@ -205,6 +205,9 @@ func (c *client) frame(data []byte, prev *uint64) error {
 			if old := c.streams[c.prevEpoch]; old != nil && c.prevEpoch != c.epoch {
 				old.gaps = append(old.gaps, [2]uint64{f.Since + 1, math.MaxUint64})
 			}
+			if to >= 1 { // and the new stream's messages before first_seq are gone
+				s.gaps = append(s.gaps, [2]uint64{1, to})
+			}
 		case to > f.Since:
 			s.gaps = append(s.gaps, [2]uint64{f.Since + 1, to})
 		}
@@ -226,7 +229,7 @@ func (c *client) frame(data []byte, prev *uint64) error {
 		if rest, ok := strings.CutPrefix(f.Sender, "a"); ok {
 			if id, err := strconv.Atoi(rest); err == nil {
 				c.mu.Unlock() // the auditor's lock is never taken inside a client's
-				c.a.sawMessage(msgKey{id, f.ID}, c.room, c.epoch, f.Seq, now)
+				c.a.sawMessage(c.id, msgKey{id, f.ID}, c.room, c.epoch, f.Seq, now)
 				c.mu.Lock()
 			}
 		}

@@ -305,14 +305,15 @@ func (r *runner) startRedis(ctx context.Context, name string) (*proc, error) {
 	return r.startRedisAt(ctx, name, port)
 }
 
-// startRedisAt starts redis-server on port (see startRedis).
-func (r *runner) startRedisAt(ctx context.Context, name string, port int) (*proc, error) {
+// startRedisAt starts redis-server on port (see startRedis), with extra
+// arguments after the defaults (a Redis Cluster node's).
+func (r *runner) startRedisAt(ctx context.Context, name string, port int, extra ...string) (*proc, error) {
 	exe, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("redis-server not found (apt-get install redis-server)")
 	}
-	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "yes")
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, append(args, extra...)...)
 	p, err := r.startProc(name, cmd)
 	if err != nil {
 		return nil, err

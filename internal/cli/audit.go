@@ -20,16 +20,21 @@ func newAuditCmd() *cobra.Command {
 	cfg := audit.Config{}
 	var out, clusterDir string
 	var nodes int
+	var redisCluster bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
-		Long: `audit runs chat clients against a scalechat server and checks every delivery: each client
-knows which seqs its room carried after it joined, and the run counts messages missing
-(owed and neither received nor announced by a history_gap), flagged (announced by a
-history_gap), duplicated (a seq received twice, resumes included), reordered (a seq below
-the previous one on the same connection), foreign (a room the client is not in), delivered
-under two seqs, and sends never delivered to anyone (lost; unconfirmed when the connection
-ended within a second after the write, since the protocol has no acknowledgement).
+		Long: `audit runs chat clients against a scalechat server and checks every delivery. Every message
+is known by its sender and message_id and by where the server put it (room, epoch, seq). A
+message some client received (its sender's echo or another member's copy: the server accepted
+it) is owed to every member of its room from the member's first joined frame on, whichever node
+or seq it came under. The run counts deliveries missing (owed and neither received nor
+announced by a history_gap or reset), flagged (announced), duplicated (a seq received twice,
+or a message received again under another seq, resumes included), reordered (a seq below the previous one on the same connection), foreign (a
+room the client is not in), messages delivered under two seqs, seqs that name two different
+messages (two nodes ordering the same room apart), and sends never delivered to anyone (lost;
+unconfirmed when the connection ended within a second after the write, since the protocol has
+no acknowledgement).
 
 Faults, each optional:
   --drop-every D      cut a random client's connection every D, without a close frame, as a
@@ -42,6 +47,13 @@ every reconnect. Then, once each, at the given time after sending starts, on a r
   --node-term T       SIGTERM the node (it drains with 1001); it starts again --node-down later
   --node-pause T      SIGSTOP the node for --node-down, then SIGCONT
   --redis-restart T   stop Redis (no persistence: its data is lost), start it --node-down later
+With --redis-cluster the nodes use a Redis Cluster the audit starts (3 masters with a replica
+each, real redis-server in cluster mode, created with redis-cli) instead of one redis-server:
+  --redis-failover T  SIGKILL the master that serves the most of the audit's rooms, wait until
+                      its replica is promoted (about 2 s: the cluster's node timeout is 1 s),
+                      then start the killed one again (it rejoins as a replica). A kill, not
+                      CLUSTER FAILOVER: a crash is what a deployment meets, and a manual
+                      failover hands the slots over with the master's consent, losing nothing
 The recovery time of a process fault is until every client is back in its room.
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
@@ -59,15 +71,28 @@ checked as the five-field protocol's, each in its room from its join's acknowled
 An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
+  scalechat audit --cluster 2 --redis-cluster --redis-failover 5s --rooms 10 --room-size 6 --duration 10s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Log = c.ErrOrStderr()
+			switch {
+			case redisCluster && nodes == 0:
+				return &exitError{code: exitUsage, err: errors.New("--redis-cluster needs --cluster N")}
+			case cfg.RedisFailoverAt > 0 && !redisCluster:
+				return &exitError{code: exitUsage, err: errors.New("--redis-failover needs --redis-cluster")}
+			case cfg.RedisRestartAt > 0 && redisCluster:
+				return &exitError{code: exitUsage, err: errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")}
+			}
 			if nodes > 0 {
 				if c.Flags().Changed("url") {
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
 				}
-				cl, err := bench.StartLocalCluster(c.Context(), "", clusterDir, nodes, c.ErrOrStderr())
+				start := bench.StartLocalCluster
+				if redisCluster {
+					start = bench.StartLocalRedisCluster
+				}
+				cl, err := start(c.Context(), "", clusterDir, nodes, c.ErrOrStderr())
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
 				}
@@ -115,6 +140,8 @@ An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
+	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
+	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
 	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")
 	return cmd
 }
