@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Chart size: 16 × 9 inches, PNG at 100 dpi (1600 × 900 px, a slide), with
@@ -483,9 +484,9 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 
 // serverCharts draws chart 6: server CPU, memory and processing time over
 // time, one line per node.
-func serverCharts(dir string, rows []ServerRow) error {
+func serverCharts(dir string, rows []results.ServerRow) error {
 	t0 := rows[0].UnixUS
-	byNode := make(map[string][]ServerRow)
+	byNode := make(map[string][]results.ServerRow)
 	var nodes []string
 	for _, r := range rows {
 		t0 = min(t0, r.UnixUS)
@@ -500,15 +501,21 @@ func serverCharts(dir string, rows []ServerRow) error {
 	for k, n := range nodes {
 		rs := byNode[n]
 		var c, m, p50, p99 plotter.XYs
+		// A figure a scrape lacked is NaN: no point (gonum refuses NaN).
+		point := func(xys *plotter.XYs, x, y float64) {
+			if !math.IsNaN(y) {
+				*xys = append(*xys, plotter.XY{X: x, Y: y})
+			}
+		}
 		for i, r := range rs {
 			x := float64(r.UnixUS-t0) / 1e6
-			m = append(m, plotter.XY{X: x, Y: r.RSSBytes / 1e6})
-			p50 = append(p50, plotter.XY{X: x, Y: r.ProcessingP50})
-			p99 = append(p99, plotter.XY{X: x, Y: r.ProcessingP99})
+			point(&m, x, r.RSSBytes/1e6)
+			point(&p50, x, r.ProcessingP50)
+			point(&p99, x, r.ProcessingP99)
 			if i > 0 && r.UnixUS > rs[i-1].UnixUS {
 				// Rates are differences of consecutive counters.
 				dt := float64(r.UnixUS-rs[i-1].UnixUS) / 1e6
-				c = append(c, plotter.XY{X: x, Y: 100 * (r.CPUSeconds - rs[i-1].CPUSeconds) / dt})
+				point(&c, x, 100*(r.CPUSeconds-rs[i-1].CPUSeconds)/dt)
 			}
 		}
 		add := func(p *plot.Plot, xys plotter.XYs, label string, dashes []vg.Length) error {

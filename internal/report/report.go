@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a report.
@@ -31,7 +32,7 @@ type Input struct {
 	Summary *analyze.Result
 	Series  []analyze.SeriesPoint
 	// Server holds the server metrics rows, if the run scraped any.
-	Server []ServerRow
+	Server []results.ServerRow
 	// ServerMalformed counts the skipped rows of the server CSV.
 	ServerMalformed int
 }
@@ -75,7 +76,7 @@ func (in *Input) loadServer(local string) error {
 	if path == "" {
 		return nil
 	}
-	rows, bad, err := ReadServerCSV(path)
+	rows, bad, err := results.ReadServer(path)
 	if err != nil {
 		return fmt.Errorf("server metrics: %w", err)
 	}
