@@ -266,8 +266,6 @@ const floorLog = 0.001
 // percentilesByStep draws chart 2: p50, p90, p99 against the step, log y.
 func percentilesByStep(dir string, steps []analyze.StepStats) error {
 	p := newPlot("Latency p50 / p90 / p99 per step (log scale)", "step", "latency (ms, log scale)", false)
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
 	for k, get := range []func(analyze.StepStats) float64{
 		func(s analyze.StepStats) float64 { return s.P50 },
@@ -289,7 +287,7 @@ func percentilesByStep(dir string, steps []analyze.StepStats) error {
 		p.Add(l, pts)
 		p.Legend.Add([]string{"p50", "p90", "p99"}[k], l, pts)
 	}
-	p.Y.Min, p.Y.Max = lo/2, hi*2
+	logAxis(&p.Y, lo/2, hi*2)
 	names := make([]string, len(steps))
 	for i, s := range steps {
 		names[i] = stepLabel(s)
@@ -430,8 +428,6 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 	}
 	rate := newPlot("Deliveries per second over time", "time since start of run (s)", "deliveries / s", false)
 	p99 := newPlot("Delivery latency p99 over time (log scale)", "time since start of run (s)", "p99 latency (ms, log scale)", false)
-	p99.Y.Scale = plot.LogScale{}
-	p99.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
 	for k, s := range steps {
 		pts := byStep[s.Step]
@@ -474,7 +470,7 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 	rate.Y.Max *= 1.15 // room for the legend
 	rate.Y.Tick.Marker = countTicks{}
 	if hi > 0 {
-		p99.Y.Min, p99.Y.Max = lo/2, hi*2
+		logAxis(&p99.Y, lo/2, hi*2)
 	}
 	if err := savePlot(dir, "deliveries_over_time", rate); err != nil {
 		return err

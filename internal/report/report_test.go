@@ -57,8 +57,8 @@ func fixture(t *testing.T) *Input {
 		t.Fatal(err)
 	}
 	meta := `{"tool":"scalechat loadtest","version":"v0.1.0","args":["--rooms","2"],
-	"machine":{"hostname":"lab1","cores":2},"parts":["run.csv"],"server_metrics":"run.server.csv",
-	"steps":[{"name":"s1","rooms":2,"saturated":false},{"name":"s2","rooms":2,"saturated":false},
+	"machine":{"hostname":"lab1","cores":2,"memory_bytes":25276502016},"parts":["run.csv"],"server_metrics":"run.server.csv",
+	"steps":[{"name":"s1","rooms":2,"saturated":false,"sent":1200000,"latency_ms":{"p50":0.34,"p90":0.5,"p99":0.9,"max":1.07}},{"name":"s2","rooms":2,"saturated":false},
 	{"name":"s3","rooms":2,"saturated":true,"saturation_reason":"generator CPU 95%"}]}`
 	if err := os.WriteFile(filepath.Join(dir, "run.meta.json"), []byte(meta), 0o644); err != nil {
 		t.Fatal(err)
