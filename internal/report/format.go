@@ -214,7 +214,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 }
 
 // valueHTML writes a JSON value for a cell. key names it (its unit comes
-// from the name's suffix: _bytes, _ms); an object is a small table of its
+// from the name's suffix: _bytes, _ms, _ratio); an object is a small table of its
 // members, never Go's map[k:v …].
 func valueHTML(key string, v any) template.HTML {
 	esc := template.HTMLEscapeString
@@ -252,6 +252,8 @@ func valueHTML(key string, v any) template.HTML {
 			return template.HTML(esc(fmtBytes(f)))
 		case strings.HasSuffix(key, "_ms"):
 			return template.HTML(esc(fmtMs(f)))
+		case strings.HasSuffix(key, "_ratio"):
+			return template.HTML(esc(fmtPct(f)))
 		}
 		return template.HTML(esc(fmtNumber(f)))
 	case bool:

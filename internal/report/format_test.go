@@ -104,12 +104,13 @@ func TestValueHTML(t *testing.T) {
 		Name      string   `json:"name"`
 		MemBytes  uint64   `json:"memory_bytes"`
 		Sent      int64    `json:"sent"`
+		Ratio     float64  `json:"delivery_ratio"`
 		LatencyMs pct      `json:"latency_ms"`
 		Tags      []string `json:"tags"`
 		Saturated bool     `json:"saturated"`
 		At        string   `json:"at"`
 	}
-	fs, err := fieldsOf(step{Name: "s1", MemBytes: 25276502016, Sent: 1_200_000, LatencyMs: pct{0.34, 0.5, 0.9, 1.07},
+	fs, err := fieldsOf(step{Name: "s1", MemBytes: 25276502016, Sent: 1_200_000, Ratio: 0.99999, LatencyMs: pct{0.34, 0.5, 0.9, 1.07},
 		Tags: []string{"a", "b"}, Saturated: true, At: "2025-11-21T10:00:00.5Z"})
 	if err != nil {
 		t.Fatal(err)
@@ -120,13 +121,14 @@ func TestValueHTML(t *testing.T) {
 		keys = append(keys, f.Key)
 		got[f.Key] = string(valueHTML(f.Key, f.Val))
 	}
-	if strings.Join(keys, ",") != "name,memory_bytes,sent,latency_ms,tags,saturated,at" {
+	if strings.Join(keys, ",") != "name,memory_bytes,sent,delivery_ratio,latency_ms,tags,saturated,at" {
 		t.Errorf("fields out of their order: %v", keys)
 	}
 	for _, tc := range []struct{ key, want string }{
 		{"name", "s1"},
 		{"memory_bytes", "23.5 GiB"},
 		{"sent", "1.2 M"},
+		{"delivery_ratio", "99.999%"},
 		// Members in their order, each in its unit.
 		{"latency_ms", `<table class="nested"><tr><th>p50</th><td>0.34 ms</td></tr><tr><th>p90</th><td>0.5 ms</td></tr>` +
 			`<tr><th>p99</th><td>0.9 ms</td></tr><tr><th>max</th><td>1.07 ms</td></tr></table>`},

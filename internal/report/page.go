@@ -32,7 +32,7 @@ const pageCSS = `
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1700px; padding: 0 1rem; color: #222; }
 h1 { font-size: 1.8rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.95rem; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; vertical-align: top; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; vertical-align: top; white-space: nowrap; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .wide { overflow-x: auto; max-width: 100%; }
 table.nested { font-size: 0.85rem; margin: 0; }

@@ -94,8 +94,19 @@ func TestPagesReadable(t *testing.T) {
 			!regexp.MustCompile(`Generated \d{4}-\d\d-\d\dT[^ ]+ by scalechat report\.</p>\s*</body>\s*</html>\s*$`).MatchString(html) {
 			t.Errorf("%s page is not built on the skeleton:\n%.300s … %s", name, html, html[max(0, len(html)-200):])
 		}
-		if bytes.Contains(b, []byte("<h2>Charts</h2>")) != true {
+		if !strings.Contains(html, "<h2>Charts</h2>") {
 			t.Errorf("%s page has no charts", name)
+		}
+	}
+	// The log axes, in SVG as in PNG (one plot draws both): the fixture's
+	// latencies run from 1 ms to 3 s, a label at each decade.
+	svg, err := os.ReadFile(filepath.Join(pages["run"].dir, "percentiles_by_step.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"1", "10", "100", "1000", "10000"} {
+		if !bytes.Contains(svg, []byte(">"+d+"</text>")) {
+			t.Errorf("percentiles_by_step.svg: no label %s on its log axis", d)
 		}
 	}
 }
