@@ -43,6 +43,9 @@ tr.saturated td { background: #fde2e2; }
 figure { margin: 2rem 0; } figure img { width: 100%; max-width: 1600px; height: auto; border: 1px solid #ddd; }
 figcaption { margin-top: 0.4rem; } dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dt { font-weight: bold; } dd { margin: 0; } .note { color: #555; font-size: 0.9rem; }
+#explore { position: relative; max-width: 1600px; } svg.explore { width: 100%; height: auto; border: 1px solid #ddd; user-select: none; }
+#explore .tip { position: absolute; display: none; white-space: pre; background: #fff; border: 1px solid #999; padding: 0.3rem 0.5rem; font-size: 0.85rem; pointer-events: none; }
+#explore-metric button { font: inherit; margin: 0 0.3rem 0.5rem 0; }
 `
 
 // pageLayout is the skeleton of every page.
@@ -73,16 +76,17 @@ const pageLayout = `<!DOCTYPE html>
 
 // pageFuncs are the formatting functions every page's parts may use.
 var pageFuncs = template.FuncMap{
-	"css":   func() template.CSS { return template.CSS(pageCSS) },
-	"ms":    fmtMs,
-	"pct":   fmtPct,
-	"count": count,
-	"bytes": size,
-	"num":   fmtNumber,
-	"when":  when,
-	"value": valueHTML,
-	"dur":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"ts":    func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"css":     func() template.CSS { return template.CSS(pageCSS) },
+	"ms":      fmtMs,
+	"pct":     fmtPct,
+	"count":   count,
+	"bytes":   size,
+	"num":     fmtNumber,
+	"when":    when,
+	"value":   valueHTML,
+	"dur":     func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"ts":      func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"explore": exploreScript,
 }
 
 // skeleton is never executed itself (a template executed cannot be

@@ -140,6 +140,8 @@ type runData struct {
 	Machine   []field
 	Scenario  scenario
 	Malformed int // server metrics rows skipped
+	// Explore is the time series for the interactive chart.
+	Explore []exploreSeries
 }
 
 // scenario is every field the load test wrote per step: a row per field, a
@@ -157,7 +159,7 @@ type scenarioRow struct {
 // runPage is the page of a run.
 func runPage(in *Input, charts []Chart) page {
 	s := in.Summary
-	d := runData{Summary: s, Steps: s.Steps, Overall: s.Overall, Malformed: in.ServerMalformed}
+	d := runData{Summary: s, Steps: s.Steps, Overall: s.Overall, Malformed: in.ServerMalformed, Explore: exploreData(s.Steps, in.Series)}
 	pg := page{Title: "scalechat load-test report", Charts: charts, Data: &d,
 		Files: []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV, ServerCSV},
 		Note:  "Inputs: " + strings.Join(s.Inputs, " ") + "."}
@@ -253,5 +255,12 @@ var runTmpl = pageTemplate(`{{define "top"}}<h2>Summary</h2>
 <div class="wide"><table id="scenario"><tr><th>step</th>{{range .Steps}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr><th>{{.Key}}</th>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table></div>{{end}}{{end}}
+{{if .Explore}}<h2>Explore</h2>
+<p class="note">Every step over the run's time: hover for the values at an instant, drag across the chart to zoom into
+that span, double-click for the whole run. The PNG and SVG charts below are the same figures for slides.</p>
+<div id="explore-metric"><button data-metric="rate">deliveries / s</button><button data-metric="p99">p99 latency</button></div>
+<div id="explore"></div>
+<script type="application/json" id="explore-data">{{.Explore}}</script>
+<script>{{explore}}</script>{{end}}
 {{end}}
 {{define "stepCells"}}<td>{{count .Clients}}</td><td>{{count .Rooms}}</td><td>{{count .Sent}}</td><td>{{count .Expected}}</td><td>{{count .Received}}</td><td>{{count .Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{count .Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td>{{end}}`)

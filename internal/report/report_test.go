@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,59 @@ func TestLatencyCapCut(t *testing.T) {
 	names, v := percentileBars(&in.Summary.Steps[2].Latency)
 	if names[len(names)-1] != "p99" || v[len(v)-1] != 3000 || len(names) != 11 {
 		t.Errorf("bars %v %v", names, v)
+	}
+}
+
+// TestExploreInBrowser drives the interactive chart in headless Chromium:
+// a line per step, the values under the pointer, a zoom, the p99 metric.
+func TestExploreInBrowser(t *testing.T) {
+	out := writeReport(t)
+	ctx := testsupport.NewBrowser(t, 60*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+filepath.Join(out, "index.html"))); err != nil {
+		t.Fatal(err)
+	}
+	type state struct {
+		Paths []string `json:"paths"`
+		Tip   string   `json:"tip"`
+		Ticks []string `json:"ticks"`
+		Label string   `json:"label"`
+	}
+	read := `(() => {
+		const svg = document.querySelector("#explore svg");
+		return {paths: Array.from(svg.querySelectorAll("path")).map(p => p.dataset.step + " " + p.getAttribute("d").split("L").length),
+			tip: document.querySelector("#explore .tip").textContent,
+			ticks: Array.from(svg.querySelectorAll("text")).map(e => e.textContent),
+			label: svg.querySelectorAll("text")[0].textContent};
+	})()`
+	// Hover over the middle of s1's time span (the first of the plot's 22 s
+	// of width): the tip names s1 and a rate.
+	hover := `(() => {
+		const svg = document.querySelector("#explore svg"), r = svg.getBoundingClientRect();
+		const px = x => r.left + x / 1200 * r.width;
+		svg.dispatchEvent(new MouseEvent("mousemove", {clientX: px(70 + 0.05 * 1110), clientY: r.top + r.height / 2, bubbles: true}));
+	})()`
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[state](hover+";"+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Paths) != 3 || !strings.HasPrefix(got.Paths[0], "s1 ") || !strings.Contains(got.Tip, "s1 @") || !strings.Contains(got.Tip, "/s") {
+		t.Fatalf("explore chart: %+v", got)
+	}
+	full := got.Paths
+	// Zoom into s2's minute: s1 and s3 leave the plot, s2 keeps its points.
+	zoomed, err := chromedp.Run(ctx, chromedp.Evaluate[state](`window.exploreZoom(60, 80);`+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zoomed.Paths[0] != "s1 1" || zoomed.Paths[1] != full[1] || zoomed.Paths[2] != "s3 1" {
+		t.Errorf("zoom 60 … 80 s: paths %q (full run %q)", zoomed.Paths, full)
+	}
+	p99, err := chromedp.Run(ctx, chromedp.Evaluate[state](`document.querySelector('[data-metric="p99"]').click();`+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s2's p99 is 16 ms (2 … 16 ms): a log axis from 10 to 100 ms.
+	if !strings.Contains(p99.Label, "p99") || !slices.Contains(p99.Ticks, "10") || !slices.Contains(p99.Ticks, "100") {
+		t.Errorf("p99 view: label %q ticks %q", p99.Label, p99.Ticks)
 	}
 }
