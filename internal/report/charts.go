@@ -265,8 +265,6 @@ const floorLog = 0.001
 // percentilesByStep draws chart 2: p50, p90, p99 against the step, log y.
 func percentilesByStep(dir string, steps []results.StepStats) error {
 	p := newPlot("Latency p50 / p90 / p99 per step (log scale)", "step", "latency (ms, log scale)", false)
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
 	for k, get := range []func(results.StepStats) float64{
 		func(s results.StepStats) float64 { return s.P50 },
@@ -288,7 +286,7 @@ func percentilesByStep(dir string, steps []results.StepStats) error {
 		p.Add(l, pts)
 		p.Legend.Add([]string{"p50", "p90", "p99"}[k], l, pts)
 	}
-	p.Y.Min, p.Y.Max = lo/2, hi*2
+	logAxis(&p.Y, lo/2, hi*2)
 	names := make([]string, len(steps))
 	for i, s := range steps {
 		names[i] = stepLabel(s)
@@ -429,8 +427,6 @@ func overTime(dir string, steps []results.StepStats, series []results.SeriesPoin
 	}
 	rate := newPlot("Deliveries per second over time", "time since start of run (s)", "deliveries / s", false)
 	p99 := newPlot("Delivery latency p99 over time (log scale)", "time since start of run (s)", "p99 latency (ms, log scale)", false)
-	p99.Y.Scale = plot.LogScale{}
-	p99.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
 	for k, s := range steps {
 		pts := byStep[s.Step]
@@ -473,7 +469,7 @@ func overTime(dir string, steps []results.StepStats, series []results.SeriesPoin
 	rate.Y.Max *= 1.15 // room for the legend
 	rate.Y.Tick.Marker = countTicks{}
 	if hi > 0 {
-		p99.Y.Min, p99.Y.Max = lo/2, hi*2
+		logAxis(&p99.Y, lo/2, hi*2)
 	}
 	if err := savePlot(dir, "deliveries_over_time", rate); err != nil {
 		return err
@@ -483,9 +479,9 @@ func overTime(dir string, steps []results.StepStats, series []results.SeriesPoin
 
 // serverCharts draws chart 6: server CPU, memory and processing time over
 // time, one line per node.
-func serverCharts(dir string, rows []ServerRow) error {
+func serverCharts(dir string, rows []results.ServerRow) error {
 	t0 := rows[0].UnixUS
-	byNode := make(map[string][]ServerRow)
+	byNode := make(map[string][]results.ServerRow)
 	var nodes []string
 	for _, r := range rows {
 		t0 = min(t0, r.UnixUS)
@@ -500,15 +496,21 @@ func serverCharts(dir string, rows []ServerRow) error {
 	for k, n := range nodes {
 		rs := byNode[n]
 		var c, m, p50, p99 plotter.XYs
+		// A figure a scrape lacked is NaN: no point (gonum refuses NaN).
+		point := func(xys *plotter.XYs, x, y float64) {
+			if !math.IsNaN(y) {
+				*xys = append(*xys, plotter.XY{X: x, Y: y})
+			}
+		}
 		for i, r := range rs {
 			x := float64(r.UnixUS-t0) / 1e6
-			m = append(m, plotter.XY{X: x, Y: r.RSSBytes / 1e6})
-			p50 = append(p50, plotter.XY{X: x, Y: r.ProcessingP50})
-			p99 = append(p99, plotter.XY{X: x, Y: r.ProcessingP99})
+			point(&m, x, r.RSSBytes/1e6)
+			point(&p50, x, r.ProcessingP50)
+			point(&p99, x, r.ProcessingP99)
 			if i > 0 && r.UnixUS > rs[i-1].UnixUS {
 				// Rates are differences of consecutive counters.
 				dt := float64(r.UnixUS-rs[i-1].UnixUS) / 1e6
-				c = append(c, plotter.XY{X: x, Y: 100 * (r.CPUSeconds - rs[i-1].CPUSeconds) / dt})
+				point(&c, x, 100*(r.CPUSeconds-rs[i-1].CPUSeconds)/dt)
 			}
 		}
 		add := func(p *plot.Plot, xys plotter.XYs, label string, dashes []vg.Length) error {
