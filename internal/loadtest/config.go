@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // Protocols a run can speak.
@@ -205,7 +205,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("transport %q is not ws or poll", c.Transport)
 	}
 	for _, u := range c.ServerMetrics {
-		if err := metrics.CheckMetricsURL(u); err != nil {
+		if err := scrape.CheckURL(u); err != nil {
 			return err
 		}
 	}
