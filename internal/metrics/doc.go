@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package metrics exposes a scalechat node to Prometheus and to people: the
 // /metrics endpoint and a live dashboard at /dashboard. The dashboard reads
 // the nodes' figures back through internal/scrape, as the load test does.
