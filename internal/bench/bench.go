@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bench runs scalechat's fixed benchmark scenarios (issue 7): each
 // against a freshly started `scalechat serve` child pinned to CPU 0, driven
 // by `scalechat loadtest` children pinned to CPU 1, on loopback, every phase

@@ -11,10 +11,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/audit"
-	"github.com/scalechat/scalechat/internal/bench"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/version"
 )
+
+// localCluster is what audit --cluster starts: redis-server and nodes of
+// this binary on loopback, which the process faults act on.
+type localCluster interface {
+	audit.Cluster
+	URLs() []string
+	Stop()
+}
 
 func newAuditCmd() *cobra.Command {
 	cfg := audit.Config{}
@@ -88,11 +95,7 @@ An audit holds at most 5,000 clients.`,
 				if c.Flags().Changed("url") {
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
 				}
-				start := bench.StartLocalCluster
-				if redisCluster {
-					start = bench.StartLocalRedisCluster
-				}
-				cl, err := start(c.Context(), "", clusterDir, nodes, c.ErrOrStderr())
+				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr())
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
 				}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -19,13 +21,6 @@ import (
 
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/version"
-)
-
-// Exit codes of loadtest.
-const (
-	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker
-	exitUsage       = 2   // bad flags or a plan the machine cannot hold
-	exitInterrupted = 130 // stopped by Ctrl+C without other failures
 )
 
 func newLoadtestCmd() *cobra.Command {

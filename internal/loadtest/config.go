@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -12,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // Protocols a run can speak.
@@ -206,7 +208,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("transport %q is not ws or poll", c.Transport)
 	}
 	for _, u := range c.ServerMetrics {
-		if err := metrics.CheckMetricsURL(u); err != nil {
+		if err := scrape.CheckURL(u); err != nil {
 			return err
 		}
 	}
