@@ -105,13 +105,10 @@ func (c *client) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, _, err := websocket.Dial(dctx, u, opts)
-	cancel()
+	conn, err := dial(ctx, u, opts)
 	if err != nil {
 		return err
 	}
-	conn.SetReadLimit(1 << 20)
 	c.mu.Lock()
 	c.conn = conn
 	if legacy {
@@ -330,4 +327,16 @@ func (c *client) recovery(i int) (time.Duration, bool) {
 		return 0, false
 	}
 	return c.rejoined[i].Sub(c.cuts[i]), true
+}
+
+// dial opens a client's WebSocket, waiting at most 5 s for the handshake.
+func dial(ctx context.Context, u string, opts *websocket.DialOptions) (*websocket.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(dctx, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetReadLimit(1 << 20)
+	return conn, nil
 }

@@ -58,13 +58,10 @@ func (c *client) socketioSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, _, err := websocket.Dial(dctx, u, nil)
-	cancel()
+	conn, err := dial(ctx, u, nil)
 	if err != nil {
 		return err
 	}
-	conn.SetReadLimit(1 << 20)
 	c.mu.Lock()
 	c.conn = conn
 	c.mu.Unlock()
