@@ -147,3 +147,13 @@ func windows(nm *names, partitions []*partition, interval int64) []Window {
 	})
 	return out
 }
+
+// Each calls fn for every bucket that holds latencies, in increasing order,
+// with the bucket's upper bound in µs and its count.
+func (h *WindowHist) Each(fn func(upperUS int64, n uint64)) {
+	for i, c := range h.counts {
+		if c > 0 {
+			fn(winUpper(i), c)
+		}
+	}
+}
