@@ -47,8 +47,10 @@ func TestDiffCommand(t *testing.T) {
 		t.Errorf("the delivery row of the rerun is not 100 %% on both sides, the same:\n%s", stdout)
 	}
 	code, stdout, stderr = runCLI("diff", "--fail-on", gate, "--json", filepath.Join(dir, "lossy.json"), a, b)
-	if code != exitRegressed || !strings.Contains(stdout, "\nverdict: regressed\n  delivery of step s1 ") ||
-		!strings.Contains(stderr, "B regressed beyond --fail-on p99:+100%,delivery:-0.1pp: delivery of step s1") {
+	// p99 may regress too on a busy machine: the lossy run's clients wait
+	// for refusals; the delivery must.
+	if code != exitRegressed || !strings.Contains(stdout, "\nverdict: regressed\n") || !strings.Contains(stdout, "\n  delivery of step s1 ") ||
+		!strings.Contains(stderr, "run B regressed beyond --fail-on p99:+100%,delivery:-0.1pp: ") || !strings.Contains(stderr, "delivery of step s1 -") {
 		t.Fatalf("run against the lossy one: code %d, want %d\n%s\n%s", code, exitRegressed, stdout, stderr)
 	}
 	d, err := results.ReadDiff(filepath.Join(dir, "lossy.json"))

@@ -22,9 +22,9 @@ func WriteText(w io.Writer, d *results.Diff) error {
 	for _, s := range d.Steps {
 		fmt.Fprintf(w, "\nstep %s\n", s.Step)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "metric\tA\tB\tchange\tinterval\tthreshold\tverdict\t")
+		fmt.Fprintln(tw, "metric\tA\tB\tchange\tinterval\tthreshold\tverdict")
 		for _, m := range s.Metrics {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", label(m.Metric), figure(m, m.A), figure(m, m.B),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label(m.Metric), figure(m, m.A), figure(m, m.B),
 				changeText(m.Change, m.ChangeUnit), intervalText(m), thresholdText(m), verdictText(m))
 		}
 		if err := tw.Flush(); err != nil {
