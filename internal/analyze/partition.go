@@ -109,6 +109,7 @@ type partition struct {
 	series map[seriesKey]*seriesAcc
 	lastSK seriesKey
 	lastSA *seriesAcc
+	wins   map[seriesKey]*winAcc // by due time; nil unless Options.Windows
 	// peak is the most messages held at once, the measure of memory.
 	peak int
 }
@@ -273,6 +274,11 @@ func (s *partition) deliver(m *msgEntry, a *stepAcc, t int64) {
 	sa := s.seriesAt(m.step, t)
 	sa.recv++
 	sa.hist.record(lat)
+	if s.wins != nil {
+		w := s.winAt(m.step, m.due)
+		w.received++
+		w.hist.Record(lat)
+	}
 }
 
 // expected counts the deliveries a message is owed: its room's members
@@ -296,6 +302,9 @@ func (s *partition) finalize(m *msgEntry, exp int64) {
 	r := &s.rooms[m.sr]
 	r.expected += exp
 	r.lost += lost
+	if s.wins != nil {
+		s.winAt(m.step, m.due).expected += exp
+	}
 	s.msgs.remove(m.sender, m.msg)
 }
 

@@ -31,6 +31,10 @@ type Options struct {
 	MaxErrors int
 	// TopRooms is how many hottest rooms are kept per step. Default 10.
 	TopRooms int
+	// Windows keeps, per step and Interval, what the messages due in it
+	// were owed and got, with a histogram of their latencies
+	// (Result.Windows), for scalechat diff.
+	Windows bool
 }
 
 // settle is how long after a message's due time its room's Joined rows are
@@ -443,6 +447,9 @@ func startPartitions(n int, opts Options, l legacy, evPool *sync.Pool) ([]*parti
 	for i := range partitions {
 		partitions[i] = newPartition(i, win, settle, opts.Interval.Microseconds())
 		partitions[i].fixed, partitions[i].old = l.fixed, l.old
+		if opts.Windows {
+			partitions[i].wins = make(map[seriesKey]*winAcc)
+		}
 		in[i] = make(chan partitionJob, 4)
 		wg.Go(func() {
 			for j := range in[i] {

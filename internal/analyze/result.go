@@ -17,6 +17,8 @@ type Result struct {
 	results.Summary
 	Elapsed time.Duration
 	Series  []results.SeriesPoint
+	// Windows are the steps' windows when Options.Windows asked for them.
+	Windows []Window
 }
 
 // HistogramNote describes the percentile method, for the outputs.
@@ -101,6 +103,13 @@ func assemble(nm *names, partitions []*partition, opts Options) *Result {
 		res.PeakInFlight += int64(sh.peak)
 	}
 	res.Series = series(nm, partitions, res.Steps, opts.Interval)
+	if opts.Windows {
+		for _, w := range windows(nm, partitions, opts.Interval.Microseconds()) {
+			if slices.ContainsFunc(res.Steps, func(s results.StepStats) bool { return s.Step == w.Step }) {
+				res.Windows = append(res.Windows, w)
+			}
+		}
+	}
 	return res
 }
 

@@ -23,10 +23,11 @@ func Main(args []string) int {
 	return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
-// Exit codes of loadtest, also used by audit.
+// Exit codes of loadtest, also used by audit and diff.
 const (
-	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker
+	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker; diff: could not run or compare
 	exitUsage       = 2   // bad flags or a plan the machine cannot hold
+	exitRegressed   = 3   // diff --fail-on: the run measured, and a gated metric regressed
 	exitInterrupted = 130 // stopped by Ctrl+C without other failures
 )
 
@@ -78,5 +79,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newTokenCmd())
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newAuditCmd())
+	root.AddCommand(newDiffCmd())
 	return root
 }

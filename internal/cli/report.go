@@ -50,13 +50,18 @@ second.
 
 INPUT may also be an audit (scalechat audit --out: its folder holding audit.json, or that
 file): the report then shows the verdict per guarantee, the recovery after each fault and
-what went wrong, by fault.`,
+what went wrong, by fault.
+
+INPUT may also be a diff (scalechat diff --out: its folder holding diff.json, or that
+file): the report then draws, per metric and step, A's and B's bars with B's confidence
+interval, and the table of changes and verdicts.`,
 		Example: `  scalechat report --out report/ results/
   scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
   scalechat report --out report/ --steps steps.txt
   scalechat report --out report/ results/transports/
   scalechat report --out report/ results/compare/
-  scalechat report --out report/ results/audit/`,
+  scalechat report --out report/ results/audit/
+  scalechat report --out report/ results/diff/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
@@ -65,6 +70,14 @@ what went wrong, by fault.`,
 				return fmt.Errorf("--latency-cap must be positive")
 			}
 			if len(args) == 1 {
+				df, ok, err := report.LoadDiff(args[0])
+				if err != nil {
+					return fmt.Errorf("read diff: %w", err)
+				}
+				if ok {
+					return derivedReport(cmd, args[0], af.out, []string{results.DiffJSON},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteDiff(df, o) })
+				}
 				au, ok, err := report.LoadAudit(args[0])
 				if err != nil {
 					return fmt.Errorf("read audit: %w", err)
