@@ -78,5 +78,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newTokenCmd())
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newAuditCmd())
+	root.AddCommand(newPlanCmd())
 	return root
 }
