@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
@@ -107,7 +109,8 @@ func measureShape(t *testing.T, bin, taskset string, sh checkShape, tag string) 
 	defer cancel()
 	dir := t.TempDir()
 	addr := testsupport.FreeAddr(t)
-	srv := pinned(ctx, taskset, "0", bin, "serve", "--addr", addr, "--loops", "1", "--metrics-addr", "")
+	metrics := testsupport.FreeAddr(t)
+	srv := pinned(ctx, taskset, "0", bin, "serve", "--addr", addr, "--loops", "1", "--metrics-addr", metrics)
 	if err := srv.Start(); err != nil {
 		return 0, fmt.Errorf("start the server: %w", err)
 	}
@@ -127,7 +130,11 @@ func measureShape(t *testing.T, bin, taskset string, sh checkShape, tag string) 
 			return 0, fmt.Errorf("start the idle clients: %w", err)
 		}
 		defer func() { _ = idle.Process.Kill(); _ = idle.Wait() }()
-		time.Sleep(2 * time.Second) // let them connect: the load test below measures its own window only
+		// The load test below measures its own window only, but the idle
+		// clients must be there before it.
+		if err := waitConnections(ctx, "http://"+metrics+"/metrics", sh.idle); err != nil {
+			return 0, err
+		}
 	}
 	out := filepath.Join(dir, "run"+tag+".csv")
 	args := append([]string{"loadtest", "--url", "ws://" + addr + "/ws", "--duration", checkSecs.String(), "--no-csv", "--out", out}, sh.loadtest...)
@@ -153,6 +160,48 @@ func measureShape(t *testing.T, bin, taskset string, sh checkShape, tag string) 
 		return 0, err
 	}
 	return used.Seconds() / s.SendEndedAt.Sub(s.SendStartedAt).Seconds(), nil
+}
+
+// waitConnections polls the server's /metrics until it holds n connections.
+func waitConnections(ctx context.Context, url string, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	last := -1.0
+	for ctx.Err() == nil {
+		if got, err := gauge(ctx, url, scrape.NameConnections); err == nil {
+			if last = got; got >= float64(n) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the server held %.0f connections, not the %d idle ones, within 20s", last, n)
+}
+
+// gauge reads one unlabelled metric from a Prometheus text page.
+func gauge(ctx context.Context, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	families, err := scrape.ParseText(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetGauge().GetValue(), nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no %s", url, name)
 }
 
 func pinned(ctx context.Context, taskset, cpu, bin string, args ...string) *exec.Cmd {
