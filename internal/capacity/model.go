@@ -142,6 +142,9 @@ func Make(w Workload, n Node, c Costs) (Plan, error) {
 		if cpuOK > 0 && memOK > 0 && fileOK > 0 {
 			p.NodesByCPU, p.NodesByMem, p.ByFile = cpuOK, memOK, fileOK
 			p.Limit = limit(nodes, cpuOK, memOK, fileOK)
+			if nodes == 1 {
+				p.Warnings = append(p.Warnings, "one node leaves no spare: with a second (and Redis) its users survive a deploy or a failure of the first")
+			}
 			return p, nil
 		}
 	}
