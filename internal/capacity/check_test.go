@@ -28,7 +28,7 @@ var (
 	checkRepeat = flag.Int("capacity.repeat", 1, "runs of each shape in TestPlanPredictsServerCPU (the median is compared)")
 	checkBand   = flag.Float64("capacity.band", 2, "TestPlanPredictsServerCPU fails when measured ÷ predicted leaves [1/band, band]")
 	checkFrom   = flag.String("capacity.from", "", "costs from this scalechat bench --json file instead of docs/benchmarks.md's")
-	checkSecs   = flag.Duration("capacity.duration", 5*time.Second, "how long each run sends")
+	checkSending   = flag.Duration("capacity.duration", 5*time.Second, "how long each run sends")
 )
 
 // checkShape is a load test and the same workload as scalechat plan sees it.
@@ -122,7 +122,7 @@ func measureShape(t *testing.T, bin, taskset string, sh checkShape, tag string) 
 	defer cpu.stop()
 	var idle *exec.Cmd
 	if sh.idle > 0 {
-		hold := *checkSecs + 20*time.Second
+		hold := *checkSending + 20*time.Second
 		idle = pinned(ctx, taskset, "1", bin, "loadtest", "--url", "ws://"+addr+"/ws", "--rooms", fmt.Sprint(sh.idle/10),
 			"--room-size", "10", "--msg-frequency", "0", "--duration", hold.String(), "--ramp", "4000", "--no-csv",
 			"--out", filepath.Join(dir, "idle.csv"))
@@ -137,7 +137,7 @@ func measureShape(t *testing.T, bin, taskset string, sh checkShape, tag string) 
 		}
 	}
 	out := filepath.Join(dir, "run"+tag+".csv")
-	args := append([]string{"loadtest", "--url", "ws://" + addr + "/ws", "--duration", checkSecs.String(), "--no-csv", "--out", out}, sh.loadtest...)
+	args := append([]string{"loadtest", "--url", "ws://" + addr + "/ws", "--duration", checkSending.String(), "--no-csv", "--out", out}, sh.loadtest...)
 	lt := pinned(ctx, taskset, "1", bin, args...)
 	if b, err := lt.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("loadtest: %w\n%s", err, b)
