@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/procstat"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a run of the benchmarks.
@@ -29,6 +30,7 @@ type Options struct {
 	Dir    string    // folder for logs, CSV and meta.json of every child; empty: a temporary one, removed after
 	Smoke  bool      // tiny sizes: proves the command works, says nothing about speed
 	Repeat int       // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
+	JSON   string    // also write the rows as results.BenchFile to this path (scalechat plan --from)
 	Stdout io.Writer // the table
 	Stderr io.Writer // progress
 }
@@ -174,6 +176,12 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
 		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
 	PrintTable(opt.Stdout, rows)
+	if opt.JSON != "" {
+		f := benchFile(rows, start, load, r.taskset != "", r.smoke)
+		if err := results.WriteBenchFile(opt.JSON, f); err != nil {
+			return err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}

@@ -80,5 +80,6 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newAuditCmd())
 	root.AddCommand(newDiffCmd())
+	root.AddCommand(newPlanCmd())
 	return root
 }

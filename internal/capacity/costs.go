@@ -1,0 +1,151 @@
+package capacity
+
+import "fmt"
+
+// Figure is one measured cost the model starts from, with where it came
+// from.
+type Figure struct {
+	Key    string  // what the model calls it (the keys below)
+	Value  float64 // in Unit
+	Unit   string
+	Source string // the run: command, commit, machine, date
+	// Quote is the text of docs/benchmarks.md the value was read from; a
+	// test checks the doc still says it, so that the two cannot drift.
+	// Empty for figures read from a bench file.
+	Quote string
+	// Rate is the deliveries per second of the run, for the µs per
+	// delivery figures: the model needs how busy the core was.
+	Rate float64
+}
+
+// The figures the model needs.
+const (
+	KeyBusySmall   = "busy_small_rooms"  // µs per delivery, rooms of 4, one core busy (bench "rooms 2500×4")
+	KeyLightSmall  = "light_small_rooms" // µs per delivery, rooms of 4, one core lightly loaded (bench "cluster: 1 node, no Redis", 500×4)
+	KeyBigRoom     = "big_room"          // µs per delivery, one room of 200 (bench "oneroom n=200")
+	KeyIdleKiB     = "idle_kib"          // KiB of server RSS per idle connection (bench "idle")
+	KeyConnectUS   = "connect_us"        // µs of server CPU per client that connects, sends one message and closes (bench "transports", websocket)
+	KeySplitRatio  = "split_ratio"       // node CPU per delivery, rooms of 4 split over 2 nodes ÷ one node alone
+	KeySplitRedis  = "split_redis_us"    // Redis µs per delivery, rooms of 4 split over 2 nodes
+	KeyOwnedRatio  = "owned_ratio"       // node CPU per delivery, rooms of 4 all on node A of 2 ÷ one node alone
+	KeyOwnedRedis  = "owned_redis_us"    // Redis µs per delivery, rooms of 4 all on node A of 2
+	sourceRun3     = "scalechat bench (full), run 3, commit ae7b174, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12, quiet machine; docs/benchmarks.md#results"
+	sourceIssue14  = "scalechat bench cluster, median of 3 runs, issue 14, 2026-11-23, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#issue-14-owned-rooms-the-node-local-fast-path"
+	sourceTransprt = "scalechat bench transports, median per client of 19 steps, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#transports"
+)
+
+// The deliveries per second of the documented runs, which the derivation
+// needs (how busy the core was).
+const (
+	busySmallRate  = 40000 // deliveries per second of "rooms 2500×4"
+	lightSmallRate = 8000  // of "cluster: 1 node, no Redis" (500 × 4)
+	bigRoomRate    = 40000 // of "oneroom n=200"
+	smallRoom      = 4     // members of the rooms of "rooms" and of the cluster's first traffic
+	bigRoom        = 200   // members of "oneroom n=200"
+)
+
+// DefaultFigures are the costs docs/benchmarks.md records, measured on the
+// lab's machine. scalechat plan uses them unless --from names a bench file
+// measured on the user's own.
+func DefaultFigures() []Figure {
+	return []Figure{
+		{KeyBusySmall, 16.75, "µs/delivery", sourceRun3, "rooms 2500×4                           10000    40.0k    100%      0.15ms   1.21ms   6.11ms   10.05s   16.75", busySmallRate},
+		{KeyLightSmall, 25.52, "µs/delivery", sourceRun3, "cluster: 1 node, no Redis              2000     8000     100%      0.14ms   0.78ms   5.04ms   2.04s    25.52", lightSmallRate},
+		{KeyBigRoom, 5.63, "µs/delivery", sourceRun3, "oneroom n=200                          200      40.0k    100%      0.77ms   2.52ms   5.80ms   1.80s    5.63", bigRoomRate},
+		{KeyIdleKiB, 1.26, "KiB/connection", sourceRun3, "idle                                   15000    -        -         0.25ms   18.30ms  27.38ms  0.04s    -         38.6MiB   0.05s    no             1.26 KiB/conn", 0},
+		{KeyConnectUS, 308, "µs/client", sourceTransprt, "| websocket | 0 / 0 | 308 / 325 µs |", 0},
+		{KeySplitRatio, 2.22, "×", sourceIssue14, "| 500 × 4 | 2 nodes, rooms split | ×1.95, ×2.37, ×2.22 | **×2.22** | 21.5–22.4 |", 0},
+		{KeySplitRedis, 22.4, "µs/delivery", sourceIssue14, "| 500 × 4 | 2 nodes, rooms split | ×1.95, ×2.37, ×2.22 | **×2.22** | 21.5–22.4 |", 0},
+		{KeyOwnedRatio, 1.29, "×", sourceIssue14, "| 500 × 4 | 2 nodes, rooms on A | ×1.11, ×1.39, ×1.29 | **×1.29** | 9.6–9.9 |", 0},
+		{KeyOwnedRedis, 9.9, "µs/delivery", sourceIssue14, "| 500 × 4 | 2 nodes, rooms on A | ×1.11, ×1.39, ×1.29 | **×1.29** | 9.6–9.9 |", 0},
+	}
+}
+
+// Costs are the model's unit costs, derived from the figures.
+type Costs struct {
+	// One node, per core (one event loop), in µs of CPU:
+	PerMessage  float64 // reading, parsing and publishing a message, on a busy loop
+	PerDelivery float64 // queuing and writing a frame to one member
+	WakeUp      float64 // per message, times the share of time the loop is idle: waking it up
+	// A cluster, extra per message, all nodes together and Redis:
+	SplitNode, SplitRedis float64 // a room with members on several nodes
+	OwnedNode, OwnedRedis float64 // a room whose members are all on one node (the node-local fast path)
+	ConnectUS             float64 // server CPU per connect (upgrade, join, one message, close)
+	IdleBytes             float64 // server RSS per idle connection
+	Figures               []Figure
+}
+
+// Derive computes the unit costs from the figures.
+//
+// CPU per message on one core is modelled as
+//
+//	m + s·d + w·(1 − u)
+//
+// for a room of s members on a loop busy a share u of the time: m reads and
+// publishes the message, d queues and writes one delivery, and w is what
+// waking an idle loop for a message costs (a busy loop finds several
+// messages per wake-up and pays it for none). Rooms of 4 at two loads give
+// w and m + 4d; one room of 200 then gives d. A cluster's extra cost is per
+// message: (ratio − 1) × the light small rooms' µs per delivery × 4 on the
+// nodes, and Redis µs per delivery × 4 in Redis.
+func Derive(figs []Figure) (Costs, error) {
+	v := map[string]float64{}
+	rates := map[string]float64{KeyBusySmall: busySmallRate, KeyLightSmall: lightSmallRate, KeyBigRoom: bigRoomRate}
+	for _, f := range figs {
+		if f.Rate > 0 {
+			rates[f.Key] = f.Rate
+		}
+		if f.Value <= 0 {
+			return Costs{}, fmt.Errorf("the figure %s is %g %s, not a measurement", f.Key, f.Value, f.Unit)
+		}
+		v[f.Key] = f.Value
+	}
+	for _, k := range []string{KeyBusySmall, KeyLightSmall, KeyBigRoom, KeyIdleKiB, KeyConnectUS, KeySplitRatio, KeySplitRedis, KeyOwnedRatio, KeyOwnedRedis} {
+		if _, ok := v[k]; !ok {
+			return Costs{}, fmt.Errorf("the figure %s is missing", k)
+		}
+	}
+	// Per message and the loop's busy share, at each measured shape.
+	busyMsg, busyU := smallRoom*v[KeyBusySmall], rates[KeyBusySmall]*v[KeyBusySmall]/1e6
+	lightMsg, lightU := smallRoom*v[KeyLightSmall], rates[KeyLightSmall]*v[KeyLightSmall]/1e6
+	bigMsg, bigU := bigRoom*v[KeyBigRoom], rates[KeyBigRoom]*v[KeyBigRoom]/1e6
+	if busyU <= lightU || busyU >= 1 {
+		return Costs{}, fmt.Errorf("the busy rooms of 4 kept the core busy %.0f%% of the time, the light ones %.0f%%: the figures cannot give the cost of a wake-up", 100*busyU, 100*lightU)
+	}
+	c := Costs{Figures: figs}
+	c.WakeUp = (lightMsg - busyMsg) / (busyU - lightU)
+	if c.WakeUp < 0 {
+		// Light rooms cheaper than busy ones: no wake-up cost to see.
+		c.WakeUp = 0
+	}
+	smallFixed := busyMsg - c.WakeUp*(1-busyU) // m + 4d
+	bigFixed := bigMsg - c.WakeUp*(1-bigU)     // m + 200d
+	c.PerDelivery = (bigFixed - smallFixed) / (bigRoom - smallRoom)
+	c.PerMessage = smallFixed - smallRoom*c.PerDelivery
+	if c.PerDelivery <= 0 || c.PerMessage < 0 {
+		return Costs{}, fmt.Errorf("the figures give %.2f µs per message and %.2f µs per delivery: they do not fit the model (a noisy run? repeat the bench)", c.PerMessage, c.PerDelivery)
+	}
+	ref := smallRoom * v[KeyLightSmall] // µs per message of rooms of 4 on one node in the cluster bench's traffic
+	c.SplitNode = (v[KeySplitRatio] - 1) * ref
+	c.OwnedNode = max(v[KeyOwnedRatio]-1, 0) * ref
+	c.SplitRedis = smallRoom * v[KeySplitRedis]
+	c.OwnedRedis = smallRoom * v[KeyOwnedRedis]
+	c.ConnectUS = v[KeyConnectUS]
+	c.IdleBytes = v[KeyIdleKiB] * 1024
+	return c, nil
+}
+
+// NodeCPU is the CPU, in cores, that one node's loops spend on msgs
+// messages per second into rooms of size members, spread over cores
+// cores, without the cluster's extra: the model's m + s·d + w·(1 − u)
+// solved for u = cpu ÷ cores.
+func (c Costs) NodeCPU(msgs, size, cores float64) float64 {
+	a := msgs * (c.PerMessage + size*c.PerDelivery) / 1e6
+	b := msgs * c.WakeUp / 1e6
+	cpu := (a + b) / (1 + b/cores)
+	if cpu > cores {
+		// Loops busy all the time: no wake-ups, and more work than cores.
+		return a
+	}
+	return cpu
+}
