@@ -2,12 +2,16 @@ package slo
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Verdict is what a step's figure says about an objective.
-type Verdict string
+type Verdict = results.SLOVerdict
 
 // Verdicts, from best to worst for a CI gate.
 const (
@@ -25,16 +29,9 @@ type Step struct {
 	Saturated string
 }
 
-// Result is one objective judged on one step.
-type Result struct {
-	SLO      string   `json:"slo"`
-	Step     string   `json:"step"`
-	Metric   string   `json:"metric"`
-	Measured *float64 `json:"measured"` // nil when the step did not measure it
-	Value    string   `json:"value"`    // Measured in the objective's units, e.g. "3.1ms", "99.95%"
-	Verdict  Verdict  `json:"verdict"`
-	Reason   string   `json:"reason"` // one sentence, e.g. "p99 = 63.2ms, not < 50ms"
-}
+// Result is one objective judged on one step, as meta.json and
+// summary.json record it.
+type Result = results.SLOResult
 
 // Evaluate judges every objective on the steps it applies to: an objective
 // without a step on each step, one with a step on that step (inconclusive
@@ -137,4 +134,18 @@ func Format(kind Kind, v float64) string {
 // trim writes v with at most 3 decimals, without trailing zeros.
 func trim(v float64) string {
 	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+}
+
+// Print writes one line per result, "SLO s1 p99<50ms: met (p99 = 3.1ms, <
+// 50ms)", then the overall verdict; nothing when rs is empty.
+func Print(w io.Writer, rs []Result) {
+	if len(rs) == 0 {
+		return
+	}
+	n := map[Verdict]int{}
+	for _, r := range rs {
+		n[r.Verdict]++
+		fmt.Fprintf(w, "SLO %s %s: %s (%s)\n", r.Step, r.SLO, strings.ToUpper(string(r.Verdict)), r.Reason)
+	}
+	fmt.Fprintf(w, "SLO verdict: %s (%d met, %d missed, %d inconclusive)\n", strings.ToUpper(string(Worst(rs))), n[Met], n[Missed], n[Inconclusive])
 }

@@ -15,6 +15,9 @@ type Suite struct {
 	Duration  time.Duration
 	Hostname  string
 	Results   []Result
+	// Checks are the run's own checks that failed (loss beyond --max-loss,
+	// connection errors…): each is a failed testcase "check N" of its own.
+	Checks []string
 }
 
 // The XML shape is the one Jenkins' JUnit plugin (its junit-10.xsd) and
@@ -84,6 +87,11 @@ func WriteJUnit(w io.Writer, suites []Suite) error {
 				js.Errors++
 			}
 			js.Cases = append(js.Cases, c)
+		}
+		for i, c := range s.Checks {
+			js.Cases = append(js.Cases, junitCase{Name: fmt.Sprintf("check %d", i+1), Classname: "scalechat.checks", Time: "0",
+				Failure: &junitProblem{Message: c, Type: "check-failed", Text: c}})
+			js.Failures++
 		}
 		js.Tests = len(js.Cases)
 		doc.Tests += js.Tests

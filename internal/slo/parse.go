@@ -34,6 +34,7 @@ var Metrics = map[string]Kind{
 	"disconnects":      Count,    // connections dropped during the step
 	"errors":           Count,    // connect errors, disconnects and failed HTTP requests
 	"refusals":         Count,    // the server's error frames, rate_limited among them
+	"rate_limited":     Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
 	"unexpected":       Count,    // deliveries from senders or rooms the run did not create
 }
 
