@@ -45,7 +45,13 @@ func newLoadtestCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			return runLoadtest(hard, c, cfg, o.dryRun)
+			if err := o.judging(cfg); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if o.find.dimension != "" {
+				return runFind(hard, c, cfg, &o.find, &o.slo)
+			}
+			return runLoadtest(hard, c, cfg, o.dryRun, &o.slo)
 		},
 	}
 	o.define(cmd.Flags())
@@ -73,6 +79,27 @@ type loadtestFlags struct {
 	loopCount int
 	pollIv    time.Duration
 	pollWait  time.Duration
+	slo       sloFlags
+	find      findFlags
+}
+
+// judging reads --slo (and --find's flags) into cfg.
+func (o *loadtestFlags) judging(cfg *loadtest.Config) error {
+	if err := o.slo.parse(); err != nil {
+		return err
+	}
+	names := make([]string, len(cfg.Steps))
+	for i, s := range cfg.Steps {
+		names[i] = s.Name
+	}
+	if err := o.slo.checkSteps(names); err != nil {
+		return err
+	}
+	cfg.SLO = o.slo.objs
+	if o.find.dimension == "" {
+		return nil
+	}
+	return o.find.check(cfg)
 }
 
 func (o *loadtestFlags) define(f *pflag.FlagSet) {
@@ -113,6 +140,8 @@ func (o *loadtestFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&o.isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")
+	o.slo.define(f)
+	o.find.define(f)
 }
 
 // config turns the flags (and the scenario file) into a validated plan.
@@ -178,7 +207,7 @@ func (o *loadtestFlags) config(c *cobra.Command) (*loadtest.Config, error) {
 
 // runLoadtest checks the machine can hold the plan, runs it and turns its
 // outcome into the exit code.
-func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, dryRun bool) error {
+func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, dryRun bool, sf *sloFlags) error {
 	stderr := c.ErrOrStderr()
 	m := loadtest.InspectMachine()
 	fmt.Fprintln(stderr, m)
@@ -196,6 +225,9 @@ func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, d
 	})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
+	}
+	if len(cfg.SLO) > 0 {
+		return judgeRun(res, cfg, sf)
 	}
 	if len(res.Failures) > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d failure(s):\n  %s", len(res.Failures), strings.Join(res.Failures, "\n  "))}
@@ -254,6 +286,36 @@ const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per cl
 
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`
+
+// judgeRun turns a run judged against --slo into the exit code: could not
+// run (1) when a step is missing, incomplete or connected nobody, else the
+// SLOs' verdict (3 missed, 4 inconclusive), else 130 after Ctrl+C.
+func judgeRun(res *loadtest.Result, cfg *loadtest.Config, sf *sloFlags) error {
+	if reason := notRun(res, cfg); reason != "" {
+		return &exitError{code: exitFailed, err: errors.New(reason)}
+	}
+	err := sf.verdict(suiteFor("loadtest "+cfg.Out, res.Meta.StartedAt, res.Meta.EndedAt, res.SLO), res.Failures)
+	if err == nil && res.Interrupted {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted; the results cover what ran")}
+	}
+	return err
+}
+
+// notRun says why a run measured nothing to judge, or "".
+func notRun(res *loadtest.Result, cfg *loadtest.Config) string {
+	if len(res.Meta.Steps) < len(cfg.Steps) && !res.Interrupted {
+		return fmt.Sprintf("could not run: %d of %d step(s) finished", len(res.Meta.Steps), len(cfg.Steps))
+	}
+	for _, s := range res.Meta.Steps {
+		switch {
+		case s.Incomplete != "":
+			return fmt.Sprintf("could not run: step %s is incomplete (%s)", s.Name, s.Incomplete)
+		case s.Joined == 0 && s.LocalClients > 0:
+			return fmt.Sprintf("could not run: no client of step %s connected (first error: %s)", s.Name, s.FirstError)
+		}
+	}
+	return ""
+}
 
 // secondInterrupt returns a context cancelled by the second SIGINT/SIGTERM
 // (the root context already ends at the first).
