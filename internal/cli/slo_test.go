@@ -115,6 +115,26 @@ func TestSLOAgainstRealServer(t *testing.T) {
 			if tt.code == exitMissed && !strings.Contains(stderr, "SLO missed") {
 				t.Errorf("stderr does not say the SLO was missed:\n%s", stderr)
 			}
+			// analyze judges the same run's CSV alike, into summary.json.
+			var aout, aerr syncBuffer
+			sum := filepath.Join(dir, "analysis")
+			code = run(context.Background(), []string{"analyze", "--out", sum, "--slo", tt.slo, "--junit", filepath.Join(dir, "analyze.xml"),
+				filepath.Join(dir, "run.csv")}, strings.NewReader(""), &aout, &aerr)
+			if code != tt.code {
+				t.Fatalf("analyze exit %d, want %d\n%s\n%s", code, tt.code, aout.String(), aerr.String())
+			}
+			s, err := results.ReadSummary(filepath.Join(sum, results.SummaryJSON))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.SLO) != len(tt.verdicts) || s.SLO[0].Measured == nil {
+				t.Errorf("summary.json slo: %+v", s.SLO)
+			}
+			for name, want := range tt.verdicts {
+				if v := junitCases(t, filepath.Join(dir, "analyze.xml"))[name]; !strings.HasPrefix(v, want) || (want == "" && v != "") {
+					t.Errorf("analyze testcase %q: %q, want %q", name, v, want)
+				}
+			}
 		})
 	}
 }
