@@ -259,7 +259,21 @@ a goroutine with its own HTTP connections; it joins with a first GET of its room
 by long polling (GET with since and --poll-wait) or, with --poll-interval, by plain polling
 (GET without wait every interval), and sends each message with a POST on the same schedule.
 Same CSV, same summary; failed requests (HTTP errors such as 429, timeouts) are counted in
-meta.json and make the exit code 1.`
+meta.json and make the exit code 1.
+
+--slo judges each step against objectives such as p99<50ms, delivery>=99.9% or
+big:connect_errors==0 (docs/loadtest.md, "Does it meet our SLO?"): the verdicts are printed,
+recorded in meta.json and, with --junit FILE, written as JUnit XML. With --slo the exit code
+is 0 when every objective is met, 3 when one is missed (or a check of the run above failed),
+4 when one is inconclusive (the generator saturated, or the figure was not measured), 1 when
+the run could not be judged (a step connected nobody or is incomplete).
+
+--find rate|clients|room-size searches the knee: the highest load that meets --slo, growing
+the load from --find-start by --find-factor until an objective is missed, then bisecting to
+--find-resolution; each probe is a step of its own (<out>.p01.csv, .meta.json) and the search
+is written to <out>.knee.json with the first limit at the knee (generator, rate limit,
+refusals, file descriptors, server CPU, connections, latency). A knee the generator limits is
+reported as "generator-limited: the server's knee is above X" (exit 4), never as the server's.`
 
 const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
   scalechat loadtest --url ws://127.0.0.1:8080/ws --rooms 10 --room-size 20 --duration 30s
@@ -283,6 +297,12 @@ const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per cl
 
   # a Socket.IO 4 server with the join and chat handlers of docs/loadtest.md
   scalechat loadtest --protocol socketio --url ws://127.0.0.1:3000 --rooms 10 --room-size 20
+
+  # a CI gate: exit 3 and a JUnit failure when an objective is missed
+  scalechat loadtest --rooms 10 --room-size 20 --slo 'p99<50ms,delivery>=99.9%' --junit slo.xml
+
+  # how many messages per second per client before an objective breaks?
+  scalechat loadtest --rooms 10 --room-size 5 --duration 10s --find rate --slo 'p99<50ms,delivery>=99.9%'
 
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`
