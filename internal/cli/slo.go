@@ -64,13 +64,27 @@ func contains(xs []string, x string) bool {
 // into the exit code: nil, exitMissed or exitInconclusive.
 func (o *sloFlags) verdict(suite slo.Suite, checks []string) error {
 	suite.Checks = checks
-	if o.junit != "" {
-		if err := slo.WriteJUnitFile(o.junit, []slo.Suite{suite}); err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
+	if err := o.writeJUnit([]slo.Suite{suite}); err != nil {
+		return err
 	}
+	return o.exitFor(suite.Results, checks)
+}
+
+// writeJUnit writes suites to --junit, when given.
+func (o *sloFlags) writeJUnit(suites []slo.Suite) error {
+	if o.junit == "" {
+		return nil
+	}
+	if err := slo.WriteJUnitFile(o.junit, suites); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
+// exitFor turns verdicts and failed checks into the exit code's error.
+func (o *sloFlags) exitFor(rs []slo.Result, checks []string) error {
 	missed, inconclusive := 0, 0
-	for _, r := range suite.Results {
+	for _, r := range rs {
 		switch r.Verdict {
 		case slo.Missed:
 			missed++
@@ -80,13 +94,13 @@ func (o *sloFlags) verdict(suite slo.Suite, checks []string) error {
 	}
 	switch {
 	case missed > 0 || len(checks) > 0:
-		msg := fmt.Sprintf("SLO missed: %d of %d objective(s) missed", missed, len(suite.Results))
+		msg := fmt.Sprintf("SLO missed: %d of %d objective(s) missed", missed, len(rs))
 		if len(checks) > 0 {
 			msg += fmt.Sprintf(", and %d check(s) of the run failed:\n  %s", len(checks), strings.Join(checks, "\n  "))
 		}
 		return &exitError{code: exitMissed, err: errors.New(msg)}
 	case inconclusive > 0 && o.inconclusive == "fail":
-		return &exitError{code: exitInconclusive, err: fmt.Errorf("SLO inconclusive: %d of %d objective(s) could not be judged (--slo-inconclusive pass lets them pass)", inconclusive, len(suite.Results))}
+		return &exitError{code: exitInconclusive, err: fmt.Errorf("SLO inconclusive: %d of %d objective(s) could not be judged (--slo-inconclusive pass lets them pass)", inconclusive, len(rs))}
 	}
 	return nil
 }

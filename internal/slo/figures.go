@@ -116,3 +116,26 @@ func CPUPerDelivery(rows []results.ServerRow, from, to time.Time, deliveries int
 	}
 	return cpu * 1000 / float64(deliveries), true
 }
+
+// FromTarget returns the figures of one step against one server of a
+// comparison (bench compare), named "TARGET/STEP". Its server CPU per
+// delivery is the bench's, from /proc.
+func FromTarget(r results.TargetRow) Step {
+	f := map[string]float64{"unexpected": float64(r.Unexpected), "errors": float64(r.Errors)}
+	if r.Expected > 0 {
+		f["delivery"] = float64(r.Received) / float64(r.Expected)
+		f["loss"] = float64(max(r.Expected-r.Received, 0)) / float64(r.Expected)
+		f["lost"] = float64(max(r.Expected-r.Received, 0))
+	}
+	if r.Measured() {
+		f["p50"], f["p90"], f["p99"], f["max"] = r.P50, r.P90, r.P99, r.Max
+	}
+	if r.CPUPerDelivery > 0 {
+		f["cpu_per_delivery"] = r.CPUPerDelivery / 1000
+	}
+	sat := ""
+	if r.Saturated {
+		sat = saturation(true, r.Note)
+	}
+	return Step{Name: r.Target + "/" + r.Step, Figures: f, Saturated: sat}
+}
