@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/slo"
 )
 
 type analyzeFlags struct {
@@ -22,6 +24,8 @@ type analyzeFlags struct {
 	top      int
 	// maxMalformed is the fraction of malformed rows tolerated.
 	maxMalformed float64
+	// slo judges the steps (analyze only; report reads what analyze wrote).
+	slo sloFlags
 }
 
 func newAnalyzeCmd() *cobra.Command {
@@ -54,18 +58,31 @@ client that knows only chat frames) are counted as ignored.
 
 Malformed rows are counted and the first ones reported as file:line: reason; a partial last
 line is skipped. The exit status is non-zero when an input cannot be read, when no row is a
-chat event, or when malformed rows are more than --max-malformed percent of all rows.`,
+chat event, or when malformed rows are more than --max-malformed percent of all rows.
+
+--slo judges each step against objectives such as p99<50ms or delivery>=99.9% (the
+connection counts and cpu_per_delivery come from the run's meta.json and server CSV when
+found); the verdicts are printed, written into summary.json ("slo") and, with --junit,
+as JUnit XML. Exit code 3 when an objective is missed, 4 when one is inconclusive.`,
 		Example: `  scalechat analyze run.csv
   scalechat analyze --out results/ run-w0.csv.gz run-w1.csv.gz
   scalechat analyze --steps steps.txt --out results/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.slo.parse(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 			res, err := runAnalyze(cmd, f, args)
 			if res != nil {
 				if err := res.WriteTable(cmd.OutOrStdout()); err != nil {
 					return err
 				}
+				slo.Print(cmd.OutOrStdout(), res.SLO)
 			}
-			return err
+			if err != nil || len(f.slo.objs) == 0 {
+				return err
+			}
+			start, end := time.UnixMicro(res.Overall.StartUnixUS), time.UnixMicro(res.Overall.EndUnixUS)
+			return f.slo.verdict(suiteFor("analyze "+strings.Join(args, " "), start, end, res.SLO), nil)
 		},
 	}
 	fl := cmd.Flags()
@@ -77,6 +94,7 @@ chat event, or when malformed rows are more than --max-malformed percent of all 
 	fl.IntVar(&f.workers, "workers", 0, "parser goroutines and join shards (default: GOMAXPROCS)")
 	fl.IntVar(&f.top, "top-rooms", 10, "hottest rooms kept per step")
 	addMaxMalformed(cmd, &f)
+	f.slo.define(fl)
 	return cmd
 }
 
@@ -133,6 +151,9 @@ func runAnalyze(cmd *cobra.Command, f analyzeFlags, args []string) (*analyze.Res
 			return nil, fmt.Errorf("read metadata: %w", err)
 		}
 	}
+	if len(f.slo.objs) > 0 {
+		res.SLO = judgeAnalysis(res, f.slo.objs)
+	}
 	if f.out != "" {
 		if err := res.WriteFiles(f.out); err != nil {
 			return nil, fmt.Errorf("write results: %w", err)
@@ -140,6 +161,29 @@ func runAnalyze(cmd *cobra.Command, f analyzeFlags, args []string) (*analyze.Res
 	}
 	// The files are written even then: they show what was wrong.
 	return res, res.Check(f.maxMalformed / 100)
+}
+
+// judgeAnalysis evaluates objs on the analysed steps, with the connection
+// counts of the run's meta.json and the server's CPU from its server CSV
+// when they were found.
+func judgeAnalysis(res *analyze.Result, objs []slo.Objective) []slo.Result {
+	var rows []results.ServerRow
+	if res.ServerMetrics != "" {
+		rows, _, _ = results.ReadServer(res.ServerMetrics)
+	}
+	steps := make([]slo.Step, len(res.Steps))
+	for i, s := range res.Steps {
+		var meta *results.StepMeta
+		if res.Meta != nil {
+			for j := range res.Meta.Steps {
+				if res.Meta.Steps[j].Name == s.Step {
+					meta = &res.Meta.Steps[j]
+				}
+			}
+		}
+		steps[i] = slo.FromStats(s, meta, rows)
+	}
+	return slo.Evaluate(objs, steps)
 }
 
 func addMaxMalformed(cmd *cobra.Command, f *analyzeFlags) {

@@ -6,20 +6,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/bench"
 	"github.com/scalechat/scalechat/internal/fivefield"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/slo"
 	"github.com/scalechat/scalechat/internal/version"
 )
 
 func newBenchCompareCmd() *cobra.Command {
 	opt := bench.CompareOptions{}
+	var sf sloFlags
 	cmd := &cobra.Command{
 		Use:   "compare FILE",
 		Short: "Run the same steps against several chat servers, one after another, and compare them",
@@ -35,7 +41,12 @@ The generator runs pinned to CPU 1.
 It prints one table (deliveries/s, delivery ratio, unexpected deliveries, latency p50, p99
 and max, server CPU µs per delivery and RSS per connection over each step's sending window,
 generator CPU and saturation) and writes targets.csv, targets.json and every run's files
-into --out; "scalechat report --out DIR OUT" draws the targets side by side.`,
+into --out; "scalechat report --out DIR OUT" draws the targets side by side.
+
+--slo judges every step of every target against objectives (steps named TARGET/STEP, so
+"ours/s2:p99<50ms" names one; latency, delivery, errors, unexpected and cpu_per_delivery from
+the bench's /proc figures): the verdicts are printed and, with --junit, written as a JUnit
+testsuite per target; exit code 3 when one is missed, 4 when one is inconclusive.`,
 		Example: `  scalechat bench compare --out results/compare scenarios/compare.yaml
   scalechat report --out report/ results/compare`,
 		Args: cobra.ExactArgs(1),
@@ -43,15 +54,59 @@ into --out; "scalechat report --out DIR OUT" draws the targets side by side.`,
 			if opt.Out == "" {
 				return &exitError{code: exitUsage, err: errors.New("--out DIR is required")}
 			}
+			if err := sf.parse(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 			opt.File, opt.Args, opt.Version = args[0], os.Args[1:], version.Version()
 			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
-			return bench.RunCompare(c.Context(), opt)
+			err := bench.RunCompare(c.Context(), opt)
+			if err != nil || len(sf.objs) == 0 {
+				return err
+			}
+			return judgeTargets(c.OutOrStdout(), opt.Out, &sf)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.Out, "out", "", "results `DIR`: targets.csv, targets.json and runs/ (required)")
 	f.BoolVar(&opt.Smoke, "smoke", false, "every step shrunk to at most 3 rooms of 4 clients for 1 s: checks the setup, measures nothing")
+	sf.define(f)
 	return cmd
+}
+
+// judgeTargets judges every step of every target of the comparison in out
+// against the objectives (steps named TARGET/STEP, so "ours/s2:p99<50ms"
+// names one), prints the verdicts, writes a JUnit testsuite per target and
+// returns the exit code's error.
+func judgeTargets(w io.Writer, out string, sf *sloFlags) error {
+	tg, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("read the comparison: %w", err)}
+	}
+	steps := make([]slo.Step, len(tg.Rows))
+	names := make([]string, len(tg.Rows))
+	for i, r := range tg.Rows {
+		steps[i] = slo.FromTarget(r)
+		names[i] = steps[i].Name
+	}
+	if err := sf.checkSteps(names); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	rs := slo.Evaluate(sf.objs, steps)
+	slo.Print(w, rs)
+	var suites []slo.Suite
+	for _, t := range tg.Targets {
+		var mine []slo.Result
+		for _, r := range rs {
+			if strings.HasPrefix(r.Step, t+"/") {
+				mine = append(mine, r)
+			}
+		}
+		suites = append(suites, suiteFor("bench compare "+t, tg.StartedAt, tg.EndedAt, mine))
+	}
+	if err := sf.writeJUnit(suites); err != nil {
+		return err
+	}
+	return sf.exitFor(rs, nil)
 }
 
 // newFiveFieldCmd serves the five-field reference server, a target of the

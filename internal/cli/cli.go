@@ -23,12 +23,16 @@ func Main(args []string) int {
 	return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
-// Exit codes of loadtest, also used by audit and diff.
+// Exit codes of loadtest, also used by audit, analyze, bench compare and
+// diff. One scheme: 1 and 2 say the command could not do what was asked
+// (or, without --slo, that the run failed its own checks); 3 and 4 say it
+// measured and the answer is no or cannot be trusted.
 const (
-	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker; diff: could not run or compare
-	exitUsage       = 2   // bad flags or a plan the machine cannot hold
-	exitRegressed   = 3   // diff --fail-on: the run measured, and a gated metric regressed
-	exitInterrupted = 130 // stopped by Ctrl+C without other failures
+	exitFailed       = 1   // could not run: connection errors, loss beyond --max-loss, a dead worker; diff: could not read or compare
+	exitUsage        = 2   // bad flags or a plan the machine cannot hold
+	exitMissed       = 3   // measured, and the answer is no: an SLO missed, or (diff --fail-on) a gated metric regressed
+	exitInconclusive = 4   // measured, but an SLO could not be judged (generator saturated, figure not measured)
+	exitInterrupted  = 130 // stopped by Ctrl+C without other failures
 )
 
 // exitError carries a specific exit code out of a command.

@@ -147,7 +147,7 @@ func runDiff(cmd *cobra.Command, f diffFlags, gate diff.Gate, a, b []string) err
 		return &exitError{code: exitFailed, err: errors.New("the gate could not be checked: no step is in both A and B")}
 	}
 	if d.Verdict == results.Regressed {
-		return &exitError{code: exitRegressed, err: fmt.Errorf("run B regressed beyond --fail-on %s: %s", d.Gate, strings.Join(d.Reasons, "; "))}
+		return &exitError{code: exitMissed, err: fmt.Errorf("run B regressed beyond --fail-on %s: %s", d.Gate, strings.Join(d.Reasons, "; "))}
 	}
 	if u := diff.Uncompared(d); len(u) > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("the gate could not be checked: %s", strings.Join(u, "; "))}

@@ -45,7 +45,13 @@ func newLoadtestCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			return runLoadtest(hard, c, cfg, o.dryRun)
+			if err := o.judging(cfg); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if o.find.dimension != "" {
+				return runFind(hard, c, cfg, &o.find, &o.slo)
+			}
+			return runLoadtest(hard, c, cfg, o.dryRun, &o.slo)
 		},
 	}
 	o.define(cmd.Flags())
@@ -73,6 +79,27 @@ type loadtestFlags struct {
 	loopCount int
 	pollIv    time.Duration
 	pollWait  time.Duration
+	slo       sloFlags
+	find      findFlags
+}
+
+// judging reads --slo (and --find's flags) into cfg.
+func (o *loadtestFlags) judging(cfg *loadtest.Config) error {
+	if err := o.slo.parse(); err != nil {
+		return err
+	}
+	names := make([]string, len(cfg.Steps))
+	for i, s := range cfg.Steps {
+		names[i] = s.Name
+	}
+	if err := o.slo.checkSteps(names); err != nil {
+		return err
+	}
+	cfg.SLO = o.slo.objs
+	if o.find.dimension == "" {
+		return nil
+	}
+	return o.find.check(cfg)
 }
 
 func (o *loadtestFlags) define(f *pflag.FlagSet) {
@@ -113,6 +140,8 @@ func (o *loadtestFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&o.isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")
+	o.slo.define(f)
+	o.find.define(f)
 }
 
 // config turns the flags (and the scenario file) into a validated plan.
@@ -178,7 +207,7 @@ func (o *loadtestFlags) config(c *cobra.Command) (*loadtest.Config, error) {
 
 // runLoadtest checks the machine can hold the plan, runs it and turns its
 // outcome into the exit code.
-func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, dryRun bool) error {
+func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, dryRun bool, sf *sloFlags) error {
 	stderr := c.ErrOrStderr()
 	m := loadtest.InspectMachine()
 	fmt.Fprintln(stderr, m)
@@ -196,6 +225,9 @@ func runLoadtest(hard context.Context, c *cobra.Command, cfg *loadtest.Config, d
 	})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
+	}
+	if len(cfg.SLO) > 0 {
+		return judgeRun(res, cfg, sf)
 	}
 	if len(res.Failures) > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d failure(s):\n  %s", len(res.Failures), strings.Join(res.Failures, "\n  "))}
@@ -227,7 +259,21 @@ a goroutine with its own HTTP connections; it joins with a first GET of its room
 by long polling (GET with since and --poll-wait) or, with --poll-interval, by plain polling
 (GET without wait every interval), and sends each message with a POST on the same schedule.
 Same CSV, same summary; failed requests (HTTP errors such as 429, timeouts) are counted in
-meta.json and make the exit code 1.`
+meta.json and make the exit code 1.
+
+--slo judges each step against objectives such as p99<50ms, delivery>=99.9% or
+big:connect_errors==0 (docs/loadtest.md, "Does it meet our SLO?"): the verdicts are printed,
+recorded in meta.json and, with --junit FILE, written as JUnit XML. With --slo the exit code
+is 0 when every objective is met, 3 when one is missed (or a check of the run above failed),
+4 when one is inconclusive (the generator saturated, or the figure was not measured), 1 when
+the run could not be judged (a step connected nobody or is incomplete).
+
+--find rate|clients|room-size searches the knee: the highest load that meets --slo, growing
+the load from --find-start by --find-factor until an objective is missed, then bisecting to
+--find-resolution; each probe is a step of its own (<out>.p01.csv, .meta.json) and the search
+is written to <out>.knee.json with the first limit at the knee (generator, rate limit,
+refusals, file descriptors, server CPU, connections, latency). A knee the generator limits is
+reported as "generator-limited: the server's knee is above X" (exit 4), never as the server's.`
 
 const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s
   scalechat loadtest --url ws://127.0.0.1:8080/ws --rooms 10 --room-size 20 --duration 30s
@@ -252,8 +298,44 @@ const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per cl
   # a Socket.IO 4 server with the join and chat handlers of docs/loadtest.md
   scalechat loadtest --protocol socketio --url ws://127.0.0.1:3000 --rooms 10 --room-size 20
 
+  # a CI gate: exit 3 and a JUnit failure when an objective is missed
+  scalechat loadtest --rooms 10 --room-size 20 --slo 'p99<50ms,delivery>=99.9%' --junit slo.xml
+
+  # how many messages per second per client before an objective breaks?
+  scalechat loadtest --rooms 10 --room-size 5 --duration 10s --find rate --slo 'p99<50ms,delivery>=99.9%'
+
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`
+
+// judgeRun turns a run judged against --slo into the exit code: could not
+// run (1) when a step is missing, incomplete or connected nobody, else the
+// SLOs' verdict (3 missed, 4 inconclusive), else 130 after Ctrl+C.
+func judgeRun(res *loadtest.Result, cfg *loadtest.Config, sf *sloFlags) error {
+	if reason := notRun(res, cfg); reason != "" {
+		return &exitError{code: exitFailed, err: errors.New(reason)}
+	}
+	err := sf.verdict(suiteFor("loadtest "+cfg.Out, res.Meta.StartedAt, res.Meta.EndedAt, res.SLO), res.Failures)
+	if err == nil && res.Interrupted {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted; the results cover what ran")}
+	}
+	return err
+}
+
+// notRun says why a run measured nothing to judge, or "".
+func notRun(res *loadtest.Result, cfg *loadtest.Config) string {
+	if len(res.Meta.Steps) < len(cfg.Steps) && !res.Interrupted {
+		return fmt.Sprintf("could not run: %d of %d step(s) finished", len(res.Meta.Steps), len(cfg.Steps))
+	}
+	for _, s := range res.Meta.Steps {
+		switch {
+		case s.Incomplete != "":
+			return fmt.Sprintf("could not run: step %s is incomplete (%s)", s.Name, s.Incomplete)
+		case s.Joined == 0 && s.LocalClients > 0:
+			return fmt.Sprintf("could not run: no client of step %s connected (first error: %s)", s.Name, s.FirstError)
+		}
+	}
+	return ""
+}
 
 // secondInterrupt returns a context cancelled by the second SIGINT/SIGTERM
 // (the root context already ends at the first).

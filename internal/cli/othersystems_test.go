@@ -19,7 +19,7 @@ func TestWhatBuildsOnOtherSystems(t *testing.T) {
 		"internal/loadtest", "internal/bench"}
 	anywhere := []string{"cmd/scalechat", "client", "internal/cli", "internal/terminal", "internal/analyze",
 		"internal/report", "internal/audit", "internal/results", "internal/scrape", "internal/protocol", "internal/ws",
-		"internal/room", "internal/broker", "internal/testsupport", "internal/capacity", "internal/diff"}
+		"internal/room", "internal/broker", "internal/testsupport", "internal/capacity", "internal/diff", "internal/slo", "internal/knee"}
 	var pkgs []string
 	for _, p := range append(append([]string{}, linuxOnly...), anywhere...) {
 		pkgs = append(pkgs, m+p)

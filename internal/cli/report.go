@@ -54,14 +54,22 @@ what went wrong, by fault.
 
 INPUT may also be a diff (scalechat diff --out: its folder holding diff.json, or that
 file): the report then draws, per metric and step, A's and B's bars with B's confidence
-interval, and the table of changes and verdicts.`,
+interval, and the table of changes and verdicts.
+
+INPUT may also be a knee search (scalechat loadtest --find: its <out>.knee.json, or a folder
+holding one): the report then draws p50/p99 latency and delivery against the load, the knee
+marked, and lists the probes with their SLO verdicts and the first limit.
+
+A run judged with --slo (loadtest's meta.json, or analyze's summary.json) shows its SLOs,
+met or missed with the measured value, above the summary; a missed one is also a warning.`,
 		Example: `  scalechat report --out report/ results/
   scalechat report --out report/ run-w0.csv.gz run-w1.csv.gz
   scalechat report --out report/ --steps steps.txt
   scalechat report --out report/ results/transports/
   scalechat report --out report/ results/compare/
   scalechat report --out report/ results/audit/
-  scalechat report --out report/ results/diff/`,
+  scalechat report --out report/ results/diff/
+  scalechat report --out report/ results/find.knee.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
@@ -85,6 +93,14 @@ interval, and the table of changes and verdicts.`,
 				if ok {
 					return derivedReport(cmd, args[0], af.out, []string{results.AuditJSON},
 						func(o report.Options) ([]report.Chart, error) { return report.WriteAudit(au, o) })
+				}
+				kn, ok, err := report.LoadKnee(args[0])
+				if err != nil {
+					return fmt.Errorf("read knee search: %w", err)
+				}
+				if ok {
+					return derivedReport(cmd, args[0], af.out, []string{filepath.Base(kn.Path)},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteKnee(kn, o) })
 				}
 				tg, ok, err := report.LoadTargets(args[0])
 				if err != nil {

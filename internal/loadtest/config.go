@@ -16,6 +16,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/scrape"
+	"github.com/scalechat/scalechat/internal/slo"
 )
 
 // Protocols a run can speak.
@@ -149,6 +150,10 @@ type Config struct {
 	PollInterval Duration `json:"poll_interval,omitempty"`
 	// PollWait is the wait of a long poll; 0 means DefaultPollWait.
 	PollWait Duration `json:"poll_wait,omitempty"`
+
+	// SLO are the objectives judged on each step at the end (the parent
+	// judges them; workers do not need them).
+	SLO []slo.Objective `json:"-"`
 }
 
 var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)

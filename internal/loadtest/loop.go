@@ -127,6 +127,7 @@ type stepCounts struct {
 	ConnectErrors int64 `json:"connect_errors"`
 	Disconnects   int64 `json:"disconnects"`
 	ServerErrors  int64 `json:"server_errors"`
+	RateLimited   int64 `json:"rate_limited"` // refusals for the rate limit (error code rate_limited, HTTP 429)
 	Replayed      int64 `json:"replayed"`
 	OutOfOrder    int64 `json:"out_of_order"`
 	Invalid       int64 `json:"invalid"`
@@ -147,6 +148,7 @@ func (a *stepCounts) add(b stepCounts) {
 	a.ConnectErrors += b.ConnectErrors
 	a.Disconnects += b.Disconnects
 	a.ServerErrors += b.ServerErrors
+	a.RateLimited += b.RateLimited
 	a.Replayed += b.Replayed
 	a.OutOfOrder += b.OutOfOrder
 	a.Invalid += b.Invalid

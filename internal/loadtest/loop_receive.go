@@ -3,6 +3,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
@@ -301,6 +302,9 @@ func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
 			return
 		}
 		st.counts.ServerErrors++
+		if bytes.Contains(in.text, rateLimitedCode) {
+			st.counts.RateLimited++
+		}
 		if st.firstErr == "" {
 			st.firstErr = "server error: " + string(in.text)
 		}
@@ -308,6 +312,10 @@ func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
 		l.onDelivery(c, in, now)
 	}
 }
+
+// rateLimitedCode is the code of the scalechat protocol's error frame for a
+// message refused by the server's rate limit (docs/protocol.md).
+var rateLimitedCode = []byte(`"code":"rate_limited"`)
 
 // onDelivery checks that a chat message is one of this run's, sent to a
 // room c is in, and records it.

@@ -389,6 +389,9 @@ func requestError(err error) error {
 	return err
 }
 
+// errRateLimited marks a POST the server refused with 429 Too Many Requests.
+var errRateLimited = errors.New("rate limited")
+
 func statusError(resp *http.Response, body []byte) error {
 	if len(body) > 200 {
 		body = body[:200]
@@ -480,6 +483,9 @@ func (c *pollClient) post(pollCtx context.Context, due int64) {
 	if err != nil && pollCtx.Err() == nil {
 		s.mu.Lock()
 		s.noteErr(&s.counts.SendErrors, "POST", err)
+		if errors.Is(err, errRateLimited) {
+			s.counts.RateLimited++
+		}
 		s.mu.Unlock()
 	}
 }
@@ -498,6 +504,9 @@ func (c *pollClient) postBody(ctx context.Context, body []byte) error {
 	ans, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil {
 		return requestError(err)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return fmt.Errorf("%w: %w", errRateLimited, statusError(resp, ans))
 	}
 	if resp.StatusCode != http.StatusAccepted {
 		return statusError(resp, ans)

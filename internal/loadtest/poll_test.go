@@ -124,6 +124,9 @@ func TestPollErrorsAreCounted(t *testing.T) {
 		if !hasFailure(res, "HTTP requests failed") {
 			t.Errorf("failures %v", res.Failures)
 		}
+		if s.RateLimited != s.SendErrors {
+			t.Errorf("%d POSTs refused with 429, %d counted as rate limited", s.SendErrors, s.RateLimited)
+		}
 	})
 	t.Run("timeouts and 5xx", func(t *testing.T) {
 		// A server that answers the first poll, then lets polls hang past the
@@ -148,7 +151,7 @@ func TestPollErrorsAreCounted(t *testing.T) {
 		cfg.Transport, cfg.PollWait, cfg.ConnectTimeout = TransportPoll, Duration(100*time.Millisecond), Duration(300*time.Millisecond)
 		res := runTest(t, cfg)
 		s := res.Meta.Steps[0]
-		if s.Joined != 2 || s.Sent != 20 || s.SendErrors != 20 || s.PollErrors < 2 || s.Received != 0 || s.Lost != 40 {
+		if s.Joined != 2 || s.Sent != 20 || s.SendErrors != 20 || s.PollErrors < 2 || s.Received != 0 || s.Lost != 40 || s.RateLimited != 0 {
 			t.Fatalf("step %+v", s)
 		}
 		if !strings.Contains(s.FirstError, "503") && !strings.Contains(s.FirstError, "timed out") {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/scrape"
+	"github.com/scalechat/scalechat/internal/slo"
 )
 
 // Options are the parts of a run that are not the scenario.
@@ -33,8 +34,10 @@ type Options struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	Meta        results.Meta
-	Failures    []string // connection errors, loss beyond --max-loss, dead workers
+	Meta     results.Meta
+	Failures []string // connection errors, loss beyond --max-loss, dead workers
+	// SLO is cfg.SLO judged on each step (also in Meta.SLO).
+	SLO         []slo.Result
 	Interrupted bool
 }
 
@@ -93,6 +96,10 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	res.Interrupted = ctx.Err() != nil || hard.Err() != nil
 	for _, s := range res.Meta.Steps {
 		res.Failures = append(res.Failures, stepFailures(s, cfg.MaxLoss, cfg.MaxUnexpected)...)
+	}
+	if len(cfg.SLO) > 0 {
+		res.SLO = judge(cfg, res.Meta.Steps, opt.Stderr)
+		res.Meta.SLO = res.SLO
 	}
 	if werr := m.writeMeta(); err == nil {
 		err = werr
@@ -260,6 +267,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
 	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
+	sm.RateLimited = c.RateLimited
 	sm.Replayed, sm.OutOfOrder, sm.Invalid, sm.Unexpected = c.Replayed, c.OutOfOrder, c.Invalid, c.Unexpected
 	sm.SendErrors, sm.PollErrors, sm.HistoryGaps = c.SendErrors, c.PollErrors, c.HistoryGaps
 	sm.Lost = max(c.Expected-c.Received, 0)
@@ -281,7 +289,7 @@ func percentiles(h *hdrhistogram.Histogram) results.Percentiles {
 		return results.Percentiles{}
 	}
 	ms := func(us int64) float64 { return float64(us) / 1000 }
-	return results.Percentiles{P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())}
+	return results.Percentiles{P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max())}
 }
 
 func (m *merger) writeMeta() error {
@@ -366,6 +374,24 @@ func printSummary(w io.Writer, res *Result) {
 			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)
 		}
 	}
+	slo.Print(w, res.SLO)
+}
+
+// judge evaluates cfg.SLO on the run's steps, with the servers' CPU from
+// the run's server CSV when it scraped one.
+func judge(cfg *Config, steps []results.StepMeta, stderr io.Writer) []slo.Result {
+	var rows []results.ServerRow
+	if len(cfg.ServerMetrics) > 0 && !cfg.NoRecord {
+		var err error
+		if rows, _, err = results.ReadServer(results.ServerMetricsPath(cfg.Out)); err != nil {
+			fmt.Fprintf(stderr, "SLO: server metrics not read, cpu_per_delivery not measured: %v\n", err)
+		}
+	}
+	figs := make([]slo.Step, len(steps))
+	for i, s := range steps {
+		figs[i] = slo.FromMeta(s, rows)
+	}
+	return slo.Evaluate(cfg.SLO, figs)
 }
 
 func fmtMs(ms float64) string {

@@ -141,6 +141,8 @@ type runData struct {
 	Malformed int // server metrics rows skipped
 	// Explore is the time series for the interactive chart.
 	Explore []exploreSeries
+	// SLO are the run's objectives judged (slo.go).
+	SLO []results.SLOResult
 }
 
 // scenario is every field the load test wrote per step: a row per field, a
@@ -174,6 +176,8 @@ func runPage(in *Input, charts []Chart) page {
 	if s.Meta != nil {
 		d.Run, d.Machine, d.Scenario = metaSections(s.Meta)
 	}
+	d.SLO = runSLO(s)
+	pg.Warnings = append(pg.Warnings, sloWarnings(d.SLO)...)
 	return pg
 }
 
@@ -188,7 +192,7 @@ func metaSections(m *results.Meta) (run, machine []field, sc scenario) {
 		switch f.Key {
 		case "machine":
 			machine, _ = f.Val.([]field)
-		case "steps":
+		case "steps", "slo": // the steps' table and the SLOs' have their own sections
 		default:
 			if !emptyValue(f.Val) {
 				run = append(run, f)
@@ -236,7 +240,7 @@ func emptyValue(v any) bool {
 }
 
 // runTmpl is the run page's parts.
-var runTmpl = pageTemplate(`{{define "top"}}<h2>Summary</h2>
+var runTmpl = pageTemplate(sloParts + `{{define "top"}}{{template "slo" .SLO}}<h2>Summary</h2>
 <div class="wide"><table id="summary">
 <tr><th>step</th><th>clients</th><th>rooms</th><th>sent</th><th>expected</th><th>received</th><th>lost</th><th>delivery ratio</th><th>orphans</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th><th>stddev</th><th>saturated</th></tr>
 {{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td>{{template "stepCells" .}}</tr>

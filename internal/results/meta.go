@@ -36,6 +36,8 @@ type Meta struct {
 	Compression  bool     `json:"compression,omitempty"` // the clients offered permessage-deflate
 	PollInterval Duration `json:"poll_interval,omitempty"`
 	PollWait     Duration `json:"poll_wait,omitempty"`
+	// SLO holds the objectives of --slo judged on each step, when given.
+	SLO []SLOResult `json:"slo,omitempty"`
 }
 
 // Machine describes the host of a run.
@@ -57,6 +59,9 @@ type Percentiles struct {
 	P90 float64 `json:"p90"`
 	P99 float64 `json:"p99"`
 	Max float64 `json:"max"`
+
+	// P999 is the 99.9th percentile (absent from meta.json files older than it).
+	P999 float64 `json:"p99_9,omitempty"`
 }
 
 // StepMeta is one step's plan and outcome.
@@ -105,6 +110,10 @@ type StepMeta struct {
 	Interrupted   bool        `json:"interrupted"`
 	FirstError    string      `json:"first_error,omitempty"`
 	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
+
+	// RateLimited counts the server's refusals for its rate limit: error
+	// frames with code rate_limited, or POSTs answered 429.
+	RateLimited int64 `json:"rate_limited"`
 }
 
 // ReadMeta reads a meta.json file.

@@ -44,6 +44,8 @@ type Summary struct {
 	// MetaPath and ServerMetrics are the files found beside the inputs.
 	MetaPath      string `json:"meta_path,omitempty"`
 	ServerMetrics string `json:"server_metrics,omitempty"`
+	// SLO holds the objectives of analyze --slo judged on each step.
+	SLO []SLOResult `json:"slo,omitempty"`
 }
 
 // StepStats are the figures of one step, or of the whole run.

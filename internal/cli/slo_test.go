@@ -1,0 +1,225 @@
+//go:build linux
+
+package cli
+
+import (
+	"context"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+// loadtestAgainst runs `scalechat loadtest` with args and returns its exit
+// code, stdout and stderr.
+func loadtestAgainst(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	code := run(context.Background(), append([]string{"loadtest"}, args...), strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// junitCases reads a JUnit file back: testcase name -> failure message ("" for a pass).
+func junitCases(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name `xml:"testsuites"`
+		Suites  []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	out := map[string]string{}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			out[c.Name] = ""
+			if c.Failure != nil {
+				out[c.Name] = "FAILED: " + c.Failure.Message
+			}
+		}
+	}
+	return out
+}
+
+// TestSLOAgainstRealServer runs loadtest --slo against a real `scalechat
+// serve`: an objective no server meets fails with exit code 3 and a JUnit
+// failure naming it; objectives a healthy loopback run meets pass.
+func TestSLOAgainstRealServer(t *testing.T) {
+	addr := testsupport.FreeAddr(t)
+	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "")
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve exit %d\n%s", code, logs)
+		}
+	}()
+	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
+		t.Fatalf("healthz: %d %v", status, err)
+	}
+	tests := []struct {
+		name     string
+		slo      string
+		code     int
+		verdicts map[string]string // testcase -> wanted prefix of its failure ("" = passed)
+	}{
+		{"must fail", "p99<0.001ms,delivery>=99%", exitMissed, map[string]string{
+			"s1: p99<0.001ms": "FAILED: p99 = ", "s1: delivery>=99%": ""}},
+		{"must pass", "p99<5s,delivery>=99.9%,connect_errors==0", 0, map[string]string{
+			"s1: p99<5s": "", "s1: delivery>=99.9%": "", "s1: connect_errors==0": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			junit := filepath.Join(dir, "slo.xml")
+			code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "2", "--room-size", "3",
+				"--msg-frequency", "100ms", "--duration", "1s", "--drain", "2s", "--out", filepath.Join(dir, "run.csv"),
+				"--slo", tt.slo, "--junit", junit)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			got := junitCases(t, junit)
+			if len(got) != len(tt.verdicts) {
+				t.Errorf("testcases %v, want %v", got, tt.verdicts)
+			}
+			for name, want := range tt.verdicts {
+				v, ok := got[name]
+				if !ok || !strings.HasPrefix(v, want) || (want == "" && v != "") {
+					t.Errorf("testcase %q: %q, want %q", name, v, want)
+				}
+			}
+			meta, err := results.ReadMeta(filepath.Join(dir, "run.meta.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(meta.SLO) != len(tt.verdicts) || meta.SLO[0].Measured == nil || meta.SLO[0].Value == "–" {
+				t.Errorf("meta.json slo: %+v", meta.SLO)
+			}
+			if !strings.Contains(stdout, "SLO s1 "+meta.SLO[0].SLO+": ") || !strings.Contains(stdout, "SLO verdict: ") {
+				t.Errorf("the summary does not show the SLOs:\n%s", stdout)
+			}
+			if tt.code == exitMissed && !strings.Contains(stderr, "SLO missed") {
+				t.Errorf("stderr does not say the SLO was missed:\n%s", stderr)
+			}
+			// analyze judges the same run's CSV alike, into summary.json.
+			var aout, aerr syncBuffer
+			sum := filepath.Join(dir, "analysis")
+			code = run(context.Background(), []string{"analyze", "--out", sum, "--slo", tt.slo, "--junit", filepath.Join(dir, "analyze.xml"),
+				filepath.Join(dir, "run.csv")}, strings.NewReader(""), &aout, &aerr)
+			if code != tt.code {
+				t.Fatalf("analyze exit %d, want %d\n%s\n%s", code, tt.code, aout.String(), aerr.String())
+			}
+			s, err := results.ReadSummary(filepath.Join(sum, results.SummaryJSON))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.SLO) != len(tt.verdicts) || s.SLO[0].Measured == nil {
+				t.Errorf("summary.json slo: %+v", s.SLO)
+			}
+			for name, want := range tt.verdicts {
+				if v := junitCases(t, filepath.Join(dir, "analyze.xml"))[name]; !strings.HasPrefix(v, want) || (want == "" && v != "") {
+					t.Errorf("analyze testcase %q: %q, want %q", name, v, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSLOCouldNotRun: a run that connected nobody is exit 1, not an SLO
+// verdict.
+func TestSLOCouldNotRun(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+testsupport.FreeAddr(t)+"/ws", "--rooms", "1", "--room-size", "2",
+		"--duration", "1s", "--connect-timeout", "2s", "--out", filepath.Join(dir, "run.csv"), "--slo", "p99<1s")
+	if code != exitFailed || !strings.Contains(stderr, "could not run: no client of step s1 connected") {
+		t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
+	}
+}
+
+func TestSLOFlagsRefused(t *testing.T) {
+	tests := []struct{ args, want string }{
+		{"--slo p99<50", "the time 50 needs a unit"},
+		{"--slo s9:p99<50ms", `names step "s9", which is not in the run`},
+		{"--junit x.xml", "--junit needs --slo"},
+		{"--slo p99<1s --slo-inconclusive maybe", "--slo-inconclusive must be fail or pass"},
+		{"--find rate", "--find needs --slo"},
+		{"--find speed --slo p99<1s", "--find must be rate, clients or room-size"},
+		{"--find rate --slo p99<1s --find-resolution x", "--find-resolution"},
+		{"--find rate --slo p99<1s --msg-frequency 0", "--find rate needs clients that send"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			code, _, stderr := loadtestAgainst(t, append(strings.Fields(tt.args), "--dry-run")...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("exit %d, stderr %q, want %d and %q in one line", code, stderr, exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestFindKneeOfRateLimit searches the knee of messages per client against a
+// real `scalechat serve --rate-limit 20`: the knee is near 20 msg/s and the
+// first limit is the rate limit.
+func TestFindKneeOfRateLimit(t *testing.T) {
+	addr := testsupport.FreeAddr(t)
+	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "", "--rate-limit", "20", "--rate-burst", "3")
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve exit %d\n%s", code, logs)
+		}
+	}()
+	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
+		t.Fatalf("healthz: %d %v", status, err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "find.csv")
+	code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "1", "--room-size", "2",
+		"--duration", "2s", "--drain", "1s", "--pause", "0s", "--out", out, "--no-csv",
+		"--find", "rate", "--find-start", "8", "--find-resolution", "10%", "--find-probes", "8",
+		"--slo", "delivery>=99.9%", "--junit", filepath.Join(dir, "find.xml"))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	k, err := results.ReadKnee(results.KneePath(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Stop != "found" || k.Knee < 16 || k.Knee > 22 || k.Above <= k.Knee || k.Above > 24 {
+		t.Errorf("knee %g (above %g, stop %s), want about 20 msg/s\n%s", k.Knee, k.Above, k.Stop, stdout)
+	}
+	if k.LimitKind != "rate-limit" || !strings.Contains(k.Limit, "rate_limited") {
+		t.Errorf("first limit %s: %s, want the rate limit", k.LimitKind, k.Limit)
+	}
+	if len(k.Probes) < 4 || k.Probes[0].Load != 8 || k.Probes[0].Verdict != "met" {
+		t.Errorf("probes: %+v", k.Probes)
+	}
+	for _, p := range k.Probes {
+		if _, err := results.ReadMeta(filepath.Join(dir, p.Meta)); err != nil {
+			t.Errorf("probe %s: %v", p.Step, err)
+		}
+		if p.Load > 24 && (p.Verdict != "missed" || p.Refused == 0) {
+			t.Errorf("probe %s at %g msg/s: %s with %d refusals", p.Step, p.Load, p.Verdict, p.Refused)
+		}
+	}
+	if !strings.Contains(stdout, "knee: ") || !strings.Contains(stdout, "first limit at") || !strings.Contains(stdout, "rate limit") {
+		t.Errorf("stdout does not give the knee and its limit:\n%s", stdout)
+	}
+	if len(junitCases(t, filepath.Join(dir, "find.xml"))) < len(k.Probes) {
+		t.Errorf("JUnit file lacks probes")
+	}
+	_ = io.Discard
+}

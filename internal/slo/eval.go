@@ -1,0 +1,151 @@
+package slo
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/scalechat/scalechat/internal/results"
+)
+
+// Verdict is what a step's figure says about an objective.
+type Verdict = results.SLOVerdict
+
+// Verdicts, from best to worst for a CI gate.
+const (
+	Met          Verdict = "met"
+	Inconclusive Verdict = "inconclusive" // the generator saturated, or the figure was not measured
+	Missed       Verdict = "missed"
+)
+
+// Step is what a run measured in one step: its figures by metric name, in
+// the units of the metric's Kind (a metric not measured is absent), and why
+// its generator saturated ("" when it did not).
+type Step struct {
+	Name      string
+	Figures   map[string]float64
+	Saturated string
+}
+
+// Result is one objective judged on one step, as meta.json and
+// summary.json record it.
+type Result = results.SLOResult
+
+// Evaluate judges every objective on the steps it applies to: an objective
+// without a step on each step, one with a step on that step (inconclusive
+// when the run has no such step).
+func Evaluate(objs []Objective, steps []Step) []Result {
+	var out []Result
+	for _, o := range objs {
+		found := false
+		for _, s := range steps {
+			if o.Step != "" && o.Step != s.Name {
+				continue
+			}
+			found = true
+			out = append(out, judge(o, s))
+		}
+		if !found {
+			name := o.Step
+			if name == "" {
+				name = "(none)"
+			}
+			out = append(out, Result{SLO: o.Text, Step: name, Metric: o.Metric, Value: "–", Verdict: Inconclusive,
+				Reason: fmt.Sprintf("the run has no step %s to judge %s on", name, o.Text)})
+		}
+	}
+	return out
+}
+
+func judge(o Objective, s Step) Result {
+	r := Result{SLO: o.Text, Step: s.Name, Metric: o.Metric, Value: "–"}
+	v, ok := s.Figures[o.Metric]
+	if !ok || math.IsNaN(v) {
+		r.Verdict = Inconclusive
+		r.Reason = fmt.Sprintf("%s was not measured in step %s%s", o.Metric, s.Name, hint(o.Metric))
+		return r
+	}
+	r.Measured, r.Value = &v, Format(o.Kind(), v)
+	holds := o.Op.Holds(v, o.Limit)
+	switch {
+	case s.Saturated != "":
+		r.Verdict = Inconclusive
+		r.Reason = fmt.Sprintf("%s = %s, but the load generator saturated (%s): the figure is not the server's", o.Metric, r.Value, s.Saturated)
+	case holds:
+		r.Verdict = Met
+		r.Reason = fmt.Sprintf("%s = %s, %s %s", o.Metric, r.Value, o.Op, Format(o.Kind(), o.Limit))
+	default:
+		r.Verdict = Missed
+		r.Reason = fmt.Sprintf("%s = %s, not %s %s", o.Metric, r.Value, o.Op, Format(o.Kind(), o.Limit))
+	}
+	return r
+}
+
+func hint(metric string) string {
+	switch metric {
+	case "cpu_per_delivery":
+		return " (it needs the server's metrics: --server-metrics)"
+	case "p50", "p90", "p99", "p99.9", "max":
+		return " (no message was delivered)"
+	}
+	return ""
+}
+
+// Worst returns the worst verdict of rs (Met when rs is empty).
+func Worst(rs []Result) Verdict {
+	w := Met
+	for _, r := range rs {
+		switch {
+		case r.Verdict == Missed:
+			return Missed
+		case r.Verdict == Inconclusive:
+			w = Inconclusive
+		}
+	}
+	return w
+}
+
+// Format writes v, in the units of kind, for people: durations in the unit
+// that keeps 3 significant digits readable, ratios as percentages.
+func Format(kind Kind, v float64) string {
+	switch kind {
+	case Duration:
+		switch {
+		case v >= 1000:
+			return trim(v/1000) + "s"
+		case v >= 1:
+			return trim(v) + "ms"
+		case v >= 0.001:
+			return trim(v*1000) + "us"
+		case v == 0:
+			return "0ms"
+		default:
+			return trim(v*1e6) + "ns"
+		}
+	case Ratio:
+		return trim(100*v) + "%"
+	default:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+}
+
+// trim writes v with at most 3 decimals, without trailing zeros.
+func trim(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+}
+
+// Print writes one line per result, "SLO s1 p99<50ms: met (p99 = 3.1ms, <
+// 50ms)", then the overall verdict; nothing when rs is empty.
+func Print(w io.Writer, rs []Result) {
+	if len(rs) == 0 {
+		return
+	}
+	n := map[Verdict]int{}
+	for _, r := range rs {
+		n[r.Verdict]++
+		fmt.Fprintf(w, "SLO %s %s: %s (%s)\n", r.Step, r.SLO, strings.ToUpper(string(r.Verdict)), r.Reason)
+	}
+	fmt.Fprintf(w, "SLO verdict: %s (%d met, %d missed, %d inconclusive)\n", strings.ToUpper(string(Worst(rs))), n[Met], n[Missed], n[Inconclusive])
+}
