@@ -201,6 +201,18 @@ func (s *Server) shutdown() {
 	if err := s.http.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("http shutdown", "err", err)
 	}
+	// Two steps: every loop stops reading before any closes its members.
+	// A message accepted on one loop is in the queue of every loop with
+	// members of its room by the time that loop drains.
+	for _, l := range s.loops {
+		l.command(command{kind: cmdQuiesce})
+	}
+	for _, l := range s.loops {
+		select {
+		case <-l.quiesced:
+		case <-ctx.Done():
+		}
+	}
 	for _, l := range s.loops {
 		l.command(command{kind: cmdDrain})
 	}
