@@ -32,7 +32,7 @@ func TestShutdownDeliversEveryAcceptedMessageToEveryMember(t *testing.T) {
 		for i, c := range clients {
 			got[i] = map[float64]bool{}
 			var wmu sync.Mutex // the writer and the close answer share the socket
-			wg.Go(func() { // writer: as fast as the socket takes it, at most 2,000 messages
+			wg.Go(func() {     // writer: as fast as the socket takes it, at most 2,000 messages
 				<-start
 				b, _ := json.Marshal(msg("m"))
 				for range 2000 {
