@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"strings"
 	"time"
 )
@@ -22,8 +23,10 @@ type Broker interface {
 	// Publish sends a message into its room; the broker gives it the room's
 	// next seq and brings it to every node subscribed to the room, this one
 	// included, through Handler.Deliver (or Handler.PublishLocal). It must
-	// not block and does not keep p's slices after it returns.
-	Publish(p Publication)
+	// not block and does not keep p's slices after it returns. It returns
+	// ErrUnavailable, and delivers nothing, when the room cannot be given
+	// one order now (a cluster's broker cut off from Redis).
+	Publish(p Publication) error
 	// Subscribe starts bringing room's messages to this node; the broker
 	// answers once with Handler.Loaded.
 	Subscribe(room string)
@@ -51,6 +54,11 @@ type Broker interface {
 	// connections that d names, through Handler.Disconnect.
 	Disconnect(ctx context.Context, d Disconnect) error
 }
+
+// ErrUnavailable refuses a publish that a cut-off node cannot order: its
+// room may have members on other nodes, and a seq handed out here alone
+// could name another message there (docs/cluster.md, "Redis outages").
+var ErrUnavailable = errors.New("the cluster's message store is unreachable: messages to rooms shared with other nodes are refused until it is back")
 
 // Disconnect names connections to close on every node: all of User's, or
 // the one called Conn (as the node that holds it named it).
@@ -86,13 +94,11 @@ type Handler interface {
 	// Seq returns the room's latest seq on this node, and whether the room
 	// is here and loaded.
 	Seq(room string) (uint64, bool)
+	// Epoch returns the room's epoch on this node ("" when not loaded).
+	Epoch(room string) string
 	// Skip moves the room's seq forward to seq without messages: the ones in
 	// between can no longer be had.
 	Skip(room string, seq uint64)
-	// Rebase makes the room's stream the broker's again after the room was
-	// served on this node alone: its epoch from now on, and a seq above
-	// every one handed out.
-	Rebase(room, epoch string, seq uint64)
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
 	// under the room's order, and reports false when the room is not owned
@@ -169,7 +175,9 @@ type Stats struct {
 	Published   uint64 // messages sent to the broker
 	Received    uint64 // messages received from the broker
 	Errors      uint64 // failed broker operations
-	Local       uint64 // messages published on this node only, the broker being unreachable
+	Local       uint64 // messages of owned rooms published while the broker was unreachable
+	Refused     uint64 // publishes refused or given up because the broker was unreachable
+	Diverged    uint64 // rooms whose stream Redis no longer had after an outage: members told to resume
 	Gaps        uint64 // messages fetched from history because the channel missed them
 	Unrecovered uint64 // seqs skipped because the broker no longer had them
 	Rooms       int64  // rooms subscribed

@@ -51,7 +51,7 @@ func NewCollector(srv *server.Server) *Collector {
 		deliveries: d(nameDeliveries,
 			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
 		dropped: d(nameDropped,
-			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines).",
+			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable).",
 			[]string{"reason"}, nil),
 		disconnects: d("scalechat_disconnects_total",
 			"Connections closed, by WebSocket close code; 1006 is a connection that ended without a closing handshake, other is any code not listed.",

@@ -304,20 +304,6 @@ func (h *Hub) PublishLocal(p broker.Publication) {
 	r.publishLocal(p)
 }
 
-// Rebase makes the room's stream the broker's again (see broker.Handler):
-// epoch from now on, and a seq of at least seq.
-func (h *Hub) Rebase(name, epoch string, seq uint64) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loaded {
-		r.epoch, r.seq = epoch, max(r.seq, seq)
-	}
-}
-
 // Seq returns the latest seq of the room called name on this node, and
 // whether the room is here and loaded.
 func (h *Hub) Seq(name string) (uint64, bool) {
@@ -328,6 +314,18 @@ func (h *Hub) Seq(name string) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.seq, r.loaded && !r.closed
+}
+
+// Epoch returns the epoch of the room called name on this node, "" when
+// it is not here or not loaded.
+func (h *Hub) Epoch(name string) string {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
 }
 
 // Skip moves the room's seq forward to seq without messages: the broker

@@ -78,8 +78,11 @@ func (r *Room) Name() string { return r.name }
 // goroutine, or -1: that loop drains its queue right after handling its
 // events, so it is not woken, which saves it an eventfd write and an extra
 // epoll_wait per message.
-func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) {
-	r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r})
+//
+// It returns broker.ErrUnavailable when the broker refused the message (a
+// cluster node cut off from Redis, for a room it does not own).
+func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) error {
+	return r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r})
 }
 
 // publishLocal gives a message the room's next seq and delivers it on this

@@ -283,7 +283,10 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	}
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
-	r.Publish(l.enc, seqAt, l.nowNano, l.id)
+	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id); err != nil {
+		l.stats.dropped[DropUnavailable].Add(1)
+		c.sendError(protocol.CodeUnavailable, err.Error(), f)
+	}
 }
 
 // allow takes a token from the rate limiter, refilling both buckets first.

@@ -413,7 +413,7 @@ func (l *loop) dropRoom(r *room.Room) {
 	if lr := l.rooms[r]; lr != nil {
 		members := append([]member(nil), lr.members...)
 		for _, m := range members {
-			m.c.closeWith(ws.CloseServiceRestart, "the room moved to another node's stream: reconnect")
+			m.c.closeWith(ws.CloseServiceRestart, "the room's stream changed: reconnect and resume")
 		}
 	}
 	l.joinWaiting(r)

@@ -188,7 +188,11 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)
-	rm.Publish(draft, at, time.Now().UnixNano(), -1)
+	if err := rm.Publish(draft, at, time.Now().UnixNano(), -1); err != nil {
+		s.httpDropped[DropUnavailable].Add(1)
+		writeJSON(w, http.StatusServiceUnavailable, protocol.AppendError(nil, protocol.CodeUnavailable, err.Error(), &f))
+		return
+	}
 	resp := []byte(`{"type":"accepted","room":`)
 	resp = strconv.AppendQuote(resp, rm.Name())
 	if f.HasMessageID {
