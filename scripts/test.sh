@@ -6,7 +6,7 @@
 # loopback, and drive headless Chromium, Node, Redis, HAProxy and nginx
 # where installed), a short run of each fuzz target, and the Autobahn
 # testsuite against the server (scripts/autobahn.sh; needs Python 2.7).
-# Node packages come from clients/js's lockfiles (npm ci).
+# Node packages come from the lockfiles of clients/js and deploy/socketio (npm ci).
 #
 #   scripts/test.sh            all of it
 #   FUZZTIME=30s scripts/test.sh   longer fuzzing
@@ -36,6 +36,10 @@ if [ "$embedded" != "$(sha256sum internal/webui/static/scalechat.js)" ]; then
   exit 1
 fi
 
+# The real Socket.IO server the loadtest and audit tests run against.
+echo "== Socket.IO server (deploy/socketio)"
+[ -d deploy/socketio/node_modules ] || (cd deploy/socketio && npm ci --no-audit --no-fund)
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
@@ -45,6 +49,10 @@ fi
 
 echo "== go vet"
 go vet ./...
+# The server and the load tester need Linux (epoll); the rest builds on
+# other systems, the binary too (docs/architecture.md, limits).
+echo "-- for macOS"
+GOOS=darwin GOARCH=arm64 go vet ./...
 
 echo "== staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

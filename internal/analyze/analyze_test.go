@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // goldenRun is a hand-made run. T = 1000000000000000 µs; times below are
@@ -76,7 +78,7 @@ type want struct {
 	mean, std                                               float64
 }
 
-func checkStep(t *testing.T, got StepStats, w want) {
+func checkStep(t *testing.T, got results.StepStats, w want) {
 	t.Helper()
 	counts := [][3]any{
 		{"clients", got.Clients, w.clients}, {"rooms", got.Rooms, w.rooms}, {"sent", got.Sent, w.sent},

@@ -11,8 +11,9 @@
 // the message into partitions; each partition (partition.go) joins a
 // message's Sent row with its Received rows and its room's Joined rows in
 // an open-addressing table (table.go) and accumulates the statistics
-// (hist.go); assemble (result.go) merges the partitions into a Result, and
-// output.go writes summary.csv, summary.json and timeseries.csv.
+// (hist.go); assemble (result.go) merges the partitions into a Result,
+// whose files (summary.csv, summary.json, timeseries.csv) internal/results
+// writes and reads; output.go prints the table.
 //
 // The header and event names come from internal/results, which also writes
 // the rows; a test checks the parser reads what it writes.

@@ -121,7 +121,7 @@ func nearestRank(sorted []int64, q float64) int64 {
 	return sorted[max(r, 1)-1]
 }
 
-func checkSim(t *testing.T, got StepStats, w simStep) {
+func checkSim(t *testing.T, got results.StepStats, w simStep) {
 	t.Helper()
 	if got.Sent != w.sent || got.Expected != w.expected || got.Received != w.received || got.Lost != w.lost ||
 		got.Orphans != w.orphans || got.Clients != w.clients || got.Rooms != int64(w.rooms) {

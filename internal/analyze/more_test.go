@@ -170,7 +170,7 @@ func TestOutputsAndMeta(t *testing.T) {
 	if err := res.WriteFiles(out); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(out, SummaryCSV))
+	f, err := os.Open(filepath.Join(out, results.SummaryCSV))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestOutputsAndMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 4 || strings.Join(recs[0], ",") != strings.Join(SummaryHeader, ",") {
+	if len(recs) != 4 || strings.Join(recs[0], ",") != strings.Join(results.SummaryHeader, ",") {
 		t.Fatalf("summary.csv: %q", recs)
 	}
 	col := func(name string) int {
@@ -201,14 +201,14 @@ func TestOutputsAndMeta(t *testing.T) {
 			t.Errorf("summary.csv row %s %s = %q, want %q", c.row, c.col, got, c.want)
 		}
 	}
-	back, err := ReadSummary(filepath.Join(out, SummaryJSON))
+	back, err := results.ReadSummary(filepath.Join(out, results.SummaryJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if back.Overall.Latency != res.Overall.Latency || back.Meta == nil || back.Meta.Steps[1].Clients != 2 {
 		t.Errorf("summary.json round trip: %+v", back)
 	}
-	series, err := ReadTimeseries(filepath.Join(out, TimeseriesCSV))
+	series, err := results.ReadTimeseries(filepath.Join(out, results.TimeseriesCSV))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,5 +248,31 @@ func TestReadSteps(t *testing.T) {
 		if _, err := ReadSteps(writeFile(t, dir, "bad.txt", bad)); err == nil {
 			t.Errorf("ReadSteps(%q): no error", bad)
 		}
+	}
+}
+
+// TestTableUnmeasuredStep: the printed table shows "–", not 0.000, for the
+// latencies of a step with no delivery.
+func TestTableUnmeasuredStep(t *testing.T) {
+	r := &Result{Summary: results.Summary{Steps: []results.StepStats{
+		{Step: "ok", Sent: 1, Expected: 2, Received: 2, Latency: results.Latency{P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2, Mean: 1.7, Stddev: 0.2}},
+		{Step: "dead", Sent: 1, Expected: 2},
+	}}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 16 || (f[0] != "ok" && f[0] != "dead") {
+			continue
+		}
+		dashes := strings.Count(line, "–")
+		if f[0] == "dead" && dashes != 7 || f[0] == "ok" && dashes != 0 {
+			t.Errorf("%d dashes in %q", dashes, line)
+		}
+	}
+	if !strings.Contains(b.String(), "dead") {
+		t.Fatalf("no dead row:\n%s", b.String())
 	}
 }

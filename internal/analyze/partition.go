@@ -282,18 +282,11 @@ func (s *partition) expected(m *msgEntry) int64 {
 	if int(m.step) < len(s.fixed) && s.fixed[m.step] > 0 {
 		return s.fixed[m.step]
 	}
-	j := s.rooms[m.sr].joins
-	lo, hi := 0, len(j)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if j[mid] <= m.due {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return int64(lo)
+	return int64(results.Owed(s.rooms[m.sr].joins, joinTime, m.due))
 }
+
+// joinTime reads a join time of a room's sorted joins for results.Owed.
+func joinTime(t int64) int64 { return t }
 
 func (s *partition) finalize(m *msgEntry, exp int64) {
 	a := s.steps[m.step]

@@ -11,140 +11,29 @@ import (
 	"github.com/scalechat/scalechat/internal/results"
 )
 
-// Result is what an analysis found.
+// Result is what an analysis found: summary.json (results.Summary), the
+// time series of timeseries.csv, and how long the analysis took.
 type Result struct {
-	Inputs    []string `json:"inputs"`
-	Bytes     int64    `json:"bytes"`
-	Rows      int64    `json:"rows"`
-	Malformed int64    `json:"malformed_rows"`
-	// Ignored counts well-formed rows that are not chat events (docs/csv.md).
-	Ignored   int64         `json:"ignored_rows"`
-	Errors    []string      `json:"malformed_examples,omitempty"`
-	Truncated []string      `json:"truncated_files,omitempty"`
-	Elapsed   time.Duration `json:"-"`
-	Window    string        `json:"window"`
-	Interval  string        `json:"interval"`
-	// Histogram says how percentiles were computed and how precise they are.
-	Histogram string `json:"histogram"`
-	// PeakInFlight is the most messages the join held at once (summed
-	// over partitions): memory follows it, not the size of the files.
-	PeakInFlight int64         `json:"peak_messages_in_flight"`
-	Steps        []StepStats   `json:"steps"`
-	Overall      StepStats     `json:"overall"`
-	Series       []SeriesPoint `json:"-"`
-	Meta         *results.Meta `json:"meta,omitempty"`
-	// MetaPath and ServerMetrics are the files found beside the inputs.
-	MetaPath      string `json:"meta_path,omitempty"`
-	ServerMetrics string `json:"server_metrics,omitempty"`
+	results.Summary
+	Elapsed time.Duration
+	Series  []results.SeriesPoint
 }
 
 // HistogramNote describes the percentile method, for the outputs.
 const HistogramNote = "HdrHistogram, 3 significant digits (values within 0.1%), nearest-rank percentiles reported as the bucket's upper bound capped at the exact max; mean, stddev, min and max exact"
 
-// StepStats are the figures of one step, or of the whole run.
-type StepStats struct {
-	Step     string `json:"step"`
-	Clients  int64  `json:"clients"`
-	Rooms    int64  `json:"rooms"`
-	Sent     int64  `json:"sent"`
-	Expected int64  `json:"expected"`
-	Received int64  `json:"received"`
-	// Lost sums, over messages, the expected deliveries that did not
-	// arrive (a message's surplus deliveries do not offset another's loss).
-	Lost          int64   `json:"lost"`
-	DeliveryRatio float64 `json:"delivery_ratio"`
-	Orphans       int64   `json:"orphans"`
-	Duplicates    int64   `json:"duplicate_sent"`
-	Latency
-	NegativeLatencies int64  `json:"negative_latencies"`
-	StartUnixUS       int64  `json:"start_unix_us"`
-	EndUnixUS         int64  `json:"end_unix_us"`
-	Saturated         bool   `json:"saturated"`
-	SaturationReason  string `json:"saturation_reason,omitempty"`
-	// RoomSkew is the busiest room's expected deliveries over the mean
-	// room's: 1 for evenly loaded rooms.
-	RoomSkew float64     `json:"room_skew"`
-	HotRooms []RoomStats `json:"hot_rooms,omitempty"`
-}
-
-// Latency holds per-delivery latency figures in milliseconds.
-type Latency struct {
-	P10    float64 `json:"p10_ms"`
-	P20    float64 `json:"p20_ms"`
-	P30    float64 `json:"p30_ms"`
-	P40    float64 `json:"p40_ms"`
-	P50    float64 `json:"p50_ms"`
-	P60    float64 `json:"p60_ms"`
-	P70    float64 `json:"p70_ms"`
-	P80    float64 `json:"p80_ms"`
-	P90    float64 `json:"p90_ms"`
-	P95    float64 `json:"p95_ms"`
-	P99    float64 `json:"p99_ms"`
-	P999   float64 `json:"p99_9_ms"`
-	Min    float64 `json:"min_ms"`
-	Max    float64 `json:"max_ms"`
-	Mean   float64 `json:"mean_ms"`
-	Stddev float64 `json:"stddev_ms"`
-}
-
-// Percentile is one named latency percentile.
-type Percentile struct {
-	Name     string  // "p50"
-	Quantile float64 // 0.5
-	Ms       float64
-}
-
-// quantiles lists the reported percentiles in order.
-var quantiles = []float64{.1, .2, .3, .4, .5, .6, .7, .8, .9, .95, .99, .999}
-
-var quantileNames = []string{"p10", "p20", "p30", "p40", "p50", "p60", "p70", "p80", "p90", "p95", "p99", "p99.9"}
-
-// Percentiles returns the percentiles in increasing order.
-func (l *Latency) Percentiles() []Percentile {
-	v := l.fields()
-	out := make([]Percentile, len(quantiles))
-	for i := range quantiles {
-		out[i] = Percentile{Name: quantileNames[i], Quantile: quantiles[i], Ms: *v[i]}
-	}
-	return out
-}
-
-func (l *Latency) fields() []*float64 {
-	return []*float64{&l.P10, &l.P20, &l.P30, &l.P40, &l.P50, &l.P60, &l.P70, &l.P80, &l.P90, &l.P95, &l.P99, &l.P999}
-}
-
-// RoomStats are the figures of one room in one step.
-type RoomStats struct {
-	Room     string  `json:"room"`
-	Members  int64   `json:"members"`
-	Sent     int64   `json:"sent"`
-	Expected int64   `json:"expected"`
-	Received int64   `json:"received"`
-	Lost     int64   `json:"lost"`
-	MeanMs   float64 `json:"mean_ms"`
-	MaxMs    float64 `json:"max_ms"`
-}
-
-// SeriesPoint is one interval of one step.
-type SeriesPoint struct {
-	Step       string
-	UnixUS     int64 // interval start
-	Sent       int64
-	Deliveries int64
-	PerSecond  float64 // deliveries per second
-	P50Ms      float64
-	P99Ms      float64
-}
-
 func ms(us int64) float64 { return float64(us) / 1000 }
 
-func fillLatency(l *Latency, a *latAcc) {
+func fillLatency(l *results.Latency, a *latAcc) {
 	if a.n == 0 {
 		return
 	}
-	for i, v := range a.quantiles(quantiles) {
-		*l.fields()[i] = ms(v)
+	qs := a.quantiles(results.Quantiles)
+	pct := make([]float64, len(qs))
+	for i, v := range qs {
+		pct[i] = ms(v)
 	}
+	l.SetPercentiles(pct)
 	l.Min, l.Max = ms(a.min), ms(a.max)
 	mean, std := a.meanStd()
 	l.Mean, l.Stddev = mean/1000, std/1000
@@ -152,16 +41,16 @@ func fillLatency(l *Latency, a *latAcc) {
 
 // assemble merges the partitions' accumulators into a Result.
 func assemble(nm *names, partitions []*partition, opts Options) *Result {
-	res := &Result{
+	res := &Result{Summary: results.Summary{
 		Window:    opts.Window.String(),
 		Interval:  opts.Interval.String(),
 		Histogram: HistogramNote,
-	}
+	}}
 	nsteps := len(nm.stepList)
 	total := &stepAcc{lat: newLatAcc(), first: math.MaxInt64, last: math.MinInt64}
 	allClients := make(map[uint64]struct{})
 	type stepOut struct {
-		s     StepStats
+		s     results.StepStats
 		start int64
 	}
 	var out []stepOut
@@ -183,7 +72,7 @@ func assemble(nm *names, partitions []*partition, opts Options) *Result {
 		if acc.first == math.MaxInt64 && len(rooms) == 0 {
 			continue // a name seen only on malformed paths
 		}
-		s := StepStats{Step: nm.stepList[id], Clients: int64(len(acc.clients)), Rooms: int64(len(rooms))}
+		s := results.StepStats{Step: nm.stepList[id], Clients: int64(len(acc.clients)), Rooms: int64(len(rooms))}
 		for _, in := range opts.Inputs {
 			if in.Old && in.Step == s.Step {
 				s.Rooms = int64(in.Rooms)
@@ -203,7 +92,7 @@ func assemble(nm *names, partitions []*partition, opts Options) *Result {
 	}
 	// A room belongs to its step (docs/csv.md): the rooms of the run are
 	// the sum of the steps' rooms, even when names repeat.
-	res.Overall = StepStats{Step: "all", Clients: int64(len(allClients))}
+	res.Overall = results.StepStats{Step: "all", Clients: int64(len(allClients))}
 	for _, s := range res.Steps {
 		res.Overall.Rooms += s.Rooms
 	}
@@ -230,10 +119,10 @@ func (a *stepAcc) add(b *stepAcc) {
 
 // stepRooms merges the figures of a step's rooms (srs) across partitions; rooms
 // that saw no event are left out.
-func stepRooms(nm *names, partitions []*partition, srs []int) []RoomStats {
-	var rooms []RoomStats
+func stepRooms(nm *names, partitions []*partition, srs []int) []results.RoomStats {
+	var rooms []results.RoomStats
 	for _, sr := range srs {
-		r := RoomStats{Room: nm.srList[sr].room}
+		r := results.RoomStats{Room: nm.srList[sr].room}
 		var latSum, latMax int64
 		active := false
 		for _, sh := range partitions {
@@ -266,7 +155,7 @@ func stepRooms(nm *names, partitions []*partition, srs []int) []RoomStats {
 
 // series merges the partitions' time series of the steps reported, in step
 // order and then time order.
-func series(nm *names, partitions []*partition, steps []StepStats, interval time.Duration) []SeriesPoint {
+func series(nm *names, partitions []*partition, steps []results.StepStats, interval time.Duration) []results.SeriesPoint {
 	merged := make(map[seriesKey]*seriesAcc)
 	for _, sh := range partitions {
 		for k, a := range sh.series {
@@ -285,24 +174,24 @@ func series(nm *names, partitions []*partition, steps []StepStats, interval time
 		order[s.Step] = i
 	}
 	sec := float64(interval) / float64(time.Second)
-	var out []SeriesPoint
+	var out []results.SeriesPoint
 	for k, a := range merged {
 		name := nm.stepList[k.step]
 		if _, ok := order[name]; !ok {
 			continue
 		}
-		out = append(out, SeriesPoint{
+		out = append(out, results.SeriesPoint{
 			Step: name, UnixUS: k.idx * interval.Microseconds(), Sent: a.sent, Deliveries: a.recv,
 			PerSecond: float64(a.recv) / sec, P50Ms: ms(a.hist.quantile(.5)), P99Ms: ms(a.hist.quantile(.99)),
 		})
 	}
-	slices.SortFunc(out, func(a, b SeriesPoint) int {
+	slices.SortFunc(out, func(a, b results.SeriesPoint) int {
 		return cmp.Or(cmp.Compare(order[a.Step], order[b.Step]), cmp.Compare(a.UnixUS, b.UnixUS))
 	})
 	return out
 }
 
-func fillCounts(s *StepStats, a *stepAcc) {
+func fillCounts(s *results.StepStats, a *stepAcc) {
 	s.Sent, s.Expected, s.Received, s.Lost = a.sent, a.expected, a.received, a.lost
 	s.Orphans, s.Duplicates = a.orphans, a.duplicates
 	if a.expected > 0 {
@@ -317,7 +206,7 @@ func fillCounts(s *StepStats, a *stepAcc) {
 
 // hottest returns the n rooms with the most expected deliveries and the
 // skew (busiest over mean).
-func hottest(rooms []RoomStats, n int) ([]RoomStats, float64) {
+func hottest(rooms []results.RoomStats, n int) ([]results.RoomStats, float64) {
 	if len(rooms) == 0 {
 		return nil, 0
 	}
@@ -325,7 +214,7 @@ func hottest(rooms []RoomStats, n int) ([]RoomStats, float64) {
 	for _, r := range rooms {
 		sum += r.Expected
 	}
-	slices.SortStableFunc(rooms, func(a, b RoomStats) int {
+	slices.SortStableFunc(rooms, func(a, b results.RoomStats) int {
 		return cmp.Or(cmp.Compare(b.Expected, a.Expected), cmp.Compare(b.Sent, a.Sent), cmp.Compare(a.Room, b.Room))
 	})
 	skew := 0.0

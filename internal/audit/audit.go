@@ -30,7 +30,7 @@ import (
 type Config struct {
 	URL        string        // the server's WebSocket base URL; the room is appended as /{room}
 	URLs       []string      // several nodes' base URLs instead: client i starts on node i mod n and moves to the next on each reconnect
-	Protocol   string        // ProtocolScalechat (default) or ProtocolLegacy
+	Protocol   string        // ProtocolScalechat (default), ProtocolLegacy or ProtocolSocketIO
 	Rooms      int           // rooms
 	RoomSize   int           // clients per room
 	Interval   time.Duration // between two messages of one client
@@ -49,7 +49,10 @@ type Config struct {
 	NodeTermAt     time.Duration // SIGTERM a node (it drains); it starts again NodeDown later
 	NodePauseAt    time.Duration // SIGSTOP a node for NodeDown, then SIGCONT
 	RedisRestartAt time.Duration // stop Redis (its data is lost), start it again NodeDown later
-	NodeDown       time.Duration
+	// RedisFailoverAt: SIGKILL the Redis Cluster master that serves the
+	// most rooms, wait until its replica is promoted, start it again.
+	RedisFailoverAt time.Duration
+	NodeDown        time.Duration
 }
 
 // Protocols the audit's clients speak.
@@ -61,6 +64,9 @@ const (
 	// chat frames only, no seq, no resume. What a client misses while it
 	// is away is reported as such, not as a broken guarantee.
 	ProtocolLegacy = "legacy"
+	// ProtocolSocketIO is Socket.IO 4 with the join and chat events of
+	// docs/loadtest.md (socketio.go); checked as ProtocolLegacy is.
+	ProtocolSocketIO = "socketio"
 )
 
 // Cluster is the local cluster the process faults act on
@@ -71,6 +77,9 @@ type Cluster interface {
 	StartNode(i int) error
 	PauseNode(ctx context.Context, i int, d time.Duration) error
 	RestartRedis(ctx context.Context, down time.Duration) error
+	// FailoverRedis kills the Redis Cluster master serving the most of
+	// rooms and returns once a replica serves its slots, saying what it did.
+	FailoverRedis(ctx context.Context, rooms []string) (string, error)
 }
 
 // Check refuses a configuration that cannot run and fills defaults.
@@ -78,13 +87,15 @@ func (c *Config) Check() error {
 	if len(c.URLs) == 0 && c.URL != "" {
 		c.URLs = []string{c.URL}
 	}
-	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.RedisRestartAt > 0
+	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.RedisRestartAt > 0 || c.RedisFailoverAt > 0
 	switch {
 	case len(c.URLs) == 0:
 		return errors.New("--url is required")
 	case processFaults && c.Cluster == nil:
 		return errors.New("node and Redis faults need a cluster the audit starts (--cluster N)")
-	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.RedisRestartAt < 0 || c.NodeDown < 0:
+	case c.RedisFailoverAt > 0 && c.RedisRestartAt > 0:
+		return errors.New("--redis-failover needs a Redis Cluster and --redis-restart a single Redis: give one")
+	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.RedisRestartAt < 0 || c.RedisFailoverAt < 0 || c.NodeDown < 0:
 		return errors.New("fault times must not be negative")
 	case c.Rooms < 1 || c.RoomSize < 1:
 		return errors.New("--rooms and --room-size must be at least 1")
@@ -98,9 +109,9 @@ func (c *Config) Check() error {
 	switch c.Protocol {
 	case "":
 		c.Protocol = ProtocolScalechat
-	case ProtocolScalechat, ProtocolLegacy:
+	case ProtocolScalechat, ProtocolLegacy, ProtocolSocketIO:
 	default:
-		return fmt.Errorf("--protocol %q is not scalechat or legacy", c.Protocol)
+		return fmt.Errorf("--protocol %q is not scalechat, legacy or socketio", c.Protocol)
 	}
 	if c.NodeDown == 0 {
 		c.NodeDown = time.Second
@@ -117,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*results.Audit, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	a := &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, seen: map[streamKey][]time.Time{}, firstSeen: map[msgKey]time.Time{}}
+	a := newAuditor(cfg)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa0d17))
 	for r := range cfg.Rooms {
 		room := cfg.RoomPrefix + "-r" + strconv.Itoa(r)
@@ -322,41 +333,17 @@ type auditor struct {
 	clients []*client
 
 	mu          sync.Mutex
-	delivered   map[msgKey]deliveredAt    // every message any client received, with its seq
-	seen        map[streamKey][]time.Time // seen[k][seq]: when a client first received seq of stream k
-	firstSeen   map[msgKey]time.Time      // legacy: when a client first received each message
-	conflicts   int64                     // a message delivered with two different seqs or rooms
+	delivered   map[msgKey]deliveredAt // every message any client received, with its seq
+	firstSeen   map[msgKey]time.Time   // legacy: when a client first received each message
+	conflicts   int64                  // a message delivered with two different seqs or rooms
+	ledger                             // every message by (sender, message_id) and by (room, epoch, seq)
 	faults      []faultRef
 	processRecs []results.AuditFault // process faults, with their recovery
 	firstErr    string
 }
 
-// streamKey names one stream (epoch) of a room.
-type streamKey struct{ room, epoch string }
-
-// sawMessage records that some client got message k as seq of room's
-// stream epoch at t; a second, different seq for the same message is a
-// conflict (two orders).
-func (a *auditor) sawMessage(k msgKey, room, epoch string, seq uint64, t time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	sk := streamKey{room, epoch}
-	times := a.seen[sk]
-	if seq >= uint64(len(times)) && seq < 1<<24 {
-		times = append(times, make([]time.Time, int(seq)+1-len(times))...)
-		a.seen[sk] = times
-	}
-	if seq < uint64(len(times)) && times[seq].IsZero() {
-		times[seq] = t
-	}
-	d, ok := a.delivered[k]
-	if !ok {
-		a.delivered[k] = deliveredAt{room, seq}
-		return
-	}
-	if d.room != room || d.seq != seq {
-		a.conflicts++
-	}
+func newAuditor(cfg Config) *auditor {
+	return &auditor{cfg: cfg, delivered: map[msgKey]deliveredAt{}, firstSeen: map[msgKey]time.Time{}, ledger: newLedger()}
 }
 
 // sortedFaults returns the faults in time order with their recovery.

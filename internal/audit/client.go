@@ -85,6 +85,9 @@ func (c *client) run(ctx context.Context) {
 
 // session is one connection: dial with since and epoch, then read.
 func (c *client) session(ctx context.Context) error {
+	if c.a.cfg.Protocol == ProtocolSocketIO {
+		return c.socketioSession(ctx)
+	}
 	c.mu.Lock()
 	since, has, epoch := c.lastSeq, c.joins > 0, c.epoch
 	// Start on node id mod n, move to the next one on every reconnect, as
@@ -202,6 +205,9 @@ func (c *client) frame(data []byte, prev *uint64) error {
 			if old := c.streams[c.prevEpoch]; old != nil && c.prevEpoch != c.epoch {
 				old.gaps = append(old.gaps, [2]uint64{f.Since + 1, math.MaxUint64})
 			}
+			if to >= 1 { // and the new stream's messages before first_seq are gone
+				s.gaps = append(s.gaps, [2]uint64{1, to})
+			}
 		case to > f.Since:
 			s.gaps = append(s.gaps, [2]uint64{f.Since + 1, to})
 		}
@@ -223,7 +229,7 @@ func (c *client) frame(data []byte, prev *uint64) error {
 		if rest, ok := strings.CutPrefix(f.Sender, "a"); ok {
 			if id, err := strconv.Atoi(rest); err == nil {
 				c.mu.Unlock() // the auditor's lock is never taken inside a client's
-				c.a.sawMessage(msgKey{id, f.ID}, c.room, c.epoch, f.Seq, now)
+				c.a.sawMessage(c.id, msgKey{id, f.ID}, c.room, c.epoch, f.Seq, now)
 				c.mu.Lock()
 			}
 		}
@@ -273,6 +279,12 @@ func (c *client) send(ctx context.Context) {
 		c.mu.Unlock()
 		if ok {
 			msg := `{"message_id":` + strconv.FormatUint(n, 10) + `,"sender":"` + c.name + `","text":"audit"}`
+			switch c.a.cfg.Protocol {
+			case ProtocolSocketIO:
+				msg = socketioChat(c.room, n, c.name)
+			case ProtocolLegacy:
+				msg = c.legacyMessage(n)
+			}
 			// Not cancelled when the sending ends: a write cut short by
 			// its context closes the connection (coder/websocket), and
 			// the client would miss the drain.

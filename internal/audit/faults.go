@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ type processFault struct {
 func (a *auditor) processFaults() []processFault {
 	var out []processFault
 	for _, f := range []processFault{{"node SIGKILL", a.cfg.NodeKillAt}, {"node SIGTERM", a.cfg.NodeTermAt},
-		{"node SIGSTOP", a.cfg.NodePauseAt}, {"Redis restart", a.cfg.RedisRestartAt}} {
+		{"node SIGSTOP", a.cfg.NodePauseAt}, {"Redis restart", a.cfg.RedisRestartAt}, {"Redis failover", a.cfg.RedisFailoverAt}} {
 		if f.at > 0 {
 			out = append(out, f)
 		}
@@ -49,6 +50,9 @@ func (a *auditor) scheduleProcessFaults(ctx context.Context, wg *sync.WaitGroup,
 func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 	cl, down := a.cfg.Cluster, a.cfg.NodeDown
 	rec := results.AuditFault{At: time.Now().UTC(), Kind: kind, Target: fmt.Sprintf("node %d", node)}
+	if kind == "Redis restart" || kind == "Redis failover" {
+		rec.Target = "redis"
+	}
 	a.logf("audit: fault: %s on %s", kind, rec.Target)
 	var err error
 	switch kind {
@@ -69,6 +73,9 @@ func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 	case "Redis restart":
 		rec.Target = "redis"
 		err = cl.RestartRedis(ctx, down)
+	case "Redis failover":
+		rec.Target, err = cl.FailoverRedis(ctx, a.roomNames())
+		a.logf("audit: Redis failover: %s", rec.Target)
 	}
 	if err != nil {
 		a.noteError(fmt.Errorf("fault %s: %w", kind, err))
@@ -100,4 +107,13 @@ func (a *auditor) allConnected() bool {
 		}
 	}
 	return true
+}
+
+// roomNames are the audit's rooms.
+func (a *auditor) roomNames() []string {
+	out := make([]string, a.cfg.Rooms)
+	for i := range out {
+		out[i] = a.cfg.RoomPrefix + "-r" + strconv.Itoa(i)
+	}
+	return out
 }

@@ -19,6 +19,18 @@ import (
 // protocol loses by design, reported as such; one missed while connected is
 // a silent loss. Order is checked per sender (message_id increases).
 
+// legacyMessage is message n of c as the original client sends it
+// (src/client/client.go: json.Marshal of its chat.Message): the five
+// fields, "room" among them. The original server sends a message to the
+// clients whose URL room is its "room" field, so one without reaches
+// nobody in a room, and it keeps these five fields only: "sender" and
+// "message_id" are what identifies the message.
+func (c *client) legacyMessage(n uint64) string {
+	room, _ := json.Marshal(c.room) // a string always encodes
+	return `{"message_id":` + strconv.FormatUint(n, 10) + `,"text":"audit","sender":"` + c.name +
+		`","sent_at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","room":` + string(room) + `}`
+}
+
 // span is one connection of a legacy client.
 type span struct{ start, end time.Time } // start zero: before sending began; end zero: still open
 

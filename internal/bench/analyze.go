@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -20,6 +22,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/analyze"
 	"github.com/scalechat/scalechat/internal/procstat"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // pandasBaseline is the plain pandas script `scalechat analyze` is measured
@@ -118,7 +121,7 @@ func RunAnalyze(ctx context.Context, opt AnalyzeOptions) error {
 	fmt.Fprintf(w, "pandas baseline:   median %.2f s = %.1f MB/s; median CPU %.2f s\n", median(pyWall), mb/median(pyWall), median(pyCPU))
 	fmt.Fprintf(w, "ratio: scalechat analyze is %.1f× faster than pandas (wall, medians); %.1f× less CPU\n",
 		median(pyWall)/median(goWall), median(pyCPU)/median(goCPU))
-	return crossCheck(w, filepath.Join(out, analyze.SummaryJSON), pyOut.Bytes())
+	return crossCheck(w, filepath.Join(out, results.SummaryJSON), pyOut.Bytes())
 }
 
 // ensureAnalyzeInput makes the benchmark's input unless it is there: it
@@ -223,7 +226,7 @@ func timeRuns(ctx context.Context, w io.Writer, name string, n int, mb float64, 
 // mean and max within 1 % (pandas interpolates between samples; analyze
 // reports the nearest rank from a 3-digit histogram).
 func crossCheck(w io.Writer, summary string, py []byte) error {
-	res, err := analyze.ReadSummary(summary)
+	res, err := results.ReadSummary(summary)
 	if err != nil {
 		return err
 	}

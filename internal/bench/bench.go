@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bench runs scalechat's fixed benchmark scenarios (issue 7): each
 // against a freshly started `scalechat serve` child pinned to CPU 0, driven
 // by `scalechat loadtest` children pinned to CPU 1, on loopback, every phase
@@ -12,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +28,7 @@ type Options struct {
 	Exe    string    // the scalechat binary started as server and generator
 	Dir    string    // folder for logs, CSV and meta.json of every child; empty: a temporary one, removed after
 	Smoke  bool      // tiny sizes: proves the command works, says nothing about speed
+	Repeat int       // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
 	Stdout io.Writer // the table
 	Stderr io.Writer // progress
 }
@@ -48,6 +52,7 @@ type Result struct {
 	Verdict    string // met, MISSED, lower bound, error, or empty (no target)
 	Note       string
 	deliveries int64
+	cluster    *clusterFig // the cluster scenario's figures, for the medians of --repeat
 }
 
 // Scenario is one benchmark.
@@ -55,20 +60,22 @@ type Scenario struct {
 	Name  string
 	About string
 	run   func(ctx context.Context, r *runner) ([]Result, error)
+	// medians, when set, summarises the rows of several runs (--repeat).
+	medians func(runs [][]Result) []Result
 }
 
 // Scenarios lists the benchmarks in the order a full run takes them.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"idle", "15,000 idle connections: server RSS growth per connection (≤ 2 KiB)", runIdle},
-		{"oneroom", "1 room, N clients, 1 msg/s each: largest N with 100 % delivery and p99 < 100 ms (≥ 800)", runOneRoom},
-		{"rooms", "2,500 rooms × 4 clients, 1 msg/s each: 100 %, p99 < 50 ms, ≤ 10 µs CPU per delivery", runRooms},
-		{"storm", "15,000 clients connecting at 5,000/s during room traffic: p99s within 2× of calm", runStorm},
-		{"topics", "4,000 clients × 50 of 10,000 rooms, 400 send 10/s: 100 %, p99 < 50 ms", runTopics},
-		{"cluster", "2 nodes + Redis: cross-node vs local delivery, latency and CPU", runCluster},
-		{"overhead", "cost of metrics (server) and of CSV recording (generator), on vs off", runOverhead},
-		{"compression", "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", runCompression},
-		{"transports", "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", runTransports},
+		{Name: "idle", About: "15,000 idle connections: server RSS growth per connection (≤ 2 KiB)", run: runIdle},
+		{Name: "oneroom", About: "1 room, N clients, 1 msg/s each: largest N with 100 % delivery and p99 < 100 ms (≥ 800)", run: runOneRoom},
+		{Name: "rooms", About: "2,500 rooms × 4 clients, 1 msg/s each: 100 %, p99 < 50 ms, ≤ 10 µs CPU per delivery", run: runRooms},
+		{Name: "storm", About: "15,000 clients connecting at 5,000/s during room traffic: p99s within 2× of calm", run: runStorm},
+		{Name: "topics", About: "4,000 clients × 50 of 10,000 rooms, 400 send 10/s: 100 %, p99 < 50 ms", run: runTopics},
+		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
+		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
+		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},
+		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
 	}
 }
 
@@ -142,6 +149,10 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		}
 		todo = append(todo, all[i])
 	}
+	if opt.Repeat < 0 {
+		return fmt.Errorf("--repeat must be at least 1, not %d", opt.Repeat)
+	}
+	repeat := max(opt.Repeat, 1)
 	r, cleanup, err := newRunner(opt.Exe, opt.Dir, opt.Smoke, opt.Stderr)
 	if err != nil {
 		return err
@@ -149,26 +160,16 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	defer cleanup()
 	load := procstat.LoadAvg()
 	start := time.Now()
-	var rows []Result
-	var failed []string
-	for _, s := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		r.logf("scenario %s: %s", s.Name, s.About)
-		t := time.Now()
-		got, err := s.run(ctx, r)
-		rows = append(rows, got...)
-		if err != nil {
-			failed = append(failed, s.Name)
-			rows = append(rows, Result{Scenario: s.Name, Ratio: -1, Verdict: "error", Note: err.Error()})
-			r.logf("scenario %s failed: %v", s.Name, err)
-		}
-		r.logf("scenario %s done in %s", s.Name, time.Since(t).Round(time.Second))
+	rows, failed, err := r.runAll(ctx, todo, repeat)
+	if err != nil {
+		return err
 	}
 	mode := "full"
 	if r.smoke {
 		mode = "smoke (tiny sizes, figures mean nothing)"
+	}
+	if repeat > 1 {
+		mode += fmt.Sprintf(", %d runs in turn", repeat)
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
 		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
@@ -180,6 +181,52 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		return fmt.Errorf("scenario(s) %s could not run (see the notes)", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// runAll runs the scenarios repeat times in turn (a b … a b …), so that
+// each run of a scenario meets the machine's load at a different moment;
+// with several runs, a row's name says its run, every run's files go to
+// their own folder (run1, run2 …), and the scenarios that can add the
+// medians of their figures.
+func (r *runner) runAll(ctx context.Context, todo []Scenario, repeat int) (rows []Result, failed []string, err error) {
+	runs := map[string][][]Result{}
+	dir := r.dir
+	for run := 1; run <= repeat; run++ {
+		label := ""
+		if repeat > 1 {
+			label = fmt.Sprintf("#%d ", run)
+			r.dir = filepath.Join(dir, fmt.Sprintf("run%d", run))
+			if err := os.MkdirAll(r.dir, 0o755); err != nil {
+				return rows, failed, fmt.Errorf("create the work folder: %w", err)
+			}
+		}
+		for _, s := range todo {
+			if ctx.Err() != nil {
+				break
+			}
+			r.logf("scenario %s%s: %s", label, s.Name, s.About)
+			t := time.Now()
+			got, err := s.run(ctx, r)
+			runs[s.Name] = append(runs[s.Name], got)
+			for _, row := range got {
+				row.Scenario = label + row.Scenario
+				rows = append(rows, row)
+			}
+			if err != nil {
+				failed = append(failed, label+s.Name)
+				rows = append(rows, Result{Scenario: label + s.Name, Ratio: -1, Verdict: "error", Note: err.Error()})
+				r.logf("scenario %s%s failed: %v", label, s.Name, err)
+			}
+			r.logf("scenario %s%s done in %s", label, s.Name, time.Since(t).Round(time.Second))
+		}
+	}
+	r.dir = dir
+	for _, s := range todo {
+		if s.medians != nil && len(runs[s.Name]) > 1 {
+			rows = append(rows, s.medians(runs[s.Name])...)
+		}
+	}
+	return rows, failed, nil
 }
 
 func scenarioNames(ss []Scenario) []string {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -134,8 +136,8 @@ func TestUnknownScenario(t *testing.T) {
 }
 
 // TestSmoke builds the scalechat binary and runs `scalechat bench --smoke`:
-// every scenario must run and land in the table. It asserts nothing about
-// speed.
+// every scenario but cluster (TestClusterSmoke) must run and land in the
+// table. It asserts nothing about speed.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and load generators for about half a minute")
@@ -144,13 +146,7 @@ func TestSmoke(t *testing.T) {
 	var names []string
 	for _, s := range Scenarios() {
 		if s.Name == "cluster" {
-			if _, err := exec.LookPath("redis-server"); err != nil {
-				if os.Getenv("CI") != "" {
-					t.Fatal("redis-server is missing (CI installs it)")
-				}
-				t.Log("redis-server missing: cluster scenario left out")
-				continue
-			}
+			continue // TestClusterSmoke runs it, with redis-server
 		}
 		names = append(names, s.Name)
 	}
@@ -173,9 +169,6 @@ func TestSmoke(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
-	}
-	if len(names) == len(Scenarios()) && !strings.Contains(out, "split, cross node deliveries") {
-		t.Error("table lacks the cluster's cross-node row")
 	}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasSuffix(strings.TrimSpace(line), " error") {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -68,7 +70,6 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 	}
 	meta := results.Targets{Tool: "scalechat bench compare", Version: opt.Version, Scenario: sc.Name, StartedAt: time.Now().UTC(),
 		Args: opt.Args, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
-	var failed []string
 	for _, t := range sc.Targets {
 		if ctx.Err() != nil {
 			break
@@ -77,8 +78,7 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		rows, err := r.compareTarget(ctx, t, steps, sc)
 		meta.Rows = append(meta.Rows, rows...)
 		if err != nil {
-			failed = append(failed, t.Name)
-			meta.Rows = append(meta.Rows, results.TargetRow{Target: t.Name, Protocol: t.Protocol, Note: err.Error()})
+			meta.Rows = append(meta.Rows, results.TargetRow{Target: t.Name, Protocol: t.Protocol, Note: failedNote(err.Error())})
 			r.logf("target %s failed: %v", t.Name, err)
 		}
 	}
@@ -90,11 +90,14 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("target(s) %s could not run (see the notes)", strings.Join(failed, ", "))
+	if failed := meta.Failed(); len(failed) > 0 {
+		return fmt.Errorf("target(s) %s failed or measured nothing (see the notes and %s)", strings.Join(failed, ", "), r.dir)
 	}
 	return nil
 }
+
+// failedNote is the note of a row that measured nothing: FAILED and why.
+func failedNote(why string) string { return "FAILED: " + why }
 
 // checkTargets refuses a file whose targets cannot run.
 func checkTargets(ts []loadtest.Target) error {
@@ -219,6 +222,12 @@ func targetRow(t loadtest.Target, s results.StepMeta, g *genRun, srv *sampler, b
 		}
 	}
 	var notes []string
+	if f := row.Failure(); f != "" {
+		notes = append(notes, failedNote(f))
+	}
+	if g.exitCode > 1 {
+		notes = append(notes, fmt.Sprintf("the load generator exited with %d", g.exitCode))
+	}
 	if row.Errors > 0 {
 		notes = append(notes, fmt.Sprintf("%d connection errors (first: %s)", row.Errors, s.FirstError))
 	}
@@ -227,6 +236,9 @@ func targetRow(t loadtest.Target, s results.StepMeta, g *genRun, srv *sampler, b
 	}
 	if srv == nil {
 		notes = append(notes, "no server process to sample (give command or pid)")
+	}
+	if row.Failure() != "" {
+		notes = append(notes, "see runs/"+g.name+".log")
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row
@@ -291,9 +303,25 @@ func printTargets(w io.Writer, t *results.Targets) {
 		if r.Saturated {
 			gen += " SATURATED"
 		}
+		p50, p99, hi, cpu := "–", "–", "–", "–"
+		if r.Measured() {
+			p50, p99, hi, cpu = ms(r.P50), ms(r.P99), ms(r.Max), us(r.CPUPerDelivery)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, dash(r.Step), r.Clients, rate(r.PerSecond),
-			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, ms(r.P50), ms(r.P99), ms(r.Max), us(r.CPUPerDelivery),
-			kib(r.RSSPerConn), gen, r.Note)
+			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, kib(r.RSSPerConn), gen, r.Note)
 	}
 	tw.Flush()
+	for _, r := range t.Rows {
+		if r.Failure() != "" {
+			fmt.Fprintf(w, "WARNING: target %s%s: %s\n", r.Target, stepOf(r.Step), r.Note)
+		}
+	}
+}
+
+// stepOf names a row's step in a sentence, or nothing for a failed run.
+func stepOf(step string) string {
+	if step == "" {
+		return ""
+	}
+	return ", step " + step
 }

@@ -1,11 +1,15 @@
+//go:build linux
+
 package bench
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/jpeg"
 	"image/png"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -136,3 +140,113 @@ func checkScreenshot(t *testing.T, b []byte) {
 }
 
 func decodeJPEG(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }
+
+// TestCompareDeadTargets runs a comparison where one target works, one is a
+// URL nobody listens on and one is a command that exits at once: the bench
+// still measures the live one, exits non-zero, and says which targets
+// measured nothing and why, in the printed table, targets.json,
+// targets.csv, the report's page (a warning, "–" for latencies) and its
+// charts ("no data").
+func TestCompareDeadTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and three load generators")
+	}
+	exe := buildScalechat(t)
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "dead.yaml")
+	if err := os.WriteFile(scenario, []byte(`name: dead-targets
+steps:
+  - {name: s1, rooms: 2, room_size: 3, msg_frequency: 200ms, duration: 1s, drain: 1s, ramp: 1000}
+targets:
+  - name: live
+    protocol: scalechat
+    url: ws://127.0.0.1:{port}/ws
+    command: ["{scalechat}", "serve", "--addr", "127.0.0.1:{port}", "--metrics-addr", "", "--log-level", "warn"]
+    ready: http://127.0.0.1:{port}/readyz
+  - name: nobody
+    protocol: scalechat
+    url: ws://127.0.0.1:{port}/ws
+  - name: quits
+    protocol: scalechat
+    url: ws://127.0.0.1:{port}/ws
+    command: ["true"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, rep := filepath.Join(dir, "compare"), filepath.Join(dir, "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, exe, "bench", "compare", "--out", out, scenario)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("bench compare with dead targets: %v, want a non-zero exit", err)
+	}
+	if !strings.Contains(stderr.String(), "nobody, quits failed or measured nothing") {
+		t.Errorf("the error does not name the failed targets")
+	}
+	for _, want := range []string{"WARNING: target nobody, step s1: FAILED: connected nobody", "WARNING: target quits: FAILED: "} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	if strings.Contains(stdout.String(), "WARNING: target live") {
+		t.Errorf("the live target is reported as failed")
+	}
+	res, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string]string{}
+	for _, r := range res.Rows {
+		notes[r.Target] = r.Note
+		if r.Target == "live" && (r.Received == 0 || r.Failure() != "") {
+			t.Errorf("live row %+v", r)
+		}
+	}
+	if !strings.HasPrefix(notes["nobody"], "FAILED: connected nobody") || !strings.Contains(notes["nobody"], "connection errors") ||
+		!strings.HasPrefix(notes["quits"], "FAILED: ") || notes["live"] != "" {
+		t.Errorf("notes %q", notes)
+	}
+	csvFile, err := os.ReadFile(filepath.Join(out, results.TargetsCSV))
+	if err != nil || !strings.Contains(string(csvFile), "FAILED: connected nobody") {
+		t.Errorf("targets.csv has no failed note: %v\n%s", err, csvFile)
+	}
+
+	if b, err := exec.CommandContext(ctx, exe, "report", "--out", rep, out).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	page, err := os.ReadFile(filepath.Join(rep, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	warn, table, ok := strings.Cut(html, `<table id="targets">`)
+	if !ok || !strings.Contains(warn, `id="failed"`) || !strings.Contains(warn, "<b>nobody</b>, step s1: connected nobody") ||
+		!strings.Contains(warn, "<b>quits</b>: the run failed") {
+		t.Errorf("no warning naming the failed targets above the table")
+	}
+	for _, row := range strings.Split(table, "<tr>")[2:] {
+		live := strings.HasPrefix(row, "<td>live</td>")
+		if dashes := strings.Count(row, "<td>–</td>"); live && dashes != 0 || !live && dashes != 5 {
+			t.Errorf("row with %d dashes (want 5 for a failed row: 4 latencies and CPU/delivery): %s", dashes, row)
+		}
+	}
+	for _, chart := range []string{"targets_latency", "targets_cpu", "targets_throughput"} {
+		svg, err := os.ReadFile(filepath.Join(rep, chart+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both dead targets, in every bar of the step: 4 bars of latency, 1 otherwise.
+		want := 2
+		if chart == "targets_latency" {
+			want = 8
+		}
+		if n := strings.Count(string(svg), "no data"); n != want {
+			t.Errorf("%s.svg: %d \"no data\" marks, want %d", chart, n, want)
+		}
+	}
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -23,6 +25,9 @@ type join struct {
 	client uint64
 	at     int64
 }
+
+// joinedAt reads a join's time for results.Owed.
+func joinedAt(j join) int64 { return j.at }
 
 type delivery struct {
 	key    msgKey
@@ -97,8 +102,8 @@ func (l *latencies) ms(q float64) float64 {
 // group sorts deliveries of messages accepted by keep (given the message
 // and, for a delivery, the recipient; recipient is the sender itself when
 // counting expected deliveries) into named groups. Expected deliveries of
-// a message are the clients that had joined its room at or before its due
-// time (docs/csv.md), each put in the group classify gives.
+// a message are the clients results.Owed counts, each put in the group
+// classify gives.
 func (ev *events) group(keep func(m sentMsg) bool, classify func(sender, recipient uint64) string) map[string]*latencies {
 	out := map[string]*latencies{}
 	get := func(name string) *latencies {
@@ -113,10 +118,8 @@ func (ev *events) group(keep func(m sentMsg) bool, classify func(sender, recipie
 		if !keep(m) {
 			continue
 		}
-		for _, j := range ev.joins[m.room] {
-			if j.at > m.due {
-				break
-			}
+		joins := ev.joins[m.room]
+		for _, j := range joins[:results.Owed(joins, joinedAt, m.due)] {
 			get(classify(k.sender, j.client)).expected++
 		}
 	}

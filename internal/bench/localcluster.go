@@ -1,7 +1,10 @@
+//go:build linux
+
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +13,7 @@ import (
 	"time"
 )
 
-// LocalCluster is a redis-server and scalechat nodes on loopback, started
+// LocalCluster is a redis-server (or a Redis Cluster) and scalechat nodes on loopback, started
 // with the bench's process machinery for the lab's other runs (scalechat
 // audit), whose methods inject process faults. Nodes are not pinned: the
 // audit is about correctness, not cost.
@@ -18,6 +21,8 @@ type LocalCluster struct {
 	r       *runner
 	cleanup func()
 	ctx     context.Context
+
+	rc *redisCluster // a Redis Cluster instead of one redis-server
 
 	mu        sync.Mutex
 	redis     *proc
@@ -31,6 +36,16 @@ type LocalCluster struct {
 // scalechat binary, "" for this one; dir: logs, "" for a temporary folder
 // removed by Stop).
 func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Writer) (*LocalCluster, error) {
+	return startLocalCluster(ctx, exe, dir, n, false, log)
+}
+
+// StartLocalRedisCluster is StartLocalCluster on a Redis Cluster of 3
+// masters with a replica each instead of one redis-server.
+func StartLocalRedisCluster(ctx context.Context, exe, dir string, n int, log io.Writer) (*LocalCluster, error) {
+	return startLocalCluster(ctx, exe, dir, n, true, log)
+}
+
+func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster bool, log io.Writer) (*LocalCluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("a cluster needs at least 1 node, not %d", n)
 	}
@@ -40,11 +55,12 @@ func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Write
 	}
 	r.taskset = ""
 	c := &LocalCluster{r: r, cleanup: cleanup, ctx: context.WithoutCancel(ctx)}
-	if c.redisPort, err = freePort(); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if c.redis, err = r.startRedisAt(c.ctx, "redis", c.redisPort); err != nil {
+	if redisCluster {
+		if c.rc, err = startRedisCluster(c.ctx, r); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	} else if err := c.startRedis(); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -65,7 +81,19 @@ func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Write
 	return c, nil
 }
 
+func (c *LocalCluster) startRedis() error {
+	var err error
+	if c.redisPort, err = freePort(); err != nil {
+		return err
+	}
+	c.redis, err = c.r.startRedisAt(c.ctx, "redis", c.redisPort)
+	return err
+}
+
 func (c *LocalCluster) nodeFlags() []string {
+	if c.rc != nil {
+		return []string{"--redis", c.rc.url(), "--shutdown-timeout", "2s"}
+	}
 	return []string{"--redis", "redis://127.0.0.1:" + strconv.Itoa(c.redisPort) + "/0", "--shutdown-timeout", "2s"}
 }
 
@@ -135,6 +163,9 @@ func (c *LocalCluster) PauseNode(ctx context.Context, i int, d time.Duration) er
 // RestartRedis stops redis-server (SIGTERM, no persistence: its data is
 // gone), waits down, and starts it again on the same port.
 func (c *LocalCluster) RestartRedis(ctx context.Context, down time.Duration) error {
+	if c.rc != nil {
+		return errors.New("a Redis Cluster is not restarted whole: fail one master over instead")
+	}
 	c.mu.Lock()
 	p := c.redis
 	c.restarts++
@@ -158,6 +189,17 @@ func (c *LocalCluster) RestartRedis(ctx context.Context, down time.Duration) err
 	return nil
 }
 
+// FailoverRedis SIGKILLs the Redis Cluster master that serves the most of
+// rooms, waits until its replica is promoted, and starts it again (it
+// rejoins as a replica). It returns what it killed and how long the
+// promotion took.
+func (c *LocalCluster) FailoverRedis(ctx context.Context, rooms []string) (string, error) {
+	if c.rc == nil {
+		return "", errors.New("a failover needs a Redis Cluster")
+	}
+	return c.rc.failover(ctx, rooms)
+}
+
 // Stop ends every process and removes a temporary folder.
 func (c *LocalCluster) Stop() {
 	c.mu.Lock()
@@ -168,6 +210,9 @@ func (c *LocalCluster) Stop() {
 	}
 	if redis != nil {
 		_ = redis.shutdown(5 * time.Second)
+	}
+	if c.rc != nil {
+		c.rc.stop()
 	}
 	c.cleanup()
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -43,6 +45,9 @@ func roundTrips(path string) ([]time.Duration, error) {
 // Measure fills the row of one run from its events file and its step in
 // meta.json: a message counts as received when it came back to its sender
 // within timeout; every client whose message did not is an error.
+// Each message is owed its echo alone: every client of the comparison is
+// alone in its room (--room-size 1), where results.Owed counts the sender
+// only; Measure counts one per message without reading the Joined rows.
 func Measure(transport, events string, s results.StepMeta, timeout time.Duration) (results.ComparisonRow, error) {
 	rts, err := roundTrips(events)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -230,7 +232,11 @@ func (p *proc) alive() error {
 	case <-p.exited:
 		p.waitMu.Lock()
 		defer p.waitMu.Unlock()
-		return fmt.Errorf("%s exited (%v); see %s", p.name, p.waitErr, p.log.Name())
+		how := "with status 0"
+		if p.waitErr != nil {
+			how = "(" + p.waitErr.Error() + ")"
+		}
+		return fmt.Errorf("%s exited %s; see %s", p.name, how, p.log.Name())
 	default:
 		return nil
 	}
@@ -301,14 +307,15 @@ func (r *runner) startRedis(ctx context.Context, name string) (*proc, error) {
 	return r.startRedisAt(ctx, name, port)
 }
 
-// startRedisAt starts redis-server on port (see startRedis).
-func (r *runner) startRedisAt(ctx context.Context, name string, port int) (*proc, error) {
+// startRedisAt starts redis-server on port (see startRedis), with extra
+// arguments after the defaults (a Redis Cluster node's).
+func (r *runner) startRedisAt(ctx context.Context, name string, port int, extra ...string) (*proc, error) {
 	exe, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("redis-server not found (apt-get install redis-server)")
 	}
-	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "yes")
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, append(args, extra...)...)
 	p, err := r.startProc(name, cmd)
 	if err != nil {
 		return nil, err

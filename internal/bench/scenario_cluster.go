@@ -1,175 +1,273 @@
+//go:build linux
+
 package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
-// Scenario 6: two nodes and Redis against one node, for small rooms and
-// for larger ones. Node CPU (the scalechat processes) and Redis CPU are
-// measured apart: the targets are on the nodes, Redis is reported beside.
+// Scenario 6: cluster scaling as users meet it (issues 14 and 24). The same
+// traffic runs on one node without Redis and on clusters of 2 and 3 nodes
+// sharing one redis-server, for rooms of 4, rooms of 50, and clients in 5
+// rooms each. Node CPU (the scalechat processes) and Redis CPU are measured
+// apart, each per delivery; every cluster row is set against one node alone
+// with the same traffic in the same run (cluster_figures.go).
+
+// placement says where a setup puts a shape's clients.
+type placement int
+
+const (
+	alone placement = iota // one node, no Redis
+	onA                    // a cluster of 2, every client on node A: every room owned there
+	split                  // a cluster of n, client i on node i mod n (generator shard i/n)
+)
+
+// clusterSetup is one way of running a shape's traffic.
+type clusterSetup struct {
+	name  string
+	place placement
+	nodes int
+}
+
+// clusterShape is one traffic, run on each of its setups in turn.
+type clusterShape struct {
+	label   string   // row prefix, e.g. "cluster 500×4"
+	traffic []string // the loadtest flags that shape the rooms
+	clients int
+	small   bool // rooms of 4: the issue's targets apply
+	setups  []clusterSetup
+}
+
+var (
+	setupAlone  = clusterSetup{"1 node, no Redis", alone, 1}
+	setupOnA    = clusterSetup{"2 nodes, rooms on A", onA, 2}
+	setupSplit2 = clusterSetup{"2 nodes, rooms split", split, 2}
+	setupSplit3 = clusterSetup{"3 nodes, rooms split", split, 3}
+	setupRR2    = clusterSetup{"2 nodes, clients round robin", split, 2}
+)
+
+// clusterShapes are the scenario's traffics, full size or smoke size.
+func clusterShapes(r *runner) []clusterShape {
+	small, large := r.size(500, 5), r.size(40, 2)
+	multiRooms, multiClients := r.size(2500, 10), r.size(2000, 8)
+	all := []clusterSetup{setupAlone, setupOnA, setupSplit2, setupSplit3}
+	return []clusterShape{
+		{label: fmt.Sprintf("cluster %d×4", small), traffic: []string{"--rooms", itoa(small), "--room-size", "4"},
+			clients: 4 * small, small: true, setups: all},
+		{label: fmt.Sprintf("cluster %d×50", large), traffic: []string{"--rooms", itoa(large), "--room-size", "50"},
+			clients: 50 * large, setups: all},
+		// Each client in 5 rooms (4 members a room on average at full size),
+		// every client on one node: its rooms span both nodes.
+		{label: fmt.Sprintf("cluster %d×5/%d", multiClients, multiRooms),
+			traffic: []string{"--rooms", itoa(multiRooms), "--clients", itoa(multiClients), "--rooms-per-client", "5"},
+			clients: multiClients, setups: []clusterSetup{setupAlone, setupRR2}},
+	}
+}
 
 func runCluster(ctx context.Context, r *runner) ([]Result, error) {
 	dur := r.dur(10*time.Second, time.Second)
 	var rows []Result
-	for _, shape := range []struct{ rooms, size int }{{r.size(500, 5), 4}, {r.size(40, 2), 50}} {
-		got, err := clusterShape(ctx, r, shape.rooms, shape.size, dur)
+	for _, sh := range clusterShapes(r) {
+		got, err := r.clusterShape(ctx, sh, dur)
 		rows = append(rows, got...)
 		if err != nil {
+			return rows, fmt.Errorf("%s: %w", sh.label, err)
+		}
+	}
+	return rows, nil
+}
+
+// clusterShape runs one traffic on each of its setups, one after the
+// other, and sets every cluster row against the single node's.
+func (r *runner) clusterShape(ctx context.Context, sh clusterShape, dur time.Duration) ([]Result, error) {
+	var rows []Result
+	cl := clusterProcs{prefix: safeName(sh.label)}
+	defer cl.stop()
+	var base Result
+	var two *clusterFig // this shape's 2-node split, for the 3-node target
+	for _, st := range sh.setups {
+		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
+		got, err := r.clusterSetup(ctx, &cl, sh, st, dur)
+		if err != nil {
+			return append(rows, got...), err
+		}
+		if st.place == alone {
+			base = got[0]
+		}
+		fig := clusterFigures(&got[0], base, two)
+		if st == setupSplit2 {
+			two = fig
+		}
+		if !r.smoke && !fig.measured() {
+			return append(rows, got...), fmt.Errorf("%s measured nothing (no deliveries, or no CPU time in its window)", st.name)
+		}
+		rows = append(rows, got...)
 	}
 	return rows, nil
 }
 
-// clusterShape runs the same traffic (rooms × size clients, 1 msg/s each)
-// on one node alone, on a cluster of two nodes with every room's members on
-// node A, and on the cluster with every room split over A and B.
-func clusterShape(ctx context.Context, r *runner, rooms, size int, dur time.Duration) ([]Result, error) {
-	name := fmt.Sprintf("cluster %d×%d: ", rooms, size)
-	clients := rooms * size
-	args := func(extra ...string) []string {
-		return append([]string{"--rooms", itoa(rooms), "--room-size", itoa(size), "--msg-frequency", "1s", "--msg-size", "256",
-			"--duration", dur.String(), "--ramp", "5000", "--drain", "3s", "--source-ips", sources}, extra...)
-	}
-	timeout := timeoutFor(clients, 5000, dur)
-	var rows []Result
+// clusterProcs are the Redis and the nodes of a shape's cluster, started
+// as its setups need them and stopped after its last.
+type clusterProcs struct {
+	prefix string // of the log files' names
+	redis  *proc
+	nodes  []*proc
+}
 
-	// Baseline: the same traffic on one node without Redis.
-	single, err := r.startServer(ctx, "cluster-single")
+// grow starts Redis (once) and nodes until there are n.
+func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
+	if c.redis == nil {
+		p, err := r.startRedis(ctx, c.prefix+"-redis")
+		if err != nil {
+			return err
+		}
+		c.redis = p
+	}
+	for len(c.nodes) < n {
+		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), "--redis", "redis://"+c.redis.addr+"/0")
+		if err != nil {
+			return err
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	return nil
+}
+
+func (c *clusterProcs) stop() {
+	for _, p := range c.nodes {
+		_ = p.shutdown(5 * time.Second)
+	}
+	if c.redis != nil {
+		_ = c.redis.shutdown(5 * time.Second)
+	}
+	c.redis, c.nodes = nil, nil
+}
+
+// clusterSetup runs a shape's traffic on one setup: its row first, then,
+// for a split, the rows of same-node and cross-node deliveries.
+func (r *runner) clusterSetup(ctx context.Context, cl *clusterProcs, sh clusterShape, st clusterSetup, dur time.Duration) ([]Result, error) {
+	name := sh.label + ": " + st.name
+	tag := safeName(name)
+	var targets, counted []*proc
+	var redis *proc
+	switch st.place {
+	case alone:
+		single, err := r.startServer(ctx, tag+"-server")
+		if err != nil {
+			return nil, err
+		}
+		defer single.shutdown(5 * time.Second)
+		targets, counted = []*proc{single}, []*proc{single}
+	default:
+		if err := cl.grow(ctx, r, st.nodes); err != nil {
+			return nil, err
+		}
+		// Every node of the cluster counts, an idle one too: it is part of
+		// what the users run.
+		counted, redis = cl.nodes[:st.nodes], cl.redis
+		targets = counted
+		if st.place == onA {
+			targets = counted[:1]
+		}
+	}
+	gens, err := r.clusterGenerators(ctx, tag, sh, targets, dur)
 	if err != nil {
 		return nil, err
 	}
-	g, err := r.runLoadtest(ctx, "cluster-single", wsURL(single), timeout, args()...)
-	_ = single.shutdown(5 * time.Second)
-	if err != nil {
-		return nil, err
+	row := mergedRow(name, gens, counted, redis, dur)
+	row.cluster.small, row.cluster.setup = sh.small, st
+	if st.place != alone {
+		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); Redis apart; all on CPU %s", nodeLetters(len(counted)), serverCPU))
 	}
-	base := trafficRow(name+"1 node, no Redis", g, single)
-	rows = append(rows, base)
+	if len(gens) > 1 {
+		addNote(&row, fmt.Sprintf("%d generators, shard i/%d → node %s", len(gens), len(gens), nodeLetters(len(gens))))
+	}
+	rows := []Result{row}
+	if len(gens) < 2 {
+		return rows, nil
+	}
+	lat, err := nodeDeliveries(name, gens, dur)
+	if err != nil {
+		return rows, err
+	}
+	if lat.all != nil {
+		// The shards' own delivery ratios only count their own clients'
+		// messages: the whole run's comes from the events.
+		rows[0].Ratio, rows[0].P50, rows[0].P99, rows[0].Max = lat.all.ratio(), lat.all.ms(50), lat.all.ms(99), lat.all.ms(100)
+	}
+	return append(rows, lat.rows...), nil
+}
 
-	redis, err := r.startRedis(ctx, "cluster-redis")
-	if err != nil {
-		return rows, err
+// clusterGenerators runs one generator per target node: with several,
+// generator i runs shard i/n on node i, all with one room prefix.
+func (r *runner) clusterGenerators(ctx context.Context, tag string, sh clusterShape, targets []*proc, dur time.Duration) ([]*genRun, error) {
+	args := append([]string{"--msg-frequency", "1s", "--msg-size", "256", "--duration", dur.String(), "--ramp", "5000",
+		"--drain", "3s", "--source-ips", sources}, sh.traffic...)
+	timeout := timeoutFor(sh.clients, 5000, dur)
+	if len(targets) == 1 {
+		g, err := r.runLoadtest(ctx, tag, wsURL(targets[0]), timeout, args...)
+		if err != nil {
+			return nil, err
+		}
+		return []*genRun{g}, nil
 	}
-	defer redis.shutdown(5 * time.Second)
-	url := "redis://" + redis.addr + "/0"
-	a, err := r.startServer(ctx, "cluster-node-a", "--redis", url)
-	if err != nil {
-		return rows, err
-	}
-	defer a.shutdown(5 * time.Second)
-	b, err := r.startServer(ctx, "cluster-node-b", "--redis", url)
-	if err != nil {
-		return rows, err
-	}
-	defer b.shutdown(5 * time.Second)
-
-	// All members of every room on node A: every delivery is local.
-	g, err = r.runLoadtest(ctx, "cluster-local", wsURL(a), timeout, args()...)
-	if err != nil {
-		return rows, err
-	}
-	local := trafficRow(name+"2 nodes, rooms on A", g, a, b)
-	s := g.step()
-	clusterFigures(&local, base, redis.cpuBetween(s.SendStartedAt, s.SendEndedAt), s.ReceivedAll, "≤ 1.25× 1 node", 1.25)
-	rows = append(rows, local)
-
-	// Every room split over both nodes: shard 0 (even clients) on A, shard
-	// 1 (odd clients) on B, so half the deliveries cross nodes.
 	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
-	ga, err := r.startLoadtest(ctx, "cluster-cross-a", wsURL(a), timeout, args("--shard", "0/2", "--room-prefix", prefix)...)
-	if err != nil {
-		return rows, err
+	var started []*loadgen
+	var errs []error
+	for i, p := range targets {
+		g, err := r.startLoadtest(ctx, fmt.Sprintf("%s-%d", tag, i), wsURL(p), timeout,
+			slices.Concat(args, []string{"--shard", fmt.Sprintf("%d/%d", i, len(targets)), "--room-prefix", prefix})...)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		started = append(started, g)
 	}
-	gb, errB := r.startLoadtest(ctx, "cluster-cross-b", wsURL(b), timeout, args("--shard", "1/2", "--room-prefix", prefix)...)
-	ra, errA := ga.wait()
-	if errB != nil {
-		return rows, errB
+	// Every generator started is waited for, whatever happened to the others.
+	var runs []*genRun
+	for _, g := range started {
+		run, err := g.wait()
+		errs = append(errs, err)
+		runs = append(runs, run)
 	}
-	rb, errB := gb.wait()
-	if err := errors.Join(errA, errB); err != nil {
-		return rows, err
-	}
-	sa, sb := ra.step(), rb.step()
-	from, to := sa.SendStartedAt, sa.SendEndedAt
-	if sb.SendStartedAt.Before(from) {
-		from = sb.SendStartedAt
-	}
-	if sb.SendEndedAt.After(to) {
-		to = sb.SendEndedAt
-	}
-	var cpu time.Duration
-	var rss int64
-	for _, p := range []*proc{a, b} {
-		cpu += p.cpuBetween(from, to)
-		rss += p.maxRSS(from, to)
-	}
-	dels := sa.ReceivedAll + sb.ReceivedAll
-	// The delivery ratio is in the same-node and cross-node rows.
-	cross := Result{Scenario: name + "2 nodes, rooms split", Clients: sa.Clients, Ratio: -1, ServerCPU: cpu.Seconds(), RSS: rss,
-		GenCPU: (ra.windowCPU() + rb.windowCPU()).Seconds(), Saturated: sa.Saturated || sb.Saturated}
-	if d := dur.Seconds(); d > 0 {
-		cross.PerSecond = float64(dels) / d
-	}
-	if dels > 0 {
-		cross.CPUPerDel = float64(cpu.Microseconds()) / float64(dels)
-	}
-	clusterFigures(&cross, base, redis.cpuBetween(from, to), dels, "≤ 1.6× 1 node", 1.6)
-	addNote(&cross, "two generators (shards 0/2 → node A, 1/2 → node B)")
-	rows = append(rows, cross)
-	split, err := splitDeliveries(name, ra, rb, dur)
-	return append(rows, split...), err
-}
-
-// clusterFigures sets a cluster row's figure (node CPU per delivery against
-// the single node's, Redis CPU per delivery beside) and its target.
-func clusterFigures(row *Result, base Result, redisCPU time.Duration, deliveries int64, target string, limit float64) {
-	row.Target = target
-	if base.CPUPerDel <= 0 || row.CPUPerDel <= 0 || deliveries <= 0 {
-		row.Verdict = "n/a" // too short to measure (--smoke)
-		return
-	}
-	ratio := row.CPUPerDel / base.CPUPerDel
-	redisPer := float64(redisCPU.Microseconds()) / float64(deliveries)
-	row.Figure = fmt.Sprintf("nodes ×%.2f vs 1 node; Redis %.2f µs/deliv", ratio, redisPer)
-	row.Verdict = verdict(ratio <= limit, row.Saturated || base.Saturated)
-	addNote(row, "server CPU = the nodes (A + B); Redis apart, all on CPU "+serverCPU)
-}
-
-// splitDeliveries reads the events of the split run and gives the latency
-// of same-node and cross-node deliveries a row each.
-func splitDeliveries(prefix string, ra, rb *genRun, dur time.Duration) ([]Result, error) {
-	if ra.csv == "" || rb.csv == "" {
-		return nil, nil
-	}
-	ev, err := readEvents(ra.csv, rb.csv)
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	// A client's shard, hence its node, is its index mod 2 (one step: id = index).
-	groups := ev.group(func(sentMsg) bool { return true }, func(sender, recipient uint64) string {
-		if sender%2 == recipient%2 {
-			return "same node"
+	return runs, nil
+}
+
+// nodeLetters names the first n nodes: "A, B" or "A, B, C".
+func nodeLetters(n int) string {
+	s := ""
+	for i := range n {
+		if i > 0 {
+			s += ", "
 		}
-		return "cross node"
-	})
-	var rows []Result
-	for _, name := range []string{"same node", "cross node"} {
-		l := groups[name]
-		if l == nil {
-			continue
-		}
-		row := Result{Scenario: prefix + "split, " + name + " deliveries", Ratio: l.ratio(), P50: l.ms(50), P99: l.ms(99), Max: l.ms(100)}
-		if d := dur.Seconds(); d > 0 {
-			row.PerSecond = float64(l.count()) / d
-		}
-		rows = append(rows, row)
+		s += string(rune('A' + i))
 	}
-	if s, c := groups["same node"], groups["cross node"]; s != nil && c != nil && s.ms(50) > 0 {
-		rows[len(rows)-1].Figure = fmt.Sprintf("p50 ×%.2f vs same node", c.ms(50)/s.ms(50))
+	return s
+}
+
+// safeName turns a row label into a file name for logs and CSVs.
+func safeName(s string) string {
+	out := []rune{}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
+			out = append(out, c)
+		case c == '×':
+			out = append(out, 'x')
+		default:
+			if len(out) > 0 && out[len(out)-1] != '-' {
+				out = append(out, '-')
+			}
+		}
 	}
-	return rows, nil
+	return string(out)
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -16,9 +18,9 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/loadtest"
-	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // The transports comparison (issue 9): for a growing number of clients,
@@ -259,7 +261,7 @@ func serverBytes(url string) ([2]int64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return out, fmt.Errorf("read the server's metrics: %s", resp.Status)
 	}
-	fams, err := metrics.ParseText(resp.Body)
+	fams, err := scrape.ParseText(resp.Body)
 	if err != nil {
 		return out, fmt.Errorf("read the server's metrics: %w", err)
 	}

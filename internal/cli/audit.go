@@ -11,25 +11,37 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scalechat/scalechat/internal/audit"
-	"github.com/scalechat/scalechat/internal/bench"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/version"
 )
+
+// localCluster is what audit --cluster starts: redis-server and nodes of
+// this binary on loopback, which the process faults act on.
+type localCluster interface {
+	audit.Cluster
+	URLs() []string
+	Stop()
+}
 
 func newAuditCmd() *cobra.Command {
 	cfg := audit.Config{}
 	var out, clusterDir string
 	var nodes int
+	var redisCluster bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
-		Long: `audit runs chat clients against a scalechat server and checks every delivery: each client
-knows which seqs its room carried after it joined, and the run counts messages missing
-(owed and neither received nor announced by a history_gap), flagged (announced by a
-history_gap), duplicated (a seq received twice, resumes included), reordered (a seq below
-the previous one on the same connection), foreign (a room the client is not in), delivered
-under two seqs, and sends never delivered to anyone (lost; unconfirmed when the connection
-ended within a second after the write, since the protocol has no acknowledgement).
+		Long: `audit runs chat clients against a scalechat server and checks every delivery. Every message
+is known by its sender and message_id and by where the server put it (room, epoch, seq). A
+message some client received (its sender's echo or another member's copy: the server accepted
+it) is owed to every member of its room from the member's first joined frame on, whichever node
+or seq it came under. The run counts deliveries missing (owed and neither received nor
+announced by a history_gap or reset), flagged (announced), duplicated (a seq received twice,
+or a message received again under another seq, resumes included), reordered (a seq below the previous one on the same connection), foreign (a
+room the client is not in), messages delivered under two seqs, seqs that name two different
+messages (two nodes ordering the same room apart), and sends never delivered to anyone (lost;
+unconfirmed when the connection ended within a second after the write, since the protocol has
+no acknowledgement).
 
 Faults, each optional:
   --drop-every D      cut a random client's connection every D, without a close frame, as a
@@ -42,6 +54,13 @@ every reconnect. Then, once each, at the given time after sending starts, on a r
   --node-term T       SIGTERM the node (it drains with 1001); it starts again --node-down later
   --node-pause T      SIGSTOP the node for --node-down, then SIGCONT
   --redis-restart T   stop Redis (no persistence: its data is lost), start it --node-down later
+With --redis-cluster the nodes use a Redis Cluster the audit starts (3 masters with a replica
+each, real redis-server in cluster mode, created with redis-cli) instead of one redis-server:
+  --redis-failover T  SIGKILL the master that serves the most of the audit's rooms, wait until
+                      its replica is promoted (about 2 s: the cluster's node timeout is 1 s),
+                      then start the killed one again (it rejoins as a replica). A kill, not
+                      CLUSTER FAILOVER: a crash is what a deployment meets, and a manual
+                      failover hands the slots over with the master's consent, losing nothing
 The recovery time of a process fault is until every client is back in its room.
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
@@ -53,18 +72,30 @@ resume with since and epoch, history_gap), or with --protocol legacy the origina
 five-field JSON (room from the URL, chat frames only): there a message is owed to a client
 connected from 200 ms before anyone first received it until a second after; one a client missed
 while away is counted as "missed while away", since the protocol cannot resume; order is
-checked per sender. An audit holds at most 5,000 clients.`,
+checked per sender. With --protocol socketio the clients speak Socket.IO 4 to a server with the
+join and chat events of docs/loadtest.md (--url ws://HOST:PORT, path /socket.io/ unless given),
+checked as the five-field protocol's, each in its room from its join's acknowledgement.
+An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
+  scalechat audit --cluster 2 --redis-cluster --redis-failover 5s --rooms 10 --room-size 6 --duration 10s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Log = c.ErrOrStderr()
+			switch {
+			case redisCluster && nodes == 0:
+				return &exitError{code: exitUsage, err: errors.New("--redis-cluster needs --cluster N")}
+			case cfg.RedisFailoverAt > 0 && !redisCluster:
+				return &exitError{code: exitUsage, err: errors.New("--redis-failover needs --redis-cluster")}
+			case cfg.RedisRestartAt > 0 && redisCluster:
+				return &exitError{code: exitUsage, err: errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")}
+			}
 			if nodes > 0 {
 				if c.Flags().Changed("url") {
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
 				}
-				cl, err := bench.StartLocalCluster(c.Context(), "", clusterDir, nodes, c.ErrOrStderr())
+				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr())
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
 				}
@@ -95,7 +126,7 @@ checked per sender. An audit holds at most 5,000 clients.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server base URL; the room is appended as /{room}")
-	f.StringVar(&cfg.Protocol, "protocol", audit.ProtocolScalechat, "scalechat, or legacy: the original five-field JSON (no seq, no resume: what a client misses while away is reported, not counted as broken)")
+	f.StringVar(&cfg.Protocol, "protocol", audit.ProtocolScalechat, "scalechat; legacy: the original five-field JSON (no seq, no resume: what a client misses while away is reported, not counted as broken); socketio: Socket.IO 4 with the join and chat events of docs/loadtest.md, checked as legacy")
 	f.IntVar(&cfg.Rooms, "rooms", 4, "rooms")
 	f.IntVar(&cfg.RoomSize, "room-size", 5, "clients per room")
 	f.DurationVar(&cfg.Interval, "msg-frequency", 100*time.Millisecond, "interval between two messages of one client")
@@ -112,6 +143,8 @@ checked per sender. An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
+	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
+	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
 	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")
 	return cmd
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -35,5 +37,17 @@ func TestAuditCommand(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("audit", "--url", srv.URL("/ws"), "--rooms", "0"); code != 2 || !strings.Contains(stderr, "at least 1") {
 		t.Errorf("--rooms 0: code %d %q", code, stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--redis-cluster"}, "--redis-cluster needs --cluster N"},
+		{[]string{"--cluster", "2", "--redis-failover", "1s"}, "--redis-failover needs --redis-cluster"},
+		{[]string{"--cluster", "2", "--redis-cluster", "--redis-restart", "1s"}, "use --redis-failover"},
+	} {
+		if code, _, stderr := runCLI(append([]string{"audit"}, tt.args...)...); code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: code %d %q, want 2 and %q", tt.args, code, stderr, tt.want)
+		}
 	}
 }

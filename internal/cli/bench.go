@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -28,6 +30,11 @@ Scenarios (all by default, in this order):
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
 missed targets are results, shown in the table.
 
+--repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
+shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
+folder (run1, run2 … under --dir), and the cluster scenario adds rows with the medians of
+its ratios over the runs.
+
 "scalechat bench transports" runs the transports scenario alone, with flags for its sizes,
 and keeps its results folder for scalechat report. "scalechat bench analyze" times the
 analyzer against a pandas baseline; "scalechat bench generator" measures the load
@@ -39,8 +46,12 @@ generator itself.`
 		Example: `  scalechat bench                 # everything, about 10 minutes on 2 cores
   scalechat bench idle oneroom    # two scenarios
   scalechat bench --smoke         # tiny sizes, as CI runs it
+  scalechat bench --repeat 3 cluster   # the cluster table 3 times in turn, with medians
   scalechat bench transports --from 100 --to 500   # one scenario with its own flags`,
 		RunE: func(c *cobra.Command, args []string) error {
+			if opt.Repeat < 1 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--repeat must be at least 1, not %d", opt.Repeat)}
+			}
 			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
 			return bench.Run(c.Context(), args, opt)
 		},
@@ -48,6 +59,7 @@ generator itself.`
 	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
+	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	return cmd
 }

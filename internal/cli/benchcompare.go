@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -24,7 +26,7 @@ func newBenchCompareCmd() *cobra.Command {
 		Long: `compare runs the steps of a scenario file against each server of its targets: list, one
 after another on this machine (docs/loadtest.md#comparing-servers-scalechat-bench-compare).
 A target has a name, the protocol the load generator speaks to it (scalechat, legacy,
-centrifugo or echo), its URL and either the command that starts it (the bench starts it
+centrifugo, socketio or echo), its URL and either the command that starts it (the bench starts it
 pinned to CPU 0, waits until its port accepts connections or its ready URL answers 200,
 reads its CPU time and RSS from /proc, and stops it) or the pid of a server already
 running. In url, command and ready, {port} is a free port and {scalechat} this binary.

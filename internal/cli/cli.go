@@ -23,6 +23,13 @@ func Main(args []string) int {
 	return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
+// Exit codes of loadtest, also used by audit.
+const (
+	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker
+	exitUsage       = 2   // bad flags or a plan the machine cannot hold
+	exitInterrupted = 130 // stopped by Ctrl+C without other failures
+)
+
 // exitError carries a specific exit code out of a command.
 type exitError struct {
 	code int

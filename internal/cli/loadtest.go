@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -19,13 +21,6 @@ import (
 
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/version"
-)
-
-// Exit codes of loadtest.
-const (
-	exitFailed      = 1   // connection errors, loss beyond --max-loss, a dead worker
-	exitUsage       = 2   // bad flags or a plan the machine cannot hold
-	exitInterrupted = 130 // stopped by Ctrl+C without other failures
 )
 
 func newLoadtestCmd() *cobra.Command {
@@ -85,8 +80,8 @@ func (o *loadtestFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.cfg.Transport, "transport", loadtest.TransportWS, "ws (a WebSocket per client) or poll (HTTP: POST to send, GET /rooms/{room}/messages to receive)")
 	f.DurationVar(&o.pollIv, "poll-interval", 0, "with --transport poll: poll without wait every interval (plain polling); 0 = long polling")
 	f.DurationVar(&o.pollWait, "poll-wait", loadtest.DefaultPollWait, "with --transport poll: how long a long poll asks the server to wait (at most 60s)")
-	f.StringVar(&o.cfg.Protocol, "protocol", loadtest.ProtocolScalechat, "what the server speaks (docs/loadtest.md): scalechat; legacy (the original five-field JSON, room from the URL); centrifugo (the Centrifugo client protocol over JSON, channels NAMESPACE:ROOM, --url used as is); echo (any WebSocket echo server, --url used as is)")
-	f.StringVar(&o.cfg.Namespace, "namespace", "chat", "with --protocol centrifugo: the channels' namespace (\"\" for none)")
+	f.StringVar(&o.cfg.Protocol, "protocol", loadtest.ProtocolScalechat, "what the server speaks (docs/loadtest.md): scalechat; legacy (the original five-field JSON, room from the URL); centrifugo (the Centrifugo client protocol over JSON, channels NAMESPACE:ROOM, --url used as is); socketio (Socket.IO 4 over WebSocket: emit join with the room, acked, and chat events the server emits to the room; --url ws://HOST:PORT, path /socket.io/ unless given); echo (any WebSocket echo server, --url used as is)")
+	f.StringVar(&o.cfg.Namespace, "namespace", "chat", "with --protocol centrifugo: the channels' namespace (\"\" for none); with --protocol socketio: the Socket.IO namespace (the main one, /, unless given)")
 	f.Int64Var(&o.cfg.MaxUnexpected, "max-unexpected", 0, "deliveries from senders or rooms this run did not create that a step may see before the exit code says failure")
 	def := loadtest.DefaultStep()
 	f.StringVar(&o.stepName, "step-name", def.Name, "name of the step in the CSV when no --scenario is given")
@@ -156,6 +151,9 @@ func (o *loadtestFlags) config(c *cobra.Command) (*loadtest.Config, error) {
 			return nil, errors.New("--shard needs --room-prefix, the same for every shard of the run")
 		}
 		cfg.RoomPrefix = newRunID()
+	}
+	if cfg.Protocol == loadtest.ProtocolSocketIO && !c.Flags().Changed("namespace") {
+		cfg.Namespace = "" // the flag's default is centrifugo's
 	}
 	if cfg.Transport == loadtest.TransportPoll && !c.Flags().Changed("url") {
 		cfg.URL = "http://127.0.0.1:8080"
@@ -250,6 +248,9 @@ const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per cl
 
   # with the server's CPU, memory and processing time beside the results
   scalechat loadtest --rooms 10 --room-size 20 --server-metrics http://127.0.0.1:8081/metrics
+
+  # a Socket.IO 4 server with the join and chat handlers of docs/loadtest.md
+  scalechat loadtest --protocol socketio --url ws://127.0.0.1:3000 --rooms 10 --room-size 20
 
   # any WebSocket echo server
   scalechat loadtest --protocol echo --url ws://127.0.0.1:9000/echo --rooms 100 --room-size 1`

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/scalechat/scalechat/internal/analyze"
 	"github.com/scalechat/scalechat/internal/report"
 	"github.com/scalechat/scalechat/internal/results"
 )
@@ -162,7 +161,7 @@ func reportInput(cmd *cobra.Command, af analyzeFlags, args []string) (*report.In
 				if err := os.MkdirAll(af.out, 0o755); err != nil {
 					return nil, err
 				}
-				for _, f := range []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV} {
+				for _, f := range []string{results.SummaryCSV, results.SummaryJSON, results.TimeseriesCSV} {
 					if err := copyFile(filepath.Join(args[0], f), filepath.Join(af.out, f)); err != nil {
 						return nil, err
 					}
@@ -175,7 +174,7 @@ func reportInput(cmd *cobra.Command, af analyzeFlags, args []string) (*report.In
 	if err != nil {
 		return nil, err
 	}
-	in := &report.Input{Summary: res, Series: res.Series}
+	in := &report.Input{Summary: &res.Summary, Series: res.Series}
 	if err := in.LoadServer(); err != nil {
 		return nil, err
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -12,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // Protocols a run can speak.
@@ -22,6 +24,7 @@ const (
 	ProtocolLegacy     = "legacy"     // the original five-field JSON: room from the URL, chat frames only
 	ProtocolCentrifugo = "centrifugo" // the Centrifugo client protocol over JSON: connect, subscribe, publish
 	ProtocolEcho       = "echo"       // any WebSocket echo server: each client gets its own messages back
+	ProtocolSocketIO   = "socketio"   // Socket.IO v5 over Engine.IO v4 WebSockets: join and chat events (docs/loadtest.md)
 	// ProtocolChat is the former name of ProtocolScalechat, still accepted.
 	ProtocolChat = "chat"
 )
@@ -129,7 +132,7 @@ type Config struct {
 	Loops          int           `json:"loops"`
 	MaxLoss        float64       `json:"max_loss"`
 	MaxUnexpected  int64         `json:"max_unexpected"`
-	Namespace      string        `json:"namespace,omitempty"` // centrifugo: channels are NAMESPACE:ROOM
+	Namespace      string        `json:"namespace,omitempty"` // centrifugo: channels are NAMESPACE:ROOM; socketio: the namespace ("" or "/" for the main one)
 	ConnectTimeout Duration      `json:"connect_timeout"`
 	Out            string        `json:"out"`
 	Args           []string      `json:"args"`
@@ -156,7 +159,7 @@ func (c *Config) Validate() error {
 		c.Protocol = ProtocolScalechat
 	}
 	switch c.Protocol {
-	case ProtocolScalechat, ProtocolEcho, ProtocolCentrifugo:
+	case ProtocolScalechat, ProtocolEcho, ProtocolCentrifugo, ProtocolSocketIO:
 	case ProtocolLegacy:
 		for _, s := range c.Steps {
 			if s.RoomsPerClient > 1 {
@@ -164,7 +167,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	default:
-		return fmt.Errorf("protocol %q is not scalechat, legacy, centrifugo or echo", c.Protocol)
+		return fmt.Errorf("protocol %q is not scalechat, legacy, centrifugo, socketio or echo", c.Protocol)
 	}
 	if c.MaxUnexpected < 0 {
 		return errors.New("--max-unexpected must not be negative")
@@ -205,7 +208,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("transport %q is not ws or poll", c.Transport)
 	}
 	for _, u := range c.ServerMetrics {
-		if err := metrics.CheckMetricsURL(u); err != nil {
+		if err := scrape.CheckURL(u); err != nil {
 			return err
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package loadtest simulates many chat clients against a scalechat server
 // (or any plain WebSocket echo server) and records a CSV row for every
 // message sent and received, so that per-recipient latency and loss can be

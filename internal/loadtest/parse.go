@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -69,6 +71,8 @@ func parseFields(b []byte, f *frameFields) bool {
 				f.sender = b[i+1 : e]
 			case "sent_at":
 				f.sentAt = b[i+1 : e]
+			case "message_id": // as a string where numbers are doubles (socketio)
+				f.messageID, f.hasID = parseUint(b[i+1 : e])
 			}
 			i = e + 1
 		case '{', '[':
@@ -236,31 +240,55 @@ func objectField(b []byte, key string) ([]byte, bool) {
 }
 
 // parseTime reads a due time written as unix microseconds or as RFC 3339
-// (the fixed layout legacyTime writes is read without time.Parse).
+// (UTC as time.RFC3339Nano writes it, the legacy adapter's sent_at after
+// the server's round trip, is read without time.Parse).
 func parseTime(v []byte) (int64, bool) {
 	if n, ok := parseUint(v); ok {
 		return int64(n), true
 	}
-	// 2026-11-23T10:37:07.123456Z
-	if len(v) == 27 && v[4] == '-' && v[7] == '-' && v[10] == 'T' && v[13] == ':' && v[16] == ':' && v[19] == '.' && v[26] == 'Z' {
-		num := func(a, b int) (int, bool) {
-			n, ok := parseUint(v[a:b])
-			return int(n), ok
-		}
-		y, ok1 := num(0, 4)
-		mo, ok2 := num(5, 7)
-		d, ok3 := num(8, 10)
-		h, ok4 := num(11, 13)
-		mi, ok5 := num(14, 16)
-		s, ok6 := num(17, 19)
-		us, ok7 := num(20, 26)
-		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 {
-			return time.Date(y, time.Month(mo), d, h, mi, s, us*1000, time.UTC).UnixMicro(), true
-		}
+	if us, ok := parseUTC(v); ok {
+		return us, true
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(v))
 	if err != nil {
 		return 0, false
 	}
 	return t.UnixMicro(), true
+}
+
+// parseUTC reads 2026-11-23T10:37:07Z with 0 to 9 fraction digits
+// (2026-11-23T10:37:07.12345Z) as unix microseconds.
+func parseUTC(v []byte) (int64, bool) {
+	n := len(v)
+	if n < 20 || v[n-1] != 'Z' || v[4] != '-' || v[7] != '-' || v[10] != 'T' || v[13] != ':' || v[16] != ':' {
+		return 0, false
+	}
+	ns := 0
+	if frac := v[19 : n-1]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return 0, false
+		}
+		f, ok := parseUint(frac[1:])
+		if !ok {
+			return 0, false
+		}
+		ns = int(f)
+		for range 10 - len(frac) {
+			ns *= 10
+		}
+	}
+	num := func(a, b int) (int, bool) {
+		x, ok := parseUint(v[a:b])
+		return int(x), ok
+	}
+	y, ok1 := num(0, 4)
+	mo, ok2 := num(5, 7)
+	d, ok3 := num(8, 10)
+	h, ok4 := num(11, 13)
+	mi, ok5 := num(14, 16)
+	s, ok6 := num(17, 19)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+		return 0, false
+	}
+	return time.Date(y, time.Month(mo), d, h, mi, s, ns, time.UTC).UnixMicro(), true
 }

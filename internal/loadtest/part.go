@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -183,6 +185,10 @@ func runPart(ctx, hard context.Context, cfg *Config, coord coordinator, path str
 			break
 		}
 		if k > 0 && cfg.Pause > 0 {
+			// The line names the next step from now on: its target too.
+			p.mu.Lock()
+			p.target = int64(localCount(s.Clients(), cfg.Part(), cfg.Parts()))
+			p.mu.Unlock()
 			p.setPhase(s.Name, phasePause, cfg.Pause.D())
 			select {
 			case <-time.After(cfg.Pause.D()):

@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -202,9 +204,18 @@ func (p *stepPlan) roomIndex(name []byte) int {
 
 // localClients returns the indexes of the clients this process runs.
 func (p *stepPlan) localClients() []int {
-	out := make([]int, 0, p.clients/p.parts+1)
+	out := make([]int, 0, localCount(p.clients, p.part, p.parts))
 	for c := p.part; c < p.clients; c += p.parts {
 		out = append(out, c)
 	}
 	return out
+}
+
+// localCount returns how many of a step's clients part (of parts) runs:
+// those whose index is part modulo parts.
+func localCount(clients, part, parts int) int {
+	if part >= clients {
+		return 0
+	}
+	return (clients - part + parts - 1) / parts
 }

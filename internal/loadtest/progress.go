@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -22,9 +24,7 @@ type aggregator struct {
 	cores int // cores of the machine the parts share
 
 	mu        sync.Mutex
-	prevStep  string
-	prevSent  int64
-	prevRecv  int64
+	prev      []counter         // each part's counters in the previous update
 	saturated map[string]string // step name -> first reason
 	lastLen   int
 }
@@ -69,12 +69,8 @@ func (a *aggregator) update(snaps []Snapshot) {
 	if interval <= 0 {
 		interval = 1
 	}
-	if m.Step != a.prevStep {
-		a.prevStep, a.prevSent, a.prevRecv = m.Step, 0, 0
-	}
-	sentRate := float64(m.Sent-a.prevSent) / interval
-	recvRate := float64(m.Received-a.prevRecv) / interval
-	a.prevSent, a.prevRecv = m.Sent, m.Received
+	sent, recv := a.counted(snaps)
+	sentRate, recvRate := float64(sent)/interval, float64(recv)/interval
 	cpu := m.CPUSeconds / interval / float64(max(cores, 1))
 
 	if m.Phase == phaseSending || m.Phase == phaseDraining {
@@ -97,7 +93,7 @@ func (a *aggregator) update(snaps []Snapshot) {
 	} else {
 		fmt.Fprintf(&b, " %.0fs", m.Elapsed)
 	}
-	fmt.Fprintf(&b, " | conn %d/%d", m.Connected, m.Target)
+	fmt.Fprintf(&b, " | conns %d/%d", m.Connected, m.Target)
 	if n := m.ConnectErrors + m.Disconnects; n > 0 {
 		fmt.Fprintf(&b, " errors %d", n)
 	}
@@ -123,6 +119,43 @@ func (a *aggregator) update(snaps []Snapshot) {
 	} else {
 		fmt.Fprintf(a.w, "%s %s\n", time.Now().Format("15:04:05"), line)
 	}
+}
+
+// counter is what a part had sent and received at a snapshot.
+type counter struct{ sent, recv int64 }
+
+// counted returns the messages sent and received since the previous
+// update, summed over the parts. A part's counters count its current step
+// and start again from 0 when its next step begins, which is later than
+// the step's name changes (the pause between steps already carries the
+// next step's name, the counters still the last step's): a counter lower
+// than before has restarted, and all of it is new. Parts that came or
+// went since the previous update count nothing this time.
+func (a *aggregator) counted(snaps []Snapshot) (sent, recv int64) {
+	cur := make([]counter, len(snaps))
+	for i, s := range snaps {
+		cur[i] = counter{s.Sent, s.Received}
+	}
+	if a.prev == nil {
+		a.prev = make([]counter, len(cur)) // the first update counts from 0
+	}
+	if len(a.prev) == len(cur) {
+		for i, c := range cur {
+			sent += since(a.prev[i].sent, c.sent)
+			recv += since(a.prev[i].recv, c.recv)
+		}
+	}
+	a.prev = cur
+	return sent, recv
+}
+
+// since returns how much a counter that may restart from 0 grew from prev
+// to cur: never a negative count.
+func since(prev, cur int64) int64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
 }
 
 // saturation returns why step was saturated, or "".

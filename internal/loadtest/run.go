@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -14,8 +16,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // Options are the parts of a run that are not the scenario.
@@ -109,13 +111,13 @@ func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
 	path := results.ServerMetricsPath(cfg.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	type outcome struct {
-		sum metrics.ScrapeSummary
+		sum scrape.Summary
 		err error
 	}
 	done := make(chan outcome, 1)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() {
-		sum, err := metrics.RecordServerCSV(ctx, path, cfg.ServerMetrics, log)
+		sum, err := scrape.RecordServerCSV(ctx, path, cfg.ServerMetrics, log)
 		done <- outcome{sum, err}
 	}()
 	return func() error {

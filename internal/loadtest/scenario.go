@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -34,7 +36,7 @@ type Target struct {
 	Name      string   `yaml:"name" json:"name"`
 	Protocol  string   `yaml:"protocol" json:"protocol"`                       // as --protocol
 	URL       string   `yaml:"url" json:"url"`                                 // as --url
-	Namespace string   `yaml:"namespace,omitempty" json:"namespace,omitempty"` // as --namespace (centrifugo)
+	Namespace string   `yaml:"namespace,omitempty" json:"namespace,omitempty"` // as --namespace (centrifugo, socketio)
 	Command   []string `yaml:"command,omitempty" json:"command,omitempty"`     // started, pinned to the server CPU, and stopped by the bench
 	PID       int      `yaml:"pid,omitempty" json:"pid,omitempty"`             // or: a running server to watch
 	Ready     string   `yaml:"ready,omitempty" json:"ready,omitempty"`         // an http:// URL that answers 200 once the server is ready; default: its port accepts

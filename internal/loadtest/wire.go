@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -78,6 +80,8 @@ func newWire(cfg *Config) wire {
 		return centrifugoWire{ns: cfg.Namespace}
 	case ProtocolEcho:
 		return echoWire{}
+	case ProtocolSocketIO:
+		return newSocketIOWire(cfg.Namespace)
 	}
 	return scalechatWire{}
 }
@@ -178,10 +182,14 @@ func (echoWire) decode(p []byte, in []inbound) []inbound {
 	return append(in, x)
 }
 
-// legacyWire speaks the original five-field JSON: the room comes from the
-// URL, a client is in its room once upgraded, the server sends chat frames
-// only. A message says who sent it in "sender" (the run-wide client id) and
-// "message_id" (the sender's counter), and when it was due in "sent_at".
+// legacyWire speaks the original five-field JSON (MerzMax/scale-chat):
+// the room comes from the URL, a client is in its room once upgraded, the
+// server sends chat frames only. The server decodes every message into
+// five fields and encodes them again, dropping any other, and hands it to
+// the clients whose URL room is the message's "room": so a message carries
+// all five, as the original client (src/client/client.go) encodes them, and
+// says who sent it in "sender" (the run-wide client id) and "message_id"
+// (the sender's counter), and when it was due in "sent_at".
 type legacyWire struct{}
 
 func (legacyWire) offer() string { return "" }
@@ -194,20 +202,22 @@ func (legacyWire) appendJoin(dst []byte, _ *stepPlan, _ int32, _ int) []byte {
 	return dst
 }
 
-func (legacyWire) appendMessage(dst []byte, _ *stepPlan, _ int32, sender uint64, counter uint32, due int64, text string) []byte {
+// appendMessage writes the fields in the order and form json.Marshal gives
+// the original's chat.Message, so the frame comes back as it was sent.
+func (legacyWire) appendMessage(dst []byte, p *stepPlan, room int32, sender uint64, counter uint32, due int64, text string) []byte {
 	dst = append(dst, `{"message_id":`...)
 	dst = strconv.AppendUint(dst, uint64(counter), 10)
-	dst = append(dst, `,"sender":"`...)
+	dst = append(dst, `,"text":"`...)
+	dst = append(dst, text...)
+	dst = append(dst, `","sender":"`...)
 	dst = strconv.AppendUint(dst, sender, 10)
 	dst = append(dst, `","sent_at":"`...)
-	dst = time.UnixMicro(due).UTC().AppendFormat(dst, legacyTime)
-	dst = append(dst, `","text":"`...)
-	dst = append(dst, text...)
+	dst = time.UnixMicro(due).UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","room":"`...)
+	dst = append(dst, p.roomPre...)
+	dst = strconv.AppendInt(dst, int64(room), 10)
 	return append(dst, `"}`...)
 }
-
-// legacyTime is the layout of "sent_at": RFC 3339 with microseconds, UTC.
-const legacyTime = "2006-01-02T15:04:05.000000Z"
 
 func (legacyWire) decode(p []byte, in []inbound) []inbound {
 	var f frameFields

@@ -1,3 +1,5 @@
+//go:build linux
+
 package loadtest
 
 import (
@@ -96,11 +98,14 @@ func TestEchoAgainstBroadcastServerIsUnexpected(t *testing.T) {
 	cfg.Protocol = ProtocolEcho
 	res := runTest(t, cfg)
 	s := res.Meta.Steps[0]
-	// 6 clients, 10 messages each, each delivered to all 6: 60 expected back, 300 from others.
-	if s.Expected != 60 || s.Received != 60 || s.Unexpected != 300 {
+	// 6 clients, 10 messages each, each delivered to all 6: 60 expected
+	// back, 300 from others, less what a client closes on: once its own
+	// last message is back, every earlier one has come (one queue in
+	// order), so at most the 5 others' last ones are still on their way.
+	if s.Expected != 60 || s.Received != 60 || s.Unexpected < 300-6*5 || s.Unexpected > 300 {
 		t.Fatalf("step %+v", s)
 	}
-	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "300 unexpected deliveries") {
+	if want := fmt.Sprintf("%d unexpected deliveries", s.Unexpected); len(res.Failures) != 1 || !strings.Contains(res.Failures[0], want) {
 		t.Fatalf("failures %v", res.Failures)
 	}
 	cfg = testConfig(t, srv.url+"/echo", testStep("echo", 3, 2))
@@ -189,4 +194,42 @@ func TestCentrifugoProtocolAgainstCentrifuge(t *testing.T) {
 		t.Fatalf("step %+v failures %v", s, res.Failures)
 	}
 	checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
+}
+
+// What the legacy adapter sends survives the original server's round trip
+// (five fields decoded and encoded again) byte for byte, and is read back
+// as sent: sender, counter, due time (whatever its trailing zeros) and room.
+func TestLegacyMessageSurvivesTheFiveFieldRoundTrip(t *testing.T) {
+	p := &stepPlan{roomPre: "run-s1-r"}
+	base := time.Date(2026, 11, 23, 10, 37, 7, 0, time.UTC).UnixMicro()
+	for _, tt := range []struct {
+		name    string
+		due     int64
+		sender  uint64
+		counter uint32
+	}{
+		{"six fraction digits", base + 123456, 7, 1},
+		{"trailing zeros trimmed", base + 120000, 1 << 40, 1<<32 - 1},
+		{"whole second", base, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sent := legacyWire{}.appendMessage(nil, p, 3, tt.sender, tt.counter, tt.due, "xxxx")
+			back, err := fivefield.Reencode(sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(back) != string(sent) {
+				t.Errorf("changed by the round trip:\n sent %s\n back %s", sent, back)
+			}
+			in := legacyWire{}.decode(back, nil)
+			if len(in) != 1 {
+				t.Fatalf("decoded %d", len(in))
+			}
+			x := in[0]
+			if x.kind != inMessage || !x.hasID || x.sender != tt.sender || x.counter != uint64(tt.counter) ||
+				!x.hasDue || x.due != tt.due || string(x.room) != "run-s1-r3" {
+				t.Errorf("read back %+v from %s", x, back)
+			}
+		})
+	}
 }

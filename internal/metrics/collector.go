@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -35,22 +36,22 @@ func NewCollector(srv *server.Server) *Collector {
 	d := prometheus.NewDesc
 	return &Collector{
 		srv: srv,
-		connections: d(nameConnections,
+		connections: d(scrape.NameConnections,
 			"WebSocket connections open now, counted from the upgrade until the socket is closed.", nil, nil),
 		accepted: d("scalechat_connections_accepted_total",
 			"WebSocket upgrades completed.", nil, nil),
 		refused: d("scalechat_connections_refused_total",
 			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full.",
 			[]string{"reason"}, nil),
-		rooms: d(nameRooms,
+		rooms: d(scrape.NameRooms,
 			"Rooms held, empty ones still in their grace period included.", nil, nil),
 		history: d("scalechat_history_entries",
 			"Messages held in the rooms' history rings.", nil, nil),
-		messagesIn: d(nameMessagesIn,
+		messagesIn: d(scrape.NameMessagesIn,
 			"Complete text messages received from clients (chat messages and commands, accepted or not).", nil, nil),
-		deliveries: d(nameDeliveries,
+		deliveries: d(scrape.NameDeliveries,
 			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
-		dropped: d(nameDropped,
+		dropped: d(scrape.NameDropped,
 			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable).",
 			[]string{"reason"}, nil),
 		disconnects: d("scalechat_disconnects_total",
@@ -106,7 +107,7 @@ func NewCollector(srv *server.Server) *Collector {
 			"Bytes read on HTTP connections: requests, polls, WebSocket handshakes (with TLS: all the TLS connection's bytes).", nil, nil),
 		httpBytesOut: d("scalechat_http_sent_bytes_total",
 			"Bytes written on HTTP connections: answers, polls, WebSocket handshakes (with TLS: all the TLS connection's bytes).", nil, nil),
-		processing: d(nameProcessing,
+		processing: d(scrape.NameProcessing,
 			"Time from the event loop waking up with a client's message to read until the end of the flush that wrote it to the loop's last member of the room; counted once per message and event loop with members.",
 			nil, nil),
 	}

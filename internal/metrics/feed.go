@@ -1,3 +1,5 @@
+//go:build linux
+
 package metrics
 
 import (
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // maxSubscribers bounds the dashboards watching one node at once.
@@ -22,9 +26,9 @@ const maxSubscribers = 64
 // the samples kept; each later one holds the newest sample of every node
 // (none, and an error, for a node that could not be scraped).
 type Feed struct {
-	sources  []Source // written by sample under mu, read by sample freely
-	fixed    int      // sources[:fixed] are always there; the rest are discovered
-	discover func(context.Context) ([]Source, error)
+	sources  []scrape.Source // written by sample under mu, read by sample freely
+	fixed    int             // sources[:fixed] are always there; the rest are discovered
+	discover func(context.Context) ([]scrape.Source, error)
 	interval time.Duration
 	keep     int // samples kept per node
 	log      *slog.Logger
@@ -35,7 +39,7 @@ type Feed struct {
 }
 
 type nodeState struct {
-	prev    Snapshot
+	prev    scrape.Snapshot
 	hasPrev bool
 	samples []Sample // oldest first, at most keep
 	err     string
@@ -56,7 +60,7 @@ type NodeUpdate struct {
 
 // NewFeed returns a feed of sources sampled every interval that keeps the
 // samples of the last keep.
-func NewFeed(sources []Source, interval, keep time.Duration, log *slog.Logger) *Feed {
+func NewFeed(sources []scrape.Source, interval, keep time.Duration, log *slog.Logger) *Feed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -90,7 +94,9 @@ func (f *Feed) Run(ctx context.Context) {
 // nodes to sample besides its own sources (the nodes of a cluster). Nodes
 // come and go with discover's answers; one with the name of a fixed source
 // is skipped.
-func (f *Feed) Discover(discover func(context.Context) ([]Source, error)) { f.discover = discover }
+func (f *Feed) Discover(discover func(context.Context) ([]scrape.Source, error)) {
+	f.discover = discover
+}
 
 // refresh sets the sources of this round from discover.
 func (f *Feed) refresh(ctx context.Context) {
@@ -102,12 +108,12 @@ func (f *Feed) refresh(ctx context.Context) {
 		f.log.Debug("dashboard cannot list the cluster's nodes", "err", err)
 		return // keep the nodes known
 	}
-	sources := append([]Source(nil), f.sources[:f.fixed]...)
+	sources := append([]scrape.Source(nil), f.sources[:f.fixed]...)
 	seen := map[string]bool{}
 	for _, s := range sources {
 		seen[s.Node] = true
 	}
-	slices.SortFunc(found, func(a, b Source) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(found, func(a, b scrape.Source) int { return strings.Compare(a.Node, b.Node) })
 	for _, s := range found {
 		if !seen[s.Node] {
 			seen[s.Node] = true
@@ -133,11 +139,11 @@ func (f *Feed) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, f.interval)
 	defer cancel()
 	f.refresh(ctx)
-	snaps := make([]Snapshot, len(f.sources))
+	snaps := make([]scrape.Snapshot, len(f.sources))
 	errs := make([]error, len(f.sources))
 	var wg sync.WaitGroup
 	for i, src := range f.sources {
-		wg.Go(func() { snaps[i], errs[i] = snapshotOf(ctx, src) })
+		wg.Go(func() { snaps[i], errs[i] = src.Snapshot(ctx) })
 	}
 	wg.Wait()
 

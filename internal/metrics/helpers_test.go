@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -87,7 +88,7 @@ func (n *node) scrape(t testing.TB) map[string]*dto.MetricFamily {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
-	families, err := ParseText(resp.Body)
+	families, err := scrape.ParseText(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}

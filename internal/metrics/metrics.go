@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/server"
 )
 
@@ -57,19 +58,19 @@ func New(srv *server.Server, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	feed := NewFeed([]Source{GathererSource(opts.Node, reg)}, opts.Interval, opts.Keep, opts.Logger)
+	feed := NewFeed([]scrape.Source{GathererSource(opts.Node, reg)}, opts.Interval, opts.Keep, opts.Logger)
 	if _, cluster := srv.BrokerStats(); cluster {
 		// Every node of the cluster on the dashboard: the nodes announce
 		// their metrics URL through the broker.
 		client := &http.Client{Timeout: opts.Interval}
-		feed.Discover(func(ctx context.Context) ([]Source, error) {
+		feed.Discover(func(ctx context.Context) ([]scrape.Source, error) {
 			nodes, err := srv.ClusterNodes(ctx)
 			if err != nil {
 				return nil, err
 			}
-			var sources []Source
+			var sources []scrape.Source
 			for name, url := range nodes {
-				src := URLSource(url, client)
+				src := scrape.URLSource(url, client)
 				src.Node = name
 				sources = append(sources, src)
 			}

@@ -1,15 +1,16 @@
+//go:build linux
+
 package metrics
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/scalechat/scalechat/internal/scrape"
 )
 
 // Number is a float64 that encodes as JSON null when it is not a number
@@ -42,7 +43,7 @@ type Sample struct {
 
 // SampleBetween returns the figures of the interval from prev to cur, two
 // snapshots of the same node.
-func SampleBetween(prev, cur Snapshot) Sample {
+func SampleBetween(prev, cur scrape.Snapshot) Sample {
 	s := Sample{
 		UnixMS:      cur.Time.UnixMilli(),
 		Connections: Number(cur.Connections),
@@ -76,74 +77,7 @@ func SampleBetween(prev, cur Snapshot) Sample {
 	return s
 }
 
-// Source gathers the metrics of one node.
-type Source struct {
-	Node   string // how the node is named on the dashboard and in the server CSV
-	Gather func(ctx context.Context) ([]*dto.MetricFamily, error)
-}
-
 // GathererSource reads a node's metrics from a registry in this process.
-func GathererSource(node string, g prometheus.Gatherer) Source {
-	return Source{Node: node, Gather: func(context.Context) ([]*dto.MetricFamily, error) { return g.Gather() }}
-}
-
-// maxScrapeBytes bounds what a scrape reads: a scalechat node exposes about
-// 20 KiB; anything far larger is not one.
-const maxScrapeBytes = 16 << 20
-
-// URLSource scrapes a node's /metrics URL over HTTP. The node is named by
-// its URL.
-func URLSource(url string, client *http.Client) Source {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	return Source{Node: url, Gather: func(ctx context.Context) ([]*dto.MetricFamily, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return nil, fmt.Errorf("scrape %s: %w", url, err)
-		}
-		req.Header.Set("Accept", "text/plain;version=0.0.4")
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("scrape %s: %w", url, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("scrape %s: HTTP status %s", url, resp.Status)
-		}
-		families, err := ParseText(&limitedReader{r: resp.Body, n: maxScrapeBytes})
-		if err != nil {
-			return nil, fmt.Errorf("scrape %s: %w", url, err)
-		}
-		return families, nil
-	}}
-}
-
-// limitedReader is io.LimitReader that fails, instead of ending quietly,
-// past its limit: a truncated exposition would parse as a wrong one.
-type limitedReader struct {
-	r interface{ Read([]byte) (int, error) }
-	n int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, fmt.Errorf("response larger than %d bytes", maxScrapeBytes)
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
-}
-
-// snapshotOf gathers src and returns its snapshot, timed when the figures
-// arrived.
-func snapshotOf(ctx context.Context, src Source) (Snapshot, error) {
-	families, err := src.Gather(ctx)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	return SnapshotOf(families, time.Now()), nil
+func GathererSource(node string, g prometheus.Gatherer) scrape.Source {
+	return scrape.Source{Node: node, Gather: func(context.Context) ([]*dto.MetricFamily, error) { return g.Gather() }}
 }

@@ -1,12 +1,13 @@
-// Package netpoll is a thin wrapper over the operating system's readiness
-// notification (epoll on Linux) with a wake-up channel, for event loops that
-// serve many sockets from one goroutine.
+//go:build linux
+
+// Package netpoll is a thin wrapper over Linux's readiness notification
+// (epoll) with a wake-up channel (eventfd), for event loops that serve many
+// sockets from one goroutine. It builds on Linux only, and so do the server
+// and the load tester built on it; another system would need a kqueue poller.
 //
 // A Poller is owned by one goroutine, which calls Wait; any goroutine may
 // call Wake.
 package netpoll
-
-import "errors"
 
 // Event bits reported by Wait and accepted by Add and Mod.
 const (
@@ -20,6 +21,3 @@ type Event struct {
 	FD     int
 	Events uint32
 }
-
-// ErrUnsupported is returned by New on systems without an implementation.
-var ErrUnsupported = errors.New("netpoll: the event loop needs Linux (epoll)")

@@ -1,9 +1,6 @@
 package report
 
 import (
-	"fmt"
-	"html/template"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -41,24 +38,14 @@ var auditCharts = []Chart{
 
 // WriteAudit draws the audit's charts into opts.Out and writes index.html.
 func WriteAudit(a *results.Audit, opts Options) ([]Chart, error) {
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+	draws := []func() error{
+		func() error { return auditRecovery(opts.Out, a) },
+		func() error { return auditAnomalies(opts.Out, a) },
+	}
+	if err := build(opts.Out, draws, auditTmpl, auditPage(a)); err != nil {
 		return nil, err
 	}
-	if err := auditRecovery(opts.Out, a); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	if err := auditAnomalies(opts.Out, a); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
-	if err != nil {
-		return nil, err
-	}
-	if err := writeAuditHTML(f, a, opts.Out); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return auditCharts, f.Close()
+	return auditCharts, nil
 }
 
 // faultKinds lists the kinds of fault in the order met.
@@ -127,61 +114,46 @@ func auditAnomalies(dir string, a *results.Audit) error {
 	return savePlot(dir, auditCharts[1].Name, p)
 }
 
-type auditPage struct {
-	Title     string
-	Generated string
-	A         *results.Audit
-	Charts    []Chart
-	Faults    []results.AuditFault // the ones worth a row: not a clean drop
-	Drops     int                  // clean drops left out of the table
-	HasJSON   bool
+// auditData is the audit page's own content.
+type auditData struct {
+	A      *results.Audit
+	Faults []results.AuditFault // the ones worth a row: not a clean drop
+	Drops  int                  // clean drops left out of the table
 }
 
-func writeAuditHTML(w io.Writer, a *results.Audit, dir string) error {
-	pg := auditPage{Title: "scalechat audit: delivery guarantees", Generated: time.Now().UTC().Format(time.RFC3339), A: a, Charts: auditCharts}
+func auditPage(a *results.Audit) page {
+	d := auditData{A: a}
 	for _, f := range a.Faults {
 		if f.Kind == "drop" && f.AuditCounts == (results.AuditCounts{}) && f.RecoveredOK {
-			pg.Drops++
+			d.Drops++
 			continue
 		}
-		pg.Faults = append(pg.Faults, f)
+		d.Faults = append(d.Faults, f)
 	}
-	_, err := os.Stat(filepath.Join(dir, results.AuditJSON))
-	pg.HasJSON = err == nil
-	return auditTmpl.Execute(w, pg)
+	pg := page{Title: "scalechat audit: delivery guarantees", Charts: auditCharts, Files: []string{results.AuditJSON}, Data: &d}
+	if a.Broken {
+		pg.Warnings = []string{"A delivery guarantee was BROKEN."}
+	}
+	return pg
 }
 
-var auditTmpl = template.Must(template.New("audit").Funcs(template.FuncMap{
-	"css": css,
-	"dur": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"ts":  func(t time.Time) string { return t.Format("15:04:05.000") },
-}).Parse(pageHead + `{{with .A}}{{if .Broken}}<div class="warn">A delivery guarantee was BROKEN.</div>{{end}}
-<h2>Verdict</h2>
+// auditTmpl is the audit page's parts.
+var auditTmpl = pageTemplate(`{{define "top"}}{{with .A}}<h2>Verdict</h2>
 <table id="guarantees">
 <tr><th>guarantee</th><th>verdict</th><th>figures</th></tr>
 {{range .Guarantees}}<tr{{if not .Held}} class="saturated"{{end}}><td>{{.Name}}</td><td>{{if .Held}}held{{else}}BROKEN{{end}}</td><td>{{.What}}</td></tr>
 {{end}}</table>
 <h2>Run</h2>
-<dl><dt>started</dt><dd>{{.Started}}</dd><dt>ended</dt><dd>{{.Ended}}</dd><dt>clients</dt><dd>{{.Clients}} in {{.Rooms}} rooms</dd>
+<dl><dt>started</dt><dd>{{when .Started}}</dd><dt>ended</dt><dd>{{when .Ended}}</dd><dt>clients</dt><dd>{{count .Clients}} in {{count .Rooms}} rooms</dd>
 {{if .Nodes}}<dt>cluster</dt><dd>{{.Nodes}} nodes and Redis, started by the audit</dd>{{end}}
-<dt>messages sent</dt><dd>{{.Sent}}</dd><dt>deliveries owed</dt><dd>{{.Expected}}</dd><dt>delivered</dt><dd>{{.Delivered}}</dd>
-<dt>flagged by a gap</dt><dd>{{.Flagged}}</dd><dt>unconfirmed sends</dt><dd>{{.UnconfirmedSends}}</dd>
+<dt>messages sent</dt><dd>{{count .Sent}}</dd><dt>deliveries owed</dt><dd>{{count .Expected}}</dd><dt>delivered</dt><dd>{{count .Delivered}}</dd>
+<dt>flagged by a gap</dt><dd>{{count .Flagged}}</dd><dt>unconfirmed sends</dt><dd>{{count .UnconfirmedSends}}</dd>
 {{if .FirstError}}<dt>first error</dt><dd>{{.FirstError}}</dd>{{end}}</dl>{{end}}
-
-<h2>Charts</h2>
-{{range .Charts}}<figure id="{{.Name}}">
-<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
-<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
-</figure>
 {{end}}
-<h2>Faults</h2>
-<p>Before any fault: {{.A.BeforeFaults.Missing}} missing, {{.A.BeforeFaults.Duplicates}} duplicates, {{.A.BeforeFaults.Reordered}} reordered.{{if .Drops}} {{.Drops}} dropped connections that recovered and cost nothing are left out of the table.{{end}}</p>
-<table id="faults">
+{{define "bottom"}}<h2>Faults</h2>
+<p>Before any fault: {{count .A.BeforeFaults.Missing}} missing, {{count .A.BeforeFaults.Duplicates}} duplicates, {{count .A.BeforeFaults.Reordered}} reordered.{{if .Drops}} {{.Drops}} dropped connections that recovered and cost nothing are left out of the table.{{end}}</p>
+<div class="wide"><table id="faults">
 <tr><th>at</th><th>fault</th><th>on</th><th>back after</th><th>missing</th><th>duplicates</th><th>reordered</th></tr>
-{{range .Faults}}<tr><td>{{ts .At}}</td><td>{{.Kind}}</td><td>{{.Target}}</td><td>{{if .RecoveredOK}}{{dur .Recovered}}{{else}}not back{{end}}</td><td>{{.Missing}}</td><td>{{.Duplicates}}</td><td>{{.Reordered}}</td></tr>
-{{end}}</table>
-{{if .HasJSON}}<h2>Data</h2><ul><li><a href="audit.json">audit.json</a></li></ul>{{end}}
-<p class="note">Generated {{.Generated}} by scalechat report.</p>
-</body>
-</html>
-`))
+{{range .Faults}}<tr><td>{{ts .At}}</td><td>{{.Kind}}</td><td>{{.Target}}</td><td>{{if .RecoveredOK}}{{dur .Recovered}}{{else}}not back{{end}}</td><td>{{count .Missing}}</td><td>{{count .Duplicates}}</td><td>{{count .Reordered}}</td></tr>
+{{end}}</table></div>
+{{end}}`)

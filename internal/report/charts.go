@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Chart size: 16 × 9 inches, PNG at 100 dpi (1600 × 900 px, a slide), with
@@ -129,7 +129,7 @@ func saveGrid(dir, name, title string, plots [][]*plot.Plot) error {
 }
 
 // stepLabel names a step on an axis.
-func stepLabel(s analyze.StepStats) string {
+func stepLabel(s results.StepStats) string {
 	l := s.Step
 	if s.Clients > 0 {
 		l += "\n" + strconv.FormatInt(s.Clients, 10) + " clients"
@@ -141,7 +141,7 @@ func stepLabel(s analyze.StepStats) string {
 }
 
 // percentileBars lists the bars of chart 1: p10 … p90, p95, p99.
-func percentileBars(l *analyze.Latency) (names []string, ms []float64) {
+func percentileBars(l *results.Latency) (names []string, ms []float64) {
 	for _, p := range l.Percentiles() {
 		if p.Name == "p99.9" {
 			continue
@@ -154,7 +154,7 @@ func percentileBars(l *analyze.Latency) (names []string, ms []float64) {
 
 // latencyPanels draws chart 1: one panel per step, bars p10 … p99, the y
 // axis cut at capMs with cut bars red and labelled with their value.
-func latencyPanels(dir string, steps []analyze.StepStats, capMs float64) error {
+func latencyPanels(dir string, steps []results.StepStats, capMs float64) error {
 	n := len(steps)
 	cols := int(math.Ceil(math.Sqrt(float64(n))))
 	cols = min(max(cols, 1), 4)
@@ -263,15 +263,13 @@ func fmtMs(ms float64) string {
 const floorLog = 0.001
 
 // percentilesByStep draws chart 2: p50, p90, p99 against the step, log y.
-func percentilesByStep(dir string, steps []analyze.StepStats) error {
+func percentilesByStep(dir string, steps []results.StepStats) error {
 	p := newPlot("Latency p50 / p90 / p99 per step (log scale)", "step", "latency (ms, log scale)", false)
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
-	for k, get := range []func(analyze.StepStats) float64{
-		func(s analyze.StepStats) float64 { return s.P50 },
-		func(s analyze.StepStats) float64 { return s.P90 },
-		func(s analyze.StepStats) float64 { return s.P99 },
+	for k, get := range []func(results.StepStats) float64{
+		func(s results.StepStats) float64 { return s.P50 },
+		func(s results.StepStats) float64 { return s.P90 },
+		func(s results.StepStats) float64 { return s.P99 },
 	} {
 		xys := make(plotter.XYs, len(steps))
 		for i, s := range steps {
@@ -288,7 +286,7 @@ func percentilesByStep(dir string, steps []analyze.StepStats) error {
 		p.Add(l, pts)
 		p.Legend.Add([]string{"p50", "p90", "p99"}[k], l, pts)
 	}
-	p.Y.Min, p.Y.Max = lo/2, hi*2
+	logAxis(&p.Y, lo/2, hi*2)
 	names := make([]string, len(steps))
 	for i, s := range steps {
 		names[i] = stepLabel(s)
@@ -305,7 +303,7 @@ type meanErrs struct {
 }
 
 // meanStddev draws chart 3: mean latency ± one standard deviation per step.
-func meanStddev(dir string, steps []analyze.StepStats) error {
+func meanStddev(dir string, steps []results.StepStats) error {
 	p := newPlot("Mean delivery latency ± one standard deviation per step", "", "latency (ms)", false)
 	d := meanErrs{XYs: make(plotter.XYs, len(steps)), YErrors: make(plotter.YErrors, len(steps))}
 	top := 0.0
@@ -339,7 +337,7 @@ func meanStddev(dir string, steps []analyze.StepStats) error {
 
 // sentReceived draws chart 4: messages sent, and deliveries expected and
 // received, per step (two panels: their scales differ by the room size).
-func sentReceived(dir string, steps []analyze.StepStats) error {
+func sentReceived(dir string, steps []results.StepStats) error {
 	names := make([]string, len(steps))
 	sent := make(plotter.Values, len(steps))
 	exp := make(plotter.Values, len(steps))
@@ -415,7 +413,7 @@ func siCount(v float64) string {
 
 // overTime draws chart 5: deliveries per second and p99 over time, one line
 // per step on the run's time axis.
-func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoint) error {
+func overTime(dir string, steps []results.StepStats, series []results.SeriesPoint) error {
 	if len(series) == 0 {
 		return fmt.Errorf("no time series")
 	}
@@ -423,14 +421,12 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 	for _, p := range series {
 		t0 = min(t0, p.UnixUS)
 	}
-	byStep := make(map[string][]analyze.SeriesPoint)
+	byStep := make(map[string][]results.SeriesPoint)
 	for _, p := range series {
 		byStep[p.Step] = append(byStep[p.Step], p)
 	}
 	rate := newPlot("Deliveries per second over time", "time since start of run (s)", "deliveries / s", false)
 	p99 := newPlot("Delivery latency p99 over time (log scale)", "time since start of run (s)", "p99 latency (ms, log scale)", false)
-	p99.Y.Scale = plot.LogScale{}
-	p99.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
 	for k, s := range steps {
 		pts := byStep[s.Step]
@@ -473,7 +469,7 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 	rate.Y.Max *= 1.15 // room for the legend
 	rate.Y.Tick.Marker = countTicks{}
 	if hi > 0 {
-		p99.Y.Min, p99.Y.Max = lo/2, hi*2
+		logAxis(&p99.Y, lo/2, hi*2)
 	}
 	if err := savePlot(dir, "deliveries_over_time", rate); err != nil {
 		return err
@@ -483,9 +479,9 @@ func overTime(dir string, steps []analyze.StepStats, series []analyze.SeriesPoin
 
 // serverCharts draws chart 6: server CPU, memory and processing time over
 // time, one line per node.
-func serverCharts(dir string, rows []ServerRow) error {
+func serverCharts(dir string, rows []results.ServerRow) error {
 	t0 := rows[0].UnixUS
-	byNode := make(map[string][]ServerRow)
+	byNode := make(map[string][]results.ServerRow)
 	var nodes []string
 	for _, r := range rows {
 		t0 = min(t0, r.UnixUS)
@@ -500,15 +496,21 @@ func serverCharts(dir string, rows []ServerRow) error {
 	for k, n := range nodes {
 		rs := byNode[n]
 		var c, m, p50, p99 plotter.XYs
+		// A figure a scrape lacked is NaN: no point (gonum refuses NaN).
+		point := func(xys *plotter.XYs, x, y float64) {
+			if !math.IsNaN(y) {
+				*xys = append(*xys, plotter.XY{X: x, Y: y})
+			}
+		}
 		for i, r := range rs {
 			x := float64(r.UnixUS-t0) / 1e6
-			m = append(m, plotter.XY{X: x, Y: r.RSSBytes / 1e6})
-			p50 = append(p50, plotter.XY{X: x, Y: r.ProcessingP50})
-			p99 = append(p99, plotter.XY{X: x, Y: r.ProcessingP99})
+			point(&m, x, r.RSSBytes/1e6)
+			point(&p50, x, r.ProcessingP50)
+			point(&p99, x, r.ProcessingP99)
 			if i > 0 && r.UnixUS > rs[i-1].UnixUS {
 				// Rates are differences of consecutive counters.
 				dt := float64(r.UnixUS-rs[i-1].UnixUS) / 1e6
-				c = append(c, plotter.XY{X: x, Y: 100 * (r.CPUSeconds - rs[i-1].CPUSeconds) / dt})
+				point(&c, x, 100*(r.CPUSeconds-rs[i-1].CPUSeconds)/dt)
 			}
 		}
 		add := func(p *plot.Plot, xys plotter.XYs, label string, dashes []vg.Length) error {

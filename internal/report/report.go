@@ -7,14 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/analyze"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a report.
@@ -28,10 +27,10 @@ type Options struct {
 
 // Input is what a report is drawn from.
 type Input struct {
-	Summary *analyze.Result
-	Series  []analyze.SeriesPoint
+	Summary *results.Summary
+	Series  []results.SeriesPoint
 	// Server holds the server metrics rows, if the run scraped any.
-	Server []ServerRow
+	Server []results.ServerRow
 	// ServerMalformed counts the skipped rows of the server CSV.
 	ServerMalformed int
 }
@@ -47,11 +46,11 @@ type Chart struct {
 // the server metrics CSV named in the summary or copied into the folder as
 // server.csv.
 func Load(dir string) (*Input, error) {
-	sum, err := analyze.ReadSummary(filepath.Join(dir, analyze.SummaryJSON))
+	sum, err := results.ReadSummary(filepath.Join(dir, results.SummaryJSON))
 	if err != nil {
 		return nil, err
 	}
-	series, err := analyze.ReadTimeseries(filepath.Join(dir, analyze.TimeseriesCSV))
+	series, err := results.ReadTimeseries(filepath.Join(dir, results.TimeseriesCSV))
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +74,7 @@ func (in *Input) loadServer(local string) error {
 	if path == "" {
 		return nil
 	}
-	rows, bad, err := ReadServerCSV(path)
+	rows, bad, err := results.ReadServer(path)
 	if err != nil {
 		return fmt.Errorf("server metrics: %w", err)
 	}
@@ -91,9 +90,6 @@ func (in *Input) LoadServer() error { return in.loadServer("") }
 func Write(in *Input, opts Options) ([]Chart, error) {
 	if opts.LatencyCap <= 0 {
 		opts.LatencyCap = 2 * time.Second
-	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, err
 	}
 	steps := in.Summary.Steps
 	if len(steps) == 0 {
@@ -128,193 +124,142 @@ func Write(in *Input, opts Options) ([]Chart, error) {
 			Chart{"server_processing", "Server processing time", "Message processing time p50 (solid) and p99 (dashed) per node, per second."})
 		draws = append(draws, func() error { return serverCharts(opts.Out, in.Server) })
 	}
-	for _, d := range draws {
-		if err := d(); err != nil {
-			return nil, fmt.Errorf("draw: %w", err)
-		}
-	}
-	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
-	if err != nil {
+	if err := build(opts.Out, draws, runTmpl, runPage(in, charts)); err != nil {
 		return nil, err
 	}
-	if err := writeHTML(f, in, charts, opts); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return charts, f.Close()
+	return charts, nil
 }
 
-type kv struct{ K, V string }
-
-type page struct {
-	Title     string
-	Generated string
-	Summary   *analyze.Result
-	Steps     []analyze.StepStats
-	Overall   analyze.StepStats
-	Saturated []analyze.StepStats
-	Charts    []Chart
-	Run       []kv
-	Machine   []kv
-	Scenario  struct {
-		Cols []string
-		Rows [][]string
-	}
-	Files           []string
-	ServerMalformed int
-	Cap             string
+// runData is the run page's own content.
+type runData struct {
+	Summary   *results.Summary
+	Steps     []results.StepStats
+	Overall   results.StepStats
+	Run       []field // meta.json's members but the machine and the steps
+	Machine   []field
+	Scenario  scenario
+	Malformed int // server metrics rows skipped
+	// Explore is the time series for the interactive chart.
+	Explore []exploreSeries
 }
 
-func writeHTML(w io.Writer, in *Input, charts []Chart, opts Options) error {
+// scenario is every field the load test wrote per step: a row per field, a
+// column per step (forty fields read down a page, not across it).
+type scenario struct {
+	Steps []string
+	Rows  []scenarioRow
+}
+
+type scenarioRow struct {
+	Key   string
+	Cells []template.HTML
+}
+
+// runPage is the page of a run.
+func runPage(in *Input, charts []Chart) page {
 	s := in.Summary
-	pg := page{Title: "scalechat load-test report", Generated: time.Now().UTC().Format(time.RFC3339),
-		Summary: s, Steps: s.Steps, Overall: s.Overall, Charts: charts, ServerMalformed: in.ServerMalformed,
-		Cap: fmtMs(float64(opts.LatencyCap) / float64(time.Millisecond))}
+	d := runData{Summary: s, Steps: s.Steps, Overall: s.Overall, Malformed: in.ServerMalformed, Explore: exploreData(s.Steps, in.Series)}
+	pg := page{Title: "scalechat load-test report", Charts: charts, Data: &d,
+		Files: []string{results.SummaryCSV, results.SummaryJSON, results.TimeseriesCSV, ServerCSV},
+		Note:  "Inputs: " + strings.Join(s.Inputs, " ") + "."}
 	for _, st := range s.Steps {
 		if st.Saturated {
-			pg.Saturated = append(pg.Saturated, st)
+			w := "Warning: step " + st.Step + ": the load generator was saturated"
+			if st.SaturationReason != "" {
+				w += " (" + st.SaturationReason + ")"
+			}
+			pg.Warnings = append(pg.Warnings, w+". Its latencies say more about the generator than about the server.")
 		}
 	}
-	if m := s.Meta; m != nil {
-		add := func(k, v string) {
-			if v != "" {
-				pg.Run = append(pg.Run, kv{k, v})
-			}
-		}
-		add("tool", strings.TrimSpace(m.Tool+" "+m.Version))
-		add("started", timeString(m.StartedAt))
-		add("ended", timeString(m.EndedAt))
-		add("arguments", strings.Join(m.Args, " "))
-		machine := jsonFields(m.Machine)
-		keys := make([]string, 0, len(machine))
-		for k := range machine {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			pg.Machine = append(pg.Machine, kv{k, fmt.Sprint(machine[k])})
-		}
-		// Scenario: every field the loadtest wrote per step.
-		seen := map[string]bool{}
-		steps := make([]map[string]any, len(m.Steps))
-		for i, ms := range m.Steps {
-			steps[i] = jsonFields(ms)
-			for k := range steps[i] {
-				if !seen[k] && k != "name" {
-					seen[k] = true
-					pg.Scenario.Cols = append(pg.Scenario.Cols, k)
-				}
-			}
-		}
-		slices.Sort(pg.Scenario.Cols)
-		pg.Scenario.Cols = append([]string{"name"}, pg.Scenario.Cols...)
-		for i, ms := range m.Steps {
-			row := []string{ms.Name}
-			for _, c := range pg.Scenario.Cols[1:] {
-				v, ok := steps[i][c]
-				if !ok {
-					row = append(row, "")
-					continue
-				}
-				row = append(row, fmt.Sprint(v))
-			}
-			pg.Scenario.Rows = append(pg.Scenario.Rows, row)
-		}
+	if s.Meta != nil {
+		d.Run, d.Machine, d.Scenario = metaSections(s.Meta)
 	}
-	for _, f := range []string{analyze.SummaryCSV, analyze.SummaryJSON, analyze.TimeseriesCSV, ServerCSV} {
-		if _, err := os.Stat(filepath.Join(opts.Out, f)); err == nil {
-			pg.Files = append(pg.Files, f)
-		}
-	}
-	return pageTmpl.Execute(w, pg)
+	return pg
 }
 
-// jsonFields returns the fields of v as its JSON encoding names them.
-func jsonFields(v any) map[string]any {
-	b, err := json.Marshal(v)
+// metaSections splits meta.json into the run's fields, the machine's and
+// the steps' (as a scenario table). Empty fields are left out of the run.
+func metaSections(m *results.Meta) (run, machine []field, sc scenario) {
+	all, err := fieldsOf(m)
 	if err != nil {
-		return nil
+		return nil, nil, sc // a Meta always encodes
 	}
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil {
-		return nil
+	for _, f := range all {
+		switch f.Key {
+		case "machine":
+			machine, _ = f.Val.([]field)
+		case "steps":
+		default:
+			if !emptyValue(f.Val) {
+				run = append(run, f)
+			}
+		}
 	}
-	return m
+	var rows []scenarioRow
+	index := map[string]int{}
+	for i, ms := range m.Steps {
+		sc.Steps = append(sc.Steps, ms.Name)
+		fs, _ := fieldsOf(ms)
+		for _, f := range fs {
+			if f.Key == "name" {
+				continue
+			}
+			k, ok := index[f.Key]
+			if !ok {
+				k = len(rows)
+				index[f.Key] = k
+				rows = append(rows, scenarioRow{Key: f.Key, Cells: make([]template.HTML, len(m.Steps))})
+			}
+			rows[k].Cells[i] = valueHTML(f.Key, f.Val)
+		}
+	}
+	sc.Rows = rows
+	return run, machine, sc
 }
 
-// timeString formats t as RFC 3339, or "" when it is zero.
-func timeString(t time.Time) string {
-	if t.IsZero() {
-		return ""
+// emptyValue reports a JSON value that says nothing: "", 0, false, [] or a
+// zero time.
+func emptyValue(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == "" || v == "0001-01-01T00:00:00Z"
+	case []any:
+		return len(v) == 0
+	case bool:
+		return !v
+	case json.Number:
+		return v.String() == "0"
 	}
-	return t.Format(time.RFC3339Nano)
+	return false
 }
 
-// pageCSS styles every page the report writes.
-const pageCSS = `
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1700px; padding: 0 1rem; color: #222; }
-h1 { font-size: 1.8rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; font-size: 0.95rem; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-tr.saturated td { background: #fde2e2; }
-.warn { background: #fde2e2; border: 2px solid #d62728; padding: 0.8rem 1rem; margin: 1rem 0; font-weight: bold; }
-figure { margin: 2rem 0; } figure img { width: 100%; max-width: 1600px; height: auto; border: 1px solid #ddd; }
-figcaption { margin-top: 0.4rem; } dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
-dt { font-weight: bold; } .note { color: #555; font-size: 0.9rem; }
-`
-
-func css() template.CSS { return template.CSS(pageCSS) }
-
-// pageHead opens every page the report writes; its template needs the
-// "css" function and a Title.
-const pageHead = `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>{{css}}</style>
-</head>
-<body>
-<h1>{{.Title}}</h1>
-`
-
-var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"css": css,
-	"ms":  func(v float64) string { return fmtMs(v) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.4f%%", 100*v) },
-}).Parse(pageHead + `{{range .Saturated}}<div class="warn">Warning: step {{.Step}}: the load generator was saturated{{if .SaturationReason}} ({{.SaturationReason}}){{end}}. Its latencies say more about the generator than about the server.</div>
-{{end}}
-<h2>Summary</h2>
-<table>
+// runTmpl is the run page's parts.
+var runTmpl = pageTemplate(`{{define "top"}}<h2>Summary</h2>
+<div class="wide"><table id="summary">
 <tr><th>step</th><th>clients</th><th>rooms</th><th>sent</th><th>expected</th><th>received</th><th>lost</th><th>delivery ratio</th><th>orphans</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th><th>stddev</th><th>saturated</th></tr>
-{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
-{{end}}{{with .Overall}}<tr><td><b>all</b></td><td>{{.Clients}}</td><td>{{.Rooms}}</td><td>{{.Sent}}</td><td>{{.Expected}}</td><td>{{.Received}}</td><td>{{.Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{.Orphans}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td><td>{{ms .Mean}}</td><td>{{ms .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>{{end}}
-</table>
+{{range .Steps}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Step}}</td>{{template "stepCells" .}}</tr>
+{{end}}{{with .Overall}}<tr><td><b>all</b></td>{{template "stepCells" .}}</tr>{{end}}
+</table></div>
 <p class="note">Latency = receive time − the message's due time (open-loop schedule). {{.Summary.Histogram}}.
 {{if .Summary.Malformed}} {{.Summary.Malformed}} malformed rows were skipped.{{end}}
 {{range .Summary.Truncated}} {{.}} ended with a partial line (skipped).{{end}}
-{{if .ServerMalformed}} {{.ServerMalformed}} malformed server metrics rows were skipped.{{end}}</p>
-
+{{if .Malformed}} {{.Malformed}} malformed server metrics rows were skipped.{{end}}</p>
 {{if .Run}}<h2>Run</h2>
-<dl>{{range .Run}}<dt>{{.K}}</dt><dd>{{.V}}</dd>{{end}}</dl>{{end}}
+<dl>{{range .Run}}<dt>{{.Key}}</dt><dd>{{value .Key .Val}}</dd>{{end}}</dl>{{end}}
 {{if .Machine}}<h2>Machine</h2>
-<dl>{{range .Machine}}<dt>{{.K}}</dt><dd>{{.V}}</dd>{{end}}</dl>{{end}}
-{{if .Scenario.Rows}}<h2>Scenario</h2>
-<table><tr>{{range .Scenario.Cols}}<th>{{.}}</th>{{end}}</tr>
-{{range .Scenario.Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>{{end}}
-
-<h2>Charts</h2>
-{{range .Charts}}<figure id="{{.Name}}">
-<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
-<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
-</figure>
+<dl>{{range .Machine}}<dt>{{.Key}}</dt><dd>{{value .Key .Val}}</dd>{{end}}</dl>{{end}}
+{{with .Scenario}}{{if .Rows}}<h2>Scenario</h2>
+<div class="wide"><table id="scenario"><tr><th>step</th>{{range .Steps}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Key}}</th>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table></div>{{end}}{{end}}
+{{if .Explore}}<h2>Explore</h2>
+<p class="note">Every step over the run's time: hover for the values at an instant, drag across the chart to zoom into
+that span, double-click for the whole run. The PNG and SVG charts below are the same figures for slides.</p>
+<div id="explore-metric"><button data-metric="rate">deliveries / s</button><button data-metric="p99">p99 latency</button></div>
+<div id="explore"></div>
+<script type="application/json" id="explore-data">{{.Explore}}</script>
+<script>{{explore}}</script>{{end}}
 {{end}}
-{{if .Files}}<h2>Data</h2>
-<ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>{{end}}
-<p class="note">Inputs: {{range .Summary.Inputs}}{{.}} {{end}}— generated {{.Generated}} by scalechat report.</p>
-</body>
-</html>
-`))
+{{define "stepCells"}}<td>{{count .Clients}}</td><td>{{count .Rooms}}</td><td>{{count .Sent}}</td><td>{{count .Expected}}</td><td>{{count .Received}}</td><td>{{count .Lost}}</td><td>{{pct .DeliveryRatio}}</td><td>{{count .Orphans}}</td><td>{{lat . .P50}}</td><td>{{lat . .P90}}</td><td>{{lat . .P99}}</td><td>{{lat . .P999}}</td><td>{{lat . .Max}}</td><td>{{lat . .Mean}}</td><td>{{lat . .Stddev}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td>{{end}}`)

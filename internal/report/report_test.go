@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,8 +58,8 @@ func fixture(t *testing.T) *Input {
 		t.Fatal(err)
 	}
 	meta := `{"tool":"scalechat loadtest","version":"v0.1.0","args":["--rooms","2"],
-	"machine":{"hostname":"lab1","cores":2},"parts":["run.csv"],"server_metrics":"run.server.csv",
-	"steps":[{"name":"s1","rooms":2,"saturated":false},{"name":"s2","rooms":2,"saturated":false},
+	"machine":{"hostname":"lab1","cores":2,"memory_bytes":25276502016},"parts":["run.csv"],"server_metrics":"run.server.csv",
+	"steps":[{"name":"s1","rooms":2,"saturated":false,"sent":1200000,"latency_ms":{"p50":0.34,"p90":0.5,"p99":0.9,"max":1.07}},{"name":"s2","rooms":2,"saturated":false},
 	{"name":"s3","rooms":2,"saturated":true,"saturation_reason":"generator CPU 95%"}]}`
 	if err := os.WriteFile(filepath.Join(dir, "run.meta.json"), []byte(meta), 0o644); err != nil {
 		t.Fatal(err)
@@ -68,6 +69,8 @@ func fixture(t *testing.T) *Input {
 	for i := range 200 {
 		fmt.Fprintf(&s, "%d,http://127.0.0.1:9090/metrics,%g,%d,12,%d,%d,0.2,%g\n", t0+int64(i)*1_000_000, 0.3*float64(i), 50_000_000+i*10_000, i*5, i*40, 0.5+float64(i%7))
 	}
+	// A node's first scrape has no processing percentiles: drawn without them.
+	fmt.Fprintf(&s, "%d,http://127.0.0.1:9091/metrics,0.1,40000000,3,0,0,,\n", t0)
 	s.WriteString("garbage,row\n")
 	if err := os.WriteFile(filepath.Join(dir, "run.server.csv"), []byte(s.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,11 +86,11 @@ func fixture(t *testing.T) *Input {
 	if err := analyze.AttachMeta(res, mp); err != nil {
 		t.Fatal(err)
 	}
-	in := &Input{Summary: res, Series: res.Series}
+	in := &Input{Summary: &res.Summary, Series: res.Series}
 	if err := in.LoadServer(); err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Server) != 200 || in.ServerMalformed != 1 {
+	if len(in.Server) != 201 || in.ServerMalformed != 1 {
 		t.Fatalf("server rows %d, malformed %d", len(in.Server), in.ServerMalformed)
 	}
 	return in
@@ -100,7 +103,7 @@ func writeReport(t *testing.T) string {
 	t.Helper()
 	in := fixture(t)
 	out := t.TempDir()
-	if err := in.Summary.WriteFiles(out); err != nil {
+	if err := results.WriteSummary(out, in.Summary, in.Series); err != nil {
 		t.Fatal(err)
 	}
 	charts, err := Write(in, Options{Out: out})
@@ -219,16 +222,81 @@ func TestLatencyCapCut(t *testing.T) {
 	}
 }
 
-func TestReadServerCSV(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "s.csv")
-	os.WriteFile(p, []byte(results.ServerHeader+"\n1,n,1,2,3,4,5,6,7\n1,n,x,2,3,4,5,6,7\n1,n\n"), 0o644)
-	rows, bad, err := ReadServerCSV(p)
-	if err != nil || len(rows) != 1 || bad != 2 || rows[0].ProcessingP99 != 7 {
-		t.Errorf("rows %+v bad %d err %v", rows, bad, err)
+// TestExploreInBrowser drives the interactive chart in headless Chromium:
+// a line per step, the values under the pointer, a zoom, the p99 metric.
+func TestExploreInBrowser(t *testing.T) {
+	out := writeReport(t)
+	ctx := testsupport.NewBrowser(t, 60*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+filepath.Join(out, "index.html"))); err != nil {
+		t.Fatal(err)
 	}
-	os.WriteFile(p, []byte("a,b\n"), 0o644)
-	if _, _, err := ReadServerCSV(p); err == nil {
-		t.Error("wrong header: no error")
+	type state struct {
+		Paths []string `json:"paths"`
+		Tip   string   `json:"tip"`
+		Ticks []string `json:"ticks"`
+		Label string   `json:"label"`
+	}
+	read := `(() => {
+		const svg = document.querySelector("#explore svg");
+		return {paths: Array.from(svg.querySelectorAll("path")).map(p => p.dataset.step + " " + p.getAttribute("d").split("L").length),
+			tip: document.querySelector("#explore .tip").textContent,
+			ticks: Array.from(svg.querySelectorAll("text")).map(e => e.textContent),
+			label: svg.querySelectorAll("text")[0].textContent};
+	})()`
+	// Hover over the middle of s1's time span (the first of the plot's 22 s
+	// of width): the tip names s1 and a rate.
+	hover := `(() => {
+		const svg = document.querySelector("#explore svg"), r = svg.getBoundingClientRect();
+		const px = x => r.left + x / 1200 * r.width;
+		svg.dispatchEvent(new MouseEvent("mousemove", {clientX: px(70 + 0.05 * 1110), clientY: r.top + r.height / 2, bubbles: true}));
+	})()`
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[state](hover+";"+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Paths) != 3 || !strings.HasPrefix(got.Paths[0], "s1 ") || !strings.Contains(got.Tip, "s1 @") || !strings.Contains(got.Tip, "/s") {
+		t.Fatalf("explore chart: %+v", got)
+	}
+	full := got.Paths
+	// Zoom into s2's minute: s1 and s3 leave the plot, s2 keeps its points.
+	zoomed, err := chromedp.Run(ctx, chromedp.Evaluate[state](`window.exploreZoom(60, 80);`+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zoomed.Paths[0] != "s1 1" || zoomed.Paths[1] != full[1] || zoomed.Paths[2] != "s3 1" {
+		t.Errorf("zoom 60 … 80 s: paths %q (full run %q)", zoomed.Paths, full)
+	}
+	p99, err := chromedp.Run(ctx, chromedp.Evaluate[state](`document.querySelector('[data-metric="p99"]').click();`+read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s2's p99 is 16 ms (2 … 16 ms): a log axis from 10 to 100 ms.
+	if !strings.Contains(p99.Label, "p99") || !slices.Contains(p99.Ticks, "10") || !slices.Contains(p99.Ticks, "100") {
+		t.Errorf("p99 view: label %q ticks %q", p99.Label, p99.Ticks)
+	}
+}
+
+// TestHTMLUnmeasuredStep: the page shows "–", not 0 ms, for the latencies
+// of a step with no delivery.
+func TestHTMLUnmeasuredStep(t *testing.T) {
+	lat := results.Latency{P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2, Mean: 1.7, Stddev: 0.2}
+	in := &Input{Summary: &results.Summary{Steps: []results.StepStats{
+		{Step: "ok", Sent: 1, Expected: 2, Received: 2, Latency: lat},
+		{Step: "dead", Sent: 1, Expected: 2},
+	}, Overall: results.StepStats{Step: "all", Sent: 2, Expected: 4, Received: 2, Latency: lat}}}
+	var b strings.Builder
+	if err := runTmpl.Execute(&b, runPage(in, nil)); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, row := range strings.Split(b.String(), "<tr") {
+		for _, name := range []string{"ok", "dead", "<b>all</b>"} {
+			if strings.Contains(row, "<td>"+name+"</td>") {
+				rows[name] = strings.Count(row, "<td>–</td>")
+			}
+		}
+	}
+	if rows["dead"] != 7 || rows["ok"] != 0 || rows["<b>all</b>"] != 0 || len(rows) != 3 {
+		t.Errorf("dashes per row %v, want 7 for the dead step only", rows)
 	}
 }

@@ -3,16 +3,17 @@ package report
 import (
 	"fmt"
 	"html/template"
-	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/scalechat/scalechat/internal/results"
 )
@@ -48,47 +49,36 @@ var targetCharts = []Chart{
 // WriteTargets draws the comparison's charts into opts.Out and writes
 // index.html there. It returns the charts written.
 func WriteTargets(t *results.Targets, opts Options) ([]Chart, error) {
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, err
-	}
 	steps, targets := targetAxes(t)
 	if len(steps) == 0 {
 		return nil, fmt.Errorf("the comparison has no measured step: nothing to draw")
 	}
-	if err := targetLatency(opts.Out, t, steps, targets); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
+	draws := []func() error{func() error { return targetLatency(opts.Out, t, steps, targets) }}
 	for i, m := range []struct {
 		y   string
 		get func(results.TargetRow) float64
+		has func(results.TargetRow) bool
 	}{
-		{"µs of server CPU per delivery", func(r results.TargetRow) float64 { return r.CPUPerDelivery }},
-		{"KiB of server RSS per connection", func(r results.TargetRow) float64 { return r.RSSPerConn / 1024 }},
-		{"deliveries per second", func(r results.TargetRow) float64 { return r.PerSecond }},
+		{"µs of server CPU per delivery", func(r results.TargetRow) float64 { return r.CPUPerDelivery },
+			func(r results.TargetRow) bool { return r.Measured() && r.CPUPerDelivery > 0 }},
+		{"KiB of server RSS per connection", func(r results.TargetRow) float64 { return r.RSSPerConn / 1024 },
+			func(r results.TargetRow) bool { return r.Joined > 0 && r.RSS > 0 }},
+		{"deliveries per second", func(r results.TargetRow) float64 { return r.PerSecond }, results.TargetRow.Measured},
 	} {
 		c := targetCharts[i+1]
-		if err := targetBars(opts.Out, c.Name, c.Title, m.y, t, steps, targets, m.get); err != nil {
-			return nil, fmt.Errorf("draw: %w", err)
-		}
+		draws = append(draws, func() error { return targetBars(opts.Out, c.Name, c.Title, m.y, t, steps, targets, m.get, m.has) })
 	}
-	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
-	if err != nil {
+	if err := build(opts.Out, draws, targetsTmpl, targetsPage(t)); err != nil {
 		return nil, err
 	}
-	if err := writeTargetsHTML(f, t, opts.Out); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return targetCharts, f.Close()
+	return targetCharts, nil
 }
 
-// targetAxes lists the measured steps and the targets, in run order.
+// targetAxes lists the measured steps and the targets, in run order; a
+// target that could not run is there too, with no data in every step.
 func targetAxes(t *results.Targets) (steps, targets []string) {
 	for _, r := range t.Rows {
-		if r.Step == "" {
-			continue // a target that could not run
-		}
-		if !slices.Contains(steps, r.Step) {
+		if r.Step != "" && !slices.Contains(steps, r.Step) {
 			steps = append(steps, r.Step)
 		}
 		if !slices.Contains(targets, r.Target) {
@@ -135,23 +125,59 @@ func groupedBars(p *plot.Plot, names []string, series []plotter.Values, legend [
 	return nil
 }
 
-// targetBars draws one figure: a group of bars per step, a bar per target.
-func targetBars(dir, name, title, y string, t *results.Targets, steps, targets []string, get func(results.TargetRow) float64) error {
+// targetBars draws one figure: a group of bars per step, a bar per target;
+// "no data" where a target's row is missing or has no value (has).
+func targetBars(dir, name, title, y string, t *results.Targets, steps, targets []string,
+	get func(results.TargetRow) float64, has func(results.TargetRow) bool) error {
 	p := newPlot(title, "", y, false)
 	series := make([]plotter.Values, len(targets))
+	missing := make([][]float64, len(targets))
 	for k, tg := range targets {
 		series[k] = make(plotter.Values, len(steps))
 		for i, s := range steps {
-			if r, ok := findRow(t, tg, s); ok {
+			if r, ok := findRow(t, tg, s); ok && has(r) {
 				series[k][i] = get(r)
+			} else {
+				missing[k] = append(missing[k], float64(i))
 			}
 		}
 	}
-	if err := groupedBars(p, steps, series, targets, barWidth(len(targets))); err != nil {
+	w := barWidth(len(targets))
+	if err := groupedBars(p, steps, series, targets, w); err != nil {
 		return err
 	}
+	markNoData(p, missing, w)
 	p.Y.Tick.Marker = countTicks{}
 	return savePlot(dir, name, p)
+}
+
+// markNoData writes "no data" where a bar of series k at the x positions
+// missing[k] would stand, bars of width w placed as groupedBars places
+// them: a target that measured nothing is not an empty bar, which reads
+// as a zero.
+func markNoData(p *plot.Plot, missing [][]float64, w vg.Length) {
+	for k, xs := range missing {
+		if len(xs) > 0 {
+			p.Add(noData{xs: xs, offset: w * vg.Length(float64(k)-float64(len(missing)-1)/2)})
+		}
+	}
+}
+
+// noData is a plotter that writes "no data", upright from the x axis, at
+// each of xs shifted by offset.
+type noData struct {
+	xs     []float64
+	offset vg.Length
+}
+
+// Plot implements plot.Plotter.
+func (n noData) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	sty := draw.TextStyle{Color: colorCut, Font: font.From(plot.DefaultFont, 14), Rotation: math.Pi / 2,
+		XAlign: draw.XLeft, YAlign: draw.YCenter, Handler: plot.DefaultTextHandler}
+	for _, x := range n.xs {
+		c.FillText(sty, vg.Point{X: trX(x) + n.offset, Y: trY(p.Y.Min) + vg.Points(6)}, "no data")
+	}
 }
 
 // targetLatency draws a panel per step: bars p50, p90, p99, max, grouped,
@@ -166,72 +192,85 @@ func targetLatency(dir string, t *results.Targets, steps, targets []string) erro
 	for i, s := range steps {
 		p := newPlot(s, "", "latency (ms)", true)
 		series := make([]plotter.Values, len(targets))
+		missing := make([][]float64, len(targets))
 		for k, tg := range targets {
-			r, _ := findRow(t, tg, s)
+			r, ok := findRow(t, tg, s)
 			series[k] = plotter.Values{r.P50, r.P90, r.P99, r.Max}
+			if !ok || !r.Measured() {
+				missing[k] = []float64{0, 1, 2, 3}
+			}
 		}
 		legend := targets
 		if i > 0 {
 			legend = nil // the first panel's legend names the targets
 		}
-		if err := groupedBars(p, []string{"p50", "p90", "p99", "max"}, series, legend, barWidth(len(targets))/2); err != nil {
+		w := barWidth(len(targets)) / 2
+		if err := groupedBars(p, []string{"p50", "p90", "p99", "max"}, series, legend, w); err != nil {
 			return err
 		}
+		markNoData(p, missing, w)
 		grid[i/cols][i%cols] = p
 	}
 	return saveGrid(dir, "targets_latency", "Delivery latency per step, targets side by side", grid)
 }
 
-type targetsPage struct {
-	Title     string
-	Generated string
-	T         *results.Targets
-	Charts    []Chart
-	Files     []string
-	Saturated bool
+// targetsData is the targets page's own content: the comparison, and its
+// rows that measured nothing (warned of above the table).
+type targetsData struct {
+	*comparison
+	Failed []results.TargetRow
 }
 
-func writeTargetsHTML(w io.Writer, t *results.Targets, dir string) error {
-	pg := targetsPage{Title: "scalechat bench compare: " + t.Scenario, Generated: time.Now().UTC().Format(time.RFC3339), T: t, Charts: targetCharts}
+// comparison names the embedded comparison so that its own Targets field,
+// not the embedding, is what .Targets means in the template.
+type comparison = results.Targets
+
+func targetsPage(t *results.Targets) page {
+	d := &targetsData{comparison: t}
+	pg := page{Title: "scalechat bench compare: " + t.Scenario, Charts: targetCharts,
+		Files: []string{results.TargetsCSV, results.TargetsJSON}, Data: d}
 	for _, r := range t.Rows {
-		pg.Saturated = pg.Saturated || r.Saturated
-	}
-	for _, f := range []string{results.TargetsCSV, results.TargetsJSON} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			pg.Files = append(pg.Files, f)
+		if r.Failure() != "" {
+			d.Failed = append(d.Failed, r)
 		}
 	}
-	return targetsTmpl.Execute(w, pg)
+	for _, r := range t.Rows {
+		if r.Saturated {
+			pg.Warnings = []string{"Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server."}
+			break
+		}
+	}
+	return pg
 }
 
-var targetsTmpl = template.Must(template.New("targets").Funcs(template.FuncMap{
-	"css": css,
-	"ms":  func(v float64) string { return fmtMs(v) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.3f%%", 100*v) },
-	"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"kib": func(v float64) string { return fmt.Sprintf("%.2f", v/1024) },
-}).Parse(pageHead + `{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
-<p>The same steps against each target, one target after another on the same machine; each server alone, the
+// targetsTmpl is the targets comparison page's parts. targetLat and
+// perDelivery show "–" for a row that delivered nothing: its zeros are no
+// measurement.
+var targetsTmpl = template.Must(template.Must(skeleton.Clone()).Funcs(template.FuncMap{
+	"targetLat": func(r results.TargetRow, v float64) string {
+		if !r.Measured() {
+			return "–"
+		}
+		return fmtMs(v)
+	},
+	"perDelivery": func(r results.TargetRow, v float64) string {
+		if !r.Measured() {
+			return "–"
+		}
+		return fmtNumber(v)
+	},
+}).Parse(`{{define "top"}}<p>The same steps against each target, one target after another on the same machine; each server alone, the
 load generator on another core.</p>
-{{with .T}}<h2>Run</h2>
+<h2>Run</h2>
 <dl><dt>scenario</dt><dd>{{.Scenario}}</dd><dt>targets</dt><dd>{{range $i, $t := .Targets}}{{if $i}}, {{end}}{{$t}}{{end}}</dd>
-<dt>started</dt><dd>{{.StartedAt}}</dd><dt>ended</dt><dd>{{.EndedAt}}</dd><dt>pinning</dt><dd>{{.Pinning}}</dd>
-<dt>load average</dt><dd>before {{.LoadBefore}}, after {{.LoadAfter}}</dd><dt>machine</dt><dd>{{.Machine}}</dd></dl>{{end}}
-
-<h2>Charts</h2>
-{{range .Charts}}<figure id="{{.Name}}">
-<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
-<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
-</figure>
+<dt>started</dt><dd>{{when .StartedAt}}</dd><dt>ended</dt><dd>{{when .EndedAt}}</dd><dt>pinning</dt><dd>{{.Pinning}}</dd>
+<dt>load average</dt><dd>before {{.LoadBefore}}, after {{.LoadAfter}}</dd><dt>machine</dt><dd>{{.Machine}}</dd></dl>
 {{end}}
-<h2>Results</h2>
-<table id="targets">
-<tr><th>target</th><th>protocol</th><th>step</th><th>clients</th><th>deliveries/s</th><th>delivery</th><th>unexpected</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU µs/delivery</th><th>server KiB/conn</th><th>generator CPU</th><th>note</th></tr>
-{{range .T.Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{.Clients}}</td><td>{{f1 .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{.Unexpected}}</td><td>{{.Errors}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{f1 .CPUPerDelivery}}</td><td>{{kib .RSSPerConn}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
-{{end}}</table>
-{{if .Files}}<h2>Data</h2>
-<ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>{{end}}
-<p class="note">Generated {{.Generated}} by scalechat report.</p>
-</body>
-</html>
-`))
+{{define "bottom"}}<h2>Results</h2>
+{{with .Failed}}<div class="warn" id="failed">Warning: {{len .}} row(s) measured nothing; their figures are not zeros but missing:
+<ul>{{range .}}<li><b>{{.Target}}</b>{{with .Step}}, step {{.}}{{end}}: {{.Failure}}. {{.Note}}</li>{{end}}</ul></div>{{end}}
+<div class="wide"><table id="targets">
+<tr><th>target</th><th>protocol</th><th>step</th><th>clients</th><th>deliveries/s</th><th>delivery</th><th>unexpected</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU µs/delivery</th><th>server memory/conn</th><th>generator CPU</th><th>note</th></tr>
+{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{count .Clients}}</td><td>{{num .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{count .Unexpected}}</td><td>{{count .Errors}}</td><td>{{targetLat . .P50}}</td><td>{{targetLat . .P90}}</td><td>{{targetLat . .P99}}</td><td>{{targetLat . .Max}}</td><td>{{perDelivery . .CPUPerDelivery}}</td><td>{{bytes .RSSPerConn}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
+{{end}}</table></div>
+{{end}}`))

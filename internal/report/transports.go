@@ -2,14 +2,10 @@ package report
 
 import (
 	"fmt"
-	"html/template"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"time"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -69,9 +65,6 @@ func WriteTransports(in *TransportsInput, opts Options) ([]Chart, error) {
 	if len(in.Rows) == 0 {
 		return nil, fmt.Errorf("the comparison has no rows: nothing to draw")
 	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, err
-	}
 	type metric struct {
 		title, y string
 		get      func(results.ComparisonRow) float64
@@ -83,29 +76,22 @@ func WriteTransports(in *TransportsInput, opts Options) ([]Chart, error) {
 		{"Bytes in + out at the server", "MB", func(r results.ComparisonRow) float64 { return float64(r.BytesIn+r.BytesOut) / 1e6 }, false},
 		{"Round-trip latency p99 (log scale)", "p99 latency (ms, log scale)", func(r results.ComparisonRow) float64 { return r.P99 }, true},
 	}
+	var draws []func() error
 	for i, m := range metrics {
-		if err := transportPlot(opts.Out, transportCharts[i].Name, m.title, m.y, in.Rows, m.get, m.log); err != nil {
-			return nil, fmt.Errorf("draw: %w", err)
-		}
+		draws = append(draws, func() error {
+			return transportPlot(opts.Out, transportCharts[i].Name, m.title, m.y, in.Rows, m.get, m.log)
+		})
 	}
-	f, err := os.Create(filepath.Join(opts.Out, "index.html"))
-	if err != nil {
+	if err := build(opts.Out, draws, transportsTmpl, transportsPage(in)); err != nil {
 		return nil, err
 	}
-	if err := writeTransportsHTML(f, in, opts.Out); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return transportCharts, f.Close()
+	return transportCharts, nil
 }
 
 // transportPlot draws one metric against clients, a line per transport.
 func transportPlot(dir, name, title, y string, rows []results.ComparisonRow, get func(results.ComparisonRow) float64, logY bool) error {
 	p := newPlot(title, "clients (each sends one message)", y, false)
-	if logY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	} else {
+	if !logY {
 		p.Y.Tick.Marker = countTicks{}
 	}
 	lo, hi := math.Inf(1), 0.0
@@ -141,7 +127,7 @@ func transportPlot(dir, name, title, y string, rows []results.ComparisonRow, get
 	}
 	switch {
 	case logY && hi > 0:
-		p.Y.Min, p.Y.Max = lo/2, hi*3
+		logAxis(&p.Y, lo/2, hi*3)
 	case !logY:
 		p.Y.Max = max(hi*1.2, 1)  // room for the legend
 		p.Y.Min = -0.02 * p.Y.Max // a line at zero stays off the axis
@@ -157,61 +143,33 @@ var (
 	lineDashes = [][]vg.Length{nil, {vg.Points(14), vg.Points(6)}, nil}
 )
 
-type transportsPage struct {
-	Title     string
-	Generated string
-	Rows      []results.ComparisonRow
-	Meta      *results.ComparisonMeta
-	Charts    []Chart
-	Files     []string
-	Malformed int
-	Saturated bool
-}
-
-func writeTransportsHTML(w io.Writer, in *TransportsInput, dir string) error {
-	pg := transportsPage{Title: "scalechat transports: WebSocket vs long polling vs polling",
-		Generated: time.Now().UTC().Format(time.RFC3339), Rows: in.Rows, Meta: in.Meta, Charts: transportCharts, Malformed: in.Malformed}
+func transportsPage(in *TransportsInput) page {
+	pg := page{Title: "scalechat transports: WebSocket vs long polling vs polling", Charts: transportCharts,
+		Files: []string{results.ComparisonCSV, results.ComparisonJSON}, Data: in}
 	for _, r := range in.Rows {
-		pg.Saturated = pg.Saturated || r.Saturated
-	}
-	for _, f := range []string{results.ComparisonCSV, results.ComparisonJSON} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			pg.Files = append(pg.Files, f)
+		if r.Saturated {
+			pg.Warnings = []string{"Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server."}
+			break
 		}
 	}
-	return transportsTmpl.Execute(w, pg)
+	return pg
 }
 
-var transportsTmpl = template.Must(template.New("transports").Funcs(template.FuncMap{
-	"css": css,
-	"ms":  func(v float64) string { return fmtMs(v) },
-	"mb":  func(v int64) string { return fmt.Sprintf("%.2f", float64(v)/1e6) },
-}).Parse(pageHead + `{{if .Saturated}}<div class="warn">Warning: the load generator was saturated on the highlighted rows: their figures say more about the generator than about the server.</div>{{end}}
-<p>For each number of clients, every client sends one message and waits for it to come back; a message not back
+// transportsTmpl is the transports comparison page's parts.
+var transportsTmpl = pageTemplate(`{{define "top"}}<p>For each number of clients, every client sends one message and waits for it to come back; a message not back
 within the timeout is an error. Each transport runs against a freshly started server.</p>
 {{with .Meta}}<h2>Run</h2>
-<dl><dt>started</dt><dd>{{.StartedAt}}</dd><dt>ended</dt><dd>{{.EndedAt}}</dd>
+<dl><dt>started</dt><dd>{{when .StartedAt}}</dd><dt>ended</dt><dd>{{when .EndedAt}}</dd>
 <dt>timeout</dt><dd>{{.Timeout}}</dd><dt>long poll wait</dt><dd>{{.PollWait}}</dd><dt>poll interval</dt><dd>{{.PollEvery}}</dd>
 <dt>message size</dt><dd>{{.MsgSize}} bytes</dd><dt>pinning</dt><dd>{{.Pinning}}</dd>
 <dt>load average</dt><dd>before {{.LoadBefore}}, after {{.LoadAfter}}</dd><dt>machine</dt><dd>{{.Machine}}</dd>
 {{if .Interrupted}}<dt>interrupted</dt><dd>yes: the results cover what ran</dd>{{end}}</dl>
 {{range .Notes}}<p class="note">{{.}}</p>{{end}}{{end}}
-
-<h2>Charts</h2>
-{{range .Charts}}<figure id="{{.Name}}">
-<img src="{{.Name}}.png" width="1600" height="900" alt="{{.Title}}">
-<figcaption><b>{{.Title}}.</b> {{.Caption}} <a href="{{.Name}}.svg">SVG</a> · <a href="{{.Name}}.png">PNG</a></figcaption>
-</figure>
 {{end}}
-<h2>Results</h2>
-<table>
-<tr><th>transport</th><th>clients</th><th>sent</th><th>back in time</th><th>errors</th><th>timeouts</th><th>connect errors</th><th>request errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU (s)</th><th>MB in</th><th>MB out</th><th>saturated</th></tr>
-{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Transport}}</td><td>{{.Clients}}</td><td>{{.Sent}}</td><td>{{.Received}}</td><td>{{.Errors}}</td><td>{{.Timeouts}}</td><td>{{.ConnectErrors}}</td><td>{{.RequestErrors}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{printf "%.2f" .ServerCPU}}</td><td>{{mb .BytesIn}}</td><td>{{mb .BytesOut}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
-{{end}}</table>
+{{define "bottom"}}<h2>Results</h2>
+<div class="wide"><table id="transports">
+<tr><th>transport</th><th>clients</th><th>sent</th><th>back in time</th><th>errors</th><th>timeouts</th><th>connect errors</th><th>request errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU (s)</th><th>in</th><th>out</th><th>saturated</th></tr>
+{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Transport}}</td><td>{{count .Clients}}</td><td>{{count .Sent}}</td><td>{{count .Received}}</td><td>{{count .Errors}}</td><td>{{count .Timeouts}}</td><td>{{count .ConnectErrors}}</td><td>{{count .RequestErrors}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{num .ServerCPU}}</td><td>{{bytes .BytesIn}}</td><td>{{bytes .BytesOut}}</td><td>{{if .Saturated}}YES{{else}}no{{end}}</td></tr>
+{{end}}</table></div>
 {{if .Malformed}}<p class="note">{{.Malformed}} malformed rows were skipped.</p>{{end}}
-{{if .Files}}<h2>Data</h2>
-<ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>{{end}}
-<p class="note">Generated {{.Generated}} by scalechat report.</p>
-</body>
-</html>
-`))
+{{end}}`)

@@ -26,8 +26,8 @@ type Audit struct {
 	Nodes   int       `json:"nodes"` // of the local cluster the audit started; 0: a server given by URL
 
 	Sent      int64 `json:"sent"`      // messages written by the clients
-	Expected  int64 `json:"expected"`  // deliveries owed: every seq of a client's room after it first joined
-	Delivered int64 `json:"delivered"` // distinct deliveries that arrived
+	Expected  int64 `json:"expected"`  // deliveries owed: every message of a client's room some client received (the server accepted it), from its first join on
+	Delivered int64 `json:"delivered"` // distinct (client, message) deliveries that arrived
 
 	AuditCounts
 	Flagged int64 `json:"flagged"` // owed, never arrived, announced by a history_gap
@@ -37,6 +37,10 @@ type Audit struct {
 	Protocol   string `json:"protocol"`
 	Foreign    int64  `json:"foreign"`   // chat frames of a room the client is not in
 	Conflicts  int64  `json:"conflicts"` // one message delivered under two seqs (two orders)
+	// SeqsTwoMessages counts the (room, epoch, seq) that were received as
+	// two different messages (two orders); SeqTwoExample names the first.
+	SeqsTwoMessages int64  `json:"seqs_two_messages"`
+	SeqTwoExample   string `json:"seq_two_example,omitempty"`
 	// LostSends are messages written on a connection that stayed up and
 	// never delivered to anyone; UnconfirmedSends were written within a
 	// second before their connection ended (they may never have reached
@@ -70,7 +74,7 @@ type AuditCounts struct {
 // next fault.
 type AuditFault struct {
 	At     time.Time `json:"at"`
-	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart
+	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart, Redis failover
 	Target string    `json:"target"` // the client or node
 	// Recovered is how long until the client (for a drop) or every client
 	// was back in its room; RecoveredOK is false when that did not happen

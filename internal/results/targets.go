@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,39 @@ type TargetRow struct {
 	RSSPerConn     float64 `json:"server_rss_bytes_per_connection"` // growth over the idle server, per joined client
 	GeneratorCPU   float64 `json:"generator_cpu_share"`             // of one core, over the window
 	Saturated      bool    `json:"saturated"`
-	Note           string  `json:"note,omitempty"`
+	Note           string  `json:"note,omitempty"` // why the row is not to be trusted; a failed row's begins with FAILED
+}
+
+// Failure says, in a few words, why a row measured nothing: its target's
+// run failed (a row with no step), it connected no client, or it delivered
+// no message. It is "" for a row that measured something. A step that
+// sent nothing delivers nothing and is not a failure (it only holds
+// connections).
+func (r TargetRow) Failure() string {
+	switch {
+	case r.Step == "":
+		return "the run failed"
+	case r.Joined == 0:
+		return "connected nobody"
+	case r.Received == 0 && r.Sent > 0:
+		return "delivered nothing"
+	}
+	return ""
+}
+
+// Measured reports whether the row's latencies and per-delivery figures
+// mean anything: some message was delivered.
+func (r TargetRow) Measured() bool { return r.Received > 0 }
+
+// Failed lists the targets with a failed row, in the rows' order.
+func (t *Targets) Failed() []string {
+	var out []string
+	for _, r := range t.Rows {
+		if r.Failure() != "" && !slices.Contains(out, r.Target) {
+			out = append(out, r.Target)
+		}
+	}
+	return out
 }
 
 // Targets is targets.json.
@@ -69,7 +102,7 @@ type Targets struct {
 // TargetsHeader is the header row of targets.csv.
 const TargetsHeader = "target,protocol,step,clients,joined,sent,expected,received,unexpected,errors,delivery_ratio," +
 	"deliveries_per_second,p50_ms,p90_ms,p99_ms,max_ms,server_cpu_us_per_delivery,server_rss_bytes," +
-	"server_rss_bytes_per_connection,generator_cpu_share,saturated"
+	"server_rss_bytes_per_connection,generator_cpu_share,saturated,note"
 
 // WriteTargetsCSV writes rows with the header.
 func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
@@ -82,7 +115,7 @@ func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
 	for _, r := range rows {
 		if err := cw.Write([]string{r.Target, r.Protocol, r.Step, i(r.Clients), i(r.Joined), i(r.Sent), i(r.Expected), i(r.Received),
 			i(r.Unexpected), i(r.Errors), strconv.FormatFloat(r.Ratio, 'f', 6, 64), f(r.PerSecond), f(r.P50), f(r.P90), f(r.P99), f(r.Max),
-			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated)}); err != nil {
+			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated), r.Note}); err != nil {
 			return err
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package server is scalechat's chat server: HTTP endpoints, the WebSocket
 // upgrade, and the event loops that own every connection after it.
 //

@@ -47,6 +47,7 @@ type Server struct {
 	conns    atomic.Int64
 	accepted atomic.Uint64
 	refused  [refuseReasons]atomic.Uint64
+	refusals *refusalLog // why, in the log
 	ready    atomic.Bool
 	draining atomic.Bool
 
@@ -82,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub.SetLimits(cfg.MaxRooms, cfg.MaxHistoryBytes)
 	s.hub.SetCompression(cfg.Compression)
 	s.ips = newIPLimiter(cfg.MaxConnsPerIP, cfg.ConnectRatePerIP)
+	s.refusals = newRefusalLog(cfg.Logger, refusalLinesPerSecond)
 	s.postLimit = &pollLimiter{rate: cfg.RateLimit, burst: float64(cfg.RateBurst), m: make(map[string]*bucket)}
 	s.stopPolls = make(chan struct{})
 	if cfg.Redis != "" {
@@ -141,7 +143,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.log.Debug("broker closed", "err", err)
 		}
 	})
-	wg.Go(func() { // forget idle senders and addresses
+	wg.Go(func() { // forget idle senders and addresses; report refusals held back
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
@@ -150,6 +152,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				return
 			case now := <-t.C:
 				s.postLimit.sweep(now)
+				s.refusals.flush(now)
 				if s.ips != nil {
 					s.ips.sweep(now)
 				}

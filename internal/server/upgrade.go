@@ -125,7 +125,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		if ref.header[0] != "" {
 			w.Header().Set(ref.header[0], ref.header[1])
 		}
-		s.refuse(w, ref.reason, ref.status, ref.msg)
+		s.refuse(w, r, ref.reason, ref.status, ref.msg)
 		return
 	}
 	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == "",
@@ -137,12 +137,12 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		if err != nil {
 			s.releaseAdmission(&cmd)
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			s.refuse(w, RefuseAuth, http.StatusUnauthorized, err.Error())
+			s.refuse(w, r, RefuseAuth, http.StatusUnauthorized, err.Error())
 			return
 		}
 		if u.room != "" && !claims.MayJoin(u.room) {
 			s.releaseAdmission(&cmd)
-			s.refuse(w, RefuseForbidden, http.StatusForbidden, "the token does not allow this room")
+			s.refuse(w, r, RefuseForbidden, http.StatusForbidden, "the token does not allow this room")
 			return
 		}
 		cmd.claims = &claims
@@ -152,7 +152,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		if reason, ok := s.ips.admit(cmd.ip, time.Now()); !ok {
 			s.releaseAdmission(&cmd)
 			w.Header().Set("Retry-After", "1")
-			s.refuse(w, reason, http.StatusTooManyRequests, "too many connections from your address")
+			s.refuse(w, r, reason, http.StatusTooManyRequests, "too many connections from your address")
 			return
 		}
 		cmd.ipCounted = true
@@ -161,7 +161,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	if err != nil {
 		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
-		s.log.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
+		s.refusals.refused(time.Now(), RefuseInternal, 0, r.RemoteAddr, r.URL.Path, err.Error())
 		return
 	}
 	cmd.id = s.accepted.Add(1)
@@ -206,12 +206,15 @@ func remoteIP(r *http.Request) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-func (s *Server) handleBadRoom(w http.ResponseWriter, _ *http.Request) {
-	s.refuse(w, RefuseBadRequest, http.StatusBadRequest, roomNameRule)
+func (s *Server) handleBadRoom(w http.ResponseWriter, r *http.Request) {
+	s.refuse(w, r, RefuseBadRequest, http.StatusBadRequest, roomNameRule)
 }
 
-func (s *Server) refuse(w http.ResponseWriter, reason RefuseReason, status int, msg string) {
+// refuse answers a refused upgrade with msg, counts it and logs why
+// (rate-limited: see refusalLog).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, reason RefuseReason, status int, msg string) {
 	s.refused[reason].Add(1)
+	s.refusals.refused(time.Now(), reason, status, r.RemoteAddr, r.URL.Path, msg)
 	http.Error(w, msg, status)
 }
 

@@ -108,8 +108,9 @@ func startProcess(t testing.TB, name string, env []string, onLine func(string), 
 	cmd := exec.Command(prog, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	// Its own process group, so that Kill also ends the children it forks
-	// (nginx workers); and killed with the test binary if that dies first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// (nginx workers); and, on Linux, killed with the test binary if that
+	// dies first (procattr_linux.go).
+	cmd.SysProcAttr = procAttr()
 	p := &Process{Name: name, cmd: cmd, out: &logBuffer{}, done: make(chan struct{})}
 	pr, pw, err := os.Pipe()
 	if err != nil {

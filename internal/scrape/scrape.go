@@ -1,4 +1,4 @@
-package metrics
+package scrape
 
 import (
 	"bufio"
@@ -26,15 +26,15 @@ type Scraper struct {
 	Logger   *slog.Logger  // nil means no logs
 }
 
-// ScrapeSummary says how a scraping run went.
-type ScrapeSummary struct {
+// Summary says how a scraping run went.
+type Summary struct {
 	Rows   int // rows written
 	Failed int // scrapes that failed (server unreachable, bad answer); they leave no row
 }
 
-// CheckMetricsURL returns an error, in one sentence for the user, when u
+// CheckURL returns an error, in one sentence for the user, when u
 // cannot be a server's /metrics URL.
-func CheckMetricsURL(u string) error {
+func CheckURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 		return fmt.Errorf("server metrics URL %q is not an http:// or https:// URL such as http://127.0.0.1:8081/metrics", u)
@@ -52,10 +52,10 @@ func CheckMetricsURL(u string) error {
 // messages processed since the node's previous row, from the difference of
 // the two histograms; they are empty on a node's first row, after a failed
 // scrape, and when no message was processed in between.
-func (s *Scraper) Run(ctx context.Context, w io.Writer) (ScrapeSummary, error) {
-	var sum ScrapeSummary
+func (s *Scraper) Run(ctx context.Context, w io.Writer) (Summary, error) {
+	var sum Summary
 	for _, u := range s.URLs {
-		if err := CheckMetricsURL(u); err != nil {
+		if err := CheckURL(u); err != nil {
 			return sum, err
 		}
 	}
@@ -96,7 +96,7 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (ScrapeSummary, error) {
 		errs := make([]error, len(sources))
 		var wg sync.WaitGroup
 		for i, src := range sources {
-			wg.Go(func() { snaps[i], errs[i] = snapshotOf(rctx, src) })
+			wg.Go(func() { snaps[i], errs[i] = src.Snapshot(rctx) })
 		}
 		wg.Wait()
 		for i := range sources {
@@ -202,15 +202,15 @@ func appendCSVField(dst []byte, s string) []byte {
 // RecordServerCSV scrapes urls every second into the file at path (created
 // or truncated) until ctx is done: what `scalechat loadtest --server-metrics`
 // does beside <out>.csv.
-func RecordServerCSV(ctx context.Context, path string, urls []string, log *slog.Logger) (ScrapeSummary, error) {
+func RecordServerCSV(ctx context.Context, path string, urls []string, log *slog.Logger) (Summary, error) {
 	for _, u := range urls {
-		if err := CheckMetricsURL(u); err != nil {
-			return ScrapeSummary{}, err
+		if err := CheckURL(u); err != nil {
+			return Summary{}, err
 		}
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return ScrapeSummary{}, fmt.Errorf("create server metrics file: %w", err)
+		return Summary{}, fmt.Errorf("create server metrics file: %w", err)
 	}
 	sc := &Scraper{URLs: urls, Logger: log}
 	sum, err := sc.Run(ctx, f)

@@ -1,4 +1,4 @@
-package metrics
+package scrape
 
 import (
 	"bytes"
@@ -145,6 +145,16 @@ func TestScraperWritesServerCSV(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The reader of the format takes every row, those without percentiles
+	// too.
+	p := filepath.Join(t.TempDir(), "server.csv")
+	if err := os.WriteFile(p, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read, bad, err := results.ReadServer(p)
+	if err != nil || bad != 0 || len(read) != len(want) || read[len(read)-1].Deliveries != 6000 {
+		t.Errorf("results.ReadServer: %d rows (want %d), %d malformed, %v", len(read), len(want), bad, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package metrics
+package scrape
 
 import (
 	"fmt"
@@ -52,17 +52,17 @@ func SnapshotOf(families []*dto.MetricFamily, at time.Time) Snapshot {
 			s.CPUSeconds = sumOf(f)
 		case "process_resident_memory_bytes":
 			s.RSSBytes = sumOf(f)
-		case nameConnections:
+		case NameConnections:
 			s.Connections = sumOf(f)
-		case nameRooms:
+		case NameRooms:
 			s.Rooms = sumOf(f)
-		case nameMessagesIn:
+		case NameMessagesIn:
 			s.MessagesIn = sumOf(f)
-		case nameDeliveries:
+		case NameDeliveries:
 			s.Deliveries = sumOf(f)
-		case nameDropped:
+		case NameDropped:
 			s.Dropped = sumOf(f)
-		case nameProcessing:
+		case NameProcessing:
 			s.Processing = bucketsOf(f)
 		}
 	}
