@@ -109,6 +109,13 @@ type Handler interface {
 	// locally). Until every declined publish of a room is answered, the
 	// room declines more: they must not overtake it.
 	Answered(room string)
+	// Refused says that a publish Publish took was given up afterwards:
+	// Redis became unreachable before it answered, or the node stopped
+	// first. The message was not delivered under a seq of this node's
+	// own; Redis may still have ordered it (a round that failed midway),
+	// in which case it arrives from the room's stream too. The handler
+	// tells p.Sender, which must not be left to believe it was delivered.
+	Refused(p Publication)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)
@@ -150,10 +157,14 @@ type Publication struct {
 	// needs no lookup by name; nil: look the room up by name.
 	Target any
 	// Done, when not nil, is called once with the message's seq when it
-	// was ordered, or with 0 when it was dropped (its room was freed). It
-	// may be called on any goroutine, before Publish returns, under a
-	// room's lock: it must not block.
+	// was ordered, or with 0 when it was dropped (its room was freed) or
+	// given up (Handler.Refused). It may be called on any goroutine,
+	// before Publish returns, under a room's lock: it must not block.
 	Done func(seq uint64)
+	// Sender is the publishing connection, opaque to the broker, or nil:
+	// handed back with the publication to Handler.Refused when the broker
+	// gives the message up after Publish returned.
+	Sender any
 }
 
 // NewEpoch returns a new stream epoch: 12 random base-32 characters.

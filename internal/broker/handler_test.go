@@ -260,3 +260,10 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 }
 
 func (f *fakeRooms) Answered(string) {}
+
+// Refused records the refusal with the message's payload and sender.
+func (f *fakeRooms) Refused(p Publication) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note(fmt.Sprintf("refused %s %s%s %v", p.Room, p.Prefix, p.Suffix, p.Sender))
+}

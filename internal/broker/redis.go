@@ -291,7 +291,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	b.waitWG.Wait()
 	b.handOver()
 	err := errors.Join(append(errs, b.rdb.Close())...)
-	b.flushLocal()
+	b.refusePending()
 	return err
 }
 

@@ -70,17 +70,20 @@ func (b *Redis) Publish(p Publication) error {
 	return nil
 }
 
-// unsent gives up a publish Redis did not answer: Redis may or may not
-// have ordered it. It is not delivered here under a seq of this node's own,
+// unsent gives up a publish Redis did not answer, or that never went out,
+// and tells its sender (Handler.Refused): Redis may or may not have
+// ordered it. It is not delivered here under a seq of this node's own,
 // which could name another message on other nodes: if Redis ordered it,
-// it comes back from the room's stream when Redis does (catchUp), and if
-// Redis lost the stream, every member of the room is told (lostStream).
+// it comes back from the room's stream when Redis does (catchUp), and the
+// sender gets both the refusal and the message; if Redis lost the stream,
+// every member of the room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
 	b.refused.Add(1)
 	b.h.Answered(p.Room)
 	if p.Done != nil {
 		p.Done(0)
 	}
+	b.h.Refused(p)
 }
 
 // keep queues a message an owned room ordered, to be stored in Redis. The
@@ -343,16 +346,29 @@ func (b *Redis) publishMode() string {
 	return "-"
 }
 
-// flushLocal delivers locally what was still waiting for Redis at shutdown.
-func (b *Redis) flushLocal() {
+// refusePending gives up, at shutdown, the publishes still waiting for
+// Redis: the pending ones and those held behind another node's room.
+// Delivered here under seqs of this node's own, they would name other
+// messages on the other nodes of their rooms.
+func (b *Redis) refusePending() {
 	b.pubMu.Lock()
 	batch := b.pending
 	b.pending = nil
 	b.pubMu.Unlock()
+	b.ownMu.Lock()
+	var held []Publication
+	for room, q := range b.blocked {
+		held = append(held, q...)
+		delete(b.blocked, room)
+	}
+	b.nBlocked.Store(0)
+	b.ownMu.Unlock()
 	for _, j := range batch {
 		if j.kind == jobPublish {
-			b.h.PublishLocal(j.p)
-			b.h.Answered(j.p.Room)
+			held = append(held, j.p)
 		}
+	}
+	for _, p := range held {
+		b.unsent(p)
 	}
 }

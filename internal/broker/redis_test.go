@@ -148,8 +148,15 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 
 	rs.Stop()
 	// The first publish may be the one that discovers the outage: it is
-	// given up, never delivered here under a seq of a's own.
-	_ = a.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3})
+	// given up, never delivered here under a seq of a's own, and its
+	// sender is told (or it is refused at once, if a noticed first).
+	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3, Sender: "alice"}); err == nil {
+		a.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
+			return slices.Contains(a.h.calls, "refused r lost# alice")
+		})
+	} else if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("publish as Redis stops: %v", err)
+	}
 	testsupport.Eventually(t, 10*time.Second, "both brokers to notice the outage", func() bool { return !a.b.Up() && !b.b.Up() })
 	for _, n := range []*node{a, b} {
 		if err := n.b.Publish(Publication{Room: "r", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
@@ -185,6 +192,46 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 		t.Errorf("after the return a got %q, b got %q, want the one message above seq 1 on both", pa, pb)
 	}
 	testsupport.Eventually(t, 10*time.Second, "the recovery counted", func() bool { return a.b.Stats().Reconnects > 0 })
+}
+
+// TestRedisPublishLostInFlightIsRefusedToItsSender cuts a node off from
+// Redis after Redis ordered its publish but before the answer came back:
+// the outcome is unknown to the node, which tells the sender (Refused)
+// rather than deliver the message under a seq of its own or say nothing;
+// once Redis is reachable again the message arrives from the room's
+// stream too (ambiguous, but not silent), under the seq Redis gave it.
+func TestRedisPublishLostInFlightIsRefusedToItsSender(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	px := testsupport.NewProxy(t, rs.Addr())
+	a, b := startNode(t, "redis://"+px.Addr()+"/0", 100), startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	b.join(t, "r")
+	a.publish("r", "before")
+	a.hasSeq(t, "r", 1)
+
+	px.Stall(false, true) // Redis's answers to a are lost from now on
+	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("amb#"), From: 3, Sender: "alice"}); err != nil {
+		t.Fatalf("publish before the cut: %v", err)
+	}
+	b.hasSeq(t, "r", 2) // Redis ordered it
+	px.Refuse(true)
+	px.Drop()
+	a.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
+		return slices.Contains(a.h.calls, "refused r amb# alice")
+	})
+	if seq, _ := a.h.Seq("r"); seq != 1 {
+		t.Errorf("a delivered the message given up under its own seq: seq %d, messages %q", seq, a.h.payloads("r"))
+	}
+	if s := a.b.Stats(); s.Refused != 1 {
+		t.Errorf("refused %d, want 1", s.Refused)
+	}
+
+	px.Stall(false, false)
+	px.Refuse(false)
+	a.hasSeq(t, "r", 2)
+	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) || len(pa) != 2 || pa[1] != "2:amb#2" {
+		t.Errorf("after the return a has %q, b has %q: want the message Redis ordered on both", pa, pb)
+	}
 }
 
 func TestRedisAnnounce(t *testing.T) {

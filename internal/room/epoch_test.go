@@ -14,7 +14,7 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 		t.Fatal("a room without an epoch")
 	}
 	for range 5 {
-		r.Publish([]byte(`{"seq":}`), 7, 0, 0)
+		r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil)
 	}
 	for _, tt := range []struct {
 		name       string

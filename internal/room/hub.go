@@ -34,7 +34,8 @@ type Hub struct {
 	historyBytes   atomic.Int64
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
-	disconnect func(broker.Disconnect) // closes connections of this node; set by SetDisconnect
+	disconnect func(broker.Disconnect)    // closes connections of this node; set by SetDisconnect
+	refused    func(p broker.Publication) // tells a sender its message was given up; set by SetRefused
 }
 
 // SetDisconnect sets what closes the connections that a Disconnect names
@@ -46,6 +47,18 @@ func (h *Hub) SetDisconnect(f func(broker.Disconnect)) { h.disconnect = f }
 func (h *Hub) Disconnect(d broker.Disconnect) {
 	if h.disconnect != nil {
 		h.disconnect(d)
+	}
+}
+
+// SetRefused sets what tells the sender of a publication (its Sender,
+// which Room.Publish was given) that the broker gave the message up after
+// Publish returned. It must be called before the broker runs.
+func (h *Hub) SetRefused(f func(p broker.Publication)) { h.refused = f }
+
+// Refused implements broker.Handler.
+func (h *Hub) Refused(p broker.Publication) {
+	if h.refused != nil && p.Sender != nil {
+		h.refused(p)
 	}
 }
 

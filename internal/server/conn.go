@@ -283,7 +283,7 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	}
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
-	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id); err != nil {
+	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id, c); err != nil {
 		l.stats.dropped[DropUnavailable].Add(1)
 		c.sendError(protocol.CodeUnavailable, err.Error(), f)
 	}
@@ -453,7 +453,7 @@ func refusalCode(code string) ws.StatusCode {
 	switch code {
 	case protocol.CodeInvalidJSON, protocol.CodeInvalidMessage, protocol.CodeUnknownType, protocol.CodeInvalidRoom:
 		return ws.CloseInvalidPayload
-	case "rooms_full":
+	case "rooms_full", protocol.CodeUnavailable:
 		return ws.CloseTryAgainLater
 	}
 	return ws.ClosePolicyViolation

@@ -53,6 +53,7 @@ const (
 	cmdDrain                         // close every connection with 1001
 	cmdStop                          // close what is left and return
 	cmdDisconnect                    // close the connections a disconnect request names
+	cmdRefused                       // tell a connection the broker gave its message up
 )
 
 type command struct {
@@ -73,6 +74,7 @@ type command struct {
 	ipCounted bool              // counted by the address limiter: release on close
 	id        uint64            // the connection's number on this node
 	disc      broker.Disconnect // cmdDisconnect
+	conn      *conn             // cmdRefused: the sender
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -220,6 +222,8 @@ func (l *loop) runCommands() (stop bool) {
 			return true
 		case cmdDisconnect:
 			l.disconnect(cmd.disc, cmd.id)
+		case cmdRefused:
+			l.refused(cmd.conn, cmd.pending)
 		}
 	}
 	return false

@@ -30,6 +30,8 @@ type Server struct {
 
 	ips       *ipLimiter   // nil without per-address limits
 	upgrading sync.RWMutex // read-held by each upgrade in progress
+	stopMu    sync.RWMutex // read-held by refusals on their way to a loop
+	stopped   bool         // the loops were told to stop; under stopMu
 
 	// The HTTP transport (poll.go).
 	postLimit    *pollLimiter
@@ -98,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.broker = s.hub.Broker()
 	s.hub.SetDisconnect(s.disconnect)
+	s.hub.SetRefused(s.refusedPublish)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
@@ -226,9 +229,12 @@ func (s *Server) shutdown() {
 		}
 	}
 	left := s.conns.Load()
+	s.stopMu.Lock() // no command after cmdStop: a stopped loop's poller is closed
+	s.stopped = true
 	for _, l := range s.loops {
 		l.command(command{kind: cmdStop})
 	}
+	s.stopMu.Unlock()
 	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "forced_closes", left)
 }
 
