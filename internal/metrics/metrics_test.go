@@ -312,6 +312,8 @@ func TestBrokerMetrics(t *testing.T) {
 		"scalechat_broker_room_releases_total":      0,
 		"scalechat_broker_room_takeovers_total":     0,
 		"scalechat_broker_rooms_dropped_total":      0,
+		"scalechat_broker_refused_total":            0,
+		"scalechat_broker_rooms_diverged_total":     0,
 		"scalechat_broker_rooms":                    1,
 		"scalechat_broker_errors_total":             0,
 		"scalechat_broker_local_messages_total":     0,
