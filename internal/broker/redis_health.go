@@ -22,7 +22,7 @@ func (b *Redis) fail(op string, err error) {
 		if !b.leaseLapsed() {
 			b.setLease(time.Now().Add(100 * 365 * 24 * time.Hour))
 		}
-		b.log.Warn("redis unreachable: serving local members only", "op", op, "err", err)
+		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
 		signal(b.upWake)
 	}
 }

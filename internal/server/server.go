@@ -254,7 +254,7 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		// Still serving this node's members: a load balancer should keep
 		// sending clients here, so the status stays 200.
 		w.Header().Set("X-Scalechat-Degraded", "redis")
-		fmt.Fprintln(w, "degraded: redis unreachable, serving local members only")
+		fmt.Fprintln(w, "degraded: redis unreachable, rooms owned here go on, messages to shared rooms are refused")
 		return
 	}
 	fmt.Fprintln(w, "ready")
