@@ -34,8 +34,10 @@ type Broker interface {
 	Unsubscribe(room string)
 	// Run works until ctx is done, then releases the broker's connections.
 	Run(ctx context.Context) error
-	// Up reports whether the broker reaches every node: false while a
-	// cluster's broker is cut off, and each node serves its own members.
+	// Up reports whether the broker reaches every node and its rooms are
+	// in step with the cluster: false while a cluster's broker is cut off
+	// (owned rooms go on, shared ones refuse) and until it has checked
+	// every room after.
 	Up() bool
 	// Stats returns the broker's counters.
 	Stats() Stats

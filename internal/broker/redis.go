@@ -233,8 +233,9 @@ func (b *Redis) roomOf(channel string) string {
 	return strings.TrimSuffix(s, "}:messages")
 }
 
-// Up implements Broker: it reports whether Redis answers.
-func (b *Redis) Up() bool { return b.up.Load() }
+// Up implements Broker: it reports whether Redis answers and every room
+// has been checked against its stream since the last outage.
+func (b *Redis) Up() bool { return b.up.Load() && !b.recovering.Load() }
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {

@@ -449,7 +449,8 @@ func (b *Redis) reshard(ctx context.Context) error {
 // load waits for the subscriptions of rooms to be confirmed (so no message
 // falls between the history read and the channel), then reads each room's
 // seq and history tail in one pipeline. Without Redis, rooms load empty and
-// unsynced, and serve their local members.
+// unsynced: members join, their messages are refused until Redis is back,
+// and the room is then dropped so that they resume into Redis's stream.
 func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	ok := b.up.Load()
 	if ok {

@@ -367,6 +367,16 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 		c.sendError("rooms_full", "this server holds as many rooms as it may", &l.frame)
 		return
 	}
+	if res.Unavailable {
+		l.stats.dropped[DropUnavailable].Add(1)
+		const msg = "the cluster's message store is unreachable, this room's stream cannot be checked: resume later"
+		if url {
+			c.closeWith(ws.CloseTryAgainLater, msg)
+			return
+		}
+		c.sendError(protocol.CodeUnavailable, msg, &l.frame)
+		return
+	}
 	if res.Pending {
 		c.waiting = append(c.waiting, r.Name())
 		l.pending[r] = append(l.pending[r], pendingJoin{c: c, rs: rs, url: url})
