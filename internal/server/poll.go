@@ -210,8 +210,9 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 
 // errNotOrdered and errNoAnswer say why a POST's message has no seq.
 var (
-	errNotOrdered = errors.New(refusedMessage)
-	errNoAnswer   = fmt.Errorf("the message got no seq within %s: it may still arrive", apiWait)
+	errNotOrdered = errors.New("the message was not ordered (the cluster's message store became unreachable before it answered, " +
+		"or its room was freed as it arrived): it may not reach the room (if it was ordered, it arrives)")
+	errNoAnswer = fmt.Errorf("the message got no seq within %s: it may still arrive", apiWait)
 )
 
 // publishWait publishes a message of an HTTP request and waits until it is
