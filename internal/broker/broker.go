@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"strings"
 	"time"
 )
@@ -22,8 +23,10 @@ type Broker interface {
 	// Publish sends a message into its room; the broker gives it the room's
 	// next seq and brings it to every node subscribed to the room, this one
 	// included, through Handler.Deliver (or Handler.PublishLocal). It must
-	// not block and does not keep p's slices after it returns.
-	Publish(p Publication)
+	// not block and does not keep p's slices after it returns. It returns
+	// ErrUnavailable, and delivers nothing, when the room cannot be given
+	// one order now (a cluster's broker cut off from Redis).
+	Publish(p Publication) error
 	// Subscribe starts bringing room's messages to this node; the broker
 	// answers once with Handler.Loaded.
 	Subscribe(room string)
@@ -31,8 +34,10 @@ type Broker interface {
 	Unsubscribe(room string)
 	// Run works until ctx is done, then releases the broker's connections.
 	Run(ctx context.Context) error
-	// Up reports whether the broker reaches every node: false while a
-	// cluster's broker is cut off, and each node serves its own members.
+	// Up reports whether the broker reaches every node and its rooms are
+	// in step with the cluster: false while a cluster's broker is cut off
+	// (owned rooms go on, shared ones refuse) and until it has checked
+	// every room after.
 	Up() bool
 	// Stats returns the broker's counters.
 	Stats() Stats
@@ -51,6 +56,11 @@ type Broker interface {
 	// connections that d names, through Handler.Disconnect.
 	Disconnect(ctx context.Context, d Disconnect) error
 }
+
+// ErrUnavailable refuses a publish that a cut-off node cannot order: its
+// room may have members on other nodes, and a seq handed out here alone
+// could name another message there (docs/cluster.md, "Redis outages").
+var ErrUnavailable = errors.New("the cluster's message store is unreachable: messages to rooms shared with other nodes are refused until it is back")
 
 // Disconnect names connections to close on every node: all of User's, or
 // the one called Conn (as the node that holds it named it).
@@ -86,13 +96,11 @@ type Handler interface {
 	// Seq returns the room's latest seq on this node, and whether the room
 	// is here and loaded.
 	Seq(room string) (uint64, bool)
+	// Epoch returns the room's epoch on this node ("" when not loaded).
+	Epoch(room string) string
 	// Skip moves the room's seq forward to seq without messages: the ones in
 	// between can no longer be had.
 	Skip(room string, seq uint64)
-	// Rebase makes the room's stream the broker's again after the room was
-	// served on this node alone: its epoch from now on, and a seq above
-	// every one handed out.
-	Rebase(room, epoch string, seq uint64)
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
 	// under the room's order, and reports false when the room is not owned
@@ -103,6 +111,13 @@ type Handler interface {
 	// locally). Until every declined publish of a room is answered, the
 	// room declines more: they must not overtake it.
 	Answered(room string)
+	// Refused says that a publish Publish took was given up afterwards:
+	// Redis became unreachable before it answered, or the node stopped
+	// first. The message was not delivered under a seq of this node's
+	// own; Redis may still have ordered it (a round that failed midway),
+	// in which case it arrives from the room's stream too. The handler
+	// tells p.Sender, which must not be left to believe it was delivered.
+	Refused(p Publication)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)
@@ -144,10 +159,14 @@ type Publication struct {
 	// needs no lookup by name; nil: look the room up by name.
 	Target any
 	// Done, when not nil, is called once with the message's seq when it
-	// was ordered, or with 0 when it was dropped (its room was freed). It
-	// may be called on any goroutine, before Publish returns, under a
-	// room's lock: it must not block.
+	// was ordered, or with 0 when it was dropped (its room was freed) or
+	// given up (Handler.Refused). It may be called on any goroutine,
+	// before Publish returns, under a room's lock: it must not block.
 	Done func(seq uint64)
+	// Sender is the publishing connection, opaque to the broker, or nil:
+	// handed back with the publication to Handler.Refused when the broker
+	// gives the message up after Publish returned.
+	Sender any
 }
 
 // NewEpoch returns a new stream epoch: 12 random base-32 characters.
@@ -169,7 +188,9 @@ type Stats struct {
 	Published   uint64 // messages sent to the broker
 	Received    uint64 // messages received from the broker
 	Errors      uint64 // failed broker operations
-	Local       uint64 // messages published on this node only, the broker being unreachable
+	Local       uint64 // messages of owned rooms published while the broker was unreachable
+	Refused     uint64 // publishes refused or given up because the broker was unreachable
+	Diverged    uint64 // rooms whose stream Redis no longer had after an outage: members told to resume
 	Gaps        uint64 // messages fetched from history because the channel missed them
 	Unrecovered uint64 // seqs skipped because the broker no longer had them
 	Rooms       int64  // rooms subscribed

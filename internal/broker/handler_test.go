@@ -102,21 +102,21 @@ func (f *fakeRooms) Seq(name string) (uint64, bool) {
 	return r.seq, r.loaded
 }
 
+func (f *fakeRooms) Epoch(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.rooms[name]; r != nil {
+		return r.epoch
+	}
+	return ""
+}
+
 func (f *fakeRooms) Skip(name string, seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r := f.rooms[name]; r != nil && r.loaded && seq > r.seq {
 		r.seq = seq
 		f.note(fmt.Sprintf("skip %s %d", name, seq))
-	}
-}
-
-func (f *fakeRooms) Rebase(name, epoch string, seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r := f.rooms[name]; r != nil && r.loaded {
-		r.epoch, r.seq = epoch, max(r.seq, seq)
-		f.note(fmt.Sprintf("rebase %s %s %d", name, epoch, seq))
 	}
 }
 
@@ -260,3 +260,10 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 }
 
 func (f *fakeRooms) Answered(string) {}
+
+// Refused records the refusal with the message's payload and sender.
+func (f *fakeRooms) Refused(p Publication) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note(fmt.Sprintf("refused %s %s%s %v", p.Room, p.Prefix, p.Suffix, p.Sender))
+}

@@ -24,7 +24,7 @@ func NewMemory(h Handler) *Memory { return &Memory{h: h} }
 
 // Publish implements Broker: the room orders and delivers the message
 // before Publish returns.
-func (m *Memory) Publish(p Publication) { m.h.PublishLocal(p) }
+func (m *Memory) Publish(p Publication) error { m.h.PublishLocal(p); return nil }
 
 // Subscribe implements Broker: a room of a single node starts empty, as a
 // new stream.

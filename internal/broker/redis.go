@@ -5,10 +5,15 @@
 // messages in seq order. A node subscribes to a room's channel only while it
 // has members of the room, so no node reads traffic it does not need.
 //
-// When Redis is unreachable, each node goes on serving its own members
-// alone (local seqs, local history) and /readyz reports it; when Redis is
-// back, the node pushes each room's Redis counter above every seq it handed
-// out, catches up what it missed, and cross-node delivery resumes.
+// When Redis is unreachable, a node goes on ordering the rooms it owns (all
+// their members are on it) and refuses messages to every other room
+// (ErrUnavailable), and /readyz reports it. When Redis is back, it checks
+// each room's stream against Redis (streamScript): the same epoch, with a
+// counter at or above every seq the node has, is the same stream, and the
+// node catches up what it missed; any other (Redis lost the room, or some
+// of its messages) starts a new epoch, and the room's members here are
+// closed with 1012 to resume into it and be told what they missed
+// (lostStream).
 //
 // The same broker runs on a Redis Cluster (redis_cluster.go): a room lives
 // in one hash slot, and its messages cross only the master that owns it.
@@ -32,18 +37,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-// raiseScript pushes a room's counter up to at least ARGV[1] and returns
-// the counter.
-var raiseScript = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = tonumber(ARGV[1])
-if want > cur then
-  redis.call('SET', KEYS[1], want, 'EX', ARGV[2])
-  return want
-end
-return cur
-`)
 
 // Config configures a Redis broker.
 type Config struct {
@@ -162,6 +155,8 @@ type Redis struct {
 	received       atomic.Uint64
 	errs           atomic.Uint64
 	local          atomic.Uint64
+	refused        atomic.Uint64
+	diverged       atomic.Uint64
 	gaps           atomic.Uint64
 	lost           atomic.Uint64
 	reconnects     atomic.Uint64
@@ -238,8 +233,9 @@ func (b *Redis) roomOf(channel string) string {
 	return strings.TrimSuffix(s, "}:messages")
 }
 
-// Up implements Broker: it reports whether Redis answers.
-func (b *Redis) Up() bool { return b.up.Load() }
+// Up implements Broker: it reports whether Redis answers and every room
+// has been checked against its stream since the last outage.
+func (b *Redis) Up() bool { return b.up.Load() && !b.recovering.Load() }
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
@@ -252,7 +248,7 @@ func (b *Redis) Stats() Stats {
 	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
 		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
 		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
-		Dropped: b.dropped.Load()}
+		Dropped: b.dropped.Load(), Refused: b.refused.Load(), Diverged: b.diverged.Load()}
 	if e := b.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}
@@ -296,7 +292,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	b.waitWG.Wait()
 	b.handOver()
 	err := errors.Join(append(errs, b.rdb.Close())...)
-	b.flushLocal()
+	b.refusePending()
 	return err
 }
 

@@ -14,15 +14,15 @@ func (b *Redis) fail(op string, err error) {
 	b.lastErr.Store(&msg)
 	if b.up.CompareAndSwap(true, false) {
 		b.downSince.Store(time.Now().UnixNano())
-		// Cut off, the node serves its own members alone, joins of the
-		// rooms it owns included; once back, it checks which are still its
+		// Cut off, the node goes on ordering the rooms it owns, joins
+		// of them included (messages to other rooms are refused); once back, it checks which are still its
 		// own (leaseLoop). Not when the lease had lapsed already (the node
 		// was stopped, and a command failed on waking): rooms it held may
 		// be another node's by now, and their joiners wait for the check.
 		if !b.leaseLapsed() {
 			b.setLease(time.Now().Add(100 * 365 * 24 * time.Hour))
 		}
-		b.log.Warn("redis unreachable: serving local members only", "op", op, "err", err)
+		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
 		signal(b.upWake)
 	}
 }

@@ -158,7 +158,7 @@ end
 return 1
 `)
 
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, raiseScript, presenceScript}
+var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript}
 
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
 

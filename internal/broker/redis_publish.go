@@ -34,33 +34,56 @@ type job struct {
 // Publish implements Broker. It never blocks: a message of a room this node
 // owns is ordered and delivered here at once, and stored in Redis in the
 // background; any other is sent by the publishing goroutine in a pipeline
-// with every other pending one, or, while Redis is down, delivered on this
-// node alone at once.
-func (b *Redis) Publish(p Publication) {
+// with every other pending one. While Redis is down, an owned room goes
+// on (its members are all here) and any other refuses the message with
+// ErrUnavailable: ordered here alone, its seq would name another message
+// on the other nodes of the room.
+func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
 	if !b.up.Load() && b.started.Load() {
-		// Under localMu, so that recovery knows when the last local
-		// publish is done.
+		// Under localMu, so that recovery knows when the last publish
+		// of the outage is done.
 		b.localMu.RLock()
 		if !b.up.Load() {
-			b.local.Add(1)
-			b.h.PublishLocal(p)
-			b.localMu.RUnlock()
-			return
+			defer b.localMu.RUnlock()
+			if b.h.PublishOwned(p, b.keep) {
+				b.local.Add(1)
+				return nil
+			}
+			b.h.Answered(p.Room) // declined, and not sent on either
+			b.refused.Add(1)
+			return ErrUnavailable
 		}
 		b.localMu.RUnlock()
 	}
 	if b.h.PublishOwned(p, b.keep) {
-		return
+		return nil
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
 	if b.blockedPublish(p) {
-		return
+		return nil
 	}
 	b.queue(job{kind: jobPublish, p: p})
+	return nil
+}
+
+// unsent gives up a publish Redis did not answer, or that never went out,
+// and tells its sender (Handler.Refused): Redis may or may not have
+// ordered it. It is not delivered here under a seq of this node's own,
+// which could name another message on other nodes: if Redis ordered it,
+// it comes back from the room's stream when Redis does (catchUp), and the
+// sender gets both the refusal and the message; if Redis lost the stream,
+// every member of the room is told (lostStream).
+func (b *Redis) unsent(p Publication) {
+	b.refused.Add(1)
+	b.h.Answered(p.Room)
+	if p.Done != nil {
+		p.Done(0)
+	}
+	b.h.Refused(p)
 }
 
 // keep queues a message an owned room ordered, to be stored in Redis. The
@@ -124,9 +147,7 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		default: // queued while the node recovered, which failed
 			for _, j := range batch {
 				if j.kind == jobPublish {
-					b.local.Add(1)
-					b.h.PublishLocal(j.p)
-					b.h.Answered(j.p.Room)
+					b.unsent(j.p)
 				}
 			}
 		}
@@ -226,11 +247,10 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case err != nil && j.kind == jobLeave:
 			b.fail("leave a room", err)
 		case err != nil && j.kind == jobPublish:
-			// Redis is gone, or refused: keep the conversation going here.
+			// Redis is gone, or refused: the message may or may not be
+			// in the room's stream.
 			b.fail("publish", err)
-			b.local.Add(1)
-			b.h.PublishLocal(j.p)
-			b.h.Answered(j.p.Room)
+			b.unsent(j.p)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
 			// misses them, and the outage is handled as any other.
@@ -326,16 +346,29 @@ func (b *Redis) publishMode() string {
 	return "-"
 }
 
-// flushLocal delivers locally what was still waiting for Redis at shutdown.
-func (b *Redis) flushLocal() {
+// refusePending gives up, at shutdown, the publishes still waiting for
+// Redis: the pending ones and those held behind another node's room.
+// Delivered here under seqs of this node's own, they would name other
+// messages on the other nodes of their rooms.
+func (b *Redis) refusePending() {
 	b.pubMu.Lock()
 	batch := b.pending
 	b.pending = nil
 	b.pubMu.Unlock()
+	b.ownMu.Lock()
+	var held []Publication
+	for room, q := range b.blocked {
+		held = append(held, q...)
+		delete(b.blocked, room)
+	}
+	b.nBlocked.Store(0)
+	b.ownMu.Unlock()
 	for _, j := range batch {
 		if j.kind == jobPublish {
-			b.h.PublishLocal(j.p)
-			b.h.Answered(j.p.Room)
+			held = append(held, j.p)
 		}
+	}
+	for _, p := range held {
+		b.unsent(p)
 	}
 }

@@ -131,16 +131,18 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 	}
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
-	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 {
-		b.fill(ctx, name, cur, seq-1)
+	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 && !b.fill(ctx, name, cur, seq-1) {
+		return // the room is dropped: its members resume and are told
 	}
 	b.h.Deliver(name, seq, []byte(payload[sp+1:]))
 }
 
 // fill delivers the messages after seq from through to, from the room's
-// history stream; those no longer there are skipped and counted. The caller
+// history stream, and reports whether it found them all. When some are no
+// longer there the room's members cannot have them: the room is dropped
+// (lostStream), and they resume and are told with a history_gap. The caller
 // holds fillMu.
-func (b *Redis) fill(ctx context.Context, name string, from, to uint64) {
+func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	entries, err := b.rdb.XRange(ctx, b.historyKey(name), strconv.FormatUint(from+1, 10)+"-0", strconv.FormatUint(to, 10)+"-1").Result()
@@ -154,9 +156,52 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) {
 			b.h.Deliver(name, seq, []byte(payload))
 		}
 	}
-	if cur, _ := b.h.Seq(name); cur < to {
+	if cur, loaded := b.h.Seq(name); loaded && cur < to {
 		b.lost.Add(to - cur)
-		b.h.Skip(name, to)
+		b.lostStream(name, "messages missing from the room's stream in Redis")
+		return false
+	}
+	return true
+}
+
+// streamScript checks, after an outage, that Redis still holds the room's
+// stream as this node knows it: the same epoch (ARGV[3]) and a counter at
+// or above the node's seq (ARGV[1]). It returns {counter, 0} then. Else
+// Redis lost the room (its keys are gone: a restart without persistence) or
+// some of its messages (a failover before they were replicated), and seqs
+// this node's members saw may be handed out again: the room starts a new
+// stream (ARGV[4]), unless another node started one already, above every
+// seq the node has, and it returns {counter, 1}.
+var streamScript = redis.NewScript(`
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+local e = redis.call('GET', KEYS[2])
+local cur = tonumber(ARGV[1])
+if e == ARGV[3] and c >= cur then
+  return {c, 0}
+end
+if cur > c then
+  c = cur
+  redis.call('SET', KEYS[1], c, 'EX', ARGV[2])
+end
+if e == false or e == ARGV[3] then
+  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[2])
+end
+return {c, 1}
+`)
+
+// lostStream drops a room whose stream on this node is no longer the
+// room's: its members are closed with 1012 (Hub.Drop), resume with their
+// seq and epoch, and get history_gap (with reset for a new epoch) and what
+// the stream holds, instead of missing messages in silence.
+func (b *Redis) lostStream(room, why string) {
+	b.ownMu.Lock()
+	delete(b.held, room)
+	b.ownMu.Unlock()
+	b.h.Disown(room)
+	if b.h.Drop(room) {
+		b.diverged.Add(1)
+		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)
+		b.Unsubscribe(room)
 	}
 }
 
@@ -168,8 +213,23 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if !loaded {
 		return
 	}
+	b.subMu.Lock()
+	st := b.rooms[name]
+	unsynced := st != nil && st.unsynced
+	b.subMu.Unlock()
+	if unsynced {
+		// Loaded while Redis was down: its members joined a stream of this
+		// node alone, which never had the room's history nor the messages
+		// of the nodes that own it meanwhile. They resume into Redis's.
+		b.lostStream(name, "loaded while Redis was unreachable")
+		return
+	}
+	epoch := b.h.Epoch(name)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	seq, err := raiseScript.Run(c, b.rdb, []string{b.seqKey(name)}, cur, int(b.cfg.TTL/time.Second)).Uint64()
+	res, err := streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.cfg.TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("stream check answered %v", res)
+	}
 	if err == nil { // Redis may have lost the room's set of nodes
 		err = b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
 	}
@@ -192,43 +252,12 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 		b.fail("catch up", err)
 		return
 	}
-	b.subMu.Lock()
-	st := b.rooms[name]
-	unsynced := st != nil && st.unsynced
-	b.subMu.Unlock()
-	switch {
-	case unsynced:
-		// Loaded while Redis was down: the room was a stream of this node
-		// alone. From now on it is Redis's, under Redis's epoch, above every
-		// seq either handed out; what Redis holds predates every local
-		// member, who saw other seqs meanwhile.
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		epoch, err := b.epoch(c, name)
-		cancel()
-		if err != nil {
-			b.fail("catch up", err)
-			return
-		}
-		b.h.Rebase(name, epoch, seq)
-		b.subMu.Lock()
-		st.unsynced = false
-		b.subMu.Unlock()
+	switch seq := uint64(res[0]); {
+	case res[1] == 1:
+		b.lostStream(name, "Redis no longer holds the room's stream as this node's members saw it")
 	case seq > cur:
 		b.fill(ctx, name, cur, seq)
 	}
-}
-
-// epoch returns the room's epoch in Redis, making it when there is none.
-func (b *Redis) epoch(ctx context.Context, name string) (string, error) {
-	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.SetNX(ctx, b.epochKey(name), NewEpoch(), b.cfg.TTL)
-		p.Get(ctx, b.epochKey(name))
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return cmds[1].(*redis.StringCmd).Val(), nil
 }
 
 func entry(e redis.XMessage) (uint64, string, bool) {
@@ -420,7 +449,8 @@ func (b *Redis) reshard(ctx context.Context) error {
 // load waits for the subscriptions of rooms to be confirmed (so no message
 // falls between the history read and the channel), then reads each room's
 // seq and history tail in one pipeline. Without Redis, rooms load empty and
-// unsynced, and serve their local members.
+// unsynced: members join, their messages are refused until Redis is back,
+// and the room is then dropped so that they resume into Redis's stream.
 func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	ok := b.up.Load()
 	if ok {

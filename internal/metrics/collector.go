@@ -29,6 +29,7 @@ type Collector struct {
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
 	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerTakeovers, brokerDropped               *prometheus.Desc
+	brokerRefused, brokerDiverged                                                              *prometheus.Desc
 }
 
 // NewCollector returns a collector of srv's figures.
@@ -52,7 +53,7 @@ func NewCollector(srv *server.Server) *Collector {
 		deliveries: d(scrape.NameDeliveries,
 			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
 		dropped: d(scrape.NameDropped,
-			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines).",
+			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable).",
 			[]string{"reason"}, nil),
 		disconnects: d("scalechat_disconnects_total",
 			"Connections closed, by WebSocket close code; 1006 is a connection that ended without a closing handshake, other is any code not listed.",
@@ -66,11 +67,11 @@ func NewCollector(srv *server.Server) *Collector {
 		brokerIn: d("scalechat_broker_messages_received_total",
 			"Messages received from the broker (Redis) that links the nodes of a cluster, this node's own included; 0 on a single node.", nil, nil),
 		brokerUp: d("scalechat_broker_up",
-			"1 when the broker (Redis) answers, 0 while it is unreachable and the node serves its own members alone. Cluster only.", nil, nil),
+			"1 when the broker (Redis) answers, 0 while it is unreachable: rooms owned here go on, messages to rooms shared with other nodes are refused. Cluster only.", nil, nil),
 		brokerErrors: d("scalechat_broker_errors_total",
 			"Failed broker (Redis) operations. Cluster only.", nil, nil),
 		brokerLocal: d("scalechat_broker_local_messages_total",
-			"Messages published on this node alone because the broker was unreachable. Cluster only.", nil, nil),
+			"Messages of rooms owned here (all their members here), ordered while the broker was unreachable. Cluster only.", nil, nil),
 		brokerGaps: d("scalechat_broker_gap_fills_total",
 			"Messages fetched from the broker's history because its channel missed them. Cluster only.", nil, nil),
 		brokerLost: d("scalechat_broker_unrecovered_total",
@@ -89,6 +90,10 @@ func NewCollector(srv *server.Server) *Collector {
 			"Rooms this node took over (under a new epoch) from an owner that did not answer. Cluster only.", nil, nil),
 		brokerDropped: d("scalechat_broker_rooms_dropped_total",
 			"Rooms this node owned that another node took over; their members were closed with 1012 and rejoined. Cluster only.", nil, nil),
+		brokerRefused: d("scalechat_broker_refused_total",
+			"Publishes refused to their sender (error unavailable) because Redis was unreachable: at once for a room shared with other nodes, or after the fact for one whose Redis round failed (it may still arrive). Cluster only.", nil, nil),
+		brokerDiverged: d("scalechat_broker_rooms_diverged_total",
+			"Rooms whose stream Redis no longer had when it came back (restarted without its data, a failover lost writes): new epoch, members closed with 1012 to resume and told reset. Cluster only.", nil, nil),
 		apiRequests: d("scalechat_api_requests_total",
 			"Requests to the server API (/api/) by outcome: ok (the key was right), unauthorized, bad_request.", []string{"outcome"}, nil),
 		apiPublished: d("scalechat_api_published_total",
@@ -121,6 +126,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.apiRequests, c.apiPublished, c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
+		c.brokerRefused, c.brokerDiverged,
 	} {
 		ch <- d
 	}
@@ -192,6 +198,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.brokerReleases, bs.Releases)
 		counter(c.brokerTakeovers, bs.Takeovers)
 		counter(c.brokerDropped, bs.Dropped)
+		counter(c.brokerRefused, bs.Refused)
+		counter(c.brokerDiverged, bs.Diverged)
 	}
 
 	h := st.Processing

@@ -143,7 +143,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"} {
 		want["scalechat_connections_refused_total{reason="+reason+"}"] = 0
 	}
-	for _, reason := range []string{"forbidden", "timeout"} {
+	for _, reason := range []string{"forbidden", "timeout", "unavailable"} {
 		want["scalechat_messages_dropped_total{reason="+reason+"}"] = 0
 	}
 	for _, name := range []string{"scalechat_http_polls_total", "scalechat_http_polls_waiting",
@@ -312,6 +312,8 @@ func TestBrokerMetrics(t *testing.T) {
 		"scalechat_broker_room_releases_total":      0,
 		"scalechat_broker_room_takeovers_total":     0,
 		"scalechat_broker_rooms_dropped_total":      0,
+		"scalechat_broker_refused_total":            0,
+		"scalechat_broker_rooms_diverged_total":     0,
 		"scalechat_broker_rooms":                    1,
 		"scalechat_broker_errors_total":             0,
 		"scalechat_broker_local_messages_total":     0,

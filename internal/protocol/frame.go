@@ -64,6 +64,7 @@ const (
 	CodeAlreadyJoined  = "already_joined"
 	CodeTooManyRooms   = "too_many_rooms"
 	CodeRateLimited    = "rate_limited"
+	CodeUnavailable    = "unavailable"
 )
 
 // Error is a refused client frame. Code is one of the error codes of

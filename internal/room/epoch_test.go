@@ -3,6 +3,8 @@ package room
 import (
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/broker"
 )
 
 // A resume names the stream its since belongs to: in another stream of the
@@ -14,7 +16,7 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 		t.Fatal("a room without an epoch")
 	}
 	for range 5 {
-		r.Publish([]byte(`{"seq":}`), 7, 0, 0)
+		r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil)
 	}
 	for _, tt := range []struct {
 		name       string
@@ -59,5 +61,36 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 	h2 := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
 	if _, again := h2.Join([]byte("r"), 0, Resume{}, nil); again.Epoch == res.Epoch {
 		t.Error("two streams with one epoch")
+	}
+}
+
+// downBroker is a broker that reports itself cut off from the cluster.
+type downBroker struct{ broker.Broker }
+
+func (downBroker) Up() bool { return false }
+
+// A resume from another stream of the room, while the broker cannot tell
+// which stream is current, is not served: the client could be handed back
+// a stream it had left, every message of it a second time.
+func TestResumeFromAnotherStreamWaitsForTheBroker(t *testing.T) {
+	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	h.SetBroker(downBroker{h.Broker()})
+	r, first := h.Join([]byte("r"), 0, Resume{}, nil)
+	for _, tt := range []struct {
+		name        string
+		rs          Resume
+		unavailable bool
+	}{
+		{"since of another stream", Resume{Since: 3, HasSince: true, Epoch: "otherstream"}, true},
+		{"since in this stream", Resume{HasSince: true, Epoch: first.Epoch}, false},
+		{"since without an epoch (an older client)", Resume{HasSince: true}, false},
+		{"no since", Resume{}, false},
+	} {
+		before := r.Members()
+		_, got := h.Join([]byte("r"), 0, tt.rs, nil)
+		joined := r.Members() - before
+		if got.Unavailable != tt.unavailable || joined != map[bool]int{true: 0, false: 1}[tt.unavailable] {
+			t.Errorf("%s: unavailable %v, %d joined", tt.name, got.Unavailable, joined)
+		}
 	}
 }

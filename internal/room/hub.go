@@ -34,7 +34,8 @@ type Hub struct {
 	historyBytes   atomic.Int64
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
-	disconnect func(broker.Disconnect) // closes connections of this node; set by SetDisconnect
+	disconnect func(broker.Disconnect)    // closes connections of this node; set by SetDisconnect
+	refused    func(p broker.Publication) // tells a sender its message was given up; set by SetRefused
 }
 
 // SetDisconnect sets what closes the connections that a Disconnect names
@@ -46,6 +47,18 @@ func (h *Hub) SetDisconnect(f func(broker.Disconnect)) { h.disconnect = f }
 func (h *Hub) Disconnect(d broker.Disconnect) {
 	if h.disconnect != nil {
 		h.disconnect(d)
+	}
+}
+
+// SetRefused sets what tells the sender of a publication (its Sender,
+// which Room.Publish was given) that the broker gave the message up after
+// Publish returned. It must be called before the broker runs.
+func (h *Hub) SetRefused(f func(p broker.Publication)) { h.refused = f }
+
+// Refused implements broker.Handler.
+func (h *Hub) Refused(p broker.Publication) {
+	if h.refused != nil && p.Sender != nil {
+		h.refused(p)
 	}
 }
 
@@ -304,20 +317,6 @@ func (h *Hub) PublishLocal(p broker.Publication) {
 	r.publishLocal(p)
 }
 
-// Rebase makes the room's stream the broker's again (see broker.Handler):
-// epoch from now on, and a seq of at least seq.
-func (h *Hub) Rebase(name, epoch string, seq uint64) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loaded {
-		r.epoch, r.seq = epoch, max(r.seq, seq)
-	}
-}
-
 // Seq returns the latest seq of the room called name on this node, and
 // whether the room is here and loaded.
 func (h *Hub) Seq(name string) (uint64, bool) {
@@ -328,6 +327,18 @@ func (h *Hub) Seq(name string) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.seq, r.loaded && !r.closed
+}
+
+// Epoch returns the epoch of the room called name on this node, "" when
+// it is not here or not loaded.
+func (h *Hub) Epoch(name string) string {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
 }
 
 // Skip moves the room's seq forward to seq without messages: the broker

@@ -78,8 +78,13 @@ func (r *Room) Name() string { return r.name }
 // goroutine, or -1: that loop drains its queue right after handling its
 // events, so it is not woken, which saves it an eventfd write and an extra
 // epoll_wait per message.
-func (r *Room) Publish(draft []byte, seqAt int, received int64, from int) {
-	r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r})
+//
+// It returns broker.ErrUnavailable when the broker refused the message (a
+// cluster node cut off from Redis, for a room it does not own). sender,
+// when not nil, names the publishing connection to the function set by
+// Hub.SetRefused, should the broker give the message up later.
+func (r *Room) Publish(draft []byte, seqAt int, received int64, from int, sender any) error {
+	return r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r, Sender: sender})
 }
 
 // publishLocal gives a message the room's next seq and delivers it on this
@@ -241,6 +246,12 @@ type JoinResult struct {
 	History  []Message // the messages to replay, in seq order, all with Seq ≤ the Seq field
 	Gap      bool      // since asked for messages that are no longer held
 	FirstSeq uint64    // oldest seq held (0 when none), meaningful with Gap
+	// Unavailable: the client resumes from another stream of the room
+	// while the broker cannot tell which stream is current (a cluster
+	// node cut off from Redis, or still checking its rooms after it):
+	// served here, the client could be handed back a stream it had left
+	// (every message of it again). Not joined; resume later.
+	Unavailable bool
 }
 
 // join adds a member on loop. It reports false when the room was freed
@@ -257,6 +268,9 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 		// over, and the broker checks before anyone joins.
 		r.waiting[loop] = true
 		return JoinResult{Pending: true}, true
+	}
+	if rs.HasSince && rs.Epoch != "" && rs.Epoch != r.epoch && !r.hub.broker.Up() {
+		return JoinResult{Unavailable: true}, true
 	}
 	r.local[loop]++
 	r.members++

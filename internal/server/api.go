@@ -195,17 +195,21 @@ func (s *Server) apiPublish(w http.ResponseWriter, r *http.Request) {
 	}
 	got := make(chan uint64, 1)
 	draft, at := protocol.AppendChatDraft(nil, name, time.Now(), &f, body)
-	s.hub.Broker().Publish(broker.Publication{
+	err = s.hub.Broker().Publish(broker.Publication{
 		Room: name, Prefix: draft[:at], Suffix: draft[at:], Received: time.Now().UnixNano(), From: -1, Target: rm,
 		Done: func(seq uint64) { got <- seq },
 	})
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, err.Error())
+		return
+	}
 	s.apiPublished.Add(1)
 	t := time.NewTimer(apiWait)
 	defer t.Stop()
 	select {
 	case seq := <-got:
 		if seq == 0 {
-			apiError(w, http.StatusServiceUnavailable, "dropped", "the room was freed as the message arrived: publish again")
+			apiError(w, http.StatusServiceUnavailable, "dropped", "the message was not ordered (its room was freed as it arrived, or Redis became unreachable): publish again")
 			return
 		}
 		apiJSON(w, PublishResult{Room: name, Seq: seq})

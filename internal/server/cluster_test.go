@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	gws "github.com/gobwas/ws"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
@@ -117,11 +118,19 @@ func testResumeOnAnotherNode(t *testing.T, url string) {
 	}
 }
 
+// TestClusterSurvivesRedisOutage: while Redis is down a room shared by two
+// nodes is ordered by neither (a message is refused to its sender with
+// unavailable, naming it, whether refused at once or given up in flight);
+// Redis comes back without its data, so the room's stream is gone: every
+// member is closed with 1012, resumes, is told reset, and the new stream's
+// seqs never name a message of the old one.
 func TestClusterSurvivesRedisOutage(t *testing.T) {
 	redis := testsupport.StartRedis(t)
 	nodes := startCluster(t, redis.URL(), 2, nil)
-	a1, a2 := connect(t, nodes[0], "o"), connect(t, nodes[0], "o")
-	b1 := connect(t, nodes[1], "o")
+	a1 := dial(t, nodes[0].url("/ws/o"))
+	j, _ := a1.joined()
+	epoch := j["epoch"].(string)
+	a2, b1 := connect(t, nodes[0], "o"), connect(t, nodes[1], "o")
 	a1.sendJSON(msg("before"))
 	for _, c := range []*client{a1, a2, b1} {
 		if m := c.next(); m["text"] != "before" {
@@ -130,34 +139,90 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 	}
 
 	redis.Stop()
-	// Local delivery goes on: a2 hears a1 (possibly after a failed attempt
-	// through Redis), with seqs that keep increasing.
-	a1.sendJSON(msg("during"))
-	for _, c := range []*client{a1, a2} {
-		if m := c.next(); m["text"] != "during" || m["seq"] != float64(2) {
-			t.Fatalf("during outage: %v", m)
-		}
+	a1.sendJSON(msg("during", "message_id", 7))
+	if m := a1.next(); m["type"] != "error" || m["code"] != "unavailable" || m["message_id"] != float64(7) {
+		t.Fatalf("during the outage the sender got %v, want an error unavailable naming message 7", m)
 	}
 	if _, body := httpGet(t, "http://"+nodes[0].addr+"/readyz", nil); !strings.Contains(body, "degraded") {
 		t.Errorf("readyz during outage: %q", body)
 	}
 
 	redis.Restart()
+	// The room's stream is gone from Redis: its members resume, none
+	// having received "during" under a seq of node 0's own.
+	for i, c := range []*client{a1, a2, b1} {
+		for {
+			f, err := c.readFrame(30 * time.Second)
+			if err != nil {
+				t.Fatalf("client %d: want close 1012, got %v", i, err)
+			}
+			if f.Header.OpCode == gws.OpClose {
+				if code, _ := closeOf(f); code != 1012 {
+					t.Errorf("client %d closed with %d, want 1012", i, code)
+				}
+				break
+			}
+			if strings.Contains(string(f.Payload), `"during"`) {
+				t.Errorf("client %d received the refused message: %s", i, f.Payload)
+			}
+		}
+	}
 	testsupport.Eventually(t, 15*time.Second, "both nodes reconnected", func() bool {
 		s0, _ := nodes[0].BrokerStats()
 		s1, _ := nodes[1].BrokerStats()
 		return s0.Up && s1.Up
 	})
-	// Cross-node delivery is back, above every seq node 0 handed out.
+	resume := "/ws/o?since=1&epoch=" + epoch
+	a1 = dial(t, nodes[0].url(resume))
+	j, _ = a1.joined(true)
+	if g := j["gap"].(map[string]any); g["reset"] != true || j["epoch"] == epoch {
+		t.Errorf("resumed after the stream was lost: joined %v", j)
+	}
+	b1 = dial(t, nodes[1].url(resume))
+	b1.joined(true)
+	// Cross-node delivery is back, above every seq handed out.
 	b1.sendJSON(msg("after"))
-	for i, c := range []*client{a1, a2, b1} {
+	for i, c := range []*client{a1, b1} {
 		m := c.next()
-		if m["text"] != "after" || m["seq"].(float64) <= 2 {
+		if m["text"] != "after" || m["seq"].(float64) <= 1 {
 			t.Errorf("client %d after the outage: %v", i, m)
 		}
 	}
 	if _, body := httpGet(t, "http://"+nodes[0].addr+"/readyz", nil); !strings.HasPrefix(body, "ready") {
 		t.Errorf("readyz after outage: %q", body)
+	}
+}
+
+// TestClusterMessageLostInFlightIsRefusedToItsSender cuts node 0 off from
+// Redis after Redis ordered a member's message but before node 0 heard the
+// answer: node 0 cannot know the outcome, so the sender gets an error
+// unavailable naming its message (never silence, never a seq of node 0's
+// own), and once node 0 reaches Redis again the message arrives as well,
+// under the seq Redis gave it: ambiguous, not silent.
+func TestClusterMessageLostInFlightIsRefusedToItsSender(t *testing.T) {
+	redis := testsupport.StartRedis(t)
+	px := testsupport.NewProxy(t, redis.Addr())
+	via := startCluster(t, "redis://"+px.Addr()+"/0", 1, nil)[0]
+	direct := startCluster(t, redis.URL(), 1, nil)[0]
+	a, b := connect(t, via, "f"), connect(t, direct, "f")
+	a.sendJSON(msg("before"))
+	a.next()
+	b.next()
+
+	px.Stall(false, true) // Redis's answers to node 0 are lost from now on
+	a.sendJSON(msg("amb", "message_id", 9, "room", "f"))
+	if m := b.next(); m["text"] != "amb" || m["seq"] != float64(2) {
+		t.Fatalf("the other node got %v, want the message Redis ordered", m)
+	}
+	px.Refuse(true)
+	px.Drop()
+	if m := a.next(); m["type"] != "error" || m["code"] != "unavailable" || m["message_id"] != float64(9) || m["room"] != "f" {
+		t.Fatalf("the sender got %v, want an error unavailable naming message 9 of room f", m)
+	}
+	px.Stall(false, false)
+	px.Refuse(false)
+	if m := a.next(); m["text"] != "amb" || m["seq"] != float64(2) {
+		t.Errorf("after the return the sender got %v, want its message under seq 2", m)
 	}
 }
 

@@ -283,7 +283,10 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	}
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
-	r.Publish(l.enc, seqAt, l.nowNano, l.id)
+	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id, c); err != nil {
+		l.stats.dropped[DropUnavailable].Add(1)
+		c.sendError(protocol.CodeUnavailable, err.Error(), f)
+	}
 }
 
 // allow takes a token from the rate limiter, refilling both buckets first.
@@ -362,6 +365,16 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 			return
 		}
 		c.sendError("rooms_full", "this server holds as many rooms as it may", &l.frame)
+		return
+	}
+	if res.Unavailable {
+		l.stats.dropped[DropUnavailable].Add(1)
+		const msg = "the cluster's message store is unreachable, this room's stream cannot be checked: resume later"
+		if url {
+			c.closeWith(ws.CloseTryAgainLater, msg)
+			return
+		}
+		c.sendError(protocol.CodeUnavailable, msg, &l.frame)
 		return
 	}
 	if res.Pending {
@@ -450,7 +463,7 @@ func refusalCode(code string) ws.StatusCode {
 	switch code {
 	case protocol.CodeInvalidJSON, protocol.CodeInvalidMessage, protocol.CodeUnknownType, protocol.CodeInvalidRoom:
 		return ws.CloseInvalidPayload
-	case "rooms_full":
+	case "rooms_full", protocol.CodeUnavailable:
 		return ws.CloseTryAgainLater
 	}
 	return ws.ClosePolicyViolation

@@ -49,9 +49,11 @@ type commandKind uint8
 
 const (
 	cmdAdd        commandKind = iota // a new connection, upgraded by an HTTP handler
+	cmdQuiesce                       // stop reading connections: no more publishes from this loop
 	cmdDrain                         // close every connection with 1001
 	cmdStop                          // close what is left and return
 	cmdDisconnect                    // close the connections a disconnect request names
+	cmdRefused                       // tell a connection the broker gave its message up
 )
 
 type command struct {
@@ -72,6 +74,7 @@ type command struct {
 	ipCounted bool              // counted by the address limiter: release on close
 	id        uint64            // the connection's number on this node
 	disc      broker.Disconnect // cmdDisconnect
+	conn      *conn             // cmdRefused: the sender
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -106,6 +109,10 @@ type loop struct {
 	closeTimeout time.Duration
 	draining     bool
 	drained      chan struct{} // closed when draining and no connection is left
+	// quiet is set between cmdQuiesce and cmdDrain: the loop reads
+	// nothing, so it publishes nothing, while the other loops stop too.
+	quiet        bool
+	quiesced     chan struct{} // closed when quiet
 	rateMessage  string
 	roomsMessage string
 
@@ -127,6 +134,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
 		drained:      make(chan struct{}),
+		quiesced:     make(chan struct{}),
 		rateMessage:  fmt.Sprintf("more than %g messages per second", srv.cfg.RateLimit),
 		roomsMessage: fmt.Sprintf("a connection may be in at most %d rooms", srv.cfg.MaxRoomsPerConn),
 	}
@@ -170,7 +178,7 @@ func (l *loop) run() error {
 			if ev.Events&netpoll.Writable != 0 && c.wantWrite {
 				l.flush(c)
 			}
-			if ev.Events&(netpoll.Readable|netpoll.Hangup) != 0 && c.state != stateClosed {
+			if ev.Events&(netpoll.Readable|netpoll.Hangup) != 0 && c.state != stateClosed && !l.quiet {
 				l.onReadable(c)
 			}
 		}
@@ -204,6 +212,9 @@ func (l *loop) runCommands() (stop bool) {
 		switch cmd.kind {
 		case cmdAdd:
 			l.add(cmd)
+		case cmdQuiesce:
+			l.quiet = true
+			close(l.quiesced)
 		case cmdDrain:
 			l.drain()
 		case cmdStop:
@@ -211,6 +222,8 @@ func (l *loop) runCommands() (stop bool) {
 			return true
 		case cmdDisconnect:
 			l.disconnect(cmd.disc, cmd.id)
+		case cmdRefused:
+			l.refused(cmd.conn, cmd.pending)
 		}
 	}
 	return false
@@ -262,9 +275,13 @@ func (l *loop) add(cmd command) {
 }
 
 // drain closes every connection with 1001 after delivering what the rooms
-// already accepted.
+// already accepted. Every loop is quiet by then (Server.shutdown), so the
+// queue holds every message any loop accepted: a loop that drained first
+// no longer closes its members while another still reads new messages
+// for them.
 func (l *loop) drain() {
 	l.draining = true
+	l.quiet = false // closing connections are read again for the peer's close frame; they publish nothing
 	l.deliver()
 	l.closeTimeout = l.srv.cfg.ShutdownTimeout
 	for _, c := range l.conns {
@@ -400,7 +417,7 @@ func (l *loop) dropRoom(r *room.Room) {
 	if lr := l.rooms[r]; lr != nil {
 		members := append([]member(nil), lr.members...)
 		for _, m := range members {
-			m.c.closeWith(ws.CloseServiceRestart, "the room moved to another node's stream: reconnect")
+			m.c.closeWith(ws.CloseServiceRestart, "the room's stream changed: reconnect and resume")
 		}
 	}
 	l.joinWaiting(r)

@@ -4,6 +4,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
@@ -188,7 +191,14 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)
-	rm.Publish(draft, at, time.Now().UnixNano(), -1)
+	if err := s.publishWait(r.Context(), rm, draft, at); err != nil {
+		// Refused, or given up with Redis gone (it may still arrive):
+		// the poster is told either way, never a 202 for a message
+		// that was not ordered.
+		s.httpDropped[DropUnavailable].Add(1)
+		writeJSON(w, http.StatusServiceUnavailable, protocol.AppendError(nil, protocol.CodeUnavailable, err.Error(), &f))
+		return
+	}
 	resp := []byte(`{"type":"accepted","room":`)
 	resp = strconv.AppendQuote(resp, rm.Name())
 	if f.HasMessageID {
@@ -196,6 +206,42 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		resp = strconv.AppendUint(resp, f.MessageID, 10)
 	}
 	writeJSON(w, http.StatusAccepted, append(resp, '}'))
+}
+
+// errNotOrdered and errNoAnswer say why a POST's message has no seq.
+var (
+	errNotOrdered = errors.New("the message was not ordered (the cluster's message store became unreachable before it answered, " +
+		"or its room was freed as it arrived): it may not reach the room (if it was ordered, it arrives)")
+	errNoAnswer = fmt.Errorf("the message got no seq within %s: it may still arrive", apiWait)
+)
+
+// publishWait publishes a message of an HTTP request and waits until it is
+// ordered: at once on a single node and for an owned room, one Redis round
+// trip otherwise. The error says why it was not: refused
+// (broker.ErrUnavailable), given up (Redis went away before it answered,
+// or the room was freed as it arrived), or no answer in time.
+func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, at int) error {
+	got := make(chan uint64, 1)
+	err := s.hub.Broker().Publish(broker.Publication{
+		Room: rm.Name(), Prefix: draft[:at], Suffix: draft[at:], Received: time.Now().UnixNano(), From: -1, Target: rm,
+		Done: func(seq uint64) { got <- seq },
+	})
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(apiWait)
+	defer t.Stop()
+	select {
+	case seq := <-got:
+		if seq == 0 {
+			return errNotOrdered
+		}
+		return nil
+	case <-t.C:
+		return errNoAnswer
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // handlePoll answers GET /rooms/{room}/messages: the messages after since,

@@ -30,6 +30,8 @@ type Server struct {
 
 	ips       *ipLimiter   // nil without per-address limits
 	upgrading sync.RWMutex // read-held by each upgrade in progress
+	stopMu    sync.RWMutex // read-held by refusals on their way to a loop
+	stopped   bool         // the loops were told to stop; under stopMu
 
 	// The HTTP transport (poll.go).
 	postLimit    *pollLimiter
@@ -98,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.broker = s.hub.Broker()
 	s.hub.SetDisconnect(s.disconnect)
+	s.hub.SetRefused(s.refusedPublish)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
@@ -204,6 +207,18 @@ func (s *Server) shutdown() {
 	if err := s.http.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("http shutdown", "err", err)
 	}
+	// Two steps: every loop stops reading before any closes its members.
+	// A message accepted on one loop is in the queue of every loop with
+	// members of its room by the time that loop drains.
+	for _, l := range s.loops {
+		l.command(command{kind: cmdQuiesce})
+	}
+	for _, l := range s.loops {
+		select {
+		case <-l.quiesced:
+		case <-ctx.Done():
+		}
+	}
 	for _, l := range s.loops {
 		l.command(command{kind: cmdDrain})
 	}
@@ -214,9 +229,12 @@ func (s *Server) shutdown() {
 		}
 	}
 	left := s.conns.Load()
+	s.stopMu.Lock() // no command after cmdStop: a stopped loop's poller is closed
+	s.stopped = true
 	for _, l := range s.loops {
 		l.command(command{kind: cmdStop})
 	}
+	s.stopMu.Unlock()
 	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "forced_closes", left)
 }
 
@@ -236,7 +254,7 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		// Still serving this node's members: a load balancer should keep
 		// sending clients here, so the status stays 200.
 		w.Header().Set("X-Scalechat-Degraded", "redis")
-		fmt.Fprintln(w, "degraded: redis unreachable, serving local members only")
+		fmt.Fprintln(w, "degraded: redis unreachable, rooms owned here go on, messages to shared rooms are refused")
 		return
 	}
 	fmt.Fprintln(w, "ready")

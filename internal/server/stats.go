@@ -21,10 +21,13 @@ const (
 	DropSlowConsumer
 	DropForbidden // a join the token or the node's room cap does not allow
 	DropTimeout   // a frame, or the first frame, that did not arrive in time
+	// DropUnavailable: a chat message to a room shared with other nodes
+	// while Redis is unreachable (broker.ErrUnavailable).
+	DropUnavailable
 	dropReasons
 )
 
-var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout"}
+var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable"}
 
 func (r DropReason) String() string { return dropReasonNames[r] }
 

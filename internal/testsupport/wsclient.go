@@ -33,6 +33,8 @@ type WSFrame struct {
 		Connections int    `json:"connections"`
 	} `json:"users"`
 	Anonymous int `json:"anonymous"`
+	// Code is an error frame's.
+	Code string `json:"code"`
 }
 
 // CloseError is returned by WSConn.Read when the server sent a close frame.
