@@ -101,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
+	mux.HandleFunc("GET /ws/{$}", s.handleBadRoom) // an empty room name is a bad one, not the page's 404
 	mux.HandleFunc("GET /ws/{room}/{rest...}", s.handleBadRoom)
 	if cfg.EchoEndpoint {
 		mux.HandleFunc("GET /echo", s.handleEcho)
