@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func TestBroadcastReachesRoomOnlyWithEcho(t *testing.T) {
@@ -333,6 +335,9 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+ts.addr+"/ws/ok", nil); code != http.StatusUpgradeRequired {
 		t.Errorf("plain GET: %d", code)
 	}
+	// Each refused request's connection counted against the caps until
+	// it closed.
+	testsupport.Eventually(t, 5*time.Second, "the refused requests' connections to close", func() bool { return ts.Stats().HTTPConns == 0 })
 	if _, err := tryDial(t, ts.url("/ws/o"), http.Header{"Origin": {"https://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("foreign origin: %v", err)
 	}
