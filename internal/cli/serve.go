@@ -47,7 +47,7 @@ type serveFlags struct {
 	jwtSecret, jwtPublicKey, jwksFile string
 	apiKeyFile                        string
 	tlsCert, tlsKey                   string
-	maxHistory                        byteSize
+	maxHistory, maxBody               byteSize
 	addr, metricsAddr                 string
 	metricsAdvertise                  string
 	maxMsg, maxQueue, echoMaxMsg      byteSize
@@ -59,7 +59,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", o.metricsAddr, `address of the metrics listener (/metrics, /dashboard), host:port; "" turns metrics off`)
 	f.IntVar(&o.cfg.History, "history", o.cfg.History, "messages kept per room and replayed to joining clients; 0 disables history")
 	f.Var(&o.maxMsg, "max-message-size", "largest client message; larger ones close the connection with 1009")
-	f.IntVar(&o.cfg.MaxConnections, "max-connections", o.cfg.MaxConnections, "open connections beyond which upgrades get HTTP 503; 0 means no limit")
+	f.IntVar(&o.cfg.MaxConnections, "max-connections", o.cfg.MaxConnections, "open connections, WebSocket and HTTP, beyond which requests and upgrades get HTTP 503; 0 means no limit")
 	f.IntVar(&o.cfg.MaxRoomsPerConn, "max-rooms-per-connection", o.cfg.MaxRoomsPerConn, "rooms one connection may be in at once")
 	f.Float64Var(&o.cfg.RateLimit, "rate-limit", o.cfg.RateLimit, "chat messages per second one connection may send")
 	f.IntVar(&o.cfg.RateBurst, "rate-burst", o.cfg.RateBurst, "messages one connection may send at once above --rate-limit")
@@ -67,7 +67,9 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.Var(&o.maxQueue, "max-queue", "bytes queued for one slow client before it is closed with 1013")
 	f.StringSliceVar(&o.cfg.AllowedOrigins, "allowed-origins", nil, "browser origins allowed besides the server's own, e.g. https://chat.example.com; * allows any")
 	f.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", o.cfg.ShutdownTimeout, "longest graceful shutdown before remaining connections are cut")
-	f.DurationVar(&o.cfg.HandshakeTimeout, "handshake-timeout", o.cfg.HandshakeTimeout, "time allowed to send the upgrade request")
+	f.DurationVar(&o.cfg.HandshakeTimeout, "handshake-timeout", o.cfg.HandshakeTimeout, "time allowed to send a request's line and headers (the upgrade request, a poll, any HTTP request)")
+	f.DurationVar(&o.cfg.BodyTimeout, "http-body-timeout", o.cfg.BodyTimeout, "time allowed to send a request's body, after its headers (a POST); 0 means no limit")
+	f.Var(&o.maxBody, "max-body-bytes", "largest request body (HTTP 413 beyond); 0 means --max-message-size plus 4 KiB")
 	f.DurationVar(&o.cfg.PingInterval, "ping-interval", o.cfg.PingInterval, "ping connections idle this long")
 	f.DurationVar(&o.cfg.PongTimeout, "pong-timeout", o.cfg.PongTimeout, "close connections silent this long")
 	f.DurationVar(&o.cfg.CloseTimeout, "close-timeout", o.cfg.CloseTimeout, "wait this long for a client's close frame")
@@ -83,7 +85,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.apiKeyFile, "api-key-file", "", "file holding the API key (surrounding white space ignored): the server API without the key on the command line")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// (TLS 1.2+)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
-	f.IntVar(&o.cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections from one address; 0 means no limit")
+	f.IntVar(&o.cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections, WebSocket and HTTP, from one address (HTTP 429 beyond); 0 means no limit")
 	f.Float64Var(&o.cfg.ConnectRatePerIP, "connect-rate-per-ip", 0, "upgrade attempts per second from one address (burst twice that); 0 means no limit")
 	f.DurationVar(&o.cfg.FrameTimeout, "frame-timeout", o.cfg.FrameTimeout, "a frame or message begun must arrive whole within this (slowloris); 0 means no limit")
 	f.DurationVar(&o.cfg.FirstFrameTimeout, "first-frame-timeout", 0, "close connections that send no frame within this; 0 means never (listen-only clients are normal)")
@@ -106,6 +108,7 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
+	o.cfg.MaxBodyBytes = int64(o.maxBody)
 	if o.cfg.Auth, err = verifier(o.jwtSecret, o.jwtPublicKey, o.jwksFile); err != nil {
 		return err
 	}

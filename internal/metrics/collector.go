@@ -42,7 +42,7 @@ func NewCollector(srv *server.Server) *Collector {
 		accepted: d("scalechat_connections_accepted_total",
 			"WebSocket upgrades completed.", nil, nil),
 		refused: d("scalechat_connections_refused_total",
-			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full.",
+			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full, header_too_large, handshake_timeout, body_timeout, body_too_large.",
 			[]string{"reason"}, nil),
 		rooms: d(scrape.NameRooms,
 			"Rooms held, empty ones still in their grace period included.", nil, nil),

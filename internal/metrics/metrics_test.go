@@ -27,20 +27,15 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		c.MaxMessageSize = 1024
 	}, Options{})
 
-	// Six connections, handed to the two loops in turn: a1 and a2 share
-	// room a on different loops.
-	a1, a2 := join(t, n.chatAddr, "a"), join(t, n.chatAddr, "a")
-	b1 := join(t, n.chatAddr, "b")
-	r1 := join(t, n.chatAddr, "r")
-	t1 := join(t, n.chatAddr, "t")
-	x1 := join(t, n.chatAddr, "x")
-	clients := []*wsClient{a1, a2, b1, r1, t1, x1}
-
-	// Refused: server full, bad room name, foreign origin.
-	if _, err := dialWS(t, n.chatAddr, "a", nil); err == nil {
-		t.Fatal("a seventh connection was accepted")
+	// Refused: bad room name, foreign origin (first: once the server is
+	// full, HTTP requests are refused as full too, they count against
+	// --max-connections).
+	req, err := http.NewRequest("GET", "http://"+n.chatAddr+"/ws/bad!room", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + n.chatAddr + "/ws/bad!room")
+	req.Close = true // the connection does not stay open, holding one of the six
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +45,21 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	}
 	if _, err := dialWS(t, n.chatAddr, "a", http.Header{"Origin": {"http://evil.example"}}); err == nil {
 		t.Fatal("a foreign origin was accepted")
+	}
+	testsupport.Eventually(t, 5*time.Second, "the refused connections to close", func() bool { return n.srv.Stats().HTTPConns == 0 })
+
+	// Six connections, handed to the two loops in turn: a1 and a2 share
+	// room a on different loops.
+	a1, a2 := join(t, n.chatAddr, "a"), join(t, n.chatAddr, "a")
+	b1 := join(t, n.chatAddr, "b")
+	r1 := join(t, n.chatAddr, "r")
+	t1 := join(t, n.chatAddr, "t")
+	x1 := join(t, n.chatAddr, "x")
+	clients := []*wsClient{a1, a2, b1, r1, t1, x1}
+
+	// Refused: server full.
+	if _, err := dialWS(t, n.chatAddr, "a", nil); err == nil {
+		t.Fatal("a seventh connection was accepted")
 	}
 
 	// Three messages in room a, one in b: each reaches every member.
@@ -140,7 +150,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1012", "1013", "4001", "other"} {
 		want["scalechat_disconnects_total{code="+code+"}"] = 0
 	}
-	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"} {
+	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout", "body_too_large"} {
 		want["scalechat_connections_refused_total{reason="+reason+"}"] = 0
 	}
 	for _, reason := range []string{"forbidden", "timeout", "unavailable"} {

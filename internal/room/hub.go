@@ -193,16 +193,8 @@ func (h *Hub) Sweep(now time.Time) int {
 		s.mu.Lock()
 		for name, r := range s.rooms {
 			r.mu.Lock()
-			if r.members == 0 && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
-				r.closed = true
-				delete(s.rooms, name)
-				h.historyEntries.Add(-int64(r.hist.n))
-				h.historyBytes.Add(-r.histBytes)
-				r.hist, r.histBytes = history{}, 0
-				if r.notify != nil { // pollers look the room up again
-					close(r.notify)
-					r.notify = nil
-				}
+			if r.members == 0 && r.pollers == 0 && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
+				h.freeLocked(s, r)
 				freed = append(freed, name)
 			}
 			r.mu.Unlock()
@@ -214,6 +206,20 @@ func (h *Hub) Sweep(now time.Time) int {
 		h.broker.Unsubscribe(name)
 	}
 	return len(freed)
+}
+
+// freeLocked takes r out of its shard and gives back its history; the
+// caller holds s.mu and r.mu, then counts the room gone and unsubscribes.
+func (h *Hub) freeLocked(s *shard, r *Room) {
+	r.closed = true
+	delete(s.rooms, r.name)
+	h.historyEntries.Add(-int64(r.hist.n))
+	h.historyBytes.Add(-r.histBytes)
+	r.hist, r.histBytes = history{}, 0
+	if r.notify != nil { // pollers look the room up again
+		close(r.notify)
+		r.notify = nil
+	}
 }
 
 // Run sweeps empty rooms until ctx is done.

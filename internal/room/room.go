@@ -48,6 +48,7 @@ type Room struct {
 
 	notify   chan struct{} // closed and replaced by the next message, for long polls
 	lastPoll time.Time     // pollers keep a room without members alive
+	pollers  int           // polls waiting on the room now (Hub.OpenPoll)
 
 	// In a cluster, a room whose members are all on this node is owned by
 	// it (see broker.Redis): its messages are ordered here, once the seqs
@@ -294,7 +295,11 @@ func (r *Room) replayLocked(rs Resume, dst []Message) (msgs []Message, gap, rese
 		return r.hist.appendLast(dst, r.hist.n), false, false
 	case r.behind(rs):
 		return dst, false, false
-	case rs.Epoch != "" && rs.Epoch != r.epoch, rs.Since > r.seq:
+	case rs.Since > 0 && rs.Epoch != "" && rs.Epoch != r.epoch, rs.Since > r.seq:
+		// (A client at since 0 saw no message of any stream: it has
+		// nothing to reset, whatever epoch it names. A room nobody wrote
+		// to is freed when its last poller leaves and made again, under a
+		// new epoch, by the next poll: see OpenPoll.)
 		// The client saw another stream of this room (it was freed and
 		// made again, or its history was lost): its since means nothing
 		// here. Replay all we hold, never from its seq.

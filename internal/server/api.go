@@ -367,7 +367,7 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	rm := s.hub.Open([]byte(name))
+	rm := s.hub.OpenPoll([]byte(name)) // pollUntil leaves it: a room that holds nothing is not kept
 	if rm == nil {
 		apiError(w, http.StatusServiceUnavailable, "rooms_full", "this node holds as many rooms as it may")
 		return

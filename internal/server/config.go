@@ -34,7 +34,9 @@ type Config struct {
 	MaxQueue          int            // bytes queued for one connection before it is closed as a slow consumer
 	AllowedOrigins    []string       // exact origins, or "*"; the page's own origin is always allowed
 	ShutdownTimeout   time.Duration  // how long a graceful shutdown may take
-	HandshakeTimeout  time.Duration  // to read the upgrade request and write the answer
+	HandshakeTimeout  time.Duration  // to read a request's line and headers (upgrade or not) and write the upgrade's answer
+	BodyTimeout       time.Duration  // to read a request's body, from the end of its headers; 0: no limit
+	MaxBodyBytes      int64          // bytes of one request body; 0: MaxMessageSize plus 4 KiB
 	PingInterval      time.Duration  // ping a connection idle this long
 	PongTimeout       time.Duration  // close a connection silent this long
 	CloseTimeout      time.Duration  // wait for the peer's close frame
@@ -71,6 +73,7 @@ func DefaultConfig() Config {
 		MaxQueue:         4 << 20,
 		ShutdownTimeout:  10 * time.Second,
 		HandshakeTimeout: 10 * time.Second,
+		BodyTimeout:      10 * time.Second,
 		PingInterval:     30 * time.Second,
 		PongTimeout:      60 * time.Second,
 		CloseTimeout:     5 * time.Second,
@@ -106,12 +109,17 @@ func (c *Config) validate() error {
 		"per-address limits, max rooms and max history bytes must not be negative")
 	check(c.APIKey == "" || len(c.APIKey) >= MinAPIKey, "the API key must be at least %d bytes", MinAPIKey)
 	check(c.FrameTimeout >= 0 && c.FirstFrameTimeout >= 0, "frame timeouts must not be negative")
+	check(c.BodyTimeout >= 0, "the HTTP body timeout must not be negative")
+	check(c.MaxBodyBytes == 0 || c.MaxBodyBytes > int64(c.MaxMessageSize), "max body bytes must be larger than max message size (a POST carries one message)")
 	return errors.Join(errs...)
 }
 
 func (c *Config) fill() {
 	if c.EchoMaxMessage == 0 {
 		c.EchoMaxMessage = 16 << 20
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = int64(c.MaxMessageSize) + 4<<10
 	}
 	if c.Loops == 0 {
 		c.Loops = runtime.GOMAXPROCS(0)

@@ -8,8 +8,11 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	gws "github.com/gobwas/ws"
+
+	"github.com/scalechat/scalechat/internal/ws"
 )
 
 // RFC 6455 edge cases, each driven by a raw-socket client against /echo,
@@ -93,6 +96,9 @@ func TestRFC6455EdgeCases(t *testing.T) {
 		{"UTF-8 split across fragments is fine", []step{f(gws.OpText, false, "\xc3"), f(gws.OpContinuation, true, "\xa9")},
 			[]gws.Frame{gws.NewTextFrame([]byte("é"))}, 0},
 		{"64-bit length with its top bit set", []step{{raw: []byte{0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}}}, nil, 1002},
+		// RFC 6455 section 5.2: the minimal number of bytes MUST encode the length.
+		{"16-bit length for 5 bytes", []step{{raw: []byte{0x81, 0xfe, 0, 5, 0, 0, 0, 0, 'h', 'e', 'l', 'l', 'o'}}}, nil, 1002},
+		{"64-bit length for 200 bytes", []step{{raw: append([]byte{0x82, 0xff, 0, 0, 0, 0, 0, 0, 0, 200, 0, 0, 0, 0}, make([]byte, 200)...)}}, nil, 1002},
 		{"message over the size limit", []step{f(gws.OpBinary, true, strings.Repeat("x", 1025))}, nil, 1009},
 		{"fragments over the size limit", []step{f(gws.OpBinary, false, strings.Repeat("x", 600)), f(gws.OpContinuation, true, strings.Repeat("x", 600))}, nil, 1009},
 	}
@@ -163,4 +169,22 @@ func TestCloseAfterClose(t *testing.T) {
 	if _, err := c.readFrame(3e9); err == nil || isTimeout(err) {
 		t.Errorf("TCP connection not closed by the server: %v", err)
 	}
+}
+
+// A length that is not minimally encoded is refused with close 1002 and a
+// reason that names it (not the bare "protocol error" of other stacks).
+func TestNonMinimalLengthReason(t *testing.T) {
+	ts := echoServer(t)
+	c := dial(t, ts.url("/echo"))
+	if _, err := c.conn.Write([]byte{0x81, 0xfe, 0, 5, 0, 0, 0, 0, 'h', 'e', 'l', 'l', 'o'}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.readFrame(5 * time.Second)
+	if err != nil || f.Header.OpCode != gws.OpClose {
+		t.Fatalf("want a close frame, got %v %v", f.Header.OpCode, err)
+	}
+	if code, reason := closeOf(f); code != 1002 || reason != ws.ErrNonMinimalLength.Error() {
+		t.Errorf("close %d %q, want 1002 %q", code, reason, ws.ErrNonMinimalLength.Error())
+	}
+	c.finishClose()
 }

@@ -275,6 +275,9 @@ func httpGet(t testing.TB, url string, header http.Header) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No keep-alive: an idle HTTP connection counts against the caps as
+	// long as it is open, and tests count connections.
+	req.Close = true
 	for k, v := range header {
 		req.Header[k] = v
 	}

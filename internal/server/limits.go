@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// ipLimiter counts the open connections and the upgrade attempts of each
-// source address. It is on the upgrade path only, never on the message
-// path.
+// ipLimiter counts the open connections (WebSocket and HTTP) and the
+// upgrade attempts of each source address. It is on the accept and upgrade
+// paths only, never on the message path.
 type ipLimiter struct {
 	maxConns int     // 0: no limit
 	rate     float64 // attempts per second; 0: no limit
@@ -33,28 +33,53 @@ func newIPLimiter(maxConns int, rate float64) *ipLimiter {
 	return &ipLimiter{maxConns: maxConns, rate: rate, burst: max(2*rate, 1), m: make(map[netip.Addr]*ipState)}
 }
 
-// admit counts an attempt from ip and, when allowed, an open connection.
-func (l *ipLimiter) admit(ip netip.Addr, now time.Time) (RefuseReason, bool) {
+// attempt counts an upgrade attempt from ip against its rate, for a
+// connection already counted (hold).
+func (l *ipLimiter) attempt(ip netip.Addr, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.attemptLocked(l.stateLocked(ip, now), now)
+}
+
+// hold counts one more open connection from ip, whatever the cap, and
+// returns how many ip holds now: an HTTP connection is counted from its
+// accept, and its requests are refused while its address is over the cap.
+func (l *ipLimiter) hold(ip netip.Addr, now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.stateLocked(ip, now)
+	st.conns++
+	return st.conns
+}
+
+// over reports whether ip holds more open connections than the cap.
+func (l *ipLimiter) over(ip netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.m[ip]
+	return l.maxConns > 0 && st != nil && st.conns > l.maxConns
+}
+
+func (l *ipLimiter) stateLocked(ip netip.Addr, now time.Time) *ipState {
 	st := l.m[ip]
 	if st == nil {
 		st = &ipState{tokens: l.burst, last: now}
 		l.m[ip] = st
 	}
-	if l.rate > 0 {
-		st.tokens = min(st.tokens+now.Sub(st.last).Seconds()*l.rate, l.burst)
-		st.last = now
-		if st.tokens < 1 {
-			return RefuseConnectRate, false
-		}
-		st.tokens--
+	return st
+}
+
+func (l *ipLimiter) attemptLocked(st *ipState, now time.Time) bool {
+	if l.rate == 0 {
+		return true
 	}
-	if l.maxConns > 0 && st.conns >= l.maxConns {
-		return RefusePerIP, false
+	st.tokens = min(st.tokens+now.Sub(st.last).Seconds()*l.rate, l.burst)
+	st.last = now
+	if st.tokens < 1 {
+		return false
 	}
-	st.conns++
-	return 0, true
+	st.tokens--
+	return true
 }
 
 // release counts a connection from ip as closed.

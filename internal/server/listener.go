@@ -12,34 +12,58 @@ import (
 // countingListener counts the bytes of HTTP connections (requests and
 // answers, WebSocket handshakes, polls). After an upgrade the event loop
 // owns a duplicate of the socket and counts the WebSocket traffic itself.
+// It also counts each connection against the connection caps (connSlot).
 type countingListener struct {
 	net.Listener
 	in, out *atomic.Uint64
+	srv     *Server
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		sl := l.srv.takeSlot(c)
+		if sl == nil {
+			c.Close()
+			continue
+		}
+		return &countingConn{Conn: c, l: l, slot: sl}, nil
 	}
-	return &countingConn{Conn: c, l: l}, nil
 }
 
 type countingConn struct {
 	net.Conn
-	l *countingListener
+	l    *countingListener
+	slot *connSlot
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.l.in.Add(uint64(n))
+	if n > 0 {
+		c.slot.spoke.Store(true)
+	}
+	if err != nil {
+		c.slot.readFailed(err)
+	}
 	return n, err
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
+	c.slot.wrote(b)
 	n, err := c.Conn.Write(b)
 	c.l.out.Add(uint64(n))
 	return n, err
+}
+
+// Close gives back the connection's share of the caps, unless it became a
+// WebSocket connection (then its loop does).
+func (c *countingConn) Close() error {
+	c.slot.release()
+	return c.Conn.Close()
 }
 
 // SyscallConn gives the upgrade the socket to duplicate.

@@ -132,7 +132,11 @@ func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Roo
 		s.pollError(w, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
 		return nil, nil, false
 	}
-	rm := s.hub.Open([]byte(name))
+	open := s.hub.Open
+	if r.Method == http.MethodGet {
+		open = s.hub.OpenPoll // freed with its last poller when it holds nothing (room.Hub.OpenPoll)
+	}
+	rm := open([]byte(name))
 	if rm == nil {
 		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
 		return nil, nil, false
@@ -147,7 +151,12 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.cfg.MaxMessageSize)+1))
-	if err != nil {
+	var cut *bodyRefusal
+	switch {
+	case errors.As(err, &cut): // counted as it was cut
+		writeJSON(w, cut.status, protocol.AppendError(nil, cut.reason.String(), cut.msg, nil))
+		return
+	case err != nil:
 		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_json", "could not read the body")
 		return
 	}
@@ -289,8 +298,15 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 // messages or a gap to give), waiting for each next change of the room (it
 // loads, a message comes) until ctx is done or the server shuts down. A
 // room freed meanwhile is opened again; ok is false when it cannot be (the
-// node holds as many rooms as it may).
+// node holds as many rooms as it may). rm comes from Hub.OpenPoll:
+// pollUntil ends that poll (Hub.LeavePoll), which frees a room that holds
+// nothing.
 func (s *Server) pollUntil(ctx context.Context, rm *room.Room, rs room.Resume, done func(room.PollResult) bool) (res room.PollResult, ok bool) {
+	defer func() {
+		if rm != nil {
+			s.hub.LeavePoll(rm)
+		}
+	}()
 	for {
 		res = rm.Poll(rs, nil)
 		if res.Wait == nil || done != nil && done(res) {
@@ -299,7 +315,8 @@ func (s *Server) pollUntil(ctx context.Context, rm *room.Room, rs room.Resume, d
 		select {
 		case <-res.Wait:
 			if rm.Closed() {
-				if rm = s.hub.Open([]byte(rm.Name())); rm == nil {
+				s.hub.LeavePoll(rm)
+				if rm = s.hub.OpenPoll([]byte(rm.Name())); rm == nil {
 					return res, false
 				}
 			}

@@ -105,6 +105,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 		{"origin", func(c *Config) { c.AllowedOrigins = []string{"https://chat.example.com"} }, 0, "/ws/a",
 			http.Header{"Origin": {"https://evil.example.com"}}, "origin", 403, "origin not allowed"},
 		{"bad room", nil, 0, "/ws/a/b", nil, "bad_request", 400, roomNameRule},
+		{"no room", nil, 0, "/ws/", nil, "bad_request", 400, roomNameRule},
 		{"bad since", nil, 0, "/ws/a?since=x", nil, "bad_request", 400, "since must be a sequence number"},
 		{"full", func(c *Config) { c.MaxConnections = 1 }, 1, "/ws/a", nil, "max_connections", 503, "server full"},
 		{"per address", func(c *Config) { c.MaxConnsPerIP = 1 }, 1, "/ws/a", nil, "per_ip", 429, "too many connections from your address"},

@@ -45,13 +45,14 @@ type Server struct {
 	httpBytesOut atomic.Uint64
 	bridges      sync.WaitGroup // TLS bridge goroutines
 
-	next     atomic.Uint32 // round-robin loop choice
-	conns    atomic.Int64
-	accepted atomic.Uint64
-	refused  [refuseReasons]atomic.Uint64
-	refusals *refusalLog // why, in the log
-	ready    atomic.Bool
-	draining atomic.Bool
+	next      atomic.Uint32 // round-robin loop choice
+	conns     atomic.Int64  // WebSocket connections open (or being handed to a loop)
+	httpConns atomic.Int64  // HTTP connections open, not upgraded (httplimits.go)
+	accepted  atomic.Uint64
+	refused   [refuseReasons]atomic.Uint64
+	refusals  *refusalLog // why, in the log
+	ready     atomic.Bool
+	draining  atomic.Bool
 
 	// The server API (api.go).
 	id           string // names this node in connection ids
@@ -104,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)
+	mux.HandleFunc("GET /ws/{$}", s.handleBadRoom) // an empty room name is a bad one, not the page's 404
 	mux.HandleFunc("GET /ws/{room}/{rest...}", s.handleBadRoom)
 	if cfg.EchoEndpoint {
 		mux.HandleFunc("GET /echo", s.handleEcho)
@@ -115,7 +117,9 @@ func New(cfg Config) (*Server, error) {
 	s.routeAPI(mux)
 	mux.Handle("GET /", webui.Handler())
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           s.limitHTTP(mux),
+		ConnState:         s.connState,
+		ConnContext:       s.connContext,
 		ReadHeaderTimeout: cfg.HandshakeTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
@@ -162,7 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		}
 	})
-	ln = &countingListener{Listener: ln, in: &s.httpBytesIn, out: &s.httpBytesOut}
+	ln = &countingListener{Listener: ln, in: &s.httpBytesIn, out: &s.httpBytesOut, srv: s}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}

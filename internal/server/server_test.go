@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func TestBroadcastReachesRoomOnlyWithEcho(t *testing.T) {
@@ -325,7 +327,7 @@ func TestRateLimit(t *testing.T) {
 func TestRefusalsBeforeUpgrade(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.MaxConnections = 2; c.AllowedOrigins = []string{"https://chat.example.com"} })
 	for _, path := range []string{"/ws/bad%20room", "/ws/" + strings.Repeat("x", 65), "/ws/a/b", "/ws/caf%C3%A9", "/ws/x?since=abc",
-		"/ws/x?name=a%01b", "/ws/x?name=" + strings.Repeat("n", 65), "/ws/x?name=%FF", "/ws/x?presence=yes"} {
+		"/ws/x?name=a%01b", "/ws/x?name=" + strings.Repeat("n", 65), "/ws/x?name=%FF", "/ws/x?presence=yes", "/ws/"} {
 		if _, err := tryDial(t, ts.url(path), nil); err == nil || !strings.Contains(err.Error(), "400") {
 			t.Errorf("%s: got %v, want 400", path, err)
 		}
@@ -333,6 +335,9 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+ts.addr+"/ws/ok", nil); code != http.StatusUpgradeRequired {
 		t.Errorf("plain GET: %d", code)
 	}
+	// Each refused request's connection counted against the caps until
+	// it closed.
+	testsupport.Eventually(t, 5*time.Second, "the refused requests' connections to close", func() bool { return ts.Stats().HTTPConns == 0 })
 	if _, err := tryDial(t, ts.url("/ws/o"), http.Header{"Origin": {"https://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("foreign origin: %v", err)
 	}
@@ -347,7 +352,7 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		t.Errorf("third connection with max 2: %v", err)
 	}
 	st := ts.Stats()
-	if st.Refused["bad_request"] != 10 || st.Refused["origin"] != 1 || st.Refused["max_connections"] != 1 || st.Accepted != 2 {
+	if st.Refused["bad_request"] != 11 || st.Refused["origin"] != 1 || st.Refused["max_connections"] != 1 || st.Accepted != 2 {
 		t.Errorf("refused %v accepted %d", st.Refused, st.Accepted)
 	}
 }

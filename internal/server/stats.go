@@ -46,11 +46,16 @@ const (
 	RefusePerIP       // too many open connections from one address
 	RefuseConnectRate // too many upgrade attempts per second from one address
 	RefuseRoomsFull   // the node holds --max-rooms rooms
+	RefuseHeaderSize  // request line and headers over the server's maximum (HTTP 431)
+	RefuseHandshake   // request line and headers (or the TLS handshake) not in within --handshake-timeout
+	RefuseBodyTimeout // a request body not in within --http-body-timeout
+	RefuseBodySize    // a request body over --max-body-bytes (HTTP 413)
 	refuseReasons
 )
 
 var refuseReasonNames = [refuseReasons]string{"max_connections", "shutting_down", "bad_request", "origin", "internal",
-	"auth", "forbidden", "per_ip", "connect_rate", "rooms_full"}
+	"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout",
+	"body_too_large"}
 
 func (r RefuseReason) String() string { return refuseReasonNames[r] }
 
@@ -126,7 +131,8 @@ type loopStats struct {
 
 // Stats is a snapshot of the server's counters.
 type Stats struct {
-	Connections    int64             // open now
+	Connections    int64             // WebSocket connections open now
+	HTTPConns      int64             // HTTP connections open now (not upgraded); they count against the same caps
 	Accepted       uint64            // upgrades completed
 	Refused        map[string]uint64 // by RefuseReason
 	Rooms          int64             // rooms held, empty ones in their grace period included
@@ -165,6 +171,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{
 		Connections: s.conns.Load(),
+		HTTPConns:   s.httpConns.Load(),
 		Accepted:    s.accepted.Load(),
 		API: map[string]uint64{
 			"ok": s.apiRequests[apiOK].Load(), "unauthorized": s.apiRequests[apiUnauthorized].Load(),

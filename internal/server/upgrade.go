@@ -135,27 +135,21 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	if s.cfg.Auth != nil {
 		claims, err := s.cfg.Auth.Verify(u.token)
 		if err != nil {
-			s.releaseAdmission(&cmd)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			s.refuse(w, r, RefuseAuth, http.StatusUnauthorized, err.Error())
 			return
 		}
 		if u.room != "" && !claims.MayJoin(u.room) {
-			s.releaseAdmission(&cmd)
 			s.refuse(w, r, RefuseForbidden, http.StatusForbidden, "the token does not allow this room")
 			return
 		}
 		cmd.claims = &claims
 	}
 	cmd.ip = remoteIP(r)
-	if s.ips != nil {
-		if reason, ok := s.ips.admit(cmd.ip, time.Now()); !ok {
-			s.releaseAdmission(&cmd)
-			w.Header().Set("Retry-After", "1")
-			s.refuse(w, r, reason, http.StatusTooManyRequests, "too many connections from your address")
-			return
-		}
-		cmd.ipCounted = true
+	if ref := s.takeConn(r, &cmd); ref != nil {
+		w.Header().Set(ref.header[0], ref.header[1])
+		s.refuse(w, r, ref.reason, ref.status, ref.msg)
+		return
 	}
 	fd, pending, err := s.hijack(w, u.key, cmd.deflate, cmd.control)
 	if err != nil {
@@ -170,7 +164,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	l.command(cmd)
 }
 
-// admit applies the server-wide limits and takes a connection slot.
+// admit applies the server-wide checks that take nothing: origin,
+// shutdown, the room cap.
 func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
 	if !s.originAllowed(r) {
 		return &refusal{reason: RefuseOrigin, status: http.StatusForbidden, msg: "origin not allowed"}
@@ -181,15 +176,42 @@ func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
 	if u.room != "" && s.cfg.MaxRooms > 0 && s.hub.Rooms() >= int64(s.cfg.MaxRooms) && s.hub.Lookup([]byte(u.room)) == nil {
 		return &refusal{reason: RefuseRoomsFull, status: http.StatusServiceUnavailable, msg: "this server holds as many rooms as it may", header: [2]string{"Retry-After", "5"}}
 	}
-	if n := s.conns.Add(1); s.cfg.MaxConnections > 0 && n > int64(s.cfg.MaxConnections) {
+	return nil
+}
+
+// takeConn counts the upgrade attempt against its address's rate and
+// makes the connection a WebSocket one in the connection counts. The caps
+// were checked when the request came in (limitHTTP), its own connection
+// counted: the upgrade passes that count on. A request that came another
+// way (no slot) is counted and checked here.
+func (s *Server) takeConn(r *http.Request, cmd *command) *refusal {
+	now := time.Now()
+	perIP := &refusal{reason: RefusePerIP, status: http.StatusTooManyRequests, msg: "too many connections from your address", header: [2]string{"Retry-After", "1"}}
+	if s.ips != nil && !s.ips.attempt(cmd.ip, now) {
+		perIP.reason = RefuseConnectRate
+		return perIP
+	}
+	if sl := requestSlot(r); sl != nil && sl.upgrade() {
+		cmd.ipCounted = s.ips != nil
+		return nil
+	}
+	if n := s.conns.Add(1) + s.httpConns.Load(); s.cfg.MaxConnections > 0 && n > int64(s.cfg.MaxConnections) {
 		s.conns.Add(-1)
 		return &refusal{reason: RefuseMaxConnections, status: http.StatusServiceUnavailable, msg: "server full", header: [2]string{"Retry-After", "1"}}
+	}
+	if s.ips != nil {
+		if n := s.ips.hold(cmd.ip, now); s.cfg.MaxConnsPerIP > 0 && n > s.cfg.MaxConnsPerIP {
+			s.ips.release(cmd.ip)
+			s.conns.Add(-1)
+			return perIP
+		}
+		cmd.ipCounted = true
 	}
 	return nil
 }
 
-// releaseAdmission gives back what admit and the address limiter took, for
-// an upgrade that fails after them.
+// releaseAdmission gives back what takeConn took, for an upgrade that
+// fails after it.
 func (s *Server) releaseAdmission(cmd *command) {
 	s.conns.Add(-1)
 	if cmd.ipCounted {
@@ -294,7 +316,7 @@ func dupNonblock(sc syscall.Conn) (int, error) {
 // TLS costs those two goroutines and their buffers per connection; at
 // scale, terminate TLS at the load balancer.
 func (s *Server) bridgeTLS(tc *tls.Conn) (int, error) {
-	if err := tc.SetWriteDeadline(time.Time{}); err != nil {
+	if err := tc.SetDeadline(time.Time{}); err != nil { // a body's read deadline too (limitHTTP)
 		tc.Close()
 		return -1, fmt.Errorf("clear deadline: %w", err)
 	}

@@ -81,9 +81,16 @@ type Header struct {
 // significant bit set, which RFC 6455 forbids.
 var ErrLengthOverflow = errors.New("ws: frame length overflows 63 bits")
 
+// ErrNonMinimalLength reports a payload length encoded in more bytes than
+// it needs, which RFC 6455 section 5.2 forbids: "the minimal number of bytes
+// MUST be used to encode the length". A protocol error (close code 1002).
+var ErrNonMinimalLength = errors.New("ws: frame length not minimally encoded")
+
 // ParseHeader decodes the frame header at the start of b. It returns the
 // header and its encoded size, or size 0 when b does not hold a whole header
-// yet. It does not judge the header against the rules of a connection (RSV
+// yet. A length that overflows 63 bits or is not minimally encoded is an
+// error (ErrLengthOverflow, ErrNonMinimalLength), found as soon as the
+// length's bytes are in, before the mask. It does not judge the header against the rules of a connection (RSV
 // bits, masking, control frame limits): see Header.Validate.
 func ParseHeader(b []byte) (h Header, n int, err error) {
 	if len(b) < 2 {
@@ -100,6 +107,9 @@ func ParseHeader(b []byte) (h Header, n int, err error) {
 			return h, 0, nil
 		}
 		h.Length = int64(binary.BigEndian.Uint16(b[2:4]))
+		if h.Length < 126 {
+			return h, 0, ErrNonMinimalLength
+		}
 		n = 4
 	case 127:
 		if len(b) < 10 {
@@ -108,6 +118,9 @@ func ParseHeader(b []byte) (h Header, n int, err error) {
 		u := binary.BigEndian.Uint64(b[2:10])
 		if u > math.MaxInt64 {
 			return h, 0, ErrLengthOverflow
+		}
+		if u <= math.MaxUint16 {
+			return h, 0, ErrNonMinimalLength
 		}
 		h.Length = int64(u)
 		n = 10

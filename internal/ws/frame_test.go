@@ -74,19 +74,34 @@ func TestParseHeaderLengthOverflow(t *testing.T) {
 	}
 }
 
-// RFC 6455 asks senders for the minimal length encoding; ParseHeader, like
-// most endpoints, reads a longer one too.
+// RFC 6455 section 5.2: "the minimal number of bytes MUST be used to encode
+// the length". A longer encoding is refused as soon as its length bytes are
+// in, masked or not; the shortest encodings of the boundary lengths pass.
 func TestParseHeaderNonMinimalLength(t *testing.T) {
 	tests := []struct {
-		b    []byte
-		want int64
+		b       []byte
+		want    int64
+		wantErr error
 	}{
-		{[]byte{0x81, 0x7e, 0x00, 0x05}, 5},
-		{[]byte{0x81, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0x05}, 5},
-		{[]byte{0x81, 0x7f, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 65535},
+		{[]byte{0x81, 0x7e, 0x00, 0x05}, 0, ErrNonMinimalLength},
+		{[]byte{0x81, 0x7e, 0x00, 0x7d}, 0, ErrNonMinimalLength},
+		{[]byte{0x81, 0xfe, 0x00, 0x00}, 0, ErrNonMinimalLength}, // the mask is not needed to know
+		{[]byte{0x81, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0x05}, 0, ErrNonMinimalLength},
+		{[]byte{0x81, 0x7f, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 0, ErrNonMinimalLength},
+		{[]byte{0x81, 0xff, 0, 0, 0, 0, 0, 0, 0x01, 0x00}, 0, ErrNonMinimalLength},
+		{[]byte{0x81, 0x7d}, 125, nil},
+		{[]byte{0x81, 0x7e, 0x00, 0x7e}, 126, nil},
+		{[]byte{0x81, 0x7e, 0xff, 0xff}, 65535, nil},
+		{[]byte{0x81, 0x7f, 0, 0, 0, 0, 0, 0x01, 0, 0}, 65536, nil},
 	}
 	for _, tt := range tests {
 		h, n, err := ParseHeader(tt.b)
+		if tt.wantErr != nil {
+			if err != tt.wantErr || n != 0 {
+				t.Errorf("ParseHeader(% x) = %d, %v, want 0, %v", tt.b, n, err, tt.wantErr)
+			}
+			continue
+		}
 		if err != nil || n != len(tt.b) || h.Length != tt.want {
 			t.Errorf("ParseHeader(% x) = length %d, %d, %v, want %d, %d, nil", tt.b, h.Length, n, err, tt.want, len(tt.b))
 		}

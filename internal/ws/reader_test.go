@@ -244,3 +244,28 @@ func TestReaderUTF8FailsInsideAFrame(t *testing.T) {
 		}
 	}
 }
+
+// A frame whose length is not minimally encoded fails the connection with
+// close 1002 (RFC 6455 section 5.2), on both sides, as soon as its length
+// bytes are in: after a valid frame, and cut at every byte.
+func TestReaderRefusesNonMinimalLength(t *testing.T) {
+	for _, side := range []Side{ServerSide, ClientSide} {
+		good := frames(side, Header{Fin: true, OpCode: OpText, Length: 3})
+		// A 5-byte text frame, its length in 16 bits.
+		bad := []byte{0x81, 0x7e, 0x00, 0x05}
+		if side == ServerSide {
+			bad[1] |= 0x80
+			bad = append(bad, key[:]...)
+		}
+		bad = append(bad, "hello"...)
+		for _, chunk := range []int{1, 3, 64} {
+			out, err := readAll(append(append([]byte{}, good...), bad...), side, 100, chunk)
+			if !errors.Is(err, ErrNonMinimalLength) || CodeOf(err) != CloseProtocolError {
+				t.Errorf("side %v, chunks of %d: err %v (code %d), want %v (1002)", side, chunk, err, CodeOf(err), ErrNonMinimalLength)
+			}
+			if len(out) != 1 || out[0] != "text:003" {
+				t.Errorf("side %v, chunks of %d: read %v before the error, want the valid frame", side, chunk, out)
+			}
+		}
+	}
+}
