@@ -127,7 +127,8 @@ func (rig *loopRig) readFrames(i int) []byte {
 	}
 }
 
-// discard drops the frames deliver queued, without writing them.
+// discard drops the frames deliver queued, without writing them, and the
+// read times it noted.
 func (rig *loopRig) discard() {
 	l := rig.l
 	for _, c := range l.dirty {
@@ -136,6 +137,7 @@ func (rig *loopRig) discard() {
 	}
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
+	l.received = l.received[:0] // the processing times observeProcessing would take
 }
 
 func (rig *loopRig) close() {
