@@ -4,7 +4,8 @@
 # machine's Node and on Node 22), gofmt, vet and staticcheck, the
 # race-enabled test suite (integration tests start real servers on
 # loopback, and drive headless Chromium, Node, Redis, HAProxy and nginx
-# where installed), a short run of each fuzz target, and the Autobahn
+# where installed), the allocation tests without the race detector and
+# every Go benchmark once, a short run of each fuzz target, and the Autobahn
 # testsuite against the server (scripts/autobahn.sh; needs Python 2.7).
 # Node packages come from the lockfiles of clients/js and deploy/socketio (npm ci).
 #
@@ -59,6 +60,13 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
+
+echo "== allocation tests without -race, each benchmark once"
+# The tests that count allocations (testing.AllocsPerRun; named *Alloc*)
+# are built only without the race detector, whose instrumentation
+# allocates; the benchmarks run one iteration each so that they cannot rot.
+# One go test for both: the packages build once (about 50 s here).
+go test -count=1 -run 'Alloc' -bench . -benchtime=1x -timeout 5m ./...
 
 echo "== fuzz (${fuzztime} each)"
 # Each fuzz target: package and name.

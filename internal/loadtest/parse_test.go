@@ -64,6 +64,7 @@ func BenchmarkParseFields(b *testing.B) {
 		string(make256()) + `"}`)
 	var f frameFields
 	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
 	for b.Loop() {
 		parseFields(msg, &f)
 	}

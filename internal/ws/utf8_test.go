@@ -62,6 +62,7 @@ func FuzzUTF8State(f *testing.F) {
 func BenchmarkUTF8State(b *testing.B) {
 	text := []byte(`{"room":"r1","seq":12,"text":"` + string(make([]byte, 0, 256)) + `hello, world κόσμε","sender":"bob"}`)
 	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := utf8State(0).feed(text); !ok {
 			b.Fatal("invalid")

@@ -1,0 +1,94 @@
+package room
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchDraft is a chat message as a loop hands it to Room.Publish: the
+// broadcast JSON with the seq's digits to be inserted at benchSeqAt.
+var (
+	benchDraft = []byte(`{"type":"message","room":"lobby","seq":,"message_id":12345,"text":"the quick brown fox jumps over the lazy dog 0123456789","sender":"loadtest-0042","sent_at":"2026-11-21T10:00:00.123456Z","server_at":"2026-11-21T10:00:00.124031Z"}`)
+	benchSeqAt = len(`{"type":"message","room":"lobby","seq":`)
+)
+
+// publishBench is a hub of loops queues with a room whose members sit on
+// the first spread of them.
+type publishBench struct {
+	hub    *Hub
+	queues []*Queue
+	room   *Room
+	bufs   [][]Delivery // what each loop swaps its queue with
+}
+
+func newPublishBench(t testing.TB, loops, spread int, compress bool) *publishBench {
+	pb := &publishBench{queues: make([]*Queue, loops), bufs: make([][]Delivery, loops)}
+	for i := range pb.queues {
+		pb.queues[i] = NewQueue(func() {})
+	}
+	pb.hub = NewHub(100, time.Minute, pb.queues)
+	pb.hub.SetCompression(compress)
+	for i := range spread {
+		r, res := pb.hub.Join([]byte("lobby"), i, Resume{}, nil)
+		if res.Pending || res.Full {
+			t.Fatalf("join on loop %d: %+v", i, res)
+		}
+		pb.room = r
+	}
+	return pb
+}
+
+// drain is each loop's deliver taking its queue: the queues alternate two
+// buffers, as the server's loops do. It returns the deliveries taken.
+func (pb *publishBench) drain() int {
+	n := 0
+	for i, q := range pb.queues {
+		pb.bufs[i] = q.Swap(pb.bufs[i])
+		n += len(pb.bufs[i])
+	}
+	return n
+}
+
+// BenchmarkPublish is Room.Publish on a single node (broker.Memory, then
+// Hub.PublishLocal): seq, the frame built once, the history ring and one
+// queue push per loop with members. The loops take their queues every 64
+// messages, as a busy loop would.
+func BenchmarkPublish(b *testing.B) {
+	for _, spread := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("members-on-%d-loops", spread), func(b *testing.B) {
+			pb := newPublishBench(b, 8, spread, false)
+			b.SetBytes(int64(len(benchDraft)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := pb.room.Publish(benchDraft, benchSeqAt, 0, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%64 == 0 {
+					if got := pb.drain(); got != 64*spread {
+						b.Fatalf("%d deliveries queued, want %d", got, 64*spread)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkQueue is the hand-over from a room to a loop: a push from the
+// publisher and the loop's Swap, every 64 pushes.
+func BenchmarkQueue(b *testing.B) {
+	q := NewQueue(func() {})
+	var buf []Delivery
+	m := Message{Seq: 1, Frame: benchDraft}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		q.push(Delivery{Message: m}, true)
+		if i++; i%64 == 0 {
+			if buf = q.Swap(buf); len(buf) != 64 {
+				b.Fatalf("swapped %d deliveries, want 64", len(buf))
+			}
+		}
+	}
+}
