@@ -16,26 +16,6 @@ import (
 // fields of a node whose lease ended (it died) are forgotten by every other
 // node within a second or two of it, and removed from the hash.
 
-// presenceScript records a node's count of a user's connections in a room
-// and announces it. KEYS: presence hash. ARGV: node, user, count, TTL in
-// seconds, channel, mode.
-var presenceScript = redis.NewScript(`
-local field = ARGV[1] .. '\31' .. ARGV[2]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('HSET', KEYS[1], field, ARGV[3])
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-else
-  redis.call('HDEL', KEYS[1], field)
-end
-local msg = 'P' .. ARGV[1] .. '\31' .. ARGV[3] .. '\31' .. ARGV[2]
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], msg)
-else
-  redis.call('PUBLISH', ARGV[5], msg)
-end
-return 1
-`)
-
 func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
 
 // Presence implements Broker.
