@@ -130,10 +130,8 @@ type Redis struct {
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
 
 	id         string                     // this node's name in the rooms it owns
-	ownMu      sync.Mutex                 // guards held, reported and peers
+	ownMu      sync.Mutex                 // guards held and blocked
 	held       map[string]bool            // rooms Redis granted this node
-	reported   map[string]map[string]int  // room → user → connections here, as told to the others (under ownMu)
-	peers      map[string]bool            // nodes whose presence this node follows (under ownMu)
 	blocked    map[string][]Publication   // rooms another node holds: their publishes wait (under ownMu)
 	nBlocked   atomic.Int64               // len(blocked), read without the lock
 	started    atomic.Bool                // Run has tried Redis once: until then publishes wait for it
@@ -141,6 +139,8 @@ type Redis struct {
 	waitWG     sync.WaitGroup             // awaitRelease goroutines
 	leaseUntil atomic.Int64               // unix nanoseconds: see setLease
 	leaseWake  chan struct{}              // renew the node's lease now (Redis is back)
+
+	pres presenceState // what this node reported, whom it follows (redis_presence.go)
 
 	announceMu   sync.Mutex
 	self         [2]string // name and URL to announce, under announceMu
@@ -209,10 +209,11 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), held: make(map[string]bool), reported: make(map[string]map[string]int), peers: make(map[string]bool), blocked: make(map[string][]Publication), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
+		id:   NewEpoch(), held: make(map[string]bool), blocked: make(map[string][]Publication), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
 		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		announceWake: make(chan struct{}, 1),
 		rooms:        make(map[string]*roomState),
+		pres:         presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 	}
 	if cluster == nil {
 		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
