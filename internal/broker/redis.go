@@ -141,11 +141,9 @@ type Redis struct {
 	leaseWake  chan struct{}              // renew the node's lease now (Redis is back)
 
 	pres presenceState // what this node reported, whom it follows (redis_presence.go)
+	ann  announcer     // this node's name and URL for the others (redis_announce.go)
 
-	announceMu   sync.Mutex
-	self         [2]string // name and URL to announce, under announceMu
-	announceWake chan struct{}
-	fillMu       sync.Mutex // one catch-up at a time, never interleaved with a delivery
+	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
 	up             atomic.Bool
 	recovering     atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
@@ -211,9 +209,9 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		subs: make(map[string]*pubsub),
 		id:   NewEpoch(), held: make(map[string]bool), blocked: make(map[string][]Publication), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
 		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
-		announceWake: make(chan struct{}, 1),
-		rooms:        make(map[string]*roomState),
-		pres:         presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
+		ann:   announcer{wake: make(chan struct{}, 1)},
+		rooms: make(map[string]*roomState),
+		pres:  presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 	}
 	if cluster == nil {
 		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
