@@ -19,6 +19,7 @@
 // in one hash slot, and its messages cross only the master that owns it.
 //
 // The files: redis.go (the type, its goroutines), redis_publish.go,
+// redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
 // gaps), redis_health.go (outages and recovery), redis_cluster.go (slots,
 // shard channels), redis_announce.go (the nodes of the dashboard),
@@ -130,10 +131,8 @@ type Redis struct {
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
 
 	id         string                     // this node's name in the rooms it owns
-	ownMu      sync.Mutex                 // guards held and blocked
-	held       map[string]bool            // rooms Redis granted this node
-	blocked    map[string][]Publication   // rooms another node holds: their publishes wait (under ownMu)
-	nBlocked   atomic.Int64               // len(blocked), read without the lock
+	grants     grantSet                   // rooms Redis granted this node (redis_ownstate.go)
+	blocks     blockSet                   // rooms another node holds: their publishes wait
 	started    atomic.Bool                // Run has tried Redis once: until then publishes wait for it
 	awaiting   map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes), under subMu
 	waitWG     sync.WaitGroup             // awaitRelease goroutines
@@ -207,7 +206,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), held: make(map[string]bool), blocked: make(map[string][]Publication), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
+		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
 		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		ann:   announcer{wake: make(chan struct{}, 1)},
 		rooms: make(map[string]*roomState),
@@ -242,9 +241,7 @@ func (b *Redis) Stats() Stats {
 	b.subMu.Lock()
 	n := len(b.rooms)
 	b.subMu.Unlock()
-	b.ownMu.Lock()
-	held := len(b.held)
-	b.ownMu.Unlock()
+	held := b.grants.len()
 	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
 		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
 		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
@@ -305,12 +302,7 @@ func (b *Redis) handOver() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	b.ownMu.Lock()
-	rooms := make([]string, 0, len(b.held))
-	for r := range b.held {
-		rooms = append(rooms, r)
-	}
-	b.ownMu.Unlock()
+	rooms := b.grants.rooms()
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)

@@ -78,9 +78,7 @@ func (b *Redis) owns(room string, from uint64) {
 	st := b.rooms[room]
 	subscribed := st != nil && !st.leaving
 	b.subMu.Unlock()
-	b.ownMu.Lock()
-	b.held[room] = true
-	b.ownMu.Unlock()
+	b.grants.add(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
 		return
@@ -90,20 +88,12 @@ func (b *Redis) owns(room string, from uint64) {
 
 // holds reports whether Redis granted this node the room and it has not
 // given it up.
-func (b *Redis) holds(room string) bool {
-	b.ownMu.Lock()
-	defer b.ownMu.Unlock()
-	return b.held[room]
-}
+func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 
 // release gives up the room: after the writes already queued, so Redis's
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
-	b.ownMu.Lock()
-	held := b.held[room]
-	delete(b.held, room)
-	b.ownMu.Unlock()
-	if held {
+	if b.grants.take(room) {
 		b.releases.Add(1)
 		b.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
@@ -112,9 +102,7 @@ func (b *Redis) release(room string, seq uint64) {
 // lostRoom handles a room another node took over while this one thought it
 // held it: the room is dropped here (its members rejoin the new stream).
 func (b *Redis) lostRoom(room string) {
-	b.ownMu.Lock()
-	delete(b.held, room)
-	b.ownMu.Unlock()
+	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.dropped.Add(1)
@@ -141,10 +129,7 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		}
 		b.subMu.Unlock()
 	case "T": // taken over: an owner that missed it is no longer one
-		b.ownMu.Lock()
-		held := b.held[name]
-		b.ownMu.Unlock()
-		if held {
+		if b.grants.has(name) {
 			b.lostRoom(name)
 		}
 	}
@@ -249,16 +234,8 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 // release the room, and this node then catches up with what the holder
 // ordered before they go out. p, when not nil, is the first to wait.
 func (b *Redis) block(ctx context.Context, name string, p *Publication) {
-	b.ownMu.Lock()
-	q, waiting := b.blocked[name]
-	if p != nil {
-		q = append(q, *p)
-	}
-	b.blocked[name] = q
-	b.nBlocked.Store(int64(len(b.blocked)))
-	b.ownMu.Unlock()
-	if waiting {
-		return
+	if b.blocks.block(name, p) {
+		return // waiting already
 	}
 	b.blockedRooms.Add(1)
 	b.waitWG.Go(func() {
@@ -280,17 +257,14 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 				b.catchUp(ctx, name)
 			}
 			// The held publishes go out ahead of any that comes once the
-			// room is no longer blocked: queued before ownMu is let go.
-			b.ownMu.Lock()
-			q := b.blocked[name]
-			delete(b.blocked, name)
-			b.nBlocked.Store(int64(len(b.blocked)))
-			b.pubMu.Lock()
-			for _, p := range q {
-				b.pending = append(b.pending, job{kind: jobPublish, p: p})
-			}
-			b.pubMu.Unlock()
-			b.ownMu.Unlock()
+			// room is no longer blocked: queued before the room is let go.
+			b.blocks.release(name, func(q []Publication) {
+				b.pubMu.Lock()
+				for _, p := range q {
+					b.pending = append(b.pending, job{kind: jobPublish, p: p})
+				}
+				b.pubMu.Unlock()
+			})
 			signal(b.pubWake)
 		}
 		if holder == "" || holder == b.id {
@@ -303,18 +277,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 
 // blockedPublish queues p behind the others of its room when the room is
 // blocked, and reports whether it did.
-func (b *Redis) blockedPublish(p Publication) bool {
-	if b.nBlocked.Load() == 0 {
-		return false
-	}
-	b.ownMu.Lock()
-	defer b.ownMu.Unlock()
-	q, ok := b.blocked[p.Room]
-	if ok {
-		b.blocked[p.Room] = append(q, p)
-	}
-	return ok
-}
+func (b *Redis) blockedPublish(p Publication) bool { return b.blocks.hold(p) }
 
 func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -367,12 +330,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 // node took over are dropped, the others' waiting joiners go on. It reports
 // whether Redis answered.
 func (b *Redis) verifyHeld(ctx context.Context) bool {
-	b.ownMu.Lock()
-	rooms := make([]string, 0, len(b.held))
-	for r := range b.held {
-		rooms = append(rooms, r)
-	}
-	b.ownMu.Unlock()
+	rooms := b.grants.rooms()
 	if len(rooms) == 0 {
 		return true
 	}
