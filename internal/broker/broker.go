@@ -82,7 +82,24 @@ type Directory interface {
 
 // Handler is the node side of a broker: its rooms. The broker calls it from
 // its own goroutines. *room.Hub implements it.
+//
+// It is four seams, one per concern, so that a broker (or a part of one)
+// names what it needs: every broker delivers (DeliveryHandler) and closes
+// connections on request (ControlHandler); a cluster's broker also follows
+// presence across nodes (PresenceHandler); and one that lets a node order
+// the rooms whose members are all its own hands them over
+// (OwnershipHandler). Memory uses the first two only.
 type Handler interface {
+	DeliveryHandler
+	OwnershipHandler
+	PresenceHandler
+	ControlHandler
+}
+
+// DeliveryHandler loads the node's rooms and brings them the messages the
+// broker ordered: what any broker needs. The broker calls it for a room in
+// the room's seq order.
+type DeliveryHandler interface {
 	// Loaded finishes loading a room: epoch names its stream (a new stream,
 	// whose seqs start again, has a new epoch), seq is its latest seq and
 	// tail its latest messages in seq order.
@@ -101,6 +118,20 @@ type Handler interface {
 	// Skip moves the room's seq forward to seq without messages: the ones in
 	// between can no longer be had.
 	Skip(room string, seq uint64)
+	// Refused says that a publish Publish took was given up afterwards:
+	// Redis became unreachable before it answered, or the node stopped
+	// first. The message was not delivered under a seq of this node's
+	// own; Redis may still have ordered it (a round that failed midway),
+	// in which case it arrives from the room's stream too. The handler
+	// tells p.Sender, which must not be left to believe it was delivered.
+	Refused(p Publication)
+}
+
+// OwnershipHandler is the node-local fast path of a cluster: a room whose
+// members are all on this node is ordered here (owned) while the broker
+// says so, and handed back when another node needs it or the node's lease
+// lapses (docs/architecture.md, "The node-local fast path").
+type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
 	// under the room's order, and reports false when the room is not owned
@@ -111,13 +142,6 @@ type Handler interface {
 	// locally). Until every declined publish of a room is answered, the
 	// room declines more: they must not overtake it.
 	Answered(room string)
-	// Refused says that a publish Publish took was given up afterwards:
-	// Redis became unreachable before it answered, or the node stopped
-	// first. The message was not delivered under a seq of this node's
-	// own; Redis may still have ordered it (a round that failed midway),
-	// in which case it arrives from the room's stream too. The handler
-	// tells p.Sender, which must not be left to believe it was delivered.
-	Refused(p Publication)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)
@@ -133,12 +157,21 @@ type Handler interface {
 	// Drop frees the room at once: its stream here can no longer be
 	// trusted. Members rejoin a room loaded anew.
 	Drop(room string) bool
+}
+
+// PresenceHandler learns who is in the node's rooms on the other nodes of a
+// cluster.
+type PresenceHandler interface {
 	// RemotePresence records that another node has count connections of
 	// user in room (0: none).
 	RemotePresence(room, node, user string, count int)
 	// NodeGone forgets what a dead node reported in every room and returns,
 	// per room, the users it had there.
 	NodeGone(node string) map[string][]string
+}
+
+// ControlHandler carries out on this node what was asked of every node.
+type ControlHandler interface {
 	// Disconnect closes the connections on this node that d names.
 	Disconnect(d Disconnect)
 }

@@ -10,7 +10,7 @@ import (
 // delivered by the node's rooms the moment it is published, with no copy
 // and no goroutine in between.
 type Memory struct {
-	h     Handler
+	h     memoryHandler
 	rooms atomic.Int64
 
 	mu   sync.Mutex
@@ -19,8 +19,21 @@ type Memory struct {
 
 var _ Broker = (*Memory)(nil)
 
-// NewMemory returns the broker of a single node whose rooms are h.
-func NewMemory(h Handler) *Memory { return &Memory{h: h} }
+// memoryHandler is what a single node's broker asks of its rooms: no
+// ownership (every room is ordered here) and no other node's presence.
+type memoryHandler interface {
+	DeliveryHandler
+	ControlHandler
+}
+
+// NewMemory returns the broker of a single node whose rooms are h (a
+// Handler, or anything that delivers and disconnects).
+func NewMemory(h interface {
+	DeliveryHandler
+	ControlHandler
+}) *Memory {
+	return &Memory{h: h}
+}
 
 // Publish implements Broker: the room orders and delivers the message
 // before Publish returns.

@@ -19,9 +19,11 @@
 // in one hash slot, and its messages cross only the master that owns it.
 //
 // The files: redis.go (the type, its goroutines), redis_publish.go,
+// redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
 // gaps), redis_health.go (outages and recovery), redis_cluster.go (slots,
-// shard channels), redis_announce.go (the nodes of the dashboard).
+// shard channels), redis_announce.go (the nodes of the dashboard),
+// redis_scripts.go (the Lua scripts of lua/, embedded).
 
 package broker
 
@@ -129,22 +131,18 @@ type Redis struct {
 	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
 
 	id         string                     // this node's name in the rooms it owns
-	ownMu      sync.Mutex                 // guards held, reported and peers
-	held       map[string]bool            // rooms Redis granted this node
-	reported   map[string]map[string]int  // room → user → connections here, as told to the others (under ownMu)
-	peers      map[string]bool            // nodes whose presence this node follows (under ownMu)
-	blocked    map[string][]Publication   // rooms another node holds: their publishes wait (under ownMu)
-	nBlocked   atomic.Int64               // len(blocked), read without the lock
+	grants     grantSet                   // rooms Redis granted this node (redis_ownstate.go)
+	blocks     blockSet                   // rooms another node holds: their publishes wait
 	started    atomic.Bool                // Run has tried Redis once: until then publishes wait for it
 	awaiting   map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes), under subMu
 	waitWG     sync.WaitGroup             // awaitRelease goroutines
 	leaseUntil atomic.Int64               // unix nanoseconds: see setLease
 	leaseWake  chan struct{}              // renew the node's lease now (Redis is back)
 
-	announceMu   sync.Mutex
-	self         [2]string // name and URL to announce, under announceMu
-	announceWake chan struct{}
-	fillMu       sync.Mutex // one catch-up at a time, never interleaved with a delivery
+	pres presenceState // what this node reported, whom it follows (redis_presence.go)
+	ann  announcer     // this node's name and URL for the others (redis_announce.go)
+
+	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
 	up             atomic.Bool
 	recovering     atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
@@ -208,10 +206,11 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), held: make(map[string]bool), reported: make(map[string]map[string]int), peers: make(map[string]bool), blocked: make(map[string][]Publication), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
+		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
 		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
-		announceWake: make(chan struct{}, 1),
-		rooms:        make(map[string]*roomState),
+		ann:   announcer{wake: make(chan struct{}, 1)},
+		rooms: make(map[string]*roomState),
+		pres:  presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 	}
 	if cluster == nil {
 		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
@@ -242,9 +241,7 @@ func (b *Redis) Stats() Stats {
 	b.subMu.Lock()
 	n := len(b.rooms)
 	b.subMu.Unlock()
-	b.ownMu.Lock()
-	held := len(b.held)
-	b.ownMu.Unlock()
+	held := b.grants.len()
 	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
 		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
 		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
@@ -305,12 +302,7 @@ func (b *Redis) handOver() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	b.ownMu.Lock()
-	rooms := make([]string, 0, len(b.held))
-	for r := range b.held {
-		rooms = append(rooms, r)
-	}
-	b.ownMu.Unlock()
+	rooms := b.grants.rooms()
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)

@@ -5,20 +5,39 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // announceTTL is how long a node's announcement lives without a refresh.
 const announceTTL = 10 * time.Second
 
+// announcer holds the name and URL this node announces to the others, and
+// wakes the loop that writes them when they change. Its lock is a leaf.
+type announcer struct {
+	mu   sync.Mutex
+	self [2]string     // name and URL; "" name: not announced
+	wake chan struct{} // announce now
+}
+
+// set makes name and url the node's announcement, written at once.
+func (a *announcer) set(name, url string) {
+	a.mu.Lock()
+	a.self = [2]string{name, url}
+	a.mu.Unlock()
+	signal(a.wake)
+}
+
+// get returns the node's name and URL ("" name: not announced).
+func (a *announcer) get() [2]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.self
+}
+
 // Announce implements Broker: it makes this node known to the others as name, reachable at url
 // (its metrics listener), refreshed every few seconds while Run runs.
-func (b *Redis) Announce(name, url string) {
-	b.announceMu.Lock()
-	b.self = [2]string{name, url}
-	b.announceMu.Unlock()
-	signal(b.announceWake)
-}
+func (b *Redis) Announce(name, url string) { b.ann.set(name, url) }
 
 func (b *Redis) nodesKey() string { return b.cfg.Prefix + ":nodes" }
 
@@ -27,9 +46,7 @@ func (b *Redis) announceLoop(ctx context.Context) {
 	t := time.NewTicker(announceTTL / 3)
 	defer t.Stop()
 	for {
-		b.announceMu.Lock()
-		self := b.self
-		b.announceMu.Unlock()
+		self := b.ann.get()
 		if self[0] != "" && b.up.Load() {
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			exp := strconv.FormatInt(time.Now().Add(announceTTL).Unix(), 10)
@@ -42,7 +59,7 @@ func (b *Redis) announceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-b.announceWake:
+		case <-b.ann.wake:
 		}
 	}
 }

@@ -131,12 +131,3 @@ func (b *backoff) sleep(ctx context.Context) bool {
 		return true
 	}
 }
-
-func loadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range scripts {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -62,104 +62,6 @@ const (
 	releaseWait = time.Second
 )
 
-// publishScript gives a message its seq, stores it and publishes it, and
-// keeps the room's epoch alive as long as its seq; it grants the room to
-// the publishing node when that node alone subscribes to it.
-// KEYS: seq, history, epoch, holder, the set of nodes that loaded the
-// room. ARGV: prefix, suffix, history size, TTL in seconds, channel, "s" to
-// publish on a shard channel, node. Returns {seq, 1 when the node owns the
-// room}, or {0, -1} without publishing when another node holds the room.
-var publishScript = redis.NewScript(`
-local holder = redis.call('GET', KEYS[4])
-if holder and holder ~= ARGV[7] then
-  return {0, -1} -- another node orders this room: not here
-end
-local seq = redis.call('INCR', KEYS[1])
-local msg = ARGV[1] .. seq .. ARGV[2]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], seq .. '-1', 'm', msg)
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-redis.call('EXPIRE', KEYS[5], ARGV[4])
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
-else
-  redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
-end
-local own = 0
-if holder == ARGV[7] then
-  own = 1
-elseif not holder and redis.call('SCARD', KEYS[5]) == 1 and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 1 then
-  redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[4])
-  own = 1
-end
-return {seq, own}
-`)
-
-// persistScript stores messages an owner ordered and raises the seq
-// counter to the last; it refuses (0) when another node took the room over.
-// KEYS: as publishScript. ARGV: node, history size, TTL in seconds, then seq
-// and message of each.
-var persistScript = redis.NewScript(`
-local holder = redis.call('GET', KEYS[4])
-if holder ~= ARGV[1] then
-  if holder or redis.call('SCARD', KEYS[5]) ~= 1 or redis.call('SISMEMBER', KEYS[5], ARGV[1]) ~= 1 then
-    return 0
-  end
-  redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[3]) -- Redis lost the keys: still ours alone
-end
-local last = 0
-for i = 4, #ARGV, 2 do
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], ARGV[i] .. '-1', 'm', ARGV[i+1])
-  end
-  last = tonumber(ARGV[i])
-end
-if last > tonumber(redis.call('GET', KEYS[1]) or '0') then
-  redis.call('SET', KEYS[1], last)
-end
-for k = 1, 5 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-return 1
-`)
-
-// releaseScript gives up a room: the seq counter at least the owner's last
-// seq, holder and lease deleted, and "R" published for the node waiting.
-// It returns 0 when the node no longer held the room: it was taken over.
-// KEYS: as publishScript. ARGV: node, last seq, TTL in seconds, channel,
-// mode.
-var releaseScript = redis.NewScript(`
-local held = 0
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  held = 1
-  redis.call('DEL', KEYS[4])
-  if tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
-    redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-  end
-end
-if ARGV[5] == 's' then
-  redis.call('SPUBLISH', ARGV[4], 'R')
-else
-  redis.call('PUBLISH', ARGV[4], 'R')
-end
-return held
-`)
-
-// takeoverScript takes a room over from a holder whose lease is gone (the
-// caller checked): a new epoch, no holder.
-// KEYS: as publishScript. ARGV: the holder seen, new epoch, TTL in seconds.
-var takeoverScript = redis.NewScript(`
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4])
-  redis.call('SREM', KEYS[5], ARGV[1])
-  redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
-end
-return 1
-`)
-
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript}
-
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
 
 // roomNodesKey is the set of nodes that loaded the room.
@@ -176,9 +78,7 @@ func (b *Redis) owns(room string, from uint64) {
 	st := b.rooms[room]
 	subscribed := st != nil && !st.leaving
 	b.subMu.Unlock()
-	b.ownMu.Lock()
-	b.held[room] = true
-	b.ownMu.Unlock()
+	b.grants.add(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
 		return
@@ -188,20 +88,12 @@ func (b *Redis) owns(room string, from uint64) {
 
 // holds reports whether Redis granted this node the room and it has not
 // given it up.
-func (b *Redis) holds(room string) bool {
-	b.ownMu.Lock()
-	defer b.ownMu.Unlock()
-	return b.held[room]
-}
+func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 
 // release gives up the room: after the writes already queued, so Redis's
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
-	b.ownMu.Lock()
-	held := b.held[room]
-	delete(b.held, room)
-	b.ownMu.Unlock()
-	if held {
+	if b.grants.take(room) {
 		b.releases.Add(1)
 		b.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
@@ -210,9 +102,7 @@ func (b *Redis) release(room string, seq uint64) {
 // lostRoom handles a room another node took over while this one thought it
 // held it: the room is dropped here (its members rejoin the new stream).
 func (b *Redis) lostRoom(room string) {
-	b.ownMu.Lock()
-	delete(b.held, room)
-	b.ownMu.Unlock()
+	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.dropped.Add(1)
@@ -239,10 +129,7 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		}
 		b.subMu.Unlock()
 	case "T": // taken over: an owner that missed it is no longer one
-		b.ownMu.Lock()
-		held := b.held[name]
-		b.ownMu.Unlock()
-		if held {
+		if b.grants.has(name) {
 			b.lostRoom(name)
 		}
 	}
@@ -347,16 +234,8 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 // release the room, and this node then catches up with what the holder
 // ordered before they go out. p, when not nil, is the first to wait.
 func (b *Redis) block(ctx context.Context, name string, p *Publication) {
-	b.ownMu.Lock()
-	q, waiting := b.blocked[name]
-	if p != nil {
-		q = append(q, *p)
-	}
-	b.blocked[name] = q
-	b.nBlocked.Store(int64(len(b.blocked)))
-	b.ownMu.Unlock()
-	if waiting {
-		return
+	if b.blocks.block(name, p) {
+		return // waiting already
 	}
 	b.blockedRooms.Add(1)
 	b.waitWG.Go(func() {
@@ -378,17 +257,14 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 				b.catchUp(ctx, name)
 			}
 			// The held publishes go out ahead of any that comes once the
-			// room is no longer blocked: queued before ownMu is let go.
-			b.ownMu.Lock()
-			q := b.blocked[name]
-			delete(b.blocked, name)
-			b.nBlocked.Store(int64(len(b.blocked)))
-			b.pubMu.Lock()
-			for _, p := range q {
-				b.pending = append(b.pending, job{kind: jobPublish, p: p})
-			}
-			b.pubMu.Unlock()
-			b.ownMu.Unlock()
+			// room is no longer blocked: queued before the room is let go.
+			b.blocks.release(name, func(q []Publication) {
+				b.pubMu.Lock()
+				for _, p := range q {
+					b.pending = append(b.pending, job{kind: jobPublish, p: p})
+				}
+				b.pubMu.Unlock()
+			})
 			signal(b.pubWake)
 		}
 		if holder == "" || holder == b.id {
@@ -401,18 +277,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 
 // blockedPublish queues p behind the others of its room when the room is
 // blocked, and reports whether it did.
-func (b *Redis) blockedPublish(p Publication) bool {
-	if b.nBlocked.Load() == 0 {
-		return false
-	}
-	b.ownMu.Lock()
-	defer b.ownMu.Unlock()
-	q, ok := b.blocked[p.Room]
-	if ok {
-		b.blocked[p.Room] = append(q, p)
-	}
-	return ok
-}
+func (b *Redis) blockedPublish(p Publication) bool { return b.blocks.hold(p) }
 
 func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -465,12 +330,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 // node took over are dropped, the others' waiting joiners go on. It reports
 // whether Redis answered.
 func (b *Redis) verifyHeld(ctx context.Context) bool {
-	b.ownMu.Lock()
-	rooms := make([]string, 0, len(b.held))
-	for r := range b.held {
-		rooms = append(rooms, r)
-	}
-	b.ownMu.Unlock()
+	rooms := b.grants.rooms()
 	if len(rooms) == 0 {
 		return true
 	}

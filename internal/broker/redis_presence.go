@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,44 +17,77 @@ import (
 // fields of a node whose lease ended (it died) are forgotten by every other
 // node within a second or two of it, and removed from the hash.
 
-// presenceScript records a node's count of a user's connections in a room
-// and announces it. KEYS: presence hash. ARGV: node, user, count, TTL in
-// seconds, channel, mode.
-var presenceScript = redis.NewScript(`
-local field = ARGV[1] .. '\31' .. ARGV[2]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('HSET', KEYS[1], field, ARGV[3])
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-else
-  redis.call('HDEL', KEYS[1], field)
-end
-local msg = 'P' .. ARGV[1] .. '\31' .. ARGV[3] .. '\31' .. ARGV[2]
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], msg)
-else
-  redis.call('PUBLISH', ARGV[5], msg)
-end
-return 1
-`)
+// presenceState is what this node knows of presence across nodes, apart
+// from the rooms (which hold the counts): what it reported of its own
+// connections, to write again after an outage, and the peers whose reports
+// it follows, to forget when their lease ends. Its lock is a leaf.
+type presenceState struct {
+	mu       sync.Mutex
+	reported map[string]map[string]int // room → user → connections here, as told to the others
+	peers    map[string]bool           // nodes whose presence this node follows
+}
 
-func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
-
-// Presence implements Broker.
-func (b *Redis) Presence(room, user string, count int) {
-	b.ownMu.Lock()
-	users := b.reported[room]
+// report records that this node has count connections of user in room.
+func (s *presenceState) report(room, user string, count int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	users := s.reported[room]
 	switch {
 	case count > 0 && users == nil:
-		b.reported[room] = map[string]int{user: count}
+		s.reported[room] = map[string]int{user: count}
 	case count > 0:
 		users[user] = count
 	case users != nil:
 		delete(users, user)
 		if len(users) == 0 {
-			delete(b.reported, room)
+			delete(s.reported, room)
 		}
 	}
-	b.ownMu.Unlock()
+}
+
+// jobs returns a presence job for everything this node reported.
+func (s *presenceState) jobs() []job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var jobs []job
+	for room, users := range s.reported {
+		for u, n := range users {
+			jobs = append(jobs, job{kind: jobPresence, room: room, user: u, e: Entry{Seq: uint64(n)}})
+		}
+	}
+	return jobs
+}
+
+// follow records that node reported presence here.
+func (s *presenceState) follow(node string) {
+	s.mu.Lock()
+	s.peers[node] = true
+	s.mu.Unlock()
+}
+
+// following returns the nodes whose presence this node follows.
+func (s *presenceState) following() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	peers := make([]string, 0, len(s.peers))
+	for p := range s.peers {
+		peers = append(peers, p)
+	}
+	return peers
+}
+
+// forget stops following node: it is gone.
+func (s *presenceState) forget(node string) {
+	s.mu.Lock()
+	delete(s.peers, node)
+	s.mu.Unlock()
+}
+
+func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
+
+// Presence implements Broker.
+func (b *Redis) Presence(room, user string, count int) {
+	b.pres.report(room, user, count)
 	if b.up.Load() {
 		b.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
 	}
@@ -62,14 +96,7 @@ func (b *Redis) Presence(room, user string, count int) {
 // republishPresence writes again, after an outage, what this node reported:
 // the changes made meanwhile never reached Redis.
 func (b *Redis) republishPresence() {
-	b.ownMu.Lock()
-	var jobs []job
-	for room, users := range b.reported {
-		for u, n := range users {
-			jobs = append(jobs, job{kind: jobPresence, room: room, user: u, e: Entry{Seq: uint64(n)}})
-		}
-	}
-	b.ownMu.Unlock()
+	jobs := b.pres.jobs()
 	b.pubMu.Lock()
 	b.pending = append(b.pending, jobs...)
 	b.pubMu.Unlock()
@@ -92,9 +119,7 @@ func (b *Redis) remotePresence(room, node, user string, n int) {
 	if node == b.id {
 		return
 	}
-	b.ownMu.Lock()
-	b.peers[node] = true
-	b.ownMu.Unlock()
+	b.pres.follow(node)
 	b.h.RemotePresence(room, node, user, n)
 }
 
@@ -111,12 +136,7 @@ func (b *Redis) loadPresence(room string, fields map[string]string) {
 
 // checkPeers forgets the presence of the nodes whose lease ended.
 func (b *Redis) checkPeers(ctx context.Context) {
-	b.ownMu.Lock()
-	peers := make([]string, 0, len(b.peers))
-	for p := range b.peers {
-		peers = append(peers, p)
-	}
-	b.ownMu.Unlock()
+	peers := b.pres.following()
 	if len(peers) == 0 {
 		return
 	}
@@ -135,9 +155,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 		if cmds[i].(*redis.IntCmd).Val() != 0 {
 			continue
 		}
-		b.ownMu.Lock()
-		delete(b.peers, peer)
-		b.ownMu.Unlock()
+		b.pres.forget(peer)
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
 		_, _ = b.rdb.Pipelined(c, func(p redis.Pipeliner) error { // best effort: any node may clean up

@@ -158,23 +158,9 @@ func (b *Redis) publishLoop(ctx context.Context) {
 // send runs one round: every job of batch in one pipeline, in order.
 // Consecutive messages of an owned room are stored by one script call.
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
-	if b.nBlocked.Load() > 0 {
-		// A publish queued before its room was blocked waits behind the
-		// held ones: sent now, it could be ordered before them.
-		b.ownMu.Lock()
-		kept := batch[:0]
-		for _, j := range batch {
-			if j.kind == jobPublish {
-				if q, ok := b.blocked[j.p.Room]; ok {
-					b.blocked[j.p.Room] = append(q, j.p)
-					continue
-				}
-			}
-			kept = append(kept, j)
-		}
-		b.ownMu.Unlock()
-		batch = kept
-	}
+	// A publish queued before its room was blocked waits behind the held
+	// ones: sent now, it could be ordered before them.
+	batch = b.blocks.divert(batch)
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	mode := b.publishMode()
@@ -355,14 +341,7 @@ func (b *Redis) refusePending() {
 	batch := b.pending
 	b.pending = nil
 	b.pubMu.Unlock()
-	b.ownMu.Lock()
-	var held []Publication
-	for room, q := range b.blocked {
-		held = append(held, q...)
-		delete(b.blocked, room)
-	}
-	b.nBlocked.Store(0)
-	b.ownMu.Unlock()
+	held := b.blocks.takeAll()
 	for _, j := range batch {
 		if j.kind == jobPublish {
 			held = append(held, j.p)

@@ -164,39 +164,12 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	return true
 }
 
-// streamScript checks, after an outage, that Redis still holds the room's
-// stream as this node knows it: the same epoch (ARGV[3]) and a counter at
-// or above the node's seq (ARGV[1]). It returns {counter, 0} then. Else
-// Redis lost the room (its keys are gone: a restart without persistence) or
-// some of its messages (a failover before they were replicated), and seqs
-// this node's members saw may be handed out again: the room starts a new
-// stream (ARGV[4]), unless another node started one already, above every
-// seq the node has, and it returns {counter, 1}.
-var streamScript = redis.NewScript(`
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-local e = redis.call('GET', KEYS[2])
-local cur = tonumber(ARGV[1])
-if e == ARGV[3] and c >= cur then
-  return {c, 0}
-end
-if cur > c then
-  c = cur
-  redis.call('SET', KEYS[1], c, 'EX', ARGV[2])
-end
-if e == false or e == ARGV[3] then
-  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[2])
-end
-return {c, 1}
-`)
-
 // lostStream drops a room whose stream on this node is no longer the
 // room's: its members are closed with 1012 (Hub.Drop), resume with their
 // seq and epoch, and get history_gap (with reset for a new epoch) and what
 // the stream holds, instead of missing messages in silence.
 func (b *Redis) lostStream(room, why string) {
-	b.ownMu.Lock()
-	delete(b.held, room)
-	b.ownMu.Unlock()
+	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.diverged.Add(1)

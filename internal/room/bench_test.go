@@ -27,8 +27,7 @@ func newPublishBench(t testing.TB, loops, spread int, compress bool) *publishBen
 	for i := range pb.queues {
 		pb.queues[i] = NewQueue(func() {})
 	}
-	pb.hub = NewHub(100, time.Minute, pb.queues)
-	pb.hub.SetCompression(compress)
+	pb.hub = newHub(t, Config{History: 100, Grace: time.Minute, Queues: pb.queues, Compression: compress})
 	for i := range spread {
 		r, res := pb.hub.Join([]byte("lobby"), i, Resume{}, nil)
 		if res.Pending || res.Full {

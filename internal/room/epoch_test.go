@@ -10,7 +10,7 @@ import (
 // A resume names the stream its since belongs to: in another stream of the
 // room it gets a gap and the whole history, never a replay from its seq.
 func TestReplayHonoursTheEpoch(t *testing.T) {
-	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
 	r, res := h.Join([]byte("r"), 0, Resume{}, nil)
 	if res.Epoch == "" {
 		t.Fatal("a room without an epoch")
@@ -58,7 +58,7 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 	}
 	// Another hub's room of the same name (a restart, another node without
 	// a shared broker) is another stream.
-	h2 := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	h2 := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
 	if _, again := h2.Join([]byte("r"), 0, Resume{}, nil); again.Epoch == res.Epoch {
 		t.Error("two streams with one epoch")
 	}
@@ -73,8 +73,8 @@ func (downBroker) Up() bool { return false }
 // which stream is current, is not served: the client could be handed back
 // a stream it had left, every message of it a second time.
 func TestResumeFromAnotherStreamWaitsForTheBroker(t *testing.T) {
-	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
-	h.SetBroker(downBroker{h.Broker()})
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})},
+		Broker: func(h broker.Handler) (broker.Broker, error) { return downBroker{broker.NewMemory(h)}, nil }})
 	r, first := h.Join([]byte("r"), 0, Resume{}, nil)
 	for _, tt := range []struct {
 		name        string
@@ -93,4 +93,14 @@ func TestResumeFromAnotherStreamWaitsForTheBroker(t *testing.T) {
 			t.Errorf("%s: unavailable %v, %d joined", tt.name, got.Unavailable, joined)
 		}
 	}
+}
+
+// newHub returns the rooms cfg makes, failing the test when it cannot.
+func newHub(t testing.TB, cfg Config) *Hub {
+	t.Helper()
+	h, err := NewHub(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

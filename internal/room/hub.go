@@ -34,14 +34,41 @@ type Hub struct {
 	historyBytes   atomic.Int64
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
-	disconnect func(broker.Disconnect)    // closes connections of this node; set by SetDisconnect
-	refused    func(p broker.Publication) // tells a sender its message was given up; set by SetRefused
+	disconnect func(broker.Disconnect)    // closes connections of this node (Config.Disconnect)
+	refused    func(p broker.Publication) // tells a sender its message was given up (Config.Refused)
 }
 
-// SetDisconnect sets what closes the connections that a Disconnect names
-// (the server's connections are not the rooms'). It must be called before
-// the broker runs.
-func (h *Hub) SetDisconnect(f func(broker.Disconnect)) { h.disconnect = f }
+// Config is what a node's rooms are built from: given once to NewHub, it
+// does not change while the hub runs.
+type Config struct {
+	// History is how many messages each room keeps.
+	History int
+	// Grace is how long a room stays after its last member left (and its
+	// last poll), before it is freed.
+	Grace time.Duration
+	// Queues holds one Queue per event loop; the loop indices passed to
+	// Join and Leave index it.
+	Queues []*Queue
+	// MaxRooms caps the rooms held on this node (0: no cap).
+	MaxRooms int
+	// MaxHistoryBytes caps the bytes of frames kept in all histories (0: no
+	// cap): the room that grows past it gives back its oldest messages.
+	MaxHistoryBytes int64
+	// Compression makes every message able to give a compressed frame
+	// (Message.DeflatedFrame), for connections that negotiated
+	// permessage-deflate.
+	Compression bool
+	// Broker makes the node's broker for the hub's rooms (its Handler); nil
+	// gives a single node's broker.Memory.
+	Broker func(broker.Handler) (broker.Broker, error)
+	// Disconnect closes the connections that a broker.Disconnect names (the
+	// server's connections are not the rooms'); nil: none is closed.
+	Disconnect func(broker.Disconnect)
+	// Refused tells the sender of a publication (its Sender, which
+	// Room.Publish was given) that the broker gave the message up after
+	// Publish returned; nil: nobody is told.
+	Refused func(p broker.Publication)
+}
 
 // Disconnect implements broker.Handler.
 func (h *Hub) Disconnect(d broker.Disconnect) {
@@ -49,11 +76,6 @@ func (h *Hub) Disconnect(d broker.Disconnect) {
 		h.disconnect(d)
 	}
 }
-
-// SetRefused sets what tells the sender of a publication (its Sender,
-// which Room.Publish was given) that the broker gave the message up after
-// Publish returned. It must be called before the broker runs.
-func (h *Hub) SetRefused(f func(p broker.Publication)) { h.refused = f }
 
 // Refused implements broker.Handler.
 func (h *Hub) Refused(p broker.Publication) {
@@ -78,31 +100,28 @@ func (h *Hub) Occupied() map[string]int {
 	return rooms
 }
 
-// SetLimits caps the rooms held and the bytes of history kept on this node
-// (0: no cap). It must be called before the first Join.
-func (h *Hub) SetLimits(maxRooms int, maxHistoryBytes int64) {
-	h.maxRooms, h.maxHistoryBytes = int64(maxRooms), maxHistoryBytes
-}
-
-// SetCompression makes every message able to give a compressed frame
-// (Message.DeflatedFrame), for connections that negotiated
-// permessage-deflate. It must be called before the first Join.
-func (h *Hub) SetCompression(on bool) { h.compress = on }
-
 // HistoryBytes returns the bytes of frames held in all histories.
 func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }
 
-// NewHub returns the hub of a single node, with a broker.Memory, whose rooms
-// keep the last history messages each and are freed once empty for grace.
-// queues holds one Queue per event loop; loop indices passed to Join and
-// Leave index it.
-func NewHub(history int, grace time.Duration, queues []*Queue) *Hub {
-	h := &Hub{queues: queues, history: history, grace: grace}
-	h.broker = broker.NewMemory(h)
+// NewHub returns the rooms of a node as cfg says, with the broker that
+// cfg.Broker makes for them. It fails only when cfg.Broker does.
+func NewHub(cfg Config) (*Hub, error) {
+	h := &Hub{queues: cfg.Queues, history: cfg.History, grace: cfg.Grace,
+		compress: cfg.Compression, maxRooms: int64(cfg.MaxRooms), maxHistoryBytes: cfg.MaxHistoryBytes,
+		disconnect: cfg.Disconnect, refused: cfg.Refused}
 	for i := range h.shards {
 		h.shards[i].rooms = make(map[string]*Room)
 	}
-	return h
+	if cfg.Broker == nil {
+		h.broker = broker.NewMemory(h)
+		return h, nil
+	}
+	b, err := cfg.Broker(h)
+	if err != nil {
+		return nil, err
+	}
+	h.broker = b
+	return h, nil
 }
 
 func (h *Hub) shard(name []byte) *shard {
@@ -116,10 +135,6 @@ func (h *Hub) shard(name []byte) *shard {
 }
 
 var _ broker.Handler = (*Hub)(nil)
-
-// SetBroker replaces the hub's broker, to make it part of a cluster. It
-// must be called before the first Join.
-func (h *Hub) SetBroker(b broker.Broker) { h.broker = b }
 
 // Broker returns the hub's broker.
 func (h *Hub) Broker() broker.Broker { return h.broker }

@@ -17,7 +17,7 @@ func (k *kept) keep(_ string, e broker.Entry) { *k = append(*k, e) }
 // broker in seq order, as the members get it.
 func TestPublishOwned(t *testing.T) {
 	q := NewQueue(func() {})
-	h := NewHub(10, time.Minute, []*Queue{q})
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
 	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
 	pub := func(text string) broker.Publication {
 		return broker.Publication{Room: "r", Prefix: []byte(`{"text":"` + text + `","seq":`), Suffix: []byte(`}`), Target: r}
@@ -73,7 +73,7 @@ func TestPublishOwned(t *testing.T) {
 // answered it, the room orders nothing here, or the next message could take
 // the seq Redis gives it, and overtake it.
 func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
-	h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
 	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
 	p := broker.Publication{Room: "r", Prefix: []byte(`{"seq":`), Suffix: []byte(`}`), Target: r}
 	var k kept
@@ -101,7 +101,7 @@ func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
 // the room and tells the loops to close its members and rejoin its joiners.
 func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	q := NewQueue(func() {})
-	h := NewHub(10, time.Minute, []*Queue{q})
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
 	h.Join([]byte("r"), 0, Resume{}, nil)
 	h.Own("r", 0)
 	h.Lease(time.Now().Add(-time.Second))

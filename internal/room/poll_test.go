@@ -20,7 +20,7 @@ func TestPollFreesTheRoomItOpened(t *testing.T) {
 		{"a member joined", 1, func(h *Hub, _ *Room) { h.Join([]byte("p"), 0, Resume{}, nil) }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := NewHub(10, time.Minute, []*Queue{NewQueue(func() {})})
+			h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
 			var rooms []*Room
 			for range tt.pollers {
 				rooms = append(rooms, h.OpenPoll([]byte("p")))
@@ -50,7 +50,7 @@ func TestPollFreesTheRoomItOpened(t *testing.T) {
 
 // A poller keeps its room while it waits, past the grace period.
 func TestSweepKeepsARoomWithPollers(t *testing.T) {
-	h := NewHub(10, time.Millisecond, []*Queue{NewQueue(func() {})})
+	h := newHub(t, Config{History: 10, Grace: time.Millisecond, Queues: []*Queue{NewQueue(func() {})}})
 	r := h.OpenPoll([]byte("p"))
 	if n := h.Sweep(time.Now().Add(time.Hour)); n != 0 || r.Closed() {
 		t.Fatalf("the sweep freed %d rooms, the polled one among them", n)

@@ -83,7 +83,7 @@ func (r *Room) Name() string { return r.name }
 // It returns broker.ErrUnavailable when the broker refused the message (a
 // cluster node cut off from Redis, for a room it does not own). sender,
 // when not nil, names the publishing connection to the function set by
-// Hub.SetRefused, should the broker give the message up later.
+// Config.Refused, should the broker give the message up later.
 func (r *Room) Publish(draft []byte, seqAt int, received int64, from int, sender any) error {
 	return r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r, Sender: sender})
 }

@@ -85,7 +85,7 @@ func wellBehaved(t *testing.T, ts *testServer) {
 		got <- fmt.Sprint(code, " ", body)
 	}()
 	before := ts.Stats().PollsWaiting
-	testsupport.Eventually(t, 5*time.Second, "the poll to wait", func() bool { return ts.Stats().PollsWaiting > before })
+	testsupport.Eventually(t, 20*time.Second, "the poll to wait", func() bool { return ts.Stats().PollsWaiting > before })
 	member.sendJSON(msg("still here"))
 	if m := member.next(); m["text"] != "still here" {
 		t.Fatalf("the member got %v", m)
@@ -114,7 +114,7 @@ func TestSlowBodiesCappedAndCut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testsupport.Eventually(t, 5*time.Second, "the connections over the cap to be refused", func() bool { return ts.Stats().Refused["per_ip"] == 50 })
+	testsupport.Eventually(t, 20*time.Second, "the connections over the cap to be refused", func() bool { return ts.Stats().Refused["per_ip"] == 50 })
 	wellBehaved(t, ts)
 	if st := ts.Stats(); st.HTTPConns < 100 || st.Refused["body_timeout"] != 0 {
 		t.Fatalf("the flood is not held while the client chats: %d HTTP connections, %d cut (the test ran slower than the %s deadline)",
@@ -146,7 +146,7 @@ func TestSlowBodiesCappedAndCut(t *testing.T) {
 	if st.Refused["per_ip"] != 50 || st.Refused["body_timeout"] != 100 || st.HTTPMessagesIn != 0 {
 		t.Errorf("refused %v, HTTP messages in %d (none got through)", st.Refused, st.HTTPMessagesIn)
 	}
-	testsupport.Eventually(t, 5*time.Second, "the cut connections to be given back", func() bool { return ts.Stats().HTTPConns == 0 })
+	testsupport.Eventually(t, 20*time.Second, "the cut connections to be given back", func() bool { return ts.Stats().HTTPConns == 0 })
 }
 
 // 150 long polls of 150 rooms from one address against
@@ -162,7 +162,7 @@ func TestLongPollFloodCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testsupport.Eventually(t, 5*time.Second, "100 polls waiting, 50 refused", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "100 polls waiting, 50 refused", func() bool {
 		st := ts.Stats()
 		return st.PollsWaiting == 100 && st.Refused["per_ip"] == 50
 	})
@@ -189,7 +189,7 @@ func TestLongPollFloodCapped(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	testsupport.Eventually(t, 10*time.Second, "the polls to end and their rooms to go", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "the polls to end and their rooms to go", func() bool {
 		st := ts.Stats()
 		return st.PollsWaiting == 0 && st.HTTPConns == 0 && ts.hub.Rooms() == 1 // the member's room
 	})
@@ -206,7 +206,7 @@ func TestLongPollsCountAgainstMaxConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testsupport.Eventually(t, 5*time.Second, "10 polls waiting, 2 refused", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "10 polls waiting, 2 refused", func() bool {
 		st := ts.Stats()
 		return st.PollsWaiting == 10 && st.Refused["max_connections"] == 2
 	})

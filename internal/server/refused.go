@@ -14,7 +14,7 @@ const refusedMessage = "the cluster's message store became unreachable before it
 	"the message may not reach the room (if it was ordered, it arrives)"
 
 // refusedPublish hands a refusal from the broker to the loop of the sending
-// connection; it is called on the broker's goroutines (Hub.SetRefused).
+// connection; it is called on the broker's goroutines (room.Config.Refused).
 func (s *Server) refusedPublish(p broker.Publication) {
 	c, ok := p.Sender.(*conn)
 	if !ok {

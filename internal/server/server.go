@@ -82,26 +82,27 @@ func New(cfg Config) (*Server, error) {
 		s.loops = append(s.loops, l)
 		queues[i] = l.queue
 	}
-	s.hub = room.NewHub(cfg.History, cfg.RoomGrace, queues)
-	s.hub.SetLimits(cfg.MaxRooms, cfg.MaxHistoryBytes)
-	s.hub.SetCompression(cfg.Compression)
+	hubCfg := room.Config{History: cfg.History, Grace: cfg.RoomGrace, Queues: queues,
+		MaxRooms: cfg.MaxRooms, MaxHistoryBytes: cfg.MaxHistoryBytes, Compression: cfg.Compression,
+		Disconnect: s.disconnect, Refused: s.refusedPublish}
+	if cfg.Redis != "" {
+		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
+			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, h)
+		}
+	}
+	hub, err := room.NewHub(hubCfg)
+	if err != nil {
+		for _, l := range s.loops {
+			l.poller.Close()
+		}
+		return nil, err
+	}
+	s.hub = hub
+	s.broker = hub.Broker()
 	s.ips = newIPLimiter(cfg.MaxConnsPerIP, cfg.ConnectRatePerIP)
 	s.refusals = newRefusalLog(cfg.Logger, refusalLinesPerSecond)
 	s.postLimit = &pollLimiter{rate: cfg.RateLimit, burst: float64(cfg.RateBurst), m: make(map[string]*bucket)}
 	s.stopPolls = make(chan struct{})
-	if cfg.Redis != "" {
-		b, err := broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, s.hub)
-		if err != nil {
-			for _, l := range s.loops {
-				l.poller.Close()
-			}
-			return nil, err
-		}
-		s.hub.SetBroker(b)
-	}
-	s.broker = s.hub.Broker()
-	s.hub.SetDisconnect(s.disconnect)
-	s.hub.SetRefused(s.refusedPublish)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /ws/{room}", s.handleWS)

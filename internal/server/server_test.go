@@ -331,6 +331,10 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		if _, err := tryDial(t, ts.url(path), nil); err == nil || !strings.Contains(err.Error(), "400") {
 			t.Errorf("%s: got %v, want 400", path, err)
 		}
+		// A refused request's connection counts against the cap of 2 until
+		// the server has seen it close, a moment after the client read
+		// the answer: the next dial waits for it.
+		testsupport.Eventually(t, 5*time.Second, "the refused request's connection to close", func() bool { return ts.Stats().HTTPConns == 0 })
 	}
 	if code, _ := httpGet(t, "http://"+ts.addr+"/ws/ok", nil); code != http.StatusUpgradeRequired {
 		t.Errorf("plain GET: %d", code)
