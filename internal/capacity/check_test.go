@@ -25,10 +25,10 @@ import (
 )
 
 var (
-	checkRepeat = flag.Int("capacity.repeat", 1, "runs of each shape in TestPlanPredictsServerCPU (the median is compared)")
-	checkBand   = flag.Float64("capacity.band", 2, "TestPlanPredictsServerCPU fails when measured ÷ predicted leaves [1/band, band]")
-	checkFrom   = flag.String("capacity.from", "", "costs from this scalechat bench --json file instead of docs/benchmarks.md's")
-	checkSending   = flag.Duration("capacity.duration", 5*time.Second, "how long each run sends")
+	checkRepeat  = flag.Int("capacity.repeat", 1, "runs of each shape in TestPlanPredictsServerCPU (the median is compared)")
+	checkBand    = flag.Float64("capacity.band", 2, "TestPlanPredictsServerCPU fails when measured ÷ predicted leaves [1/band, band]")
+	checkFrom    = flag.String("capacity.from", "", "costs from this scalechat bench --json file instead of docs/benchmarks.md's")
+	checkSending = flag.Duration("capacity.duration", 5*time.Second, "how long each run sends")
 )
 
 // checkShape is a load test and the same workload as scalechat plan sees it.
