@@ -270,7 +270,8 @@ the run could not be judged (a step connected nobody or is incomplete).
 
 --find rate|clients|room-size searches the knee: the highest load that meets --slo, growing
 the load from --find-start by --find-factor until an objective is missed, then bisecting to
---find-resolution; each probe is a step of its own (<out>.p01.csv, .meta.json) and the search
+--find-resolution; each probe is a run of its own (<out>.p01.csv, .meta.json) of two steps,
+a warm-up of --find-warmup (recorded, not judged) and the measured step, and the search
 is written to <out>.knee.json with the first limit at the knee (generator, rate limit,
 refusals, file descriptors, server CPU, connections, latency). A knee the generator limits is
 reported as "generator-limited: the server's knee is above X" (exit 4), never as the server's.`
