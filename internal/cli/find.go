@@ -46,7 +46,7 @@ func (o *findFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.resolution, "find-resolution", "10%", "--find bisects until the load that breaks an SLO is within this of the load that meets them")
 	f.IntVar(&o.probes, "find-probes", 12, "at most this many probes (each a warm-up step of --find-warmup, then a measured step of --duration)")
 	f.DurationVar(&o.warmup, "find-warmup", 2*time.Second, "each probe first runs its load this long as a step of its own that is recorded but not judged (0: no warm-up)")
-	f.IntVar(&o.serverCores, "server-cores", 0, "cores the server may use, to tell when its CPU (from --server-metrics) is the limit (default: this machine's when --url is a loopback address)")
+	f.IntVar(&o.serverCores, "server-cores", 0, "cores the server may use, to tell when its CPU (from --server-metrics or --server-pid) is the limit (default: this machine's when --url is a loopback address)")
 }
 
 // check validates the search against the plan.
@@ -276,7 +276,7 @@ func (s *search) probeOnce(ctx context.Context, load float64) (float64, knee.Out
 	}
 	sm := res.Meta.Steps[len(res.Meta.Steps)-1]
 	var rows []results.ServerRow
-	if len(cfg.ServerMetrics) > 0 {
+	if cfg.WatchesServers() {
 		rows, _, _ = results.ReadServer(results.ServerMetricsPath(cfg.Out))
 	}
 	p := s.addProbe(ran, sm, res.SLO, failures, cfg.Out)

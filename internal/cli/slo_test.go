@@ -162,6 +162,7 @@ func TestSLOFlagsRefused(t *testing.T) {
 		{"--find rate --slo p99<1s --find-resolution x", "--find-resolution"},
 		{"--find rate --slo p99<1s --msg-frequency 0", "--find rate needs clients that send"},
 		{"--find rate --slo p99<1s --find-warmup -1s", "--find-warmup must not be negative"},
+		{"--server-pid 1073741824", "--server-pid 1073741824 is not a process of this machine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {

@@ -86,7 +86,7 @@ func judge(o Objective, s Step) Result {
 func hint(metric string) string {
 	switch metric {
 	case "cpu_per_delivery":
-		return " (it needs the server's metrics: --server-metrics)"
+		return " (it needs the server's CPU: --server-metrics or --server-pid)"
 	case "p50", "p90", "p99", "p99.9", "max":
 		return " (no message was delivered)"
 	}
