@@ -1,6 +1,9 @@
 package capacity
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Figure is one measured cost the model starts from, with where it came
 // from.
@@ -23,6 +26,7 @@ const (
 	KeyBusySmall   = "busy_small_rooms"  // µs per delivery, rooms of 4, one core busy (bench "rooms 2500×4")
 	KeyLightSmall  = "light_small_rooms" // µs per delivery, rooms of 4, one core lightly loaded (bench "cluster: 1 node, no Redis", 500×4)
 	KeyBigRoom     = "big_room"          // µs per delivery, one room of 200 (bench "oneroom n=200")
+	KeyMidRooms    = "mid_rooms"         // µs per delivery, rooms of 10, one core lightly loaded (bench "compression 256 B off", 200×10)
 	KeyIdleKiB     = "idle_kib"          // KiB of server RSS per idle connection (bench "idle")
 	KeyConnectUS   = "connect_us"        // µs of server CPU per client that connects, sends one message and closes (bench "transports", websocket)
 	KeySplitRatio  = "split_ratio"       // node CPU per delivery, rooms of 4 split over 2 nodes ÷ one node alone
@@ -32,6 +36,7 @@ const (
 	sourceRun3     = "scalechat bench (full), run 3, commit ae7b174, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12, quiet machine; docs/benchmarks.md#results"
 	sourceIssue14  = "scalechat bench cluster, median of 3 runs, issue 14, 2026-11-23, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#issue-14-owned-rooms-the-node-local-fast-path"
 	sourceTransprt = "scalechat bench transports, median per client of 19 steps, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#transports"
+	sourceCompr    = "scalechat bench compression, 256 B without permessage-deflate, run %d of 2 (the model takes their median), 2026-11-23, 2 vCPU AMD EPYC VM, Debian 12, quiet machine; docs/benchmarks.md#compression"
 )
 
 // The deliveries per second of the documented runs, which the derivation
@@ -40,8 +45,19 @@ const (
 	busySmallRate  = 40000 // deliveries per second of "rooms 2500×4"
 	lightSmallRate = 8000  // of "cluster: 1 node, no Redis" (500 × 4)
 	bigRoomRate    = 40000 // of "oneroom n=200"
+	midRoomsRate   = 20000 // of "compression 256 B off" (200 × 10)
 	smallRoom      = 4     // members of the rooms of "rooms" and of the cluster's first traffic
+	midRoom        = 10    // members of the rooms of "compression"
 	bigRoom        = 200   // members of "oneroom n=200"
+)
+
+// Every bench row the costs come from sends 1 message per second per
+// client, so a connection receives as many frames per second as its room
+// has members. The frames a connection gets per second decide whether its
+// deliveries share a writev (see Costs.Delivery).
+const (
+	unbatchedFrames = midRoom // up to this many frames/s per connection, each delivery is a writev of its own
+	batchedFrames   = bigRoom // at this many, the big room's cost per delivery
 )
 
 // DefaultFigures are the costs docs/benchmarks.md records, measured on the
@@ -52,6 +68,8 @@ func DefaultFigures() []Figure {
 		{KeyBusySmall, 16.75, "µs/delivery", sourceRun3, "rooms 2500×4                           10000    40.0k    100%      0.15ms   1.21ms   6.11ms   10.05s   16.75", busySmallRate},
 		{KeyLightSmall, 25.52, "µs/delivery", sourceRun3, "cluster: 1 node, no Redis              2000     8000     100%      0.14ms   0.78ms   5.04ms   2.04s    25.52", lightSmallRate},
 		{KeyBigRoom, 5.63, "µs/delivery", sourceRun3, "oneroom n=200                          200      40.0k    100%      0.77ms   2.52ms   5.80ms   1.80s    5.63", bigRoomRate},
+		{KeyMidRooms, 12.19, "µs/delivery", fmt.Sprintf(sourceCompr, 1), "| 256 B | 1 | 12.19 | 13.25 | ×1.09 | 404 | 129 | ×0.32 | 35.6 → 41.0 MiB |", midRoomsRate},
+		{KeyMidRooms, 17.82, "µs/delivery", fmt.Sprintf(sourceCompr, 2), "| 256 B | 2 | 17.82 | 13.67 | ×0.77 | 404 | 129 | ×0.32 | 35.3 → 42.6 MiB |", midRoomsRate},
 		{KeyIdleKiB, 1.26, "KiB/connection", sourceRun3, "idle                                   15000    -        -         0.25ms   18.30ms  27.38ms  0.04s    -         38.6MiB   0.05s    no             1.26 KiB/conn", 0},
 		{KeyConnectUS, 308, "µs/client", sourceTransprt, "| websocket | 0 / 0 | 308 / 325 µs |", 0},
 		{KeySplitRatio, 2.22, "×", sourceIssue14, "| 500 × 4 | 2 nodes, rooms split | ×1.95, ×2.37, ×2.22 | **×2.22** | 21.5–22.4 |", 0},
@@ -65,8 +83,12 @@ func DefaultFigures() []Figure {
 type Costs struct {
 	// One node, per core (one event loop), in µs of CPU:
 	PerMessage  float64 // reading, parsing and publishing a message, on a busy loop
-	PerDelivery float64 // queuing and writing a frame to one member
-	WakeUp      float64 // per message, times the share of time the loop is idle: waking it up
+	PerDelivery float64 // queuing a frame to one member and writing it in a writev of its own
+	// PerBatched is a delivery's cost when its connection gets many frames
+	// per loop pass and they share a writev: the one room of 200, whose
+	// members each get 200 frames a second.
+	PerBatched float64
+	WakeUp     float64 // per message, times the share of time the loop is idle: waking it up
 	// A cluster, extra per message, all nodes together and Redis:
 	SplitNode, SplitRedis float64 // a room with members on several nodes
 	OwnedNode, OwnedRedis float64 // a room whose members are all on one node (the node-local fast path)
@@ -75,40 +97,57 @@ type Costs struct {
 	Figures               []Figure
 }
 
-// Derive computes the unit costs from the figures.
+// Derive computes the unit costs from the figures. A key given more than
+// once (several runs of one bench row) counts with the median of its
+// values.
 //
 // CPU per message on one core is modelled as
 //
-//	m + s·d + w·(1 − u)
+//	m + s·d(f) + w·(1 − u)
 //
-// for a room of s members on a loop busy a share u of the time: m reads and
-// publishes the message, d queues and writes one delivery, and w is what
-// waking an idle loop for a message costs (a busy loop finds several
-// messages per wake-up and pays it for none). Rooms of 4 at two loads give
-// w and m + 4d; one room of 200 then gives d. A cluster's extra cost is per
-// message: (ratio − 1) × the light small rooms' µs per delivery × 4 on the
-// nodes, and Redis µs per delivery × 4 in Redis.
+// for a room of s members on a loop busy a share u of the time, whose
+// connections each receive f frames a second: m reads and publishes the
+// message, d(f) queues and writes one delivery, and w is what waking an
+// idle loop for a message costs (a busy loop finds several messages per
+// wake-up and pays it for none). A delivery costs most when it is the only
+// frame its connection gets in a loop pass, a writev of its own (strace
+// of serve: 0.95 writev per delivery in rooms of 10 at 1 msg/s, 0.5 in one
+// room of 200): d(f) is d up to 10 frames/s per connection, the big room's
+// d_b from 200 on, and between the two it goes from one to the other in
+// log f. Rooms of 4 at two loads give w and m + 4d; rooms of 10 give
+// m + 10d, so m and d; one room of 200 then gives d_b. A cluster's extra
+// cost is per message: (ratio − 1) × the light small rooms' µs per
+// delivery × 4 on the nodes, and Redis µs per delivery × 4 in Redis.
 func Derive(figs []Figure) (Costs, error) {
-	v := map[string]float64{}
-	rates := map[string]float64{KeyBusySmall: busySmallRate, KeyLightSmall: lightSmallRate, KeyBigRoom: bigRoomRate}
+	vs, rs := map[string][]float64{}, map[string][]float64{}
 	for _, f := range figs {
-		if f.Rate > 0 {
-			rates[f.Key] = f.Rate
-		}
 		if f.Value <= 0 {
 			return Costs{}, fmt.Errorf("the figure %s is %g %s, not a measurement", f.Key, f.Value, f.Unit)
 		}
-		v[f.Key] = f.Value
+		vs[f.Key] = append(vs[f.Key], f.Value)
+		if f.Rate > 0 {
+			rs[f.Key] = append(rs[f.Key], f.Rate)
+		}
 	}
-	for _, k := range []string{KeyBusySmall, KeyLightSmall, KeyBigRoom, KeyIdleKiB, KeyConnectUS, KeySplitRatio, KeySplitRedis, KeyOwnedRatio, KeyOwnedRedis} {
+	v := map[string]float64{}
+	for k, x := range vs {
+		v[k] = median(x)
+	}
+	rates := map[string]float64{KeyBusySmall: busySmallRate, KeyLightSmall: lightSmallRate, KeyBigRoom: bigRoomRate, KeyMidRooms: midRoomsRate}
+	for k, x := range rs {
+		rates[k] = median(x)
+	}
+	for _, k := range []string{KeyBusySmall, KeyLightSmall, KeyMidRooms, KeyBigRoom, KeyIdleKiB, KeyConnectUS, KeySplitRatio, KeySplitRedis, KeyOwnedRatio, KeyOwnedRedis} {
 		if _, ok := v[k]; !ok {
 			return Costs{}, fmt.Errorf("the figure %s is missing", k)
 		}
 	}
 	// Per message and the loop's busy share, at each measured shape.
-	busyMsg, busyU := smallRoom*v[KeyBusySmall], rates[KeyBusySmall]*v[KeyBusySmall]/1e6
-	lightMsg, lightU := smallRoom*v[KeyLightSmall], rates[KeyLightSmall]*v[KeyLightSmall]/1e6
-	bigMsg, bigU := bigRoom*v[KeyBigRoom], rates[KeyBigRoom]*v[KeyBigRoom]/1e6
+	perMsg := func(k string, size float64) (float64, float64) { return size * v[k], rates[k] * v[k] / 1e6 }
+	busyMsg, busyU := perMsg(KeyBusySmall, smallRoom)
+	lightMsg, lightU := perMsg(KeyLightSmall, smallRoom)
+	midMsg, midU := perMsg(KeyMidRooms, midRoom)
+	bigMsg, bigU := perMsg(KeyBigRoom, bigRoom)
 	if busyU <= lightU || busyU >= 1 {
 		return Costs{}, fmt.Errorf("the busy rooms of 4 kept the core busy %.0f%% of the time, the light ones %.0f%%: the figures cannot give the cost of a wake-up", 100*busyU, 100*lightU)
 	}
@@ -119,11 +158,14 @@ func Derive(figs []Figure) (Costs, error) {
 		c.WakeUp = 0
 	}
 	smallFixed := busyMsg - c.WakeUp*(1-busyU) // m + 4d
-	bigFixed := bigMsg - c.WakeUp*(1-bigU)     // m + 200d
-	c.PerDelivery = (bigFixed - smallFixed) / (bigRoom - smallRoom)
+	midFixed := midMsg - c.WakeUp*(1-midU)     // m + 10d
+	bigFixed := bigMsg - c.WakeUp*(1-bigU)     // m + 200d_b
+	c.PerDelivery = (midFixed - smallFixed) / (midRoom - smallRoom)
 	c.PerMessage = smallFixed - smallRoom*c.PerDelivery
-	if c.PerDelivery <= 0 || c.PerMessage < 0 {
-		return Costs{}, fmt.Errorf("the figures give %.2f µs per message and %.2f µs per delivery: they do not fit the model (a noisy run? repeat the bench)", c.PerMessage, c.PerDelivery)
+	c.PerBatched = (bigFixed - c.PerMessage) / bigRoom
+	if c.PerDelivery <= 0 || c.PerMessage < 0 || c.PerBatched <= 0 {
+		return Costs{}, fmt.Errorf("the figures give %.2f µs per message and %.2f µs per delivery (%.2f in one big room): they do not fit the model (a noisy run? repeat the bench)",
+			c.PerMessage, c.PerDelivery, c.PerBatched)
 	}
 	ref := smallRoom * v[KeyLightSmall] // µs per message of rooms of 4 on one node in the cluster bench's traffic
 	c.SplitNode = (v[KeySplitRatio] - 1) * ref
@@ -135,12 +177,27 @@ func Derive(figs []Figure) (Costs, error) {
 	return c, nil
 }
 
+// Delivery is the µs of CPU of one delivery to a connection that receives
+// frames frames a second: d up to 10, the big room's d_b from 200 on, and
+// in between from one to the other in log frames.
+func (c Costs) Delivery(frames float64) float64 {
+	switch {
+	case frames <= unbatchedFrames:
+		return c.PerDelivery
+	case frames >= batchedFrames:
+		return c.PerBatched
+	}
+	t := math.Log(frames/unbatchedFrames) / math.Log(batchedFrames/unbatchedFrames)
+	return c.PerDelivery + t*(c.PerBatched-c.PerDelivery)
+}
+
 // NodeCPU is the CPU, in cores, that one node's loops spend on msgs
-// messages per second into rooms of size members, spread over cores
-// cores, without the cluster's extra: the model's m + s·d + w·(1 − u)
-// solved for u = cpu ÷ cores.
-func (c Costs) NodeCPU(msgs, size, cores float64) float64 {
-	a := msgs * (c.PerMessage + size*c.PerDelivery) / 1e6
+// messages per second into rooms of size members whose connections each
+// receive frames frames a second, spread over cores cores, without the
+// cluster's extra: the model's m + s·d(f) + w·(1 − u) solved for
+// u = cpu ÷ cores.
+func (c Costs) NodeCPU(msgs, size, frames, cores float64) float64 {
+	a := msgs * (c.PerMessage + size*c.Delivery(frames)) / 1e6
 	b := msgs * c.WakeUp / 1e6
 	cpu := (a + b) / (1 + b/cores)
 	if cpu > cores {

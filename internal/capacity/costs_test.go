@@ -3,9 +3,13 @@ package capacity
 import (
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // TestDefaultFiguresMatchTheDoc pins every default figure to the text of
@@ -35,10 +39,13 @@ func TestDefaultFiguresMatchTheDoc(t *testing.T) {
 //
 //	rooms of 4 busy:  4·16.75 = 67.0 µs per message, u = 40,000 × 16.75 µs = 0.67
 //	rooms of 4 light: 4·25.52 = 102.08 µs per message, u = 8,000 × 25.52 µs = 0.20416
-//	w = (102.08 − 67) ÷ (0.67 − 0.20416) = 75.307
-//	m + 4d = 67 − 75.307 × 0.33 = 42.149
-//	one room of 200: 200·5.63 = 1126, u = 0.2252: m + 200d = 1126 − 75.307 × 0.7748 = 1067.65
-//	d = (1067.65 − 42.149) ÷ 196 = 5.2322;  m = 42.149 − 4d = 21.220
+//	w = (102.08 − 67) ÷ (0.67 − 0.20416) = 75.305
+//	m + 4d = 67 − 75.305 × 0.33 = 42.149
+//	rooms of 10 light: median(12.19, 17.82) = 15.005 µs per delivery, 150.05 per message,
+//	  u = 20,000 × 15.005 µs = 0.3001: m + 10d = 150.05 − 75.305 × 0.6999 = 97.344
+//	d = (97.344 − 42.149) ÷ 6 = 9.1991;  m = 42.149 − 4d = 5.3529
+//	one room of 200: 200·5.63 = 1126, u = 0.2252: m + 200d_b = 1126 − 75.305 × 0.7748 = 1067.65
+//	d_b = (1067.65 − 5.3529) ÷ 200 = 5.3115
 func TestDerive(t *testing.T) {
 	c, err := Derive(DefaultFigures())
 	if err != nil {
@@ -48,9 +55,10 @@ func TestDerive(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"wake-up", c.WakeUp, 75.307},
-		{"per delivery", c.PerDelivery, 5.2322},
-		{"per message", c.PerMessage, 21.220},
+		{"wake-up", c.WakeUp, 75.305},
+		{"per delivery", c.PerDelivery, 9.1991},
+		{"per batched delivery", c.PerBatched, 5.3115},
+		{"per message", c.PerMessage, 5.3529},
 		{"split, nodes", c.SplitNode, 1.22 * 102.08},
 		{"split, Redis", c.SplitRedis, 89.6},
 		{"owned, nodes", c.OwnedNode, 0.29 * 102.08},
@@ -61,18 +69,34 @@ func TestDerive(t *testing.T) {
 			t.Errorf("%s: %.4f, want %.4f", tc.name, tc.got, tc.want)
 		}
 	}
-	// The model gives back what it was derived from.
+	// The model gives back what it was derived from (rooms of 10: the
+	// median of the two runs). Every row sent 1 msg/s per client, so a
+	// connection got as many frames a second as its room has members.
 	for _, tc := range []struct {
 		name              string
 		msgs, size, usDel float64
 	}{
 		{"rooms 2500×4", 10000, 4, 16.75},
 		{"cluster 500×4, one node", 2000, 4, 25.52},
+		{"compression 256 B off, 200×10", 2000, 10, 15.005},
 		{"oneroom n=200", 200, 200, 5.63},
 	} {
-		got := c.NodeCPU(tc.msgs, tc.size, 1) * 1e6 / (tc.msgs * tc.size)
+		got := c.NodeCPU(tc.msgs, tc.size, tc.size, 1) * 1e6 / (tc.msgs * tc.size)
 		if math.Abs(got-tc.usDel) > 0.01 {
 			t.Errorf("%s: %.3f µs per delivery, measured %.2f", tc.name, got, tc.usDel)
+		}
+	}
+}
+
+// TestDeliveryBatches pins d(f): a writev of its own up to 10 frames a
+// second per connection, the big room's cost from 200, log-linear between.
+func TestDeliveryBatches(t *testing.T) {
+	c := Costs{PerDelivery: 9, PerBatched: 5}
+	for _, tc := range []struct{ frames, want float64 }{
+		{0.01, 9}, {4, 9}, {10, 9}, {math.Sqrt(10 * 200), 7}, {200, 5}, {5000, 5},
+	} {
+		if got := c.Delivery(tc.frames); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%g frames/s: %.4f µs per delivery, want %.4f", tc.frames, got, tc.want)
 		}
 	}
 }
@@ -88,6 +112,7 @@ func TestDeriveRefuses(t *testing.T) {
 		{"zero", func(f []Figure) []Figure { f[0].Value = 0; return f }, "not a measurement"},
 		{"light busier than busy", func(f []Figure) []Figure { f[1].Rate = 1e5; return f }, "cannot give the cost of a wake-up"},
 		{"big room dearer than small", func(f []Figure) []Figure { f[2].Value = 0.01; return f }, "do not fit the model"},
+		{"rooms of 10 cheaper than rooms of 4", func(f []Figure) []Figure { f[3].Value, f[4].Value = 1, 1; return f }, "do not fit the model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Derive(tc.change(append([]Figure(nil), figs...)))
@@ -95,5 +120,52 @@ func TestDeriveRefuses(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFromBenchRoomsOfTen reads rooms of 10 from a bench file's
+// "compression 256 B off" rows (their median, as the doc's two runs), and
+// takes the doc's figures, both runs, when the file lacks them.
+func TestFromBenchRoomsOfTen(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rows ...results.BenchRow) string {
+		path := filepath.Join(dir, name)
+		if err := results.WriteBenchFile(path, results.BenchFile{Version: "test", Machine: "test", Rows: rows}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	busy := results.BenchRow{Scenario: "rooms 2500×4", PerSecond: 40000, CPUPerDel: 16}
+	with := write("with.json", busy,
+		results.BenchRow{Scenario: "compression 256 B off", PerSecond: 20000, CPUPerDel: 11},
+		results.BenchRow{Scenario: "#2 compression 256 B off", PerSecond: 19000, CPUPerDel: 13},
+		results.BenchRow{Scenario: "compression 256 B on", PerSecond: 20000, CPUPerDel: 40})
+	without := write("without.json", busy)
+	for _, tc := range []struct {
+		path   string
+		values []float64
+		rate   float64
+		source string
+	}{
+		{with, []float64{12}, 19500, with},
+		{without, []float64{12.19, 17.82}, midRoomsRate, "not in " + without},
+	} {
+		figs, err := FromBench(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []float64
+		for _, f := range figs {
+			if f.Key != KeyMidRooms {
+				continue
+			}
+			got = append(got, f.Value)
+			if f.Rate != tc.rate || !strings.HasPrefix(f.Source, tc.source) {
+				t.Errorf("%s: rooms of 10 at %g deliveries/s from %q, want %g from %s", tc.path, f.Rate, f.Source, tc.rate, tc.source)
+			}
+		}
+		if !slices.Equal(got, tc.values) {
+			t.Errorf("%s: rooms of 10 %v, want %v", tc.path, got, tc.values)
+		}
 	}
 }

@@ -171,7 +171,8 @@ func (p *Plan) at(nodes int) {
 	}
 	f := p.Spanning
 	msgs := p.Messages / N
-	p.CPUPerNode = c.NodeCPU(msgs, w.RoomSize, n.Cores)
+	// Each connection receives rate × room size frames a second.
+	p.CPUPerNode = c.NodeCPU(msgs, w.RoomSize, w.Rate*w.RoomSize, n.Cores)
 	p.ClusterPerNode, p.RedisCPU, p.RedisShards, p.RedisMemory = 0, 0, 0, 0
 	if nodes > 1 {
 		p.ClusterPerNode = msgs * (f*c.SplitNode + (1-f)*c.OwnedNode) / 1e6

@@ -8,7 +8,7 @@ import (
 
 // testCosts are round unit costs, so that the cases below can be worked
 // out by hand (WakeUp 0: CPU is linear in messages).
-var testCosts = Costs{PerMessage: 20, PerDelivery: 5, SplitNode: 100, SplitRedis: 80, OwnedNode: 30, OwnedRedis: 40,
+var testCosts = Costs{PerMessage: 20, PerDelivery: 5, PerBatched: 5, SplitNode: 100, SplitRedis: 80, OwnedNode: 30, OwnedRedis: 40,
 	ConnectUS: 300, IdleBytes: 1024}
 
 func TestMake(t *testing.T) {

@@ -58,8 +58,10 @@ MODEL
   connections  = users (one WebSocket each, in all its rooms)
   rooms        = users × rooms per user ÷ room size
   messages/s   = users × rate;  deliveries/s = messages/s × room size (the sender's echo included)
-  node CPU     = messages/s × (m + s·d + w·(1 − u)) per core busy a share u, s = room size:
-                 m = %.1f µs per message, d = %.2f µs per delivery, w = %.1f µs to wake an idle loop
+  node CPU     = messages/s × (m + s·d(f) + w·(1 − u)) per core busy a share u, s = room size:
+                 m = %.2f µs per message, w = %.1f µs to wake an idle loop, d(f) per delivery to a
+                 connection receiving f frames/s: %.2f µs up to 10 (a writev each), %.2f µs from 200
+                 (frames share writevs), log-linear between; here f = rate × room size = %s, d = %.2f µs
   cluster      = per message, all nodes together: %.0f µs (room spanning nodes) or %.0f µs (room on one
                  node); Redis %.0f µs or %.0f µs per message, one core per shard, same headroom
   memory       = %s + connections × %s + rooms loaded × history (%s messages) × (%s + %d B) × %d (Go GC)
@@ -80,7 +82,7 @@ ASSUMPTIONS
   - Rates above serve's --rate-limit (%d/s) are refused; kernel socket buffers are outside RSS.
 
 COSTS (unit figures, and where they came from)
-`, c.PerMessage, c.PerDelivery, c.WakeUp, c.SplitNode, c.OwnedNode, c.SplitRedis, c.OwnedRedis,
+`, c.PerMessage, c.WakeUp, c.PerDelivery, c.PerBatched, num(w.Rate*w.RoomSize), c.Delivery(w.Rate*w.RoomSize), c.SplitNode, c.OwnedNode, c.SplitRedis, c.OwnedRedis,
 		bytes(baseRSS), bytes(c.IdleBytes), num(w.History), bytes(p.OutFrame), historyEntry, gcFactor,
 		bytes(p.ClientFrame), bytes(w.MsgSize), bytes(p.OutFrame), filesReserve, c.ConnectUS,
 		spanning(w.Spanning, p.Spanning), pct(n.Headroom), pct(memoryShare), rateLimit)

@@ -47,7 +47,7 @@ generator itself.`
   scalechat bench idle oneroom    # two scenarios
   scalechat bench --smoke         # tiny sizes, as CI runs it
   scalechat bench --repeat 3 cluster   # the cluster table 3 times in turn, with medians
-  scalechat bench --json bench.json idle rooms oneroom cluster transports   # then: scalechat plan --from bench.json
+  scalechat bench --json bench.json idle rooms oneroom compression cluster transports   # then: scalechat plan --from bench.json
   scalechat bench transports --from 100 --to 500   # one scenario with its own flags`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if opt.Repeat < 1 {

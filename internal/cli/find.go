@@ -34,6 +34,7 @@ type findFlags struct {
 	resolution  string
 	res         float64
 	probes      int
+	warmup      time.Duration
 	serverCores int
 }
 
@@ -43,8 +44,9 @@ func (o *findFlags) define(f *pflag.FlagSet) {
 	f.Float64Var(&o.max, "find-max", 0, "the highest load --find tries (default 1024 × --find-start)")
 	f.Float64Var(&o.factor, "find-factor", 2, "how much --find grows the load between probes until an SLO breaks")
 	f.StringVar(&o.resolution, "find-resolution", "10%", "--find bisects until the load that breaks an SLO is within this of the load that meets them")
-	f.IntVar(&o.probes, "find-probes", 12, "at most this many probes (each one step of --duration)")
-	f.IntVar(&o.serverCores, "server-cores", 0, "cores the server may use, to tell when its CPU (from --server-metrics) is the limit (default: this machine's when --url is a loopback address)")
+	f.IntVar(&o.probes, "find-probes", 12, "at most this many probes (each a warm-up step of --find-warmup, then a measured step of --duration)")
+	f.DurationVar(&o.warmup, "find-warmup", 2*time.Second, "each probe first runs its load this long as a step of its own that is recorded but not judged (0: no warm-up)")
+	f.IntVar(&o.serverCores, "server-cores", 0, "cores the server may use, to tell when its CPU (from --server-metrics or --server-pid) is the limit (default: this machine's when --url is a loopback address)")
 }
 
 // check validates the search against the plan.
@@ -81,6 +83,9 @@ func (o *findFlags) check(cfg *loadtest.Config) error {
 		return fmt.Errorf("--find-resolution: %w", err)
 	}
 	o.res = r
+	if o.warmup < 0 {
+		return fmt.Errorf("--find-warmup must not be negative, not %s", o.warmup)
+	}
 	if o.start <= 0 || o.max < o.start || o.factor <= 1 || o.probes < 1 {
 		return fmt.Errorf("--find-start %g, --find-max %g, --find-factor %g and --find-probes %d do not make a search (start > 0, max ≥ start, factor > 1, probes ≥ 1)",
 			o.start, o.max, o.factor, o.probes)
@@ -213,13 +218,21 @@ func (s *search) probe(ctx context.Context, load float64) (float64, knee.Outcome
 	return ran, o, err
 }
 
-// probeOnce runs one step at load, bounded in time, and judges it.
+// probeOnce runs one probe at load, bounded in time, and judges it: a
+// warm-up step (when --find-warmup is set) and the measured step, one
+// after the other in one run, each recorded in the probe's meta.json; the
+// SLOs are judged on the measured step only.
 func (s *search) probeOnce(ctx context.Context, load float64) (float64, knee.Outcome, error) {
 	i := len(s.knee.Probes) + 1
 	cfg := *s.base
 	step := s.fl.at(cfg.Steps[0], load)
 	step.Name = fmt.Sprintf("p%02d", i)
 	cfg.Steps = []loadtest.Step{step}
+	if s.fl.warmup > 0 {
+		cfg.Steps = []loadtest.Step{warmupStep(step, s.fl.warmup), step}
+		cfg.Pause = 0 // the measured step follows the warm-up at once
+	}
+	cfg.SLO = onStep(s.base.SLO, step.Name)
 	cfg.Out = results.ProbeOut(s.base.Out, i)
 	cfg.RoomPrefix = fmt.Sprintf("%sp%02d", s.base.RoomPrefix, i)
 	ran := s.fl.load(step)
@@ -229,7 +242,11 @@ func (s *search) probeOnce(ctx context.Context, load float64) (float64, knee.Out
 		s.addProbe(ran, results.StepMeta{Name: step.Name, Saturated: true, SaturationReason: err.Error()}, nil, nil, cfg.Out)
 		return ran, knee.Saturated, nil
 	}
-	bound := time.Duration(float64(step.Clients())/step.Ramp*float64(time.Second)) + cfg.ConnectTimeout.D() + step.Duration.D() + step.Drain.D() + 30*time.Second
+	var bound time.Duration
+	for _, st := range cfg.Steps {
+		bound += time.Duration(float64(st.Clients())/st.Ramp*float64(time.Second)) + cfg.ConnectTimeout.D() + st.Duration.D() + st.Drain.D()
+	}
+	bound += 30 * time.Second
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	fmt.Fprintf(stderr, "probe %s: %g %s\n", step.Name, ran, s.fl.unit())
@@ -243,16 +260,23 @@ func (s *search) probeOnce(ctx context.Context, load float64) (float64, knee.Out
 	if ctx.Err() != nil {
 		return ran, knee.Fail, ctx.Err()
 	}
-	failures := res.Failures
+	// The warm-up is recorded, not judged: its failures (loss, errors) are
+	// in its meta.json but do not fail the probe.
+	var failures []string
+	for _, f := range res.Failures {
+		if len(cfg.Steps) == 1 || !strings.HasPrefix(f, "step "+cfg.Steps[0].Name+": ") {
+			failures = append(failures, f)
+		}
+	}
 	if pctx.Err() != nil {
 		failures = append(failures, fmt.Sprintf("step %s: did not end within %s", step.Name, bound))
 	}
-	if len(res.Meta.Steps) != 1 {
+	if len(res.Meta.Steps) != len(cfg.Steps) {
 		return ran, knee.Fail, fmt.Errorf("probe %s: the step did not finish", step.Name)
 	}
-	sm := res.Meta.Steps[0]
+	sm := res.Meta.Steps[len(res.Meta.Steps)-1]
 	var rows []results.ServerRow
-	if len(cfg.ServerMetrics) > 0 {
+	if cfg.WatchesServers() {
 		rows, _, _ = results.ReadServer(results.ServerMetricsPath(cfg.Out))
 	}
 	p := s.addProbe(ran, sm, res.SLO, failures, cfg.Out)
@@ -274,6 +298,25 @@ func (s *search) probeOnce(ctx context.Context, load float64) (float64, knee.Out
 		}
 	}
 	return ran, knee.Pass, nil
+}
+
+// warmupStep is the warm-up of a probe: its load for d, on rooms and
+// clients of its own.
+func warmupStep(measured loadtest.Step, d time.Duration) loadtest.Step {
+	w := measured
+	w.Name = measured.Name + "-warmup"
+	w.Duration = loadtest.Duration(d)
+	return w
+}
+
+// onStep returns objs, each judged on step name only.
+func onStep(objs []slo.Objective, name string) []slo.Objective {
+	out := make([]slo.Objective, len(objs))
+	for i, o := range objs {
+		o.Step = name
+		out[i] = o
+	}
+	return out
 }
 
 // addProbe records a probe in the knee file.

@@ -137,6 +137,7 @@ func (o *loadtestFlags) define(f *pflag.FlagSet) {
 	f.Float64Var(&o.cfg.MaxLoss, "max-loss", 0, "fraction of expected deliveries a step may lose before the exit code says failure")
 	f.DurationVar(&o.connTO, "connect-timeout", 10*time.Second, "a client not joined this long after its connect began counts as a connection error; with --transport poll it also bounds each HTTP request (plus the wait of a long poll)")
 	f.StringArrayVar(&o.cfg.ServerMetrics, "server-metrics", nil, "a server's /metrics URL (repeat it, one per node), e.g. http://127.0.0.1:8081/metrics: scraped once a second into <out without .csv>.server.csv")
+	f.IntSliceVar(&o.cfg.ServerPIDs, "server-pid", nil, "a local server's process id (repeat it, or comma-separate): its CPU time and RSS read from /proc/PID/stat once a second into the same server CSV, for server CPU per delivery and --find's first limit without --server-metrics (name each server one way only: its CPU would count twice)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the machine check and the plan, then exit")
 	f.BoolVar(&o.isWorker, "internal-worker", false, "run as a worker of a parent loadtest (configuration on stdin)")
 	_ = f.MarkHidden("internal-worker")
@@ -270,7 +271,8 @@ the run could not be judged (a step connected nobody or is incomplete).
 
 --find rate|clients|room-size searches the knee: the highest load that meets --slo, growing
 the load from --find-start by --find-factor until an objective is missed, then bisecting to
---find-resolution; each probe is a step of its own (<out>.p01.csv, .meta.json) and the search
+--find-resolution; each probe is a run of its own (<out>.p01.csv, .meta.json) of two steps,
+a warm-up of --find-warmup (recorded, not judged) and the measured step, and the search
 is written to <out>.knee.json with the first limit at the knee (generator, rate limit,
 refusals, file descriptors, server CPU, connections, latency). A knee the generator limits is
 reported as "generator-limited: the server's knee is above X" (exit 4), never as the server's.`
@@ -294,6 +296,9 @@ const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per cl
 
   # with the server's CPU, memory and processing time beside the results
   scalechat loadtest --rooms 10 --room-size 20 --server-metrics http://127.0.0.1:8081/metrics
+
+  # a local server's CPU from /proc (a server without /metrics), judged per delivery
+  scalechat loadtest --rooms 10 --room-size 20 --server-pid "$(pgrep -nx scalechat)" --slo 'cpu_per_delivery<20us'
 
   # a Socket.IO 4 server with the join and chat handlers of docs/loadtest.md
   scalechat loadtest --protocol socketio --url ws://127.0.0.1:3000 --rooms 10 --room-size 20

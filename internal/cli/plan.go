@@ -44,7 +44,7 @@ shards when there are several), CPU, memory and open files per node, and bandwid
 and in total, in and out, WebSocket framing included, keeping --headroom of every node's
 CPU free. It uses the server's costs measured by scalechat bench: by default the figures
 docs/benchmarks.md records (measured on a 2 vCPU AMD EPYC VM), or, with --from, a file
-of "scalechat bench --json FILE idle rooms oneroom cluster transports" run on your own
+of "scalechat bench --json FILE idle rooms oneroom compression cluster transports" run on your own
 machine. It prints the model, its assumptions and where each figure came from.
 
 The workload comes from flags or from a YAML file with the same names (users, rooms_per_user,
@@ -56,7 +56,7 @@ How far off it is: docs/capacity.md.`,
 		Example: `  scalechat plan --users 1M --rooms-per-user 5 --room-size 20 --rate 1/min --msg-size 256
   scalechat plan --users 50k --room-size 200 --rate 1/s --cores 2 --memory 4GiB
   scalechat plan workload.yaml --headroom 30%
-  scalechat bench --json bench.json idle rooms oneroom cluster transports && scalechat plan --from bench.json --users 1M`,
+  scalechat bench --json bench.json idle rooms oneroom compression cluster transports && scalechat plan --from bench.json --users 1M`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/slo"
@@ -142,6 +143,7 @@ type Config struct {
 	NoCSV          bool          `json:"no_csv,omitempty"`         // no CSV, meta.json still written
 	Compression    bool          `json:"compression,omitempty"`    // offer permessage-deflate (WebSocket transport)
 	ServerMetrics  []string      `json:"server_metrics,omitempty"` // servers' /metrics URLs the parent scrapes into <out>.server.csv
+	ServerPIDs     []int         `json:"server_pids,omitempty"`    // local server processes whose CPU and RSS the parent reads from /proc into it
 	Progress       time.Duration `json:"-"`                        // progress interval; 0 = 1s
 	// Transport is TransportWS (default) or TransportPoll.
 	Transport string `json:"transport,omitempty"`
@@ -155,6 +157,10 @@ type Config struct {
 	// judges them; workers do not need them).
 	SLO []slo.Objective `json:"-"`
 }
+
+// WatchesServers reports whether the run records the servers' figures
+// (<out>.server.csv): from their /metrics or their /proc.
+func (c *Config) WatchesServers() bool { return len(c.ServerMetrics) > 0 || len(c.ServerPIDs) > 0 }
 
 var roomPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
 
@@ -215,6 +221,11 @@ func (c *Config) Validate() error {
 	for _, u := range c.ServerMetrics {
 		if err := scrape.CheckURL(u); err != nil {
 			return err
+		}
+	}
+	for _, pid := range c.ServerPIDs {
+		if _, err := procstat.Read(pid); pid <= 0 || err != nil {
+			return fmt.Errorf("--server-pid %d is not a process of this machine (its CPU is read from /proc/%d/stat)", pid, pid)
 		}
 	}
 	if len(c.Steps) == 0 {

@@ -44,7 +44,8 @@ type Result struct {
 // Run runs the load test in this process, or over cfg.Workers child
 // processes, writes the CSV part(s) and meta.json, and prints the summary.
 // ctx ends it gracefully (stop sending, drain, close), hard at once.
-// With cfg.ServerMetrics it also scrapes those servers once a second into
+// With cfg.ServerMetrics (or cfg.ServerPIDs) it also scrapes those servers
+// (reads those processes) once a second into
 // results.ServerMetricsPath(cfg.Out), from the start to the end of the run.
 func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	metaPath, parts := results.Paths(cfg.Out, cfg.Workers)
@@ -72,7 +73,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 	if res.Meta.Args == nil {
 		res.Meta.Args = []string{}
 	}
-	if len(cfg.ServerMetrics) > 0 {
+	if cfg.WatchesServers() {
 		res.Meta.ServerMetrics = filepath.Base(results.ServerMetricsPath(cfg.Out))
 	}
 	agg := newAggregator(opt.Stderr, opt.TTY, opt.Machine.Cores)
@@ -112,7 +113,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 // CSV, when there are any, and returns the function that stops it (after
 // one last scrape) and says whether the file was written.
 func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
-	if len(cfg.ServerMetrics) == 0 {
+	if !cfg.WatchesServers() {
 		return func() error { return nil }
 	}
 	path := results.ServerMetricsPath(cfg.Out)
@@ -124,7 +125,7 @@ func scrapeServers(cfg *Config, stderr io.Writer) (stop func() error) {
 	done := make(chan outcome, 1)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() {
-		sum, err := scrape.RecordServerCSV(ctx, path, cfg.ServerMetrics, log)
+		sum, err := scrape.RecordServerCSV(ctx, path, cfg.ServerMetrics, cfg.ServerPIDs, log)
 		done <- outcome{sum, err}
 	}()
 	return func() error {
@@ -381,7 +382,7 @@ func printSummary(w io.Writer, res *Result) {
 // the run's server CSV when it scraped one.
 func judge(cfg *Config, steps []results.StepMeta, stderr io.Writer) []slo.Result {
 	var rows []results.ServerRow
-	if len(cfg.ServerMetrics) > 0 && !cfg.NoRecord {
+	if cfg.WatchesServers() && !cfg.NoRecord {
 		var err error
 		if rows, _, err = results.ReadServer(results.ServerMetricsPath(cfg.Out)); err != nil {
 			fmt.Fprintf(stderr, "SLO: server metrics not read, cpu_per_delivery not measured: %v\n", err)

@@ -14,7 +14,8 @@ import (
 // test's.
 func TestRunPageShowsSLOs(t *testing.T) {
 	v := 63.2
-	missed := results.SLOResult{SLO: "p99<50ms", Step: "s2", Metric: "p99", Measured: &v, Value: "63.2ms", Verdict: "missed", Reason: "p99 = 63.2ms, not < 50ms"}
+	// An objective that names its step shows it once: in the step column.
+	missed := results.SLOResult{SLO: "s2:p99<50ms", Step: "s2", Metric: "p99", Measured: &v, Value: "63.2ms", Verdict: "missed", Reason: "p99 = 63.2ms, not < 50ms"}
 	met := results.SLOResult{SLO: "p99<50ms", Step: "s1", Metric: "p99", Value: "3.1ms", Verdict: "met", Reason: "p99 = 3.1ms, < 50ms"}
 	tests := []struct {
 		name    string
@@ -46,6 +47,11 @@ func TestRunPageShowsSLOs(t *testing.T) {
 			}
 			if len(pg.Warnings) != tt.warns {
 				t.Errorf("warnings %q", pg.Warnings)
+			}
+			for _, w := range pg.Warnings {
+				if w != "SLO missed: step s2, p99<50ms: p99 = 63.2ms, not < 50ms." {
+					t.Errorf("warning %q", w)
+				}
 			}
 		})
 	}

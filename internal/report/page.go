@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/slo"
 )
 
 // page is what every page of the report has: one skeleton, one style, one
@@ -88,7 +89,9 @@ var pageFuncs = template.FuncMap{
 		}
 		return fmtMs(v)
 	},
-	"pct":     fmtPct,
+	"pct": fmtPct,
+	// bare is an SLO without the step it names: the table has a step column.
+	"bare":    slo.Bare,
 	"count":   count,
 	"bytes":   size,
 	"num":     fmtNumber,

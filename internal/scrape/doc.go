@@ -1,7 +1,8 @@
 // Package scrape reads scalechat nodes' Prometheus metrics from outside:
 // the scraper that records servers' figures beside a load test's results
 // (<out>.server.csv), and the snapshots and histogram arithmetic the node's
-// own dashboard shares with it.
+// own dashboard shares with it. For a local server without metrics it reads
+// the process's CPU time and memory from /proc instead (PIDSource).
 //
 // It knows the metric names, not the server: the lab links it without
 // linking the server (internal/metrics exposes the figures under these names).

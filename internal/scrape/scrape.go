@@ -21,6 +21,7 @@ import (
 // load test and writes one <out>.server.csv row per server per scrape.
 type Scraper struct {
 	URLs     []string      // the servers' /metrics URLs; each names its node in the CSV
+	PIDs     []int         // local server processes read from /proc (PIDSource), named "pid:PID"
 	Interval time.Duration // 0 means one second
 	Client   *http.Client  // nil means one with a timeout of Interval
 	Logger   *slog.Logger  // nil means no logs
@@ -71,9 +72,12 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (Summary, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sources := make([]Source, len(s.URLs))
-	for i, u := range s.URLs {
-		sources[i] = URLSource(u, client)
+	sources := make([]Source, 0, len(s.URLs)+len(s.PIDs))
+	for _, u := range s.URLs {
+		sources = append(sources, URLSource(u, client))
+	}
+	for _, pid := range s.PIDs {
+		sources = append(sources, PIDSource(pid))
 	}
 	prev := make([]*Snapshot, len(sources))
 	failing := make([]bool, len(sources))
@@ -103,16 +107,16 @@ func (s *Scraper) Run(ctx context.Context, w io.Writer) (Summary, error) {
 			if errs[i] != nil {
 				sum.Failed++
 				if !failing[i] {
-					log.Warn("cannot scrape server metrics", "url", s.URLs[i], "err", errs[i])
+					log.Warn("cannot scrape server metrics", "node", sources[i].Node, "err", errs[i])
 				}
 				failing[i], prev[i] = true, nil
 				continue
 			}
 			if failing[i] {
-				log.Info("scraping server metrics again", "url", s.URLs[i])
+				log.Info("scraping server metrics again", "node", sources[i].Node)
 			}
 			failing[i] = false
-			row = AppendServerCSVRow(row[:0], s.URLs[i], prev[i], snaps[i])
+			row = AppendServerCSVRow(row[:0], sources[i].Node, prev[i], snaps[i])
 			if _, err := bw.Write(row); err != nil {
 				return fmt.Errorf("write server metrics: %w", err)
 			}
@@ -199,10 +203,11 @@ func appendCSVField(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// RecordServerCSV scrapes urls every second into the file at path (created
-// or truncated) until ctx is done: what `scalechat loadtest --server-metrics`
-// does beside <out>.csv.
-func RecordServerCSV(ctx context.Context, path string, urls []string, log *slog.Logger) (Summary, error) {
+// RecordServerCSV scrapes urls, and reads the processes pids from /proc,
+// every second into the file at path (created or truncated) until ctx is
+// done: what `scalechat loadtest --server-metrics` and `--server-pid` do
+// beside <out>.csv.
+func RecordServerCSV(ctx context.Context, path string, urls []string, pids []int, log *slog.Logger) (Summary, error) {
 	for _, u := range urls {
 		if err := CheckURL(u); err != nil {
 			return Summary{}, err
@@ -212,7 +217,7 @@ func RecordServerCSV(ctx context.Context, path string, urls []string, log *slog.
 	if err != nil {
 		return Summary{}, fmt.Errorf("create server metrics file: %w", err)
 	}
-	sc := &Scraper{URLs: urls, Logger: log}
+	sc := &Scraper{URLs: urls, PIDs: pids, Logger: log}
 	sum, err := sc.Run(ctx, f)
 	if cerr := f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close server metrics file: %w", cerr)

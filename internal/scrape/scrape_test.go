@@ -164,7 +164,7 @@ func TestScraperRefusesBadURLs(t *testing.T) {
 		if _, err := sc.Run(context.Background(), &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", u)
 		}
-		if _, err := RecordServerCSV(context.Background(), filepath.Join(t.TempDir(), "x.server.csv"), []string{u}, nil); err == nil {
+		if _, err := RecordServerCSV(context.Background(), filepath.Join(t.TempDir(), "x.server.csv"), []string{u}, nil, nil); err == nil {
 			t.Errorf("RecordServerCSV accepted %q", u)
 		}
 	}
@@ -180,7 +180,7 @@ func TestRecordServerCSV(t *testing.T) {
 	s := httptest.NewServer(n)
 	defer s.Close()
 	path := filepath.Join(t.TempDir(), "run.server.csv")
-	sum, err := RecordServerCSV(ctx, path, []string{s.URL + "/metrics"}, nil)
+	sum, err := RecordServerCSV(ctx, path, []string{s.URL + "/metrics"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestRecordServerCSV(t *testing.T) {
 	if sum.Rows != 2 || len(lines) != 3 || lines[0] != results.ServerHeader {
 		t.Errorf("summary %+v, file:\n%s", sum, b)
 	}
-	if _, err := RecordServerCSV(context.Background(), filepath.Join(t.TempDir(), "no", "such", "dir.csv"), []string{s.URL}, nil); err == nil {
+	if _, err := RecordServerCSV(context.Background(), filepath.Join(t.TempDir(), "no", "such", "dir.csv"), []string{s.URL}, nil, nil); err == nil {
 		t.Error("an uncreatable file gave no error")
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/scalechat/scalechat/internal/procstat"
 )
 
 // Source gathers the metrics of one node.
@@ -46,6 +49,35 @@ func URLSource(url string, client *http.Client) Source {
 		}
 		return families, nil
 	}}
+}
+
+// PIDSource reads a local process's CPU time and resident memory from
+// /proc/PID/stat, as process_cpu_seconds_total and
+// process_resident_memory_bytes, for a server whose /metrics is not
+// scraped (or that has none). The node is named "pid:PID". /proc counts CPU
+// time in ticks of 10 ms.
+func PIDSource(pid int) Source {
+	return Source{Node: "pid:" + strconv.Itoa(pid), Gather: func(context.Context) ([]*dto.MetricFamily, error) {
+		st, err := procstat.Read(pid)
+		if err != nil {
+			return nil, fmt.Errorf("read process %d: %w", pid, err)
+		}
+		return []*dto.MetricFamily{
+			family("process_cpu_seconds_total", dto.MetricType_COUNTER, st.CPU.Seconds()),
+			family("process_resident_memory_bytes", dto.MetricType_GAUGE, float64(st.RSS)),
+		}, nil
+	}}
+}
+
+// family is a metric family of one unlabelled counter or gauge.
+func family(name string, kind dto.MetricType, v float64) *dto.MetricFamily {
+	m := &dto.Metric{}
+	if kind == dto.MetricType_COUNTER {
+		m.Counter = &dto.Counter{Value: &v}
+	} else {
+		m.Gauge = &dto.Gauge{Value: &v}
+	}
+	return &dto.MetricFamily{Name: &name, Type: &kind, Metric: []*dto.Metric{m}}
 }
 
 // limitedReader is io.LimitReader that fails, instead of ending quietly,

@@ -86,7 +86,7 @@ func judge(o Objective, s Step) Result {
 func hint(metric string) string {
 	switch metric {
 	case "cpu_per_delivery":
-		return " (it needs the server's metrics: --server-metrics)"
+		return " (it needs the server's CPU: --server-metrics or --server-pid)"
 	case "p50", "p90", "p99", "p99.9", "max":
 		return " (no message was delivered)"
 	}
@@ -136,8 +136,15 @@ func trim(v float64) string {
 	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
 }
 
-// Print writes one line per result, "SLO s1 p99<50ms: met (p99 = 3.1ms, <
-// 50ms)", then the overall verdict; nothing when rs is empty.
+// Bare returns r's objective without the step it names, if it names one:
+// "p99<50ms" for "s2:p99<50ms", for printouts that name the step apart.
+func Bare(r Result) string {
+	return strings.TrimPrefix(r.SLO, r.Step+":")
+}
+
+// Print writes one line per result, "SLO s1 p99<50ms: MET (p99 = 3.1ms, <
+// 50ms)" (an objective naming its step is printed without it, the step
+// once), then the overall verdict; nothing when rs is empty.
 func Print(w io.Writer, rs []Result) {
 	if len(rs) == 0 {
 		return
@@ -145,7 +152,7 @@ func Print(w io.Writer, rs []Result) {
 	n := map[Verdict]int{}
 	for _, r := range rs {
 		n[r.Verdict]++
-		fmt.Fprintf(w, "SLO %s %s: %s (%s)\n", r.Step, r.SLO, strings.ToUpper(string(r.Verdict)), r.Reason)
+		fmt.Fprintf(w, "SLO %s %s: %s (%s)\n", r.Step, Bare(r), strings.ToUpper(string(r.Verdict)), r.Reason)
 	}
 	fmt.Fprintf(w, "SLO verdict: %s (%d met, %d missed, %d inconclusive)\n", strings.ToUpper(string(Worst(rs))), n[Met], n[Missed], n[Inconclusive])
 }

@@ -74,8 +74,8 @@ func WriteJUnit(w io.Writer, suites []Suite) error {
 			js.Timestamp = s.Timestamp.UTC().Format("2006-01-02T15:04:05")
 		}
 		for _, r := range s.Results {
-			c := junitCase{Name: r.Step + ": " + r.SLO, Classname: "scalechat.slo." + r.Step, Time: "0", SystemOut: r.Reason}
-			p := &junitProblem{Message: r.Reason, Text: fmt.Sprintf("SLO %s in step %s: measured %s (%s)", r.SLO, r.Step, r.Value, r.Verdict)}
+			c := junitCase{Name: r.Step + ": " + Bare(r), Classname: "scalechat.slo." + r.Step, Time: "0", SystemOut: r.Reason}
+			p := &junitProblem{Message: r.Reason, Text: fmt.Sprintf("SLO %s in step %s: measured %s (%s)", Bare(r), r.Step, r.Value, r.Verdict)}
 			switch r.Verdict {
 			case Missed:
 				p.Type = "slo-missed"

@@ -257,3 +257,38 @@ func TestJUnitShape(t *testing.T) {
 		t.Errorf("met case: %+v", s.Cases[2])
 	}
 }
+
+// TestStepNamedOnce: an objective that names its step is printed, and
+// named in JUnit, with the step once ("SLO big p99.9<100ms", not "SLO big
+// big:p99.9<100ms"), like one that names none.
+func TestStepNamedOnce(t *testing.T) {
+	objs, err := Parse("p99<50ms,big:p99.9<100ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := Evaluate(objs, []Step{
+		{Name: "small", Figures: map[string]float64{"p99": 3, "p99.9": 5}},
+		{Name: "big", Figures: map[string]float64{"p99": 60, "p99.9": 76.351}},
+	})
+	var out bytes.Buffer
+	Print(&out, rs)
+	want := `SLO small p99<50ms: MET (p99 = 3ms, < 50ms)
+SLO big p99<50ms: MISSED (p99 = 60ms, not < 50ms)
+SLO big p99.9<100ms: MET (p99.9 = 76.351ms, < 100ms)
+SLO verdict: MISSED (2 met, 1 missed, 0 inconclusive)
+`
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	var x bytes.Buffer
+	if err := WriteJUnit(&x, []Suite{{Name: "run", Results: rs}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(x.String(), `<testcase name="big: p99.9&lt;100ms"`) || strings.Contains(x.String(), "big:p99.9") {
+		t.Errorf("JUnit names the step twice:\n%s", x.String())
+	}
+	// The objective as written stays in the results (meta.json, summary.json).
+	if rs[2].SLO != "big:p99.9<100ms" || Bare(rs[2]) != "p99.9<100ms" || Bare(rs[0]) != "p99<50ms" {
+		t.Errorf("results %q, %q", rs[2].SLO, rs[0].SLO)
+	}
+}
