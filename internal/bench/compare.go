@@ -182,6 +182,9 @@ func (r *runner) compareTarget(ctx context.Context, t loadtest.Target, steps str
 	if t.Namespace != "" {
 		args = append(args, "--namespace", t.Namespace)
 	}
+	if loopbackURL(u) {
+		args = append(args, "--source-ips", sources) // past one address's ephemeral ports
+	}
 	g, err := r.startLoadtest(ctx, t.Name, u, timeout, args...)
 	if err != nil {
 		return nil, err
@@ -219,6 +222,9 @@ func targetRow(t loadtest.Target, s results.StepMeta, g *genRun, srv *sampler, b
 		row.RSS = srv.maxRSS(s.SendStartedAt, s.SendEndedAt)
 		if s.Joined > 0 && row.RSS > 0 {
 			row.RSSPerConn = float64(row.RSS-base.rss) / float64(s.Joined)
+		}
+		if s.Joined > 0 && !s.StartedAt.IsZero() {
+			row.CPUPerConnect = float64(srv.cpuBetween(s.StartedAt, s.SendStartedAt).Nanoseconds()) / 1e3 / float64(s.Joined)
 		}
 	}
 	var notes []string
@@ -297,7 +303,7 @@ func writeTargets(dir string, t *results.Targets) error {
 func printTargets(w io.Writer, t *results.Targets) {
 	fmt.Fprintf(w, "scalechat bench compare %s; %s; load average before %s, after %s\n", t.Scenario, t.Pinning, t.LoadBefore, t.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tstep\tclients\tdeliveries/s\tdelivery\tunexpected\tp50\tp99\tmax\tCPU/delivery\tRSS/conn\tgenerator\tnote\t")
+	fmt.Fprintln(tw, "target\tstep\tclients\tdeliveries/s\tdelivery\tunexpected\tp50\tp99\tmax\tCPU/delivery\tCPU/connect\tRSS/conn\tgenerator\tnote\t")
 	for _, r := range t.Rows {
 		gen := fmt.Sprintf("%.0f%%", 100*r.GeneratorCPU)
 		if r.Saturated {
@@ -307,10 +313,11 @@ func printTargets(w io.Writer, t *results.Targets) {
 		if r.Measured() {
 			p50, p99, hi, cpu = ms(r.P50), ms(r.P99), ms(r.Max), us(r.CPUPerDelivery)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, dash(r.Step), r.Clients, rate(r.PerSecond),
-			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, kib(r.RSSPerConn), gen, r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, dash(r.Step), r.Clients, rate(r.PerSecond),
+			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, perConnect(r.CPUPerConnect), kib(r.RSSPerConn), gen, r.Note)
 	}
 	tw.Flush()
+	printRatios(w, t.Rows)
 	for _, r := range t.Rows {
 		if r.Failure() != "" {
 			fmt.Fprintf(w, "WARNING: target %s%s: %s\n", r.Target, stepOf(r.Step), r.Note)

@@ -49,6 +49,12 @@ type TargetRow struct {
 	GeneratorCPU   float64 `json:"generator_cpu_share"`             // of one core, over the window
 	Saturated      bool    `json:"saturated"`
 	Note           string  `json:"note,omitempty"` // why the row is not to be trusted; a failed row's begins with FAILED
+
+	// CPUPerConnect is the server's CPU µs from the step's start to its
+	// first send (or its holding), over the clients that joined: what
+	// accepting, upgrading and joining a connection costs (0 when the
+	// process is not known or nobody joined).
+	CPUPerConnect float64 `json:"server_cpu_us_per_connect"`
 }
 
 // Failure says, in a few words, why a row measured nothing: its target's
@@ -102,7 +108,7 @@ type Targets struct {
 // TargetsHeader is the header row of targets.csv.
 const TargetsHeader = "target,protocol,step,clients,joined,sent,expected,received,unexpected,errors,delivery_ratio," +
 	"deliveries_per_second,p50_ms,p90_ms,p99_ms,max_ms,server_cpu_us_per_delivery,server_rss_bytes," +
-	"server_rss_bytes_per_connection,generator_cpu_share,saturated,note"
+	"server_rss_bytes_per_connection,generator_cpu_share,saturated,server_cpu_us_per_connect,note"
 
 // WriteTargetsCSV writes rows with the header.
 func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
@@ -115,7 +121,7 @@ func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
 	for _, r := range rows {
 		if err := cw.Write([]string{r.Target, r.Protocol, r.Step, i(r.Clients), i(r.Joined), i(r.Sent), i(r.Expected), i(r.Received),
 			i(r.Unexpected), i(r.Errors), strconv.FormatFloat(r.Ratio, 'f', 6, 64), f(r.PerSecond), f(r.P50), f(r.P90), f(r.P99), f(r.Max),
-			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated), r.Note}); err != nil {
+			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated), f(r.CPUPerConnect), r.Note}); err != nil {
 			return err
 		}
 	}

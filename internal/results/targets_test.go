@@ -11,7 +11,7 @@ import (
 )
 
 func TestTargetsFiles(t *testing.T) {
-	rows := []TargetRow{{Target: "a,b", Protocol: "legacy", Step: "s1", Clients: 4, Received: 40, Ratio: 1, P99: 1.5, CPUPerDelivery: 12.25, Saturated: true, Note: "slow; see x"}}
+	rows := []TargetRow{{Target: "a,b", Protocol: "legacy", Step: "s1", Clients: 4, Received: 40, Ratio: 1, P99: 1.5, CPUPerDelivery: 12.25, Saturated: true, CPUPerConnect: 180.5, Note: "slow; see x"}}
 	var b bytes.Buffer
 	if err := WriteTargetsCSV(&b, rows); err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func TestTargetsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(recs) != 2 || strings.Join(recs[0], ",") != TargetsHeader || len(recs[1]) != len(recs[0]) ||
-		recs[1][0] != "a,b" || recs[1][16] != "12.250" || recs[1][20] != "true" || recs[1][21] != "slow; see x" {
+		recs[1][0] != "a,b" || recs[1][16] != "12.250" || recs[1][20] != "true" || recs[1][21] != "180.500" || recs[1][22] != "slow; see x" {
 		t.Errorf("targets.csv = %q", recs)
 	}
 	dir := t.TempDir()
