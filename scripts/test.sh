@@ -7,7 +7,7 @@
 # where installed), the allocation tests without the race detector and
 # every Go benchmark once, a short run of each fuzz target, and the Autobahn
 # testsuite against the server (scripts/autobahn.sh; needs Python 2.7).
-# Node packages come from the lockfiles of clients/js and deploy/socketio (npm ci).
+# Node packages come from the lockfiles of clients/js, deploy/socketio and deploy/bun (npm ci).
 #
 #   scripts/test.sh            all of it
 #   FUZZTIME=30s scripts/test.sh   longer fuzzing
@@ -40,6 +40,12 @@ fi
 # The real Socket.IO server the loadtest and audit tests run against.
 echo "== Socket.IO server (deploy/socketio)"
 [ -d deploy/socketio/node_modules ] || (cd deploy/socketio && npm ci --no-audit --no-fund)
+# Bun (uWebSockets), the server scenarios/bun.yaml sets beside ours; its npm
+# package exists for x86-64 Linux only.
+if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+  echo "== Bun server (deploy/bun)"
+  [ -d deploy/bun/node_modules ] || (cd deploy/bun && npm ci --no-audit --no-fund)
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
