@@ -40,8 +40,9 @@ The generator runs pinned to CPU 1.
 
 It prints one table (deliveries/s, delivery ratio, unexpected deliveries, latency p50, p99
 and max, server CPU µs per delivery and RSS per connection over each step's sending window,
-generator CPU and saturation) and writes targets.csv, targets.json and every run's files
-into --out; "scalechat report --out DIR OUT" draws the targets side by side.
+server CPU µs per connection accepted from the step's start to its first send, generator
+CPU and saturation), then every target's costs over the first target's per step, and
+writes targets.csv, targets.json and every run's files into --out; "scalechat report --out DIR OUT" draws the targets side by side.
 
 --slo judges every step of every target against objectives (steps named TARGET/STEP, so
 "ours/s2:p99<50ms" names one; latency, delivery, errors, unexpected and cpu_per_delivery from
