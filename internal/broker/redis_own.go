@@ -63,12 +63,16 @@ const (
 )
 
 // publishScript gives a message its seq, stores it and publishes it, and
-// keeps the room's epoch alive as long as its seq; it grants the room to
-// the publishing node when that node alone subscribes to it.
+// keeps the room's keys alive as long as its seq; it grants the room to
+// the publishing node when that node alone subscribes to it. The keys'
+// TTLs are renewed only when the node asks (ARGV[8] "1", at most every
+// quarter TTL per room: refreshDue) or the counter is new: four EXPIREs
+// were a third of the script's Redis CPU.
 // KEYS: seq, history, epoch, holder, the set of nodes that loaded the
 // room. ARGV: prefix, suffix, history size, TTL in seconds, channel, "s" to
-// publish on a shard channel, node. Returns {seq, 1 when the node owns the
-// room}, or {0, -1} without publishing when another node holds the room.
+// publish on a shard channel, node, "1" to renew the TTLs. Returns {seq, 1
+// when the node owns the room}, or {0, -1} without publishing when another
+// node holds the room.
 var publishScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[4])
 if holder and holder ~= ARGV[7] then
@@ -76,13 +80,16 @@ if holder and holder ~= ARGV[7] then
 end
 local seq = redis.call('INCR', KEYS[1])
 local msg = ARGV[1] .. seq .. ARGV[2]
+local renew = ARGV[8] == '1' or seq == 1
 if tonumber(ARGV[3]) > 0 then
   redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], seq .. '-1', 'm', msg)
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  if renew then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
 end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-redis.call('EXPIRE', KEYS[5], ARGV[4])
+if renew then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[5], ARGV[4])
+end
 if ARGV[6] == 's' then
   redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
 else

@@ -108,28 +108,35 @@ func (b *Redis) queue(j job) {
 // others: what a node that dies loses at most from Redis's history.
 const persistLinger = 5 * time.Millisecond
 
+// publishLinger is how long a publish waits for others to go out with it
+// in one round: a round costs the node a goroutine wake, a write and a
+// read, and Redis a read and a write to each subscribed node, however many
+// messages it carries. Go's timers may make it up to about a millisecond
+// on an idle node.
+const publishLinger = 500 * time.Microsecond
+
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
 // round.
 func (b *Redis) publishLoop(ctx context.Context) {
 	var batch []job
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.pubWake:
+			// Gather the publishes of a fraction of a millisecond.
+			if !linger(ctx, t, publishLinger, nil) {
+				return
+			}
 		case <-b.persistWake:
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
-			// publish comes, which goes out at once.
-			t := time.NewTimer(persistLinger)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			// publish comes, which waits no longer than its own linger.
+			if !linger(ctx, t, persistLinger, b.pubWake) {
 				return
-			case <-b.pubWake:
-			case <-t.C:
 			}
-			t.Stop()
 		}
 		if b.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
@@ -152,6 +159,26 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			}
 		}
 		clear(batch)
+	}
+}
+
+// linger waits for d on t, or until wake, whichever first (then for
+// publishLinger at most); it reports false when ctx ended.
+func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struct{}) bool {
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-wake:
+	}
+	t.Reset(publishLinger)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -178,6 +205,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	mode := b.publishMode()
+	now := time.Now()
 	type call struct {
 		j   int // index in batch of the call's (first) job
 		cmd redis.Cmder
@@ -217,7 +245,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			switch j.kind {
 			case jobPublish:
 				cmd = publishScript.EvalSha(ctx, p, b.publishKeys(j.p.Room),
-					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id)
+					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id, b.renewDue(j.p.Room, now))
 			case jobPersist:
 				cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), persistArgs[s.persist]...)
 			case jobRelease:
@@ -243,13 +271,15 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case err != nil && j.kind == jobPublish && b.cluster != nil && neverSent(err) && attempt < 3:
 			// A master the cluster client still thinks serves the room is
 			// gone (its view reloads in the background): try again.
+			b.renewFailed(j.p.Room)
 			retry = append(retry, j)
 		case err != nil && j.kind == jobLeave:
 			b.fail("leave a room", err)
 		case err != nil && j.kind == jobPublish:
 			// Redis is gone, or refused: the message may or may not be
-			// in the room's stream.
+			// in the room's stream, nor its keys' TTLs renewed.
 			b.fail("publish", err)
+			b.renewFailed(j.p.Room)
 			b.unsent(j.p)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
@@ -258,6 +288,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case j.kind == jobPublish:
 			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
 			if len(res) == 2 && res[1] == -1 { // another node holds the room: not published
+				b.renewFailed(j.p.Room)
 				b.block(ctx, j.p.Room, &j.p)
 				continue
 			}
@@ -331,6 +362,38 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 		cmd.SetErr(err)
 	}
 	return res.Err()
+}
+
+// renewInterval is how often, at most, a node's publishes renew a room's
+// TTLs in Redis: its keys then live at least ¾ of the TTL after its last
+// message, and at most the TTL.
+func (b *Redis) renewInterval() time.Duration { return b.cfg.TTL / 4 }
+
+// renewDue is publishScript's argument asking it to renew the room's TTLs:
+// "1" when this node has not renewed them for renewInterval (or never: a
+// room it has not subscribed renews every time), else "0".
+func (b *Redis) renewDue(room string, now time.Time) string {
+	b.subMu.Lock()
+	defer b.subMu.Unlock()
+	st := b.rooms[room]
+	if st == nil {
+		return "1"
+	}
+	if !st.renewed.IsZero() && now.Sub(st.renewed) < b.renewInterval() {
+		return "0"
+	}
+	st.renewed = now
+	return "1"
+}
+
+// renewFailed forgets a renewal whose publish Redis did not answer: the
+// room's next publish renews its TTLs again.
+func (b *Redis) renewFailed(room string) {
+	b.subMu.Lock()
+	if st := b.rooms[room]; st != nil {
+		st.renewed = time.Time{}
+	}
+	b.subMu.Unlock()
 }
 
 func (b *Redis) publishKeys(room string) []string {
