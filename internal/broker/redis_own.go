@@ -62,48 +62,66 @@ const (
 	releaseWait = time.Second
 )
 
-// publishScript gives a message its seq, stores it and publishes it, and
-// keeps the room's keys alive as long as its seq; it grants the room to
-// the publishing node when that node alone subscribes to it. The keys'
-// TTLs are renewed only when the node asks (ARGV[8] "1", at most every
-// quarter TTL per room: refreshDue) or the counter is new: four EXPIREs
-// were a third of the script's Redis CPU.
-// KEYS: seq, history, epoch, holder, the set of nodes that loaded the
-// room. ARGV: prefix, suffix, history size, TTL in seconds, channel, "s" to
-// publish on a shard channel, node, "1" to renew the TTLs. Returns {seq, 1
-// when the node owns the room}, or {0, -1} without publishing when another
-// node holds the room.
+// publishScript gives each of a batch of messages its seq, stores it and
+// publishes it, and keeps the room's keys alive as long as its seq; it
+// grants a room to the publishing node when that node alone subscribes to
+// it. A batch is what one round of a node holds for one Redis (for one hash
+// slot of a Redis Cluster), at most maxPublishBatch: one script call instead
+// of one a message. Each message runs as if alone, in the batch's order.
+// The keys' TTLs are renewed only when the node asks ("1", at most every
+// quarter TTL per room: renewDue) or the counter is new: four EXPIREs a
+// message were a third of the script's Redis CPU.
+// KEYS: per message seq, history, epoch, holder, the set of nodes that
+// loaded the room. ARGV: history size, TTL in seconds, "s" to publish on a
+// shard channel, node, then per message prefix, suffix, channel, "1" to
+// renew the TTLs. Returns per message seq and 1 when the node owns the
+// room, or 0 and -1, without publishing, when another node holds it.
 var publishScript = redis.NewScript(`
-local holder = redis.call('GET', KEYS[4])
-if holder and holder ~= ARGV[7] then
-  return {0, -1} -- another node orders this room: not here
+local node, ttl = ARGV[4], ARGV[2]
+local hist = tonumber(ARGV[1])
+local res = {}
+for m = 0, #KEYS / 5 - 1 do
+  local k, a = m * 5, 5 + m * 4
+  local holder = redis.call('GET', KEYS[k+4])
+  if holder and holder ~= node then
+    res[#res+1] = 0 -- another node orders this room: not here
+    res[#res+1] = -1
+  else
+    local seq = redis.call('INCR', KEYS[k+1])
+    local s = tostring(seq)
+    local msg = ARGV[a] .. s .. ARGV[a+1]
+    local renew = ARGV[a+3] == '1' or seq == 1
+    if hist > 0 then
+      redis.call('XADD', KEYS[k+2], 'MAXLEN', ARGV[1], s .. '-1', 'm', msg)
+      if renew then redis.call('EXPIRE', KEYS[k+2], ttl) end
+    end
+    if renew then
+      redis.call('EXPIRE', KEYS[k+1], ttl)
+      redis.call('EXPIRE', KEYS[k+3], ttl)
+      redis.call('EXPIRE', KEYS[k+5], ttl)
+    end
+    if ARGV[3] == 's' then
+      redis.call('SPUBLISH', ARGV[a+2], s .. ' ' .. msg)
+    else
+      redis.call('PUBLISH', ARGV[a+2], s .. ' ' .. msg)
+    end
+    local own = 0
+    if holder == node then
+      own = 1
+    elseif not holder and redis.call('SCARD', KEYS[k+5]) == 1 and redis.call('SISMEMBER', KEYS[k+5], node) == 1 then
+      redis.call('SET', KEYS[k+4], node, 'EX', ttl)
+      own = 1
+    end
+    res[#res+1] = seq
+    res[#res+1] = own
+  end
 end
-local seq = redis.call('INCR', KEYS[1])
-local msg = ARGV[1] .. seq .. ARGV[2]
-local renew = ARGV[8] == '1' or seq == 1
-if tonumber(ARGV[3]) > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], seq .. '-1', 'm', msg)
-  if renew then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
-end
-if renew then
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-  redis.call('EXPIRE', KEYS[3], ARGV[4])
-  redis.call('EXPIRE', KEYS[5], ARGV[4])
-end
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
-else
-  redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
-end
-local own = 0
-if holder == ARGV[7] then
-  own = 1
-elseif not holder and redis.call('SCARD', KEYS[5]) == 1 and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 1 then
-  redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[4])
-  own = 1
-end
-return {seq, own}
+return res
 `)
+
+// maxPublishBatch bounds the messages of one publishScript call: Redis
+// serves nothing else while a script runs.
+const maxPublishBatch = 64
 
 // persistScript stores messages an owner ordered and raises the seq
 // counter to the last; it refuses (0) when another node took the room over.
