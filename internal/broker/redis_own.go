@@ -69,8 +69,9 @@ const (
 // slot of a Redis Cluster), at most maxPublishBatch: one script call instead
 // of one a message. Each message runs as if alone, in the batch's order.
 // The keys' TTLs are renewed only when the node asks ("1", at most every
-// quarter TTL per room: renewDue) or the counter is new: four EXPIREs a
-// message were a third of the script's Redis CPU.
+// quarter TTL per room: renewDue, which passes the TTL and a quarter more)
+// or the counter is new: four EXPIREs a message were a third of the
+// script's Redis CPU.
 // KEYS: per message seq, history, epoch, holder, the set of nodes that
 // loaded the room. ARGV: history size, TTL in seconds, "s" to publish on a
 // shard channel, node, then per message prefix, suffix, channel, "1" to

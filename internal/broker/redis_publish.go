@@ -305,7 +305,9 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		case jobPublish:
 			keys := make([]string, 0, 5*len(c.js))
 			args := make([]any, 0, 4+4*len(c.js))
-			args = append(args, hist, ttl, mode, b.id)
+			// Renewed once a renewInterval, the keys live a renewInterval
+			// longer: at least the TTL after the room's last message.
+			args = append(args, hist, strconv.Itoa(int((b.cfg.TTL+b.renewInterval())/time.Second)), mode, b.id)
 			for _, i := range c.js {
 				q := batch[i].p
 				keys = append(keys, b.publishKeys(q.Room)...)
@@ -422,8 +424,8 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 }
 
 // renewInterval is how often, at most, a node's publishes renew a room's
-// TTLs in Redis: its keys then live at least ¾ of the TTL after its last
-// message, and at most the TTL.
+// TTLs in Redis, to the TTL and one renewInterval more: the room's keys then
+// live at least the TTL after its last message, and at most ¼ longer.
 func (b *Redis) renewInterval() time.Duration { return b.cfg.TTL / 4 }
 
 // renewDue is publishScript's argument asking it to renew the room's TTLs:
