@@ -134,3 +134,38 @@ func BenchmarkRedisPublishSpanning(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(evalshaCalls(b, na)-before)/float64(b.N), "calls/msg")
 }
+
+// On a Redis Cluster a round's publishes are batched per hash slot: the
+// messages of one room share a call, rooms of other slots go in their own,
+// and each room keeps one order on every node.
+func TestRedisClusterBatchesPublishesPerSlot(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 0)
+	a, b := startNode(t, rc.URL(), 100), startNode(t, rc.URL(), 100)
+	rooms := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+	for _, r := range rooms {
+		a.join(t, r)
+		b.join(t, r)
+	}
+	const each = 3
+	for i := range each {
+		for _, r := range rooms {
+			a.publish(r, fmt.Sprintf("%s-%d", r, i))
+		}
+	}
+	for _, r := range rooms {
+		b.hasSeq(t, r, each)
+		a.hasSeq(t, r, each)
+		pa, pb := a.h.payloads(r), b.h.payloads(r)
+		if !slices.Equal(pa, pb) || len(pa) != each {
+			t.Fatalf("room %s: the nodes disagree:\n a %q\n b %q", r, pa, pb)
+		}
+		for i, p := range pa {
+			if want := fmt.Sprintf("%d:%s-%d#", i+1, r, i); !strings.HasPrefix(p, want) {
+				t.Errorf("room %s message %d is %q, want %q…", r, i, p, want)
+			}
+		}
+	}
+	if s := a.b.Stats(); s.Refused != 0 {
+		t.Errorf("node a refused %d publishes: a call crossed slots?", s.Refused)
+	}
+}
