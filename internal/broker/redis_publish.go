@@ -185,8 +185,7 @@ func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struc
 
 // send runs one round: every job of batch in one pipeline, in order.
 // Consecutive messages of an owned room are stored by one script call, and
-// the publishes between two other jobs by one call per hash slot
-// (publishGroups).
+// the publishes between two other jobs by one call per hash slot (round).
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	batch = b.holdBlocked(batch)
 	var calls []call
