@@ -220,7 +220,7 @@ func (f *fakeRooms) NodeGone(node string) map[string][]string {
 
 // waitFor waits until cond (called with f.mu held) holds, or fails the test
 // after timeout.
-func (f *fakeRooms) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func (f *fakeRooms) waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {

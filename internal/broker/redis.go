@@ -60,6 +60,7 @@ type roomState struct {
 	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
 	ps        *pubsub       // the connection subscribed to the room; nil: none yet
 	leaving   bool          // Unsubscribe was called
+	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master

@@ -62,6 +62,10 @@ const (
 	releaseWait = time.Second
 )
 
+// maxPublishBatch bounds the messages of one publishScript call
+// (lua/publish.lua): Redis serves nothing else while a script runs.
+const maxPublishBatch = 64
+
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
 
 // roomNodesKey is the set of nodes that loaded the room.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -108,28 +109,35 @@ func (b *Redis) queue(j job) {
 // others: what a node that dies loses at most from Redis's history.
 const persistLinger = 5 * time.Millisecond
 
+// publishLinger is how long a publish waits for others to go out with it
+// in one round: a round costs the node a goroutine wake, a write and a
+// read, and Redis a read and a write to each subscribed node, however many
+// messages it carries. Go's timers may make it up to about a millisecond
+// on an idle node.
+const publishLinger = 500 * time.Microsecond
+
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
 // round.
 func (b *Redis) publishLoop(ctx context.Context) {
 	var batch []job
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.pubWake:
+			// Gather the publishes of a fraction of a millisecond.
+			if !linger(ctx, t, publishLinger, nil) {
+				return
+			}
 		case <-b.persistWake:
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
-			// publish comes, which goes out at once.
-			t := time.NewTimer(persistLinger)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			// publish comes, which waits no longer than its own linger.
+			if !linger(ctx, t, persistLinger, b.pubWake) {
 				return
-			case <-b.pubWake:
-			case <-t.C:
 			}
-			t.Stop()
 		}
 		if b.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
@@ -155,66 +163,36 @@ func (b *Redis) publishLoop(ctx context.Context) {
 	}
 }
 
+// linger waits for d on t, or until wake, whichever first (then for
+// publishLinger at most); it reports false when ctx ended.
+func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struct{}) bool {
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-wake:
+	}
+	t.Reset(publishLinger)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // send runs one round: every job of batch in one pipeline, in order.
-// Consecutive messages of an owned room are stored by one script call.
+// Consecutive messages of an owned room are stored by one script call, and
+// the publishes between two other jobs by one call per hash slot (round).
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	// A publish queued before its room was blocked waits behind the held
 	// ones: sent now, it could be ordered before them.
 	batch = b.blocks.divert(batch)
-	hist := strconv.Itoa(b.cfg.History)
-	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
-	mode := b.publishMode()
-	type call struct {
-		j   int // index in batch of the call's (first) job
-		cmd redis.Cmder
-	}
 	var calls []call
-	persistAt := map[string]int{} // room → index in calls of its open persist call
-	var persistArgs [][]any
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		// Persist calls take more entries until the pipeline is sent, so
-		// their commands are made at the end, in their place.
-		type slot struct {
-			j       int // index in batch of the call's (first) job
-			persist int // index in persistArgs, or -1
-		}
-		var slots []slot
-		for i, j := range batch {
-			switch j.kind {
-			case jobPublish:
-				delete(persistAt, j.p.Room)
-				slots = append(slots, slot{j: i, persist: -1})
-			case jobPersist:
-				if k, ok := persistAt[j.room]; ok {
-					persistArgs[slots[k].persist] = append(persistArgs[slots[k].persist], j.e.Seq, j.e.Payload)
-					continue
-				}
-				persistAt[j.room] = len(slots)
-				persistArgs = append(persistArgs, []any{b.id, hist, ttl, j.e.Seq, j.e.Payload})
-				slots = append(slots, slot{j: i, persist: len(persistArgs) - 1})
-			case jobRelease, jobPresence, jobLeave:
-				delete(persistAt, j.room)
-				slots = append(slots, slot{j: i, persist: -1})
-			}
-		}
-		for _, s := range slots {
-			j := batch[s.j]
-			var cmd redis.Cmder
-			switch j.kind {
-			case jobPublish:
-				cmd = publishScript.EvalSha(ctx, p, b.publishKeys(j.p.Room),
-					j.p.Prefix, j.p.Suffix, hist, ttl, b.channel(j.p.Room), mode, b.id)
-			case jobPersist:
-				cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), persistArgs[s.persist]...)
-			case jobRelease:
-				cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
-			case jobLeave:
-				cmd = p.SRem(ctx, b.roomNodesKey(j.room), b.id)
-			case jobPresence:
-				cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
-			}
-			calls = append(calls, call{j: s.j, cmd: cmd})
-		}
+		calls = b.round(ctx, p, batch)
 		return nil
 	})
 	granted := map[string]uint64{}
@@ -224,40 +202,16 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted and forgot the scripts
 			err = b.rerun(ctx, c.cmd)
 		}
-		j := batch[c.j]
+		j := batch[c.js[0]]
 		switch {
-		case err != nil && j.kind == jobPublish && b.cluster != nil && neverSent(err) && attempt < 3:
-			// A master the cluster client still thinks serves the room is
-			// gone (its view reloads in the background): try again.
-			retry = append(retry, j)
+		case j.kind == jobPublish:
+			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
 		case err != nil && j.kind == jobLeave:
 			b.fail("leave a room", err)
-		case err != nil && j.kind == jobPublish:
-			// Redis is gone, or refused: the message may or may not be
-			// in the room's stream.
-			b.fail("publish", err)
-			b.unsent(j.p)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
 			// misses them, and the outage is handled as any other.
 			b.fail("store", err)
-		case j.kind == jobPublish:
-			res, _ := c.cmd.(*redis.Cmd).Int64Slice()
-			if len(res) == 2 && res[1] == -1 { // another node holds the room: not published
-				b.block(ctx, j.p.Room, &j.p)
-				continue
-			}
-			b.h.Answered(j.p.Room)
-			b.published.Add(1)
-			if j.p.Done != nil && len(res) == 2 {
-				j.p.Done(uint64(res[0]))
-			}
-			switch {
-			case len(res) == 2 && res[1] == 1:
-				granted[j.p.Room] = max(granted[j.p.Room], uint64(res[0]))
-			case b.holds(j.p.Room):
-				b.lostRoom(j.p.Room) // it believed it held the room: it was taken over
-			}
 		case j.kind == jobPersist:
 			if ok, _ := c.cmd.(*redis.Cmd).Int64(); ok != 1 {
 				b.lostRoom(j.room)
@@ -281,6 +235,135 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		}
 		b.send(ctx, retry, attempt+1)
 	}
+}
+
+// call is one command of a round and the jobs of batch it carries.
+type call struct {
+	js  []int // indices in batch of the call's jobs, in order
+	cmd redis.Cmder
+}
+
+// round queues the commands of batch on p, in order, and returns them.
+// Persist and publish calls take more jobs until the pipeline is sent, so
+// their commands are made at the end, in their place.
+func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []call {
+	hist := strconv.Itoa(b.cfg.History)
+	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
+	mode := b.publishMode()
+	var calls []call
+	persistAt := map[string]int{} // room → index in calls of its open persist call
+	publishAt := map[int]int{}    // hash slot → index in calls of its open publish call
+	for i, j := range batch {
+		switch j.kind {
+		case jobPublish:
+			delete(persistAt, j.p.Room)
+			slot := b.slotOf(j.p.Room)
+			if k, ok := publishAt[slot]; ok && len(calls[k].js) < maxPublishBatch {
+				calls[k].js = append(calls[k].js, i)
+				continue
+			}
+			publishAt[slot] = len(calls)
+		case jobPersist:
+			if k, ok := persistAt[j.room]; ok {
+				calls[k].js = append(calls[k].js, i)
+				continue
+			}
+			persistAt[j.room] = len(calls)
+		default:
+			delete(persistAt, j.room)
+		}
+		if j.kind != jobPublish {
+			clear(publishAt) // publishes after this job go after it
+		}
+		calls = append(calls, call{js: []int{i}})
+	}
+	now := time.Now()
+	for k, c := range calls {
+		j := batch[c.js[0]]
+		switch j.kind {
+		case jobPublish:
+			keys := make([]string, 0, 5*len(c.js))
+			args := make([]any, 0, 4+4*len(c.js))
+			// Renewed once a renewInterval, the keys live a renewInterval
+			// longer: at least the TTL after the room's last message.
+			args = append(args, hist, strconv.Itoa(int((b.cfg.TTL+b.renewInterval())/time.Second)), mode, b.id)
+			for _, i := range c.js {
+				q := batch[i].p
+				keys = append(keys, b.publishKeys(q.Room)...)
+				args = append(args, q.Prefix, q.Suffix, b.channel(q.Room), b.renewDue(q.Room, now))
+			}
+			calls[k].cmd = publishScript.EvalSha(ctx, p, keys, args...)
+		case jobPersist:
+			args := []any{b.id, hist, ttl}
+			for _, i := range c.js {
+				args = append(args, batch[i].e.Seq, batch[i].e.Payload)
+			}
+			calls[k].cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
+		case jobRelease:
+			calls[k].cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
+		case jobLeave:
+			calls[k].cmd = p.SRem(ctx, b.roomNodesKey(j.room), b.id)
+		case jobPresence:
+			calls[k].cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
+		}
+	}
+	return calls
+}
+
+// slotOf is the hash slot of a room's keys in a Redis Cluster, where one
+// script call reaches one slot; 0 for the one Redis.
+func (b *Redis) slotOf(room string) int {
+	if b.cluster == nil {
+		return 0
+	}
+	return keySlot(b.seqKey(room))
+}
+
+// settlePublishes hands each publish of call c its answer: its seq to its
+// sender, a grant into granted, or its refusal. It returns the publishes to
+// try again: those a Redis Cluster's master never got.
+func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err error, attempt int, granted map[string]uint64) []job {
+	var retry []job
+	var res []int64
+	if err == nil {
+		res, err = c.cmd.(*redis.Cmd).Int64Slice()
+		if err == nil && len(res) != 2*len(c.js) {
+			err = fmt.Errorf("publish script answered %d values for %d messages", len(res), len(c.js))
+		}
+	}
+	for n, i := range c.js {
+		j := batch[i]
+		switch {
+		case err != nil && b.cluster != nil && neverSent(err) && attempt < 3:
+			// A master the cluster client still thinks serves the room is
+			// gone (its view reloads in the background): try again.
+			b.renewFailed(j.p.Room)
+			retry = append(retry, j)
+		case err != nil:
+			// Redis is gone, or refused: the message may or may not be
+			// in the room's stream, nor its keys' TTLs renewed.
+			b.fail("publish", err)
+			b.renewFailed(j.p.Room)
+			b.unsent(j.p)
+		case res[2*n+1] == -1: // another node holds the room: not published
+			b.renewFailed(j.p.Room)
+			b.block(ctx, j.p.Room, &j.p)
+		default:
+			seq := uint64(res[2*n])
+			b.h.Answered(j.p.Room)
+			b.published.Add(1)
+			if j.p.Done != nil {
+				j.p.Done(seq)
+			}
+			switch {
+			case res[2*n+1] == 1:
+				granted[j.p.Room] = max(granted[j.p.Room], seq)
+			case b.holds(j.p.Room):
+				b.lostRoom(j.p.Room) // it believed it held the room: it was taken over
+			}
+		}
+	}
+	return retry
 }
 
 // neverSent reports whether a command failed before it reached Redis: the
@@ -317,6 +400,38 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 		cmd.SetErr(err)
 	}
 	return res.Err()
+}
+
+// renewInterval is how often, at most, a node's publishes renew a room's
+// TTLs in Redis, to the TTL and one renewInterval more: the room's keys then
+// live at least the TTL after its last message, and at most ¼ longer.
+func (b *Redis) renewInterval() time.Duration { return b.cfg.TTL / 4 }
+
+// renewDue is publishScript's argument asking it to renew the room's TTLs:
+// "1" when this node has not renewed them for renewInterval (or never: a
+// room it has not subscribed renews every time), else "0".
+func (b *Redis) renewDue(room string, now time.Time) string {
+	b.subMu.Lock()
+	defer b.subMu.Unlock()
+	st := b.rooms[room]
+	if st == nil {
+		return "1"
+	}
+	if !st.renewed.IsZero() && now.Sub(st.renewed) < b.renewInterval() {
+		return "0"
+	}
+	st.renewed = now
+	return "1"
+}
+
+// renewFailed forgets a renewal whose publish Redis did not answer: the
+// room's next publish renews its TTLs again.
+func (b *Redis) renewFailed(room string) {
+	b.subMu.Lock()
+	if st := b.rooms[room]; st != nil {
+		st.renewed = time.Time{}
+	}
+	b.subMu.Unlock()
 }
 
 func (b *Redis) publishKeys(room string) []string {

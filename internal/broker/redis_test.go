@@ -21,7 +21,7 @@ type node struct {
 	h *fakeRooms
 }
 
-func startNode(t *testing.T, url string, history int) *node {
+func startNode(t testing.TB, url string, history int) *node {
 	t.Helper()
 	h := newFakeRooms()
 	b, err := NewRedis(Config{URL: url, History: history, TTL: time.Hour}, h)
@@ -39,7 +39,7 @@ func startNode(t *testing.T, url string, history int) *node {
 }
 
 // join opens room on the node and waits until the broker loaded it.
-func (n *node) join(t *testing.T, room string) {
+func (n *node) join(t testing.TB, room string) {
 	t.Helper()
 	n.h.open(room)
 	n.b.Subscribe(room)
@@ -51,7 +51,7 @@ func (n *node) publish(room, text string) {
 }
 
 // hasSeq waits until the node's room reached seq.
-func (n *node) hasSeq(t *testing.T, room string, seq uint64) {
+func (n *node) hasSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
 	n.h.waitFor(t, 10*time.Second, fmt.Sprintf("%s to reach seq %d", room, seq), func() bool { return n.h.rooms[room].seq >= seq })
 }

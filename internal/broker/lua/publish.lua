@@ -1,45 +1,69 @@
--- publish.lua: gives a message its seq, stores it and publishes it, and
--- keeps the room's epoch alive as long as its seq; it grants the room to the
--- publishing node when that node alone has loaded it (the set of nodes).
+-- publish.lua: gives each of a batch of messages its seq, stores it and
+-- publishes it, and keeps the room's keys alive as long as its seq; it grants
+-- a room to the publishing node when that node alone has loaded it (the set
+-- of nodes). A batch is what one round of a node holds for one Redis (for one
+-- hash slot of a Redis Cluster), at most maxPublishBatch messages: one script
+-- call instead of one a message. Each message runs as if alone, in the
+-- batch's order. The keys' TTLs are renewed only when the node asks ("1", at
+-- most every quarter TTL per room: renewDue, which passes the TTL and a
+-- quarter more) or the counter is new: four EXPIREs a message were a third
+-- of the script's Redis CPU.
 --
--- KEYS[1] the room's seq counter
--- KEYS[2] its history stream
--- KEYS[3] its epoch
--- KEYS[4] its holder (the node that owns it)
--- KEYS[5] the set of nodes that loaded the room
--- ARGV[1] the message's JSON before the seq (prefix)
--- ARGV[2] the message's JSON after the seq (suffix)
--- ARGV[3] history size (0: keep none)
--- ARGV[4] TTL in seconds
--- ARGV[5] the room's channel
--- ARGV[6] "s" to publish on a shard channel (SPUBLISH), else "-"
--- ARGV[7] the publishing node
+-- KEYS, five per message m (k = 5m):
+--   KEYS[k+1] the room's seq counter
+--   KEYS[k+2] its history stream
+--   KEYS[k+3] its epoch
+--   KEYS[k+4] its holder (the node that owns it)
+--   KEYS[k+5] the set of nodes that loaded the room
+-- ARGV[1] history size (0: keep none)
+-- ARGV[2] TTL in seconds
+-- ARGV[3] "s" to publish on a shard channel (SPUBLISH), else "-"
+-- ARGV[4] the publishing node
+-- then four per message m (a = 5 + 4m):
+--   ARGV[a]   the message's JSON before the seq (prefix)
+--   ARGV[a+1] the message's JSON after the seq (suffix)
+--   ARGV[a+2] the room's channel
+--   ARGV[a+3] "1" to renew the keys' TTLs
 --
--- Returns {seq, 1 when the node owns the room, else 0}, or {0, -1} without
--- publishing when another node holds the room.
-local holder = redis.call('GET', KEYS[4])
-if holder and holder ~= ARGV[7] then
-  return {0, -1} -- another node orders this room: not here
+-- Returns, per message, its seq and 1 when the node owns the room, else 0;
+-- or 0 and -1, without publishing, when another node holds the room.
+local node, ttl = ARGV[4], ARGV[2]
+local hist = tonumber(ARGV[1])
+local res = {}
+for m = 0, #KEYS / 5 - 1 do
+  local k, a = m * 5, 5 + m * 4
+  local holder = redis.call('GET', KEYS[k+4])
+  if holder and holder ~= node then
+    res[#res+1] = 0 -- another node orders this room: not here
+    res[#res+1] = -1
+  else
+    local seq = redis.call('INCR', KEYS[k+1])
+    local s = tostring(seq)
+    local msg = ARGV[a] .. s .. ARGV[a+1]
+    local renew = ARGV[a+3] == '1' or seq == 1
+    if hist > 0 then
+      redis.call('XADD', KEYS[k+2], 'MAXLEN', ARGV[1], s .. '-1', 'm', msg)
+      if renew then redis.call('EXPIRE', KEYS[k+2], ttl) end
+    end
+    if renew then
+      redis.call('EXPIRE', KEYS[k+1], ttl)
+      redis.call('EXPIRE', KEYS[k+3], ttl)
+      redis.call('EXPIRE', KEYS[k+5], ttl)
+    end
+    if ARGV[3] == 's' then
+      redis.call('SPUBLISH', ARGV[a+2], s .. ' ' .. msg)
+    else
+      redis.call('PUBLISH', ARGV[a+2], s .. ' ' .. msg)
+    end
+    local own = 0
+    if holder == node then
+      own = 1
+    elseif not holder and redis.call('SCARD', KEYS[k+5]) == 1 and redis.call('SISMEMBER', KEYS[k+5], node) == 1 then
+      redis.call('SET', KEYS[k+4], node, 'EX', ttl)
+      own = 1
+    end
+    res[#res+1] = seq
+    res[#res+1] = own
+  end
 end
-local seq = redis.call('INCR', KEYS[1])
-local msg = ARGV[1] .. seq .. ARGV[2]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], seq .. '-1', 'm', msg)
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-redis.call('EXPIRE', KEYS[5], ARGV[4])
-if ARGV[6] == 's' then
-  redis.call('SPUBLISH', ARGV[5], seq .. ' ' .. msg)
-else
-  redis.call('PUBLISH', ARGV[5], seq .. ' ' .. msg)
-end
-local own = 0
-if holder == ARGV[7] then
-  own = 1
-elseif not holder and redis.call('SCARD', KEYS[5]) == 1 and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 1 then
-  redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[4])
-  own = 1
-end
-return {seq, own}
+return res
