@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -43,40 +41,7 @@ func startBun(t *testing.T) string {
 	root := needBun(t)
 	cmd := exec.Command(filepath.Join(root, bunPath), "deploy/bun/server.js", "--port", "0")
 	cmd.Dir, cmd.Stderr = root, os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr, done := make(chan string, 1), make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-		_ = cmd.Wait()
-	})
-	select {
-	case a := <-addr:
-		return a
-	case <-done:
-		t.Fatal("the Bun server exited before it listened")
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Bun server did not listen within 20 s")
-	}
-	return ""
+	return testsupport.StartListening(t, cmd, "the Bun server")
 }
 
 // The Bun server speaks what the scalechat adapter of the load tester

@@ -1,15 +1,11 @@
 package testsupport
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // SocketIOServer is deploy/socketio/server.js, a real socket.io 4 server
@@ -47,45 +43,5 @@ func StartSocketIO(t testing.TB, flags ...string) *SocketIOServer {
 	cmd := exec.Command(node, append([]string{"server.js", "--host", "127.0.0.1", "--port", "0"}, flags...)...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		waited := make(chan struct{})
-		go func() { <-done; _ = cmd.Wait(); close(waited) }()
-		select {
-		case <-waited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-waited
-		}
-	})
-	select {
-	case a := <-addr:
-		return &SocketIOServer{Addr: a}
-	case <-done:
-		t.Fatal("the Socket.IO server exited before it listened")
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Socket.IO server did not listen within 20s")
-	}
-	return nil
+	return &SocketIOServer{Addr: StartListening(t, cmd, "the Socket.IO server")}
 }
