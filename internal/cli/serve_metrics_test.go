@@ -9,40 +9,21 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-// syncBuffer collects a command's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serve runs `scalechat serve` with args until the returned stop is
 // called, which returns the exit code.
-func serve(t *testing.T, env map[string]string, args ...string) (stop func() int, logs *syncBuffer) {
+func serve(t *testing.T, env map[string]string, args ...string) (stop func() int, logs *testsupport.SyncBuffer) {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs = &syncBuffer{}
+	logs = &testsupport.SyncBuffer{}
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), io.Discard, logs) }()
 	return func() int {

@@ -20,7 +20,7 @@ import (
 // code, stdout and stderr.
 func loadtestAgainst(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testsupport.SyncBuffer
 	code := run(context.Background(), append([]string{"loadtest"}, args...), strings.NewReader(""), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
@@ -117,7 +117,7 @@ func TestSLOAgainstRealServer(t *testing.T) {
 				t.Errorf("stderr does not say the SLO was missed:\n%s", stderr)
 			}
 			// analyze judges the same run's CSV alike, into summary.json.
-			var aout, aerr syncBuffer
+			var aout, aerr testsupport.SyncBuffer
 			sum := filepath.Join(dir, "analysis")
 			code = run(context.Background(), []string{"analyze", "--out", sum, "--slo", tt.slo, "--junit", filepath.Join(dir, "analyze.xml"),
 				filepath.Join(dir, "run.csv")}, strings.NewReader(""), &aout, &aerr)

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // fakeNode serves an exposition whose counters grow by known steps at each
@@ -56,24 +56,6 @@ scalechat_message_processing_seconds_count %d
 `, k, 1000000+k, k*100, k*1000, k*10, k*10, k*10)
 }
 
-// syncBuffer is a bytes.Buffer safe for the scraper's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestScraperWritesServerCSV(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -91,7 +73,7 @@ func TestScraperWritesServerCSV(t *testing.T) {
 	defer down.Close()
 	urls := []string{sa.URL + "/metrics", sb.URL + "/metrics", down.URL + "/metrics"}
 
-	var out syncBuffer
+	var out testsupport.SyncBuffer
 	sc := &Scraper{URLs: urls, Interval: 20 * time.Millisecond}
 	start := time.Now()
 	sum, err := sc.Run(ctx, &out)
