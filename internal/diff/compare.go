@@ -112,8 +112,8 @@ func judge(d *results.Diff, g Gate) {
 			}
 			why := fmt.Sprintf("%s of step %s", m.Metric, s.Step)
 			if m.Change != nil && m.Low != nil {
-				why += fmt.Sprintf(" %s [%s, %s]", signed(*m.Change, m.ChangeUnit),
-					signed(*m.Low, m.ChangeUnit), signed(*m.High, m.ChangeUnit))
+				why += fmt.Sprintf(" %s [%s, %s]", results.ChangeText(m.Change, m.ChangeUnit),
+					results.ChangeText(m.Low, m.ChangeUnit), results.ChangeText(m.High, m.ChangeUnit))
 			} else if m.Note != "" {
 				why += ": " + m.Note
 			}
@@ -360,12 +360,4 @@ func newSeries(steps []*Step, values []int64) *series {
 		}
 	}
 	return s
-}
-
-// signed writes a change with its sign and unit: "+12.3 %", "-0.50 pp".
-func signed(v float64, unit string) string {
-	if unit == "pp" {
-		return fmt.Sprintf("%+.2f pp", v)
-	}
-	return fmt.Sprintf("%+.1f %%", v)
 }

@@ -24,8 +24,8 @@ func WriteText(w io.Writer, d *results.Diff) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "metric\tA\tB\tchange\tinterval\tthreshold\tverdict")
 		for _, m := range s.Metrics {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label(m.Metric), figure(m, m.A), figure(m, m.B),
-				changeText(m.Change, m.ChangeUnit), intervalText(m), thresholdText(m), verdictText(m))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label(m.Metric), m.FigureText(m.A, ms), m.FigureText(m.B, ms),
+				results.ChangeText(m.Change, m.ChangeUnit), intervalText(m), thresholdText(m), verdictText(m))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -51,32 +51,11 @@ func label(metric string) string {
 	return metric
 }
 
-// figure writes a side's figure, "–" when that side did not measure it.
-func figure(m results.MetricDiff, v *float64) string {
-	if v == nil {
-		return "–"
-	}
-	switch m.Unit {
-	case "ratio":
-		return fmt.Sprintf("%.3f %%", *v*100)
-	case "µs":
-		return fmt.Sprintf("%.2f µs", *v)
-	}
-	return fmt.Sprintf("%.3f ms", *v)
-}
-
-func changeText(v *float64, unit string) string {
-	if v == nil {
-		return "–"
-	}
-	return signed(*v, unit)
-}
-
 func intervalText(m results.MetricDiff) string {
 	if m.Low == nil || m.High == nil {
 		return "–"
 	}
-	return "[" + signed(*m.Low, m.ChangeUnit) + ", " + signed(*m.High, m.ChangeUnit) + "]"
+	return "[" + results.ChangeText(m.Low, m.ChangeUnit) + ", " + results.ChangeText(m.High, m.ChangeUnit) + "]"
 }
 
 func thresholdText(m results.MetricDiff) string {
@@ -101,3 +80,6 @@ func verdictText(m results.MetricDiff) string {
 	}
 	return m.Verdict
 }
+
+// ms writes a latency of the printed table.
+func ms(v float64) string { return fmt.Sprintf("%.3f ms", v) }

@@ -191,25 +191,6 @@ regressed when its whole interval lies beyond its threshold on the side where it
 var diffFuncs = template.FuncMap{
 	"pct100": func(v float64) float64 { return v * 100 },
 	// fig shows "–" for a figure a side did not measure: not 0.
-	"fig": func(m results.MetricDiff, v *float64) string {
-		if v == nil {
-			return "–"
-		}
-		switch m.Unit {
-		case "ratio":
-			return fmt.Sprintf("%.3f %%", *v*100)
-		case "µs":
-			return fmt.Sprintf("%.2f µs", *v)
-		}
-		return fmtMs(*v)
-	},
-	"chg": func(v *float64, unit string) string {
-		if v == nil {
-			return "–"
-		}
-		if unit == "pp" {
-			return fmt.Sprintf("%+.2f pp", *v)
-		}
-		return fmt.Sprintf("%+.1f %%", *v)
-	},
+	"fig": func(m results.MetricDiff, v *float64) string { return m.FigureText(v, fmtMs) },
+	"chg": results.ChangeText,
 }

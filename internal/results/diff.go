@@ -99,3 +99,30 @@ func ReadDiff(path string) (*Diff, error) {
 	}
 	return &d, nil
 }
+
+// FigureText writes a side's figure (A or B) in m's unit, "–" when that side
+// did not measure it (not 0); ms writes milliseconds.
+func (m MetricDiff) FigureText(v *float64, ms func(float64) string) string {
+	if v == nil {
+		return "–"
+	}
+	switch m.Unit {
+	case "ratio":
+		return fmt.Sprintf("%.3f %%", *v*100)
+	case "µs":
+		return fmt.Sprintf("%.2f µs", *v)
+	}
+	return ms(*v)
+}
+
+// ChangeText writes a change, or an end of its interval, in unit ("pp":
+// percentage points, else %), signed; "–" when there is none.
+func ChangeText(v *float64, unit string) string {
+	if v == nil {
+		return "–"
+	}
+	if unit == "pp" {
+		return fmt.Sprintf("%+.2f pp", *v)
+	}
+	return fmt.Sprintf("%+.1f %%", *v)
+}
