@@ -201,7 +201,9 @@ targets:
 		t.Fatal(err)
 	}
 	notes := map[string]string{}
+	liveCPU := false
 	for _, r := range res.Rows {
+		liveCPU = liveCPU || r.Target == "live" && r.CPUPerDelivery > 0
 		notes[r.Target] = r.Note
 		if r.Target == "live" && (r.Received == 0 || r.Failure() != "") {
 			t.Errorf("live row %+v", r)
@@ -241,9 +243,14 @@ targets:
 			t.Fatal(err)
 		}
 		// Both dead targets, in every bar of the step: 4 bars of latency, 1 otherwise.
+		// A quiet machine may serve the live target's few deliveries in
+		// less CPU than one clock tick: then its CPU bar has no data too.
 		want := 2
-		if chart == "targets_latency" {
+		switch {
+		case chart == "targets_latency":
 			want = 8
+		case chart == "targets_cpu" && !liveCPU:
+			want = 3
 		}
 		if n := strings.Count(string(svg), "no data"); n != want {
 			t.Errorf("%s.svg: %d \"no data\" marks, want %d", chart, n, want)

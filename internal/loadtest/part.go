@@ -396,8 +396,11 @@ func (p *part) sendPhase(ctx, hard, pollCtx context.Context, s Step, t0 int64, g
 	if s.MsgFrequency == 0 {
 		return
 	}
-	// Drain: wait for messages in flight. One process that sees the whole
-	// run (or shard) knows when everything expected has arrived.
+	// Drain: wait for messages in flight. Only one process that sees the
+	// whole run knows when everything expected has arrived: a shard counts
+	// what its own senders owe but receives what every shard sent, so it
+	// drains for the whole period (else the other shards' last messages
+	// arrive after it closed, and the merged files lose them).
 	p.setPhase(s.Name, phaseDraining, s.Drain.D())
 	deadline := time.After(s.Drain.D())
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -409,7 +412,7 @@ func (p *part) sendPhase(ctx, hard, pollCtx context.Context, s Step, t0 int64, g
 		case <-hard.Done():
 			return
 		case <-poll.C:
-			if p.cfg.Workers == 1 && p.allDelivered() {
+			if p.cfg.Parts() == 1 && p.allDelivered() {
 				return
 			}
 		}
