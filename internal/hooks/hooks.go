@@ -224,7 +224,9 @@ func (v Verdict) Failed() bool { return v.Err != nil }
 const FailReason = "the application's backend did not answer: try again later"
 
 // answer is the part every hook's answer shares.
-type answer interface{ verdict() (allow bool, reason string) }
+type answer interface {
+	verdict() (allow bool, reason string)
+}
 
 // call posts req to hook k and decodes the answer into ans, through the
 // breaker, and counts the outcome. check, when set, refuses an answer the
