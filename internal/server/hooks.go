@@ -41,9 +41,9 @@ type hookJob struct {
 	c       *conn
 	kind    hooks.Kind
 	room    string
-	resume  room.Resume            // join
-	join    hooks.JoinRequest      // join
-	publish hooks.PublishRequest   // publish
+	resume  room.Resume          // join
+	join    hooks.JoinRequest    // join
+	publish hooks.PublishRequest // publish
 }
 
 // hookResult is a call's verdict, back on the connection's loop.

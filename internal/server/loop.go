@@ -99,8 +99,8 @@ type loop struct {
 	rooms      map[*room.Room]*localRoom
 	pending    map[*room.Room][]pendingJoin
 	hooked     map[*conn]*connHooks // connections with hook data or messages waiting for the publish hook
-	dirty      []*conn // connections with frames to write
-	slow       []*conn // slow consumers to close once delivery is done
+	dirty      []*conn              // connections with frames to write
+	slow       []*conn              // slow consumers to close once delivery is done
 	deliveries []room.Delivery
 	received   []int64 // read times of the messages delivered since the last flush, for Stats.Processing
 	readBuf    []byte
