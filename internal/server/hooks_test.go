@@ -396,3 +396,47 @@ func TestUserRuleEveryEntry(t *testing.T) {
 		}
 	})
 }
+
+// TestHooksOnTheHTTPTransport: polls and POSTs ask the same hooks as a
+// WebSocket connection; a private room cannot be read by polling.
+func TestHooksOnTheHTTPTransport(t *testing.T) {
+	b := newHookBackend(t, func(hook string, req map[string]any) any {
+		switch hook {
+		case "connect":
+			if req["name"] == "mallory" {
+				return map[string]any{"allow": false, "reason": "mallory is banned", "status": 401}
+			}
+			return map[string]any{"allow": true, "user": "poster"}
+		case "join":
+			if req["room"] == "private" {
+				return map[string]any{"allow": false, "reason": "members only"}
+			}
+			return map[string]any{"allow": true}
+		}
+		m := req["message"].(map[string]any)
+		if m["text"] == "spam" {
+			return map[string]any{"allow": false, "reason": "no spam here"}
+		}
+		return map[string]any{"allow": true, "message": map[string]any{"text": "[" + m["text"].(string) + "]"}}
+	})
+	ts := startServer(t, hooksOn(b.URL, hooks.Connect, hooks.Join, hooks.Publish))
+	if _, code := poll(t, ts.addr, "private", ""); code != http.StatusForbidden {
+		t.Errorf("poll of a private room: %d", code)
+	}
+	if _, code := poll(t, ts.addr, "lobby", "?name=mallory"); code != http.StatusUnauthorized {
+		t.Errorf("poll by a banned user: %d", code)
+	}
+	if code, m := post(t, ts.addr, "private", msg("hi"), nil); code != http.StatusForbidden || m["code"] != CodeRefused || m["message"] != "members only" {
+		t.Errorf("post to a private room: %d %v", code, m)
+	}
+	if code, m := post(t, ts.addr, "lobby", msg("spam", "message_id", 3), nil); code != http.StatusForbidden || m["code"] != CodeRefused || m["message_id"] != float64(3) {
+		t.Errorf("refused post: %d %v", code, m)
+	}
+	if code, m := post(t, ts.addr, "lobby", msg("hello", "message_id", 4, "sender", "anyone"), nil); code != http.StatusAccepted || m["message_id"] != float64(4) {
+		t.Fatalf("post: %d %v", code, m)
+	}
+	a, code := poll(t, ts.addr, "lobby", "?since=0")
+	if code != 200 || len(a.Messages) != 1 || a.Messages[0]["text"] != "[hello]" || a.Messages[0]["sender"] != "poster" {
+		t.Errorf("poll: %d %+v: want the replaced message, sent by the hook's user", code, a)
+	}
+}
