@@ -19,6 +19,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/hooks"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 const hookSecret = "the hooks' shared secret, 32 b."
@@ -438,5 +439,53 @@ func TestHooksOnTheHTTPTransport(t *testing.T) {
 	a, code := poll(t, ts.addr, "lobby", "?since=0")
 	if code != 200 || len(a.Messages) != 1 || a.Messages[0]["text"] != "[hello]" || a.Messages[0]["sender"] != "poster" {
 		t.Errorf("poll: %d %+v: want the replaced message, sent by the hook's user", code, a)
+	}
+}
+
+// TestHooksOnACluster: on two nodes sharing a real Redis, each node asks
+// the backend for its own connections, the calling node named; a message
+// the backend replaced on one node is the one every node delivers, and one
+// it refused reaches nobody.
+func TestHooksOnACluster(t *testing.T) {
+	b := newHookBackend(t, func(hook string, req map[string]any) any {
+		switch hook {
+		case "join":
+			return map[string]any{"allow": req["room"] != "private"}
+		case "publish":
+			text := req["message"].(map[string]any)["text"].(string)
+			if text == "spam" {
+				return map[string]any{"allow": false, "reason": "no spam here"}
+			}
+			return map[string]any{"allow": true, "message": map[string]any{"text": "<" + text + ">"}}
+		}
+		return map[string]any{"allow": true}
+	})
+	nodes := startCluster(t, testsupport.StartRedis(t).URL(), 2, hooksOn(b.URL, hooks.Join, hooks.Publish))
+	a, c := connect(t, nodes[0], "x"), connect(t, nodes[1], "x")
+	a.sendJSON(msg("spam", "message_id", 1))
+	if e := a.next(); e["code"] != CodeRefused {
+		t.Fatalf("refused on node 0: %v", e)
+	}
+	a.sendJSON(msg("from 0"))
+	c.sendJSON(msg("from 1"))
+	for i, cl := range []*client{a, c} {
+		got := map[string]bool{}
+		for range 2 {
+			got[cl.next()["text"].(string)] = true
+		}
+		if !got["<from 0>"] || !got["<from 1>"] {
+			t.Errorf("node %d's member got %v: want both messages as the backend replaced them", i, got)
+		}
+	}
+	c.sendJSON(map[string]any{"type": "join", "room": "private"})
+	if e := c.next(); e["code"] != CodeRefused || e["room"] != "private" {
+		t.Errorf("join refused on node 1: %v", e)
+	}
+	callers := map[string]bool{}
+	for _, req := range b.requests("publish") {
+		callers[req["node"].(string)] = true
+	}
+	if !callers[nodes[0].id] || !callers[nodes[1].id] || len(callers) != 2 {
+		t.Errorf("publish calls came from %v, want each node for its own connections (%s, %s)", callers, nodes[0].id, nodes[1].id)
 	}
 }
