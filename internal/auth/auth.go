@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/scalechat/scalechat/internal/protocol"
 )
 
 // Claims are what a valid token says.
@@ -173,6 +175,8 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 		return Claims{}, errors.New("invalid token")
 	case tc.Subject == "":
 		return Claims{}, errors.New("token has no sub")
+	case !protocol.ValidUser(tc.Subject):
+		return Claims{}, errors.New("the token's sub is not a valid user name: " + protocol.UserRule)
 	}
 	return Claims{Subject: tc.Subject, Rooms: tc.Rooms, Expires: tc.ExpiresAt.Time}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,9 @@ func TestVerify(t *testing.T) {
 		{"expired", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"sub": "a", "exp": time.Now().Add(-time.Minute).Unix()}), ErrExpired},
 		{"no exp", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"sub": "a"}), errInvalid},
 		{"no sub", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"exp": exp}), errInvalid},
+		{"sub of 100 bytes", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"sub": strings.Repeat("a", 100), "exp": exp}), errInvalid},
+		{"sub with control characters", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"sub": "\u0007\n", "exp": exp}), errInvalid},
+		{"sub with a bidi override", hs, sign(t, jwt.SigningMethodHS256, secret, "", jwt.MapClaims{"sub": "\u202eann", "exp": exp}), errInvalid},
 		{"alg none", hs, sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "", ok), errInvalid},
 		{"RS256 token to an HS256 server", hs, sign(t, jwt.SigningMethodRS256, rsaKey, "", ok), errInvalid},
 		{"garbage", hs, "not.a.token", errInvalid},

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/server"
 )
@@ -52,6 +53,8 @@ type serveFlags struct {
 	metricsAdvertise                  string
 	maxMsg, maxQueue, echoMaxMsg      byteSize
 	logLevel, logFormat               string
+	hookFail                          string
+	hookFailEach                      [3]string // connect, join, publish: overrides hookFail
 }
 
 func (o *serveFlags) define(f *pflag.FlagSet) {
@@ -94,6 +97,18 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.Compression, "compression", false, "accept permessage-deflate (RFC 7692) from clients that offer it: a broadcast is compressed once for all of them; costs CPU, saves bytes")
 	f.Var(&o.echoMaxMsg, "echo-max-message-size", "largest message on /echo (conformance suites send up to 16 MiB); with --echo-endpoint each event loop's read buffer grows to hold one")
 	f.BoolVar(&o.cfg.EchoEndpoint, "echo-endpoint", false, "serve /echo, a WebSocket that echoes every message (for conformance suites and loadtest --protocol echo)")
+	f.StringVar(&o.cfg.Hooks.ConnectURL, "hook-connect", "", "URL of the application's connect hook: asked before each WebSocket upgrade whether the client may connect, and who it is (docs/hooks.md)")
+	f.StringVar(&o.cfg.Hooks.JoinURL, "hook-join", "", "URL of the application's join hook: asked whether a connection may join a room (docs/hooks.md)")
+	f.StringVar(&o.cfg.Hooks.PublishURL, "hook-publish", "", "URL of the application's publish hook: asked whether a chat message may be published, or what to publish instead (docs/hooks.md)")
+	f.StringVar(&o.cfg.Hooks.Secret, "hook-secret", "", "shared secret signing every hook request's body (HMAC-SHA256, header X-Scalechat-Signature; at least 16 bytes; prefer the environment variable)")
+	f.DurationVar(&o.cfg.Hooks.Timeout, "hook-timeout", hooks.DefaultTimeout, "longest wait for a hook's answer; a call without an answer fails")
+	f.StringVar(&o.hookFail, "hook-fail", "closed", "what a failed hook call (no answer, an error) decides: closed refuses, open allows")
+	for k, name := range []string{"connect", "join", "publish"} {
+		f.StringVar(&o.hookFailEach[k], "hook-fail-"+name, "", "--hook-fail for the "+name+" hook alone: open or closed")
+	}
+	f.IntVar(&o.cfg.Hooks.Failures, "hook-breaker-failures", hooks.DefaultFailures, "failed calls in a row that open a hook's circuit: then it fails at once, without calling, for --hook-breaker-cooldown")
+	f.DurationVar(&o.cfg.Hooks.Cooldown, "hook-breaker-cooldown", hooks.DefaultCooldown, "how long an open circuit stays open before one trial call")
+	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 }
@@ -113,6 +128,9 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		return err
 	}
 	if o.cfg.TLS, err = tlsConfig(o.tlsCert, o.tlsKey); err != nil {
+		return err
+	}
+	if err := o.hookModes(); err != nil {
 		return err
 	}
 	if o.apiKeyFile != "" {
@@ -171,7 +189,8 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 
 const serveLong = `Run the chat server: WebSocket rooms at /ws/{room} (GET /ws joins "lobby"), the browser
 chat page at /, /healthz (process alive) and /readyz (accepting clients), and with
---api-key the server API for backends under /api/ (docs/api.md). On a listener of
+--api-key the server API for backends under /api/ (docs/api.md), and with --hook-* the
+application's backend deciding who connects, joins and publishes (docs/hooks.md). On a listener of
 its own (--metrics-addr), so that it answers while the chat port is saturated: Prometheus
 metrics at /metrics and a live dashboard at /dashboard.
 
@@ -180,6 +199,25 @@ new connections are refused, every client gets close 1001 after the messages alr
 accepted, and the process exits 0 within --shutdown-timeout.
 
 Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`
+
+// hookModes sets each hook's failure mode from --hook-fail and its own
+// flag.
+func (o *serveFlags) hookModes() error {
+	all, err := hooks.ParseMode(o.hookFail)
+	if err != nil {
+		return fmt.Errorf("--hook-fail: %w", err)
+	}
+	o.cfg.Hooks.SetFail(all)
+	for k, v := range o.hookFailEach {
+		if v == "" {
+			continue
+		}
+		if o.cfg.Hooks.Fail[k], err = hooks.ParseMode(v); err != nil {
+			return fmt.Errorf("--hook-fail-%s: %w", hooks.Kind(k), err)
+		}
+	}
+	return nil
+}
 
 // nodeName names this node on the dashboard: host name and chat port.
 func nodeName(addr net.Addr) string {

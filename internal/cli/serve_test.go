@@ -17,6 +17,8 @@ import (
 	"time"
 
 	gws "github.com/gobwas/ws"
+
+	"github.com/scalechat/scalechat/internal/hooks"
 )
 
 var listenRE = regexp.MustCompile(`url=https?://([0-9.:]+)/`)
@@ -159,10 +161,32 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"serve", "--api-key", "short"},
 		{"serve", "--api-key-file", "/nonexistent/key"},
 		{"serve", "--api-key", "0123456789abcdef", "--api-key-file", "k"},
+		{"serve", "--hook-fail", "maybe"},
+		{"serve", "--hook-fail-publish", "half"},
+		{"serve", "--hook-publish", "ftp://127.0.0.1/p"},
+		{"serve", "--hook-publish", "http://127.0.0.1:1/p", "--hook-secret", "short"},
 	} {
 		var stderr strings.Builder
 		if code := run(context.Background(), args, nil, io.Discard, &stderr); code == 0 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q: want one clear line", args, code, stderr.String())
+		}
+	}
+}
+
+func TestServeHookFailModes(t *testing.T) {
+	for _, tc := range []struct {
+		all  string
+		each [3]string
+		want [3]hooks.Mode
+	}{
+		{"closed", [3]string{}, [3]hooks.Mode{hooks.FailClosed, hooks.FailClosed, hooks.FailClosed}},
+		{"open", [3]string{}, [3]hooks.Mode{hooks.FailOpen, hooks.FailOpen, hooks.FailOpen}},
+		{"closed", [3]string{"", "", "open"}, [3]hooks.Mode{hooks.FailClosed, hooks.FailClosed, hooks.FailOpen}},
+		{"open", [3]string{"closed", "", ""}, [3]hooks.Mode{hooks.FailClosed, hooks.FailOpen, hooks.FailOpen}},
+	} {
+		o := serveFlags{hookFail: tc.all, hookFailEach: tc.each}
+		if err := o.hookModes(); err != nil || o.cfg.Hooks.Fail != tc.want {
+			t.Errorf("--hook-fail %s %v: %v %v, want %v", tc.all, tc.each, o.cfg.Hooks.Fail, err, tc.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/scrape"
 	"github.com/scalechat/scalechat/internal/server"
 )
@@ -25,6 +26,7 @@ type Collector struct {
 	polls, pollsWaiting, httpIn, httpOut           *prometheus.Desc
 	httpBytesIn, httpBytesOut, historyBytes        *prometheus.Desc
 	apiRequests, apiPublished                      *prometheus.Desc
+	hookCalls, hookDuration                        *prometheus.Desc
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
@@ -42,7 +44,7 @@ func NewCollector(srv *server.Server) *Collector {
 		accepted: d("scalechat_connections_accepted_total",
 			"WebSocket upgrades completed.", nil, nil),
 		refused: d("scalechat_connections_refused_total",
-			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full, header_too_large, handshake_timeout, body_timeout, body_too_large.",
+			"Connection attempts and HTTP transport requests refused, by reason: max_connections, shutting_down, bad_request, origin, internal, auth, forbidden, per_ip, connect_rate, rooms_full, header_too_large, handshake_timeout, body_timeout, body_too_large, hook (the connect hook, or the join hook of the URL's room, refused or did not answer).",
 			[]string{"reason"}, nil),
 		rooms: d(scrape.NameRooms,
 			"Rooms held, empty ones still in their grace period included.", nil, nil),
@@ -53,7 +55,7 @@ func NewCollector(srv *server.Server) *Collector {
 		deliveries: d(scrape.NameDeliveries,
 			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
 		dropped: d(scrape.NameDropped,
-			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable).",
+			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable), hook (a join or message the application's backend refused or did not answer for).",
 			[]string{"reason"}, nil),
 		disconnects: d("scalechat_disconnects_total",
 			"Connections closed, by WebSocket close code; 1006 is a connection that ended without a closing handshake, other is any code not listed.",
@@ -98,6 +100,12 @@ func NewCollector(srv *server.Server) *Collector {
 			"Requests to the server API (/api/) by outcome: ok (the key was right), unauthorized, bad_request.", []string{"outcome"}, nil),
 		apiPublished: d("scalechat_api_published_total",
 			"Chat messages published through the server API.", nil, nil),
+		hookCalls: d("scalechat_hook_calls_total",
+			"Calls to the application's backend's hooks (docs/hooks.md), by hook (connect, join, publish) and outcome: allowed, refused, replaced (publish: allowed with another message), error (no valid answer: connection refused, a status other than 200, an answer that does not parse or cannot apply), timeout, open_circuit (not called: the hook's circuit breaker is open). A hook that is off has none.",
+			[]string{"hook", "outcome"}, nil),
+		hookDuration: d("scalechat_hook_duration_seconds",
+			"Time from sending a hook's request until its answer is read (or the call fails), by hook; calls not made (open circuit) are not in it.",
+			[]string{"hook"}, nil),
 		historyBytes: d("scalechat_history_bytes",
 			"Bytes of frames held in the rooms' history rings.", nil, nil),
 		polls: d("scalechat_http_polls_total",
@@ -123,7 +131,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
-		c.apiRequests, c.apiPublished, c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
+		c.apiRequests, c.apiPublished, c.hookCalls, c.hookDuration, c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
 		c.brokerRefused, c.brokerDiverged,
@@ -173,6 +181,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.apiRequests, st.API[outcome], outcome)
 	}
 	counter(c.apiPublished, st.API["published"])
+	for _, h := range st.Hooks {
+		for _, o := range hooks.Outcomes() {
+			counter(c.hookCalls, h.Outcomes[o], h.Hook, o.String())
+		}
+		ch <- prometheus.MustNewConstHistogram(c.hookDuration, h.Count, h.Sum, cumulative(h.Bounds, h.Counts), h.Hook)
+	}
 	gauge(c.pollsWaiting, float64(st.PollsWaiting))
 	counter(c.httpIn, st.HTTPMessagesIn)
 	counter(c.httpOut, st.HTTPDeliveries)
@@ -203,13 +217,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	h := st.Processing
-	buckets := make(map[float64]uint64, len(h.Bounds))
+	ch <- prometheus.MustNewConstHistogram(c.processing, h.Count, h.Sum, cumulative(h.Bounds, h.Counts))
+}
+
+// cumulative turns per-bucket counts into Prometheus's cumulative buckets
+// by upper bound.
+func cumulative(bounds []float64, counts []uint64) map[float64]uint64 {
+	buckets := make(map[float64]uint64, len(bounds))
 	var cum uint64
-	for i, b := range h.Bounds {
-		cum += h.Counts[i]
+	for i, b := range bounds {
+		cum += counts[i]
 		buckets[b] = cum
 	}
-	ch <- prometheus.MustNewConstHistogram(c.processing, h.Count, h.Sum, buckets)
+	return buckets
 }
 
 func sortedKeys(m map[string]uint64) []string {

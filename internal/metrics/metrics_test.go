@@ -150,10 +150,10 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, code := range []string{"1001", "1002", "1005", "1007", "1008", "1011", "1012", "1013", "4001", "other"} {
 		want["scalechat_disconnects_total{code="+code+"}"] = 0
 	}
-	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout", "body_too_large"} {
+	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout", "body_too_large", "hook"} {
 		want["scalechat_connections_refused_total{reason="+reason+"}"] = 0
 	}
-	for _, reason := range []string{"forbidden", "timeout", "unavailable"} {
+	for _, reason := range []string{"forbidden", "timeout", "unavailable", "hook"} {
 		want["scalechat_messages_dropped_total{reason="+reason+"}"] = 0
 	}
 	for _, name := range []string{"scalechat_http_polls_total", "scalechat_http_polls_waiting",

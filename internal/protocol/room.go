@@ -65,17 +65,33 @@ func ValidEpoch(e string) bool {
 	return true
 }
 
-// UserRule says what a user's name in presence is, for refusals.
-const UserRule = "name must be at most 64 bytes of UTF-8 text without control characters"
+// MaxUserLen is the longest user name, in bytes.
+const MaxUserLen = 64
 
-// ValidUser reports whether name may name a user in presence: at most 64
-// bytes of valid UTF-8 without control characters ("" names none).
+// UserRule says what a user's name is, for refusals. It is one rule for
+// every entry that names a user: a token's sub, the connect hook's answer,
+// ?name=, the server API's paths (docs/api.md#who-a-user-is).
+const UserRule = "a user name is at most 64 bytes of UTF-8 text without control, format (bidi, zero-width) or line-separator characters, and without white space at either end"
+
+// ValidUser reports whether name may name a user (in presence, as a
+// message's forced sender, in the server API): at most MaxUserLen bytes of
+// valid UTF-8 with no character that hides or reorders what a reader sees.
+// Refused: control characters (Cc: C0, DEL, C1), format characters (Cf:
+// the bidi embeddings, overrides and isolates U+202A–U+202E and
+// U+2066–U+2069, the marks U+200E, U+200F and U+061C, the zero-width space,
+// non-joiner and joiner U+200B–U+200D, the word joiner U+2060, the byte
+// order mark U+FEFF, the soft hyphen U+00AD, tag characters), the line and
+// paragraph separators (Zl, Zp), and white space at either end ("ann" and
+// "ann " would look alike). The empty string names nobody and is valid.
 func ValidUser(name string) bool {
-	if len(name) > 64 || !utf8.ValidString(name) {
+	if len(name) > MaxUserLen || !utf8.ValidString(name) {
 		return false
 	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
+	for i, r := range name {
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return false
+		}
+		if unicode.IsSpace(r) && (i == 0 || i+utf8.RuneLen(r) == len(name)) {
 			return false
 		}
 	}

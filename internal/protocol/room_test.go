@@ -61,6 +61,31 @@ func TestValidUser(t *testing.T) {
 		{"a\x00b", false},
 		{"\xff", false},
 		{"a\u0085b", false}, // a C1 control
+		{"a\x7fb", false},   // DEL
+		{"\u0007\n", false},
+		{"a b", true},
+		{" ann", false},
+		{"ann ", false},
+		{"ann\u00a0", false},    // a no-break space at the end
+		{"\u202eann", false},    // right-to-left override
+		{"a\u202ab", false},     // left-to-right embedding
+		{"a\u2066b", false},     // left-to-right isolate
+		{"a\u2069b", false},     // pop directional isolate
+		{"a\u200eb", false},     // left-to-right mark
+		{"a\u061cb", false},     // Arabic letter mark
+		{"a\u200bb", false},     // zero-width space
+		{"a\u200cb", false},     // zero-width non-joiner
+		{"a\u200db", false},     // zero-width joiner
+		{"a\u2060b", false},     // word joiner
+		{"\ufeffann", false},    // byte order mark
+		{"a\u00adb", false},     // soft hyphen
+		{"a\U000e0041b", false}, // a tag character
+		{"a\u2028b", false},     // line separator
+		{"a\u2029b", false},     // paragraph separator
+		{"😀", true},
+		{"עברית", true}, // right-to-left script itself is fine: only invisible reordering is refused
+		{strings.Repeat("é", 32), true},
+		{strings.Repeat("é", 32) + "e", false}, // 65 bytes
 	} {
 		if got := ValidUser(c.name); got != c.ok {
 			t.Errorf("ValidUser(%q) = %v, want %v", c.name, got, c.ok)

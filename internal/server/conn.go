@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
@@ -281,6 +282,16 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		c.sendError("not_joined", "not a member of this room", f)
 		return
 	}
+	if l.srv.hooks.On(hooks.Publish) {
+		c.publishHooked(f, data, r)
+		return
+	}
+	c.publish(f, data, r)
+}
+
+// publish orders a chat message in r: f is data parsed, with c's sender.
+func (c *conn) publish(f *protocol.Frame, data []byte, r *room.Room) {
+	l := c.loop
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
 	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id, c); err != nil {
@@ -328,7 +339,12 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		c.sendError("forbidden", "the token does not allow this room", f)
 		return
 	}
-	c.join(f.Room, room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}, false)
+	rs := room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}
+	if c.loop.srv.hooks.On(hooks.Join) {
+		c.joinHooked(f, rs)
+		return
+	}
+	c.join(f.Room, rs, false)
 }
 
 func (c *conn) isWaiting(name []byte) bool {

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -54,6 +55,7 @@ const (
 	cmdStop                          // close what is left and return
 	cmdDisconnect                    // close the connections a disconnect request names
 	cmdRefused                       // tell a connection the broker gave its message up
+	cmdHook                          // a join or publish hook's verdict for a connection
 )
 
 type command struct {
@@ -74,7 +76,11 @@ type command struct {
 	ipCounted bool              // counted by the address limiter: release on close
 	id        uint64            // the connection's number on this node
 	disc      broker.Disconnect // cmdDisconnect
-	conn      *conn             // cmdRefused: the sender
+	conn      *conn             // cmdRefused: the sender; cmdHook: the connection
+	hook      *hookResult       // cmdHook
+	hookUser  string            // who the connect hook says the connection is
+	hookData  json.RawMessage   // the connect hook's data, handed back in the connection's hook calls
+	hookRooms []string          // rooms the connect hook joins besides the URL's
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -92,8 +98,9 @@ type loop struct {
 	nconns     int
 	rooms      map[*room.Room]*localRoom
 	pending    map[*room.Room][]pendingJoin
-	dirty      []*conn // connections with frames to write
-	slow       []*conn // slow consumers to close once delivery is done
+	hooked     map[*conn]*connHooks // connections with hook data or messages waiting for the publish hook
+	dirty      []*conn              // connections with frames to write
+	slow       []*conn              // slow consumers to close once delivery is done
 	deliveries []room.Delivery
 	received   []int64 // read times of the messages delivered since the last flush, for Stats.Processing
 	readBuf    []byte
@@ -130,6 +137,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
+		hooked:       make(map[*conn]*connHooks),
 		readBuf:      make([]byte, max(readBufferSize, srv.cfg.largestMessage()+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
@@ -224,6 +232,8 @@ func (l *loop) runCommands() (stop bool) {
 			l.disconnect(cmd.disc, cmd.id)
 		case cmdRefused:
 			l.refused(cmd.conn, cmd.pending)
+		case cmdHook:
+			l.hookDone(cmd.conn, cmd.hook)
 		}
 	}
 	return false
@@ -246,6 +256,9 @@ func (l *loop) add(cmd command) {
 		c.expires = cmd.claims.Expires.UnixNano()
 		c.limitRooms = cmd.claims.Rooms != nil
 	}
+	if cmd.hookUser != "" {
+		c.sender, c.user = cmd.hookUser, cmd.hookUser // the backend says who it is
+	}
 	if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
 		l.srv.log.Error("register connection", "err", err)
 		unix.Close(cmd.fd)
@@ -266,6 +279,7 @@ func (l *loop) add(cmd command) {
 	}
 	if !c.echo {
 		c.join([]byte(cmd.room), room.Resume{Since: cmd.since, HasSince: cmd.hasSince, Epoch: cmd.epoch}, true)
+		l.addHooked(c, &cmd)
 	}
 	l.reschedule(c)
 	if len(cmd.pending) > 0 {
@@ -562,6 +576,7 @@ func (l *loop) closeFD(c *conn) {
 	l.stats.disconnects[closeCodeIndex(c.closeCode)].Add(1)
 	l.conns[c.fd] = nil
 	l.nconns--
+	delete(l.hooked, c)
 	if err := unix.Close(c.fd); err != nil {
 		l.srv.log.Debug("close socket", "err", err)
 	}

@@ -118,19 +118,23 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Room, *auth.Claims, bool) {
+func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Room, pollCaller, bool) {
 	name := r.PathValue("room")
 	if !protocol.ValidRoomString(name) {
 		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_room", roomNameRule)
-		return nil, nil, false
+		return nil, pollCaller{}, false
 	}
 	claims, ok := s.pollAuth(w, r, name)
 	if !ok {
-		return nil, nil, false
+		return nil, pollCaller{}, false
 	}
 	if s.draining.Load() {
 		s.pollError(w, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
-		return nil, nil, false
+		return nil, pollCaller{}, false
+	}
+	caller, ok := s.pollHooks(w, r, name, claims)
+	if !ok {
+		return nil, pollCaller{}, false
 	}
 	open := s.hub.Open
 	if r.Method == http.MethodGet {
@@ -139,14 +143,14 @@ func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Roo
 	rm := open([]byte(name))
 	if rm == nil {
 		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
-		return nil, nil, false
+		return nil, pollCaller{}, false
 	}
-	return rm, claims, true
+	return rm, caller, true
 }
 
 // handlePost publishes a chat message sent over HTTP.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
-	rm, claims, ok := s.openPollRoom(w, r)
+	rm, caller, ok := s.openPollRoom(w, r)
 	if !ok {
 		return
 	}
@@ -172,9 +176,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var f protocol.Frame
-	if claims != nil {
-		f.SenderOverride = claims.Subject
-	}
+	f.SenderOverride = caller.user
 	if err := protocol.ParseFrame(body, &f); err != nil {
 		s.httpDropped[DropInvalid].Add(1)
 		code, msg := protocol.CodeInvalidMessage, err.Error()
@@ -190,13 +192,16 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := remoteIP(r).String()
-	if claims != nil {
-		key = "sub:" + claims.Subject
+	if caller.user != "" {
+		key = "sub:" + caller.user
 	}
 	if !s.postLimit.allow(key, time.Now()) {
 		s.httpDropped[DropRateLimit].Add(1)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusTooManyRequests, protocol.AppendError(nil, protocol.CodeRateLimited, "too many messages per second", &f))
+		return
+	}
+	if body, ok = s.postHook(w, r, rm.Name(), caller, body, &f); !ok {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/webui"
 )
@@ -61,6 +62,10 @@ type Server struct {
 	name         string // announced to the cluster
 	apiRequests  [apiOutcomes]atomic.Uint64
 	apiPublished atomic.Uint64
+
+	hooks    *hooks.Client // nil without hooks
+	hookJobs chan hookJob  // join and publish calls waiting for a hook worker
+	hookLog  hookLog
 }
 
 // New returns a server with the given configuration.
@@ -70,6 +75,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.fill()
 	s := &Server{cfg: cfg, log: cfg.Logger, id: broker.NewEpoch()[:8], started: time.Now()}
+	s.hookLog.log = cfg.Logger
+	if cfg.Hooks.Any() {
+		var err error
+		if s.hooks, err = hooks.New(cfg.Hooks, s.id); err != nil {
+			return nil, fmt.Errorf("invalid server configuration: %w", err)
+		}
+		s.hookJobs = make(chan hookJob, 16*s.hooks.Workers())
+	}
 	queues := make([]*room.Queue, cfg.Loops)
 	for i := range cfg.Loops {
 		l, err := newLoop(i, s)
@@ -145,6 +158,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	wg.Go(func() { s.hub.Run(hubCtx) })
+	if s.hooks != nil {
+		for range s.hooks.Workers() {
+			wg.Go(func() { s.runHookWorker(hubCtx) })
+		}
+		defer s.hooks.Close()
+	}
 	brokerCtx, stopBroker := context.WithCancel(context.Background())
 	wg.Go(func() {
 		if err := s.broker.Run(brokerCtx); err != nil {

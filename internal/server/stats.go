@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
@@ -24,10 +25,14 @@ const (
 	// DropUnavailable: a chat message to a room shared with other nodes
 	// while Redis is unreachable (broker.ErrUnavailable).
 	DropUnavailable
+	// DropHook: a join or message the application's backend refused, or
+	// did not answer for (a hook that fails closed), or that could not
+	// wait for it.
+	DropHook
 	dropReasons
 )
 
-var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable"}
+var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable", "hook"}
 
 func (r DropReason) String() string { return dropReasonNames[r] }
 
@@ -50,12 +55,13 @@ const (
 	RefuseHandshake   // request line and headers (or the TLS handshake) not in within --handshake-timeout
 	RefuseBodyTimeout // a request body not in within --http-body-timeout
 	RefuseBodySize    // a request body over --max-body-bytes (HTTP 413)
+	RefuseHook        // the connect hook, or the join hook of the URL's room, refused or did not answer
 	refuseReasons
 )
 
 var refuseReasonNames = [refuseReasons]string{"max_connections", "shutting_down", "bad_request", "origin", "internal",
 	"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout",
-	"body_too_large"}
+	"body_too_large", "hook"}
 
 func (r RefuseReason) String() string { return refuseReasonNames[r] }
 
@@ -157,6 +163,8 @@ type Stats struct {
 	// with the key), "unauthorized", "bad_request", and "published", the
 	// messages published through it.
 	API map[string]uint64
+	// Hooks are the counters of each hook that is on (docs/hooks.md).
+	Hooks []hooks.Stats
 
 	// Processing is the message processing time: from the loop waking up
 	// with a client's frame to read (in a cluster: from the broker bringing
@@ -178,6 +186,7 @@ func (s *Server) Stats() Stats {
 			"bad_request": s.apiRequests[apiBadRequest].Load(), "published": s.apiPublished.Load(),
 		},
 		Refused:        make(map[string]uint64, refuseReasons),
+		Hooks:          s.hooks.Stats(),
 		Rooms:          s.hub.Rooms(),
 		HistoryEntries: s.hub.HistoryEntries(),
 		HistoryBytes:   s.hub.HistoryBytes(),

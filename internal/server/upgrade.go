@@ -151,6 +151,18 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 		s.refuse(w, r, ref.reason, ref.status, ref.msg)
 		return
 	}
+	if ref := s.admitHooks(r, &u, &cmd); ref != nil {
+		s.releaseAdmission(&cmd)
+		if cmd.control {
+			s.refuseUpgraded(w, r, u.key, ref)
+			return
+		}
+		if ref.header[0] != "" {
+			w.Header().Set(ref.header[0], ref.header[1])
+		}
+		s.refuse(w, r, ref.reason, ref.status, ref.msg)
+		return
+	}
 	fd, pending, err := s.hijack(w, u.key, cmd.deflate, cmd.control)
 	if err != nil {
 		s.releaseAdmission(&cmd)

@@ -76,8 +76,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Name == "" {
 		return errors.New("the name must not be empty")
 	}
-	if len(o.Name) > 64 {
-		return errors.New("the name must be at most 64 bytes")
+	if !protocol.ValidUser(o.Name) {
+		return errors.New("the name is not valid: " + protocol.UserRule) // the server would refuse it (docs/api.md#who-a-user-is)
 	}
 	if o.Room == "" {
 		if o.Room, err = prompt(in, o.Err, "Room ["+DefaultRoom+"]: "); err != nil {

@@ -173,6 +173,7 @@ func TestBadInput(t *testing.T) {
 		{"no name", Options{}, "", "no name given"},
 		{"empty name", Options{}, "\nroom\n", "name must not be empty"},
 		{"long name", Options{Name: strings.Repeat("n", 65)}, "", "at most 64 bytes"},
+		{"a bidi override in the name", Options{Name: "\u202eann"}, "", "not valid"},
 		{"no room", Options{}, "alice\n", "no room given"},
 		{"bad room", Options{Name: "a"}, "bad room!\n", `room "bad room!": room names are`},
 		{"bad url", Options{Name: "a", Room: "r", URL: "localhost:8080"}, "", "want a ws://"},

@@ -17,7 +17,7 @@ func TestHandlerServesThePage(t *testing.T) {
 		path, contentType, contains string
 	}{
 		{"/", "text/html; charset=utf-8", `<script type="module" src="app.js"></script>`},
-		{"/app.js", "text/javascript; charset=utf-8", "import { Client } from './scalechat.js';"},
+		{"/app.js", "text/javascript; charset=utf-8", "import { Client, refusedByBackend } from './scalechat.js';"},
 		{"/scalechat.js", "text/javascript; charset=utf-8", "new this.WS("}, // the client of clients/js
 		{"/style.css", "text/css; charset=utf-8", ".state[data-state=\"connected\"]"},
 	}

@@ -16,6 +16,17 @@ export const SUBPROTOCOL = "scalechat.v1";
 /** Close code of a connection closed through the server API: no reconnect. */
 export const CLOSE_DISCONNECTED = 4001;
 
+/**
+ * Whether a close code is the application's backend refusing the
+ * connection (its connect hook, or the join hook of the first room): 4000
+ * plus the HTTP status it chose, 4400–4499. The reason is the backend's,
+ * for the user; the client does not reconnect. (4503, a backend that did
+ * not answer, is retried like any other close.)
+ */
+export function refusedByBackend(code: number): boolean {
+  return code >= 4400 && code <= 4499;
+}
+
 /** A chat message as members receive it. */
 export interface ChatMessage {
   room: string;
@@ -468,7 +479,7 @@ export class Client {
     for (const [name, r] of this.rooms) if (!r.wanted) this.rooms.delete(name);
     // Sends written on the lost connection may have been ordered: their
     // echo comes with the replay. The others go on the next connection.
-    const reconnect = code !== CLOSE_DISCONNECTED && this.st !== "closed";
+    const reconnect = code !== CLOSE_DISCONNECTED && !refusedByBackend(code) && this.st !== "closed";
     this.emit("disconnect", { code, reason, reconnect });
     if (!reconnect) {
       if (this.st !== "closed") {

@@ -240,3 +240,44 @@ test("a disconnect through the server API ends the client", async () => {
   assert.equal(c.state, "closed");
   await assert.rejects(c.join("z2"), /closed/);
 });
+
+/** The application's backend: a real HTTP server answering scalechat's hooks with decide(body). */
+async function hookBackend(decide) {
+  const { createServer } = await import("node:http");
+  const srv = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      res.setHeader("Content-Type", "application/json");
+      res.end(JSON.stringify(decide(JSON.parse(body))));
+    });
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  cleanups.push(() => new Promise((r) => srv.close(r)));
+  return `http://127.0.0.1:${srv.address().port}`;
+}
+
+test("a hook's refusals reach the client as readable errors", async () => {
+  const url = await hookBackend((req) => {
+    if (req.hook === "connect") return req.name === "mallory" ? { allow: false, status: 403, reason: "mallory is banned" } : { allow: true };
+    if (req.hook === "join") return req.room === "vip" ? { allow: false, reason: "members only" } : { allow: true };
+    return req.message.text.includes("spam") ? { allow: false, reason: "no spam here" } : { allow: true };
+  });
+  const s = await server(["--hook-connect", `${url}/connect`, "--hook-join", `${url}/join`, "--hook-publish", `${url}/publish`]);
+
+  // Refused at connect: a close 4403 with the backend's reason, no reconnect.
+  const banned = client(s, { name: "mallory" });
+  const disconnects = [];
+  banned.on("disconnect", (d) => disconnects.push(d));
+  await assert.rejects(banned.join("lobby"), /mallory is banned/);
+  assert.deepEqual(disconnects, [{ code: 4403, reason: "mallory is banned", reconnect: false }]);
+  assert.equal(banned.state, "closed");
+
+  // Refused join and message: the backend's reason, with the code refused.
+  const c = client(s, { name: "ann" });
+  await c.join("lobby");
+  await assert.rejects(c.join("vip"), (e) => e instanceof ScalechatError && e.code === "refused" && e.message === "members only");
+  await assert.rejects(c.send("lobby", "buy spam"), (e) => e.code === "refused" && e.message === "no spam here");
+  const m = await c.send("lobby", "hello");
+  assert.equal(m.text, "hello");
+});

@@ -7,7 +7,7 @@
 // backoff and resumes every room where it was, so no message is missed or
 // shown twice. Every text from the network goes into the page through
 // textContent, never as HTML.
-import { Client } from './scalechat.js';
+import { Client, refusedByBackend } from './scalechat.js';
 
 const ROOM_RE = /^[A-Za-z0-9._-]{1,64}$/;
 const FIRST_SHOWN = 30;      // messages of a room's history shown at first
@@ -395,7 +395,8 @@ client.on('disconnect', (d) => {
   const r = rooms.get(active);
   if (!r) return;
   if (d.code === 1001) notice(r, 'info', 'The server is restarting or moving you to another node.');
-  if (!d.reconnect) notice(r, 'error', `Disconnected by the server: ${d.reason || d.code}.`);
+  if (refusedByBackend(d.code)) notice(r, 'error', `Refused by the application: ${d.reason || d.code}.`);
+  else if (!d.reconnect) notice(r, 'error', `Disconnected by the server: ${d.reason || d.code}.`);
 });
 
 client.on('error', (e) => {
