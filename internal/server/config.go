@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/namespace"
 )
 
 // Config holds the server's settings. Zero values mean the defaults of
@@ -57,6 +58,7 @@ type Config struct {
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
+	Namespaces        namespace.Set  // options of rooms named ns:name, by ns (docs/config.md); nil: none
 	Logger            *slog.Logger
 }
 
@@ -111,6 +113,7 @@ func (c *Config) validate() error {
 	check(c.FrameTimeout >= 0 && c.FirstFrameTimeout >= 0, "frame timeouts must not be negative")
 	check(c.BodyTimeout >= 0, "the HTTP body timeout must not be negative")
 	check(c.MaxBodyBytes == 0 || c.MaxBodyBytes > int64(c.MaxMessageSize), "max body bytes must be larger than max message size (a POST carries one message)")
+	errs = append(errs, c.namespaceErrors()...)
 	return errors.Join(errs...)
 }
 
