@@ -24,21 +24,43 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	o := serveFlags{
-		cfg: server.DefaultConfig(), addr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:8081",
-		logLevel: "info", logFormat: "text",
-	}
-	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	o := newServeFlags()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chat server",
 		Long:  serveLong,
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &o) },
+		Args:  serveArgs(o),
+		// After bindEnv's, which sets the flags from the environment
+		// first: the file sets only what neither the command line nor
+		// the environment did.
+		PreRunE: func(cmd *cobra.Command, args []string) error { return o.readConfig(cmd, args) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config.check {
+				return checkConfig(cmd, o)
+			}
+			return runServe(cmd, o)
+		},
 	}
 	o.define(cmd.Flags())
 	bindEnv(cmd)
 	return cmd
+}
+
+// newServeFlags returns serve's flags at their defaults.
+func newServeFlags() *serveFlags {
+	o := &serveFlags{
+		cfg: server.DefaultConfig(), addr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:8081",
+		logLevel: "info", logFormat: "text",
+	}
+	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	return o
+}
+
+// newServeFlagSet returns a flag set of serve's flags at their defaults.
+func newServeFlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	newServeFlags().define(fs)
+	return fs
 }
 
 // serveFlags are the flags of scalechat serve.
@@ -52,6 +74,7 @@ type serveFlags struct {
 	metricsAdvertise                  string
 	maxMsg, maxQueue, echoMaxMsg      byteSize
 	logLevel, logFormat               string
+	config                            configFlags
 }
 
 func (o *serveFlags) define(f *pflag.FlagSet) {
@@ -96,6 +119,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.EchoEndpoint, "echo-endpoint", false, "serve /echo, a WebSocket that echoes every message (for conformance suites and loadtest --protocol echo)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
+	o.config.define(f)
 }
 
 // runServe runs the chat server, and its metrics listener unless it is
@@ -105,7 +129,22 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := o.serverConfig(logger); err != nil {
+		return err
+	}
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	return serveUntilDone(cmd, o, srv, logger)
+}
+
+// serverConfig completes o.cfg from the flags that are not its fields
+// (sizes, keys and certificates read from files, the namespaces).
+func (o *serveFlags) serverConfig(logger *slog.Logger) error {
+	var err error
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
+	o.cfg.Namespaces = o.config.file.namespaces
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	o.cfg.MaxBodyBytes = int64(o.maxBody)
@@ -125,10 +164,12 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		}
 		o.cfg.APIKey = strings.TrimSpace(string(b))
 	}
-	srv, err := server.New(o.cfg)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// serveUntilDone runs srv, and its metrics listener unless it is turned off, until
+// the command's context ends.
+func serveUntilDone(cmd *cobra.Command, o *serveFlags, srv *server.Server, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", o.addr, err)
@@ -179,7 +220,11 @@ Single node, no external service. SIGINT or SIGTERM shut it down gracefully: /re
 new connections are refused, every client gets close 1001 after the messages already
 accepted, and the process exits 0 within --shutdown-timeout.
 
-Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`
+Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR, and a key of
+the same name in the file of --config (YAML, docs/config.md), which also holds the room
+namespaces: a room called ns:name takes namespace ns's options (history, presence, who
+publishes, tokens to join, max members). A flag wins over its variable, which wins over
+the file. --check-config validates a file and exits: 0 valid, 2 not, one line per error.`
 
 // nodeName names this node on the dashboard: host name and chat port.
 func nodeName(addr net.Addr) string {

@@ -169,6 +169,9 @@ var fields = map[string]func(o *Options, v *yaml.Node) string{
 	},
 }
 
+// OptionKeys returns the keys of a namespace's options, sorted.
+func OptionKeys() []string { return fieldNames() }
+
 func fieldNames() []string {
 	names := make([]string, 0, len(fields))
 	for k := range fields {

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -135,5 +136,24 @@ func TestLookup(t *testing.T) {
 	}
 	if name, ok := (Set{"b": {JoinToken: true}, "a": {JoinToken: true}}).NeedsToken(); !ok || name != "a" {
 		t.Errorf("NeedsToken = %q, %v; want a, true", name, ok)
+	}
+}
+
+// TestDocsListEveryOption keeps docs/config.md's table of options and the
+// parser in step.
+func TestDocsListEveryOption(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range OptionKeys() {
+		if !strings.Contains(string(doc), "| `"+k+"` |") {
+			t.Errorf("docs/config.md has no row for the option %s", k)
+		}
+	}
+	for _, name := range append(append([]string{}, HookNames...), WebhookEvents...) {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/config.md does not name %s", name)
+		}
 	}
 }
