@@ -124,3 +124,12 @@ func (s Set) NeedsToken() (string, bool) {
 	}
 	return "", false
 }
+
+// HasHook reports whether the backend hook called name (HookNames) applies
+// to the namespace's rooms: what the hooks read, per room, to call it.
+func (o *Options) HasHook(name string) bool { return slices.Contains(o.Hooks, name) }
+
+// HasWebhook reports whether the webhook event (WebhookEvents) is sent for
+// the namespace's rooms: the per-room predicate of the webhooks, e.g.
+// message_published, which is opt-in.
+func (o *Options) HasWebhook(event string) bool { return slices.Contains(o.Webhooks, event) }

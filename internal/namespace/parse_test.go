@@ -157,3 +157,26 @@ func TestDocsListEveryOption(t *testing.T) {
 		}
 	}
 }
+
+func TestHooksAndWebhooksOfARoom(t *testing.T) {
+	set, errs := parse(t, "namespaces:\n  chat:\n    hooks: [publish]\n    webhooks: [message_published]\n")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	chat, _ := set.Lookup("chat:1")
+	plain, _ := set.Lookup("lobby")
+	for _, tc := range []struct {
+		name      string
+		got, want bool
+	}{
+		{"chat's publish hook", chat.HasHook("publish"), true},
+		{"chat's join hook", chat.HasHook("join"), false},
+		{"chat's message_published", chat.HasWebhook("message_published"), true},
+		{"chat's room_vacated", chat.HasWebhook("room_vacated"), false},
+		{"a room without a namespace", plain.HasHook("publish") || plain.HasWebhook("message_published"), false},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
