@@ -237,3 +237,18 @@ func TestNamespaceHistoryCluster(t *testing.T) {
 		}
 	}
 }
+
+// In a cluster max_members counts the connections other nodes report: a
+// room with one member on each of two nodes is full on both.
+func TestNamespaceMaxMembersCluster(t *testing.T) {
+	nodes := startCluster(t, testsupport.StartRedis(t).URL(), 2, withNamespaces)
+	connect(t, nodes[0], "duo:r")
+	connect(t, nodes[1], "duo:r")
+	testsupport.Eventually(t, 10*time.Second, "node 0 to see node 1's member", func() bool {
+		members, _, _ := nodes[0].hub.Lookup([]byte("duo:r")).Presence()
+		return members == 2
+	})
+	if code := dial(t, nodes[0].url("/ws/duo:r")).expectClose(); code != 1008 {
+		t.Errorf("a third member on node 0: close %d, want 1008", code)
+	}
+}
