@@ -29,7 +29,9 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the chat server",
 		Long:  serveLong,
-		Args:  serveArgs(o),
+		Example: `  scalechat serve --config scalechat.yaml
+  scalechat serve --check-config scalechat.yaml`,
+		Args: serveArgs(o),
 		// After bindEnv's, which sets the flags from the environment
 		// first: the file sets only what neither the command line nor
 		// the environment did.
