@@ -140,7 +140,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.Room = "lobby"
 	}
 	if !protocol.ValidRoomString(cfg.Room) {
-		return nil, fmt.Errorf("room %q: room names are 1 to 64 characters of A-Z a-z 0-9 . _ -", cfg.Room)
+		return nil, fmt.Errorf("room %q: %s", cfg.Room, protocol.RoomRule)
 	}
 	if len(cfg.Sender) > 64 {
 		return nil, errors.New("sender names are at most 64 bytes")
@@ -331,7 +331,7 @@ func (c *Client) SendTo(ctx context.Context, room, text string) (uint64, error) 
 // event confirms it; an Error event refuses it.
 func (c *Client) Join(ctx context.Context, room string) error {
 	if !protocol.ValidRoomString(room) {
-		return fmt.Errorf("join %q: room names are 1 to 64 characters of A-Z a-z 0-9 . _ -", room)
+		return fmt.Errorf("join %q: %s", room, protocol.RoomRule)
 	}
 	return c.control(ctx, func() ([]byte, error) {
 		r := c.room(room)

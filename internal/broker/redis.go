@@ -46,7 +46,12 @@ type Config struct {
 	History int           // messages kept per room in Redis; 0 keeps none
 	TTL     time.Duration // a room's keys expire after this long without messages
 	Prefix  string        // of every key and channel
-	Logger  *slog.Logger
+	// Room, when not nil, gives a room's own history size and TTL (its
+	// namespace's), in place of History and TTL: called once when the
+	// node subscribes to the room, and for publishes into a room it has
+	// not subscribed to.
+	Room   func(room string) RoomConfig
+	Logger *slog.Logger
 }
 
 type subCmd struct {
@@ -61,6 +66,7 @@ type roomState struct {
 	ps        *pubsub       // the connection subscribed to the room; nil: none yet
 	leaving   bool          // Unsubscribe was called
 	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
+	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master

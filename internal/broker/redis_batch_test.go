@@ -85,7 +85,7 @@ func TestRedisPublishRenewsTTLsOncePerInterval(t *testing.T) {
 		t.Errorf("a publish within the interval set the TTL to %v, want it left at ≤ 100s", got)
 	}
 	a.b.subMu.Lock()
-	a.b.rooms["r"].renewed = time.Now().Add(-a.b.renewInterval())
+	a.b.rooms["r"].renewed = time.Now().Add(-renewInterval(a.b.rooms["r"].rc.TTL))
 	a.b.subMu.Unlock()
 	a.publish("r", "m3")
 	a.hasSeq(t, "r", 3)

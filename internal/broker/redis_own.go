@@ -165,7 +165,7 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 		}
 		b.subMu.Unlock()
 	}()
-	ttl := int(b.cfg.TTL / time.Second)
+	ttl := int(b.roomConfigOf(name).TTL / time.Second)
 	for ctx.Err() == nil {
 		if err := b.publishControl(ctx, name, "H"); err != nil {
 			b.fail("ask for a room", err)

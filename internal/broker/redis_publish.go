@@ -247,22 +247,30 @@ type call struct {
 // Persist and publish calls take more jobs until the pipeline is sent, so
 // their commands are made at the end, in their place.
 func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []call {
-	hist := strconv.Itoa(b.cfg.History)
-	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	mode := b.publishMode()
+	now := time.Now()
 	var calls []call
-	persistAt := map[string]int{} // room → index in calls of its open persist call
-	publishAt := map[int]int{}    // hash slot → index in calls of its open publish call
+	// A publish call's history size and TTL are its rooms': one call per
+	// hash slot and RoomConfig (rooms of one namespace share it).
+	type publishKey struct {
+		slot int
+		rc   RoomConfig
+	}
+	persistAt := map[string]int{}     // room → index in calls of its open persist call
+	publishAt := map[publishKey]int{} // slot and RoomConfig → index in calls of its open publish call
+	renew := make([]string, len(batch))
+	rcs := make([]RoomConfig, len(batch))
 	for i, j := range batch {
 		switch j.kind {
 		case jobPublish:
 			delete(persistAt, j.p.Room)
-			slot := b.slotOf(j.p.Room)
-			if k, ok := publishAt[slot]; ok && len(calls[k].js) < maxPublishBatch {
+			renew[i], rcs[i] = b.renewDue(j.p.Room, now)
+			key := publishKey{b.slotOf(j.p.Room), rcs[i]}
+			if k, ok := publishAt[key]; ok && len(calls[k].js) < maxPublishBatch {
 				calls[k].js = append(calls[k].js, i)
 				continue
 			}
-			publishAt[slot] = len(calls)
+			publishAt[key] = len(calls)
 		case jobPersist:
 			if k, ok := persistAt[j.room]; ok {
 				calls[k].js = append(calls[k].js, i)
@@ -277,20 +285,24 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		}
 		calls = append(calls, call{js: []int{i}})
 	}
-	now := time.Now()
 	for k, c := range calls {
 		j := batch[c.js[0]]
+		rc := rcs[c.js[0]]
+		if j.kind != jobPublish {
+			rc = b.roomConfigOf(j.room)
+		}
+		hist, ttl := strconv.Itoa(rc.History), ttlArg(rc.TTL)
 		switch j.kind {
 		case jobPublish:
 			keys := make([]string, 0, 5*len(c.js))
 			args := make([]any, 0, 4+4*len(c.js))
 			// Renewed once a renewInterval, the keys live a renewInterval
 			// longer: at least the TTL after the room's last message.
-			args = append(args, hist, strconv.Itoa(int((b.cfg.TTL+b.renewInterval())/time.Second)), mode, b.id)
+			args = append(args, hist, ttlArg(rc.TTL+renewInterval(rc.TTL)), mode, b.id)
 			for _, i := range c.js {
 				q := batch[i].p
 				keys = append(keys, b.publishKeys(q.Room)...)
-				args = append(args, q.Prefix, q.Suffix, b.channel(q.Room), b.renewDue(q.Room, now))
+				args = append(args, q.Prefix, q.Suffix, b.channel(q.Room), renew[i])
 			}
 			calls[k].cmd = publishScript.EvalSha(ctx, p, keys, args...)
 		case jobPersist:
@@ -402,26 +414,23 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 	return res.Err()
 }
 
-// renewInterval is how often, at most, a node's publishes renew a room's
-// TTLs in Redis, to the TTL and one renewInterval more: the room's keys then
-// live at least the TTL after its last message, and at most ¼ longer.
-func (b *Redis) renewInterval() time.Duration { return b.cfg.TTL / 4 }
-
 // renewDue is publishScript's argument asking it to renew the room's TTLs:
 // "1" when this node has not renewed them for renewInterval (or never: a
-// room it has not subscribed renews every time), else "0".
-func (b *Redis) renewDue(room string, now time.Time) string {
+// room it has not subscribed renews every time), else "0"; and the room's
+// RoomConfig, read under the same lock.
+func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 	b.subMu.Lock()
-	defer b.subMu.Unlock()
 	st := b.rooms[room]
 	if st == nil {
-		return "1"
+		b.subMu.Unlock()
+		return "1", b.roomConfig(room)
 	}
-	if !st.renewed.IsZero() && now.Sub(st.renewed) < b.renewInterval() {
-		return "0"
+	defer b.subMu.Unlock()
+	if !st.renewed.IsZero() && now.Sub(st.renewed) < renewInterval(st.rc.TTL) {
+		return "0", st.rc
 	}
 	st.renewed = now
-	return "1"
+	return "1", st.rc
 }
 
 // renewFailed forgets a renewal whose publish Redis did not answer: the

@@ -199,7 +199,7 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	}
 	epoch := b.h.Epoch(name)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	res, err := streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.cfg.TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	res, err := streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.roomConfigOf(name).TTL/time.Second), epoch, NewEpoch()).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("stream check answered %v", res)
 	}
@@ -264,7 +264,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 			b.subMu.Lock()
 			old := b.rooms[c.room]
 			if c.subscribe {
-				st := &roomState{confirmed: make(chan struct{})}
+				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
 				newRooms[c.room] = st
 				b.rooms[c.room] = st
 			} else {
@@ -461,13 +461,14 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// The first node to load the room makes its epoch; every
 				// other one reads it. Each joins the room's nodes first: no
 				// other node may be granted the room from then on.
+				rc := rooms[name].rc
 				p.SAdd(c, b.roomNodesKey(name), b.id)
-				p.Expire(c, b.roomNodesKey(name), b.cfg.TTL)
-				p.SetNX(c, b.epochKey(name), NewEpoch(), b.cfg.TTL)
+				p.Expire(c, b.roomNodesKey(name), rc.TTL)
+				p.SetNX(c, b.epochKey(name), NewEpoch(), rc.TTL)
 				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
-				if b.cfg.History > 0 {
-					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(b.cfg.History))
+				if rc.History > 0 {
+					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(rc.History))
 				}
 				reads[name] = r
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/client"
+	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
@@ -186,7 +187,7 @@ func TestChatErrorsAreOneSentence(t *testing.T) {
 	}{
 		{[]string{"chat", "--url", "ws://127.0.0.1:1/ws", "--name", "a", "--room", "r"}, "", "scalechat: cannot connect to ws://127.0.0.1:1/ws/r?name=a: "}, // the name: who the client is in presence
 		{[]string{"chat", "--url", "ws://127.0.0.1:1/ws"}, "", "scalechat: no name given: input ended: EOF\n"},
-		{[]string{"chat", "--room", "a/b", "--name", "x"}, "", `scalechat: room "a/b": room names are 1 to 64 characters of A-Z a-z 0-9 . _ -` + "\n"},
+		{[]string{"chat", "--room", "a/b", "--name", "x"}, "", `scalechat: room "a/b": ` + protocol.RoomRule + "\n"},
 		{[]string{"chat", "extra"}, "", "scalechat: unknown command"},
 	}
 	for _, tt := range tests {

@@ -25,21 +25,45 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	o := serveFlags{
-		cfg: server.DefaultConfig(), addr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:8081",
-		logLevel: "info", logFormat: "text",
-	}
-	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	o := newServeFlags()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chat server",
 		Long:  serveLong,
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &o) },
+		Example: `  scalechat serve --config scalechat.yaml
+  scalechat serve --check-config scalechat.yaml`,
+		Args: serveArgs(o),
+		// After bindEnv's, which sets the flags from the environment
+		// first: the file sets only what neither the command line nor
+		// the environment did.
+		PreRunE: func(cmd *cobra.Command, args []string) error { return o.readConfig(cmd, args) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config.check {
+				return checkConfig(cmd, o)
+			}
+			return runServe(cmd, o)
+		},
 	}
 	o.define(cmd.Flags())
 	bindEnv(cmd)
 	return cmd
+}
+
+// newServeFlags returns serve's flags at their defaults.
+func newServeFlags() *serveFlags {
+	o := &serveFlags{
+		cfg: server.DefaultConfig(), addr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:8081",
+		logLevel: "info", logFormat: "text",
+	}
+	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	return o
+}
+
+// newServeFlagSet returns a flag set of serve's flags at their defaults.
+func newServeFlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	newServeFlags().define(fs)
+	return fs
 }
 
 // serveFlags are the flags of scalechat serve.
@@ -55,6 +79,7 @@ type serveFlags struct {
 	logLevel, logFormat               string
 	hookFail                          string
 	hookFailEach                      [3]string // connect, join, publish: overrides hookFail
+	config                            configFlags
 }
 
 func (o *serveFlags) define(f *pflag.FlagSet) {
@@ -111,6 +136,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
+	o.config.define(f)
 }
 
 // runServe runs the chat server, and its metrics listener unless it is
@@ -120,7 +146,22 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := o.serverConfig(logger); err != nil {
+		return err
+	}
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	return serveUntilDone(cmd, o, srv, logger)
+}
+
+// serverConfig completes o.cfg from the flags that are not its fields
+// (sizes, keys and certificates read from files, the namespaces).
+func (o *serveFlags) serverConfig(logger *slog.Logger) error {
+	var err error
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
+	o.cfg.Namespaces = o.config.file.namespaces
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	o.cfg.MaxBodyBytes = int64(o.maxBody)
@@ -143,10 +184,12 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		}
 		o.cfg.APIKey = strings.TrimSpace(string(b))
 	}
-	srv, err := server.New(o.cfg)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// serveUntilDone runs srv, and its metrics listener unless it is turned off, until
+// the command's context ends.
+func serveUntilDone(cmd *cobra.Command, o *serveFlags, srv *server.Server, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", o.addr, err)
@@ -198,7 +241,11 @@ Single node, no external service. SIGINT or SIGTERM shut it down gracefully: /re
 new connections are refused, every client gets close 1001 after the messages already
 accepted, and the process exits 0 within --shutdown-timeout.
 
-Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR.`
+Every flag has an environment variable twin, e.g. --addr and SCALECHAT_ADDR, and a key of
+the same name in the file of --config (YAML, docs/config.md), which also holds the room
+namespaces: a room called ns:name takes namespace ns's options (history, presence, who
+publishes, tokens to join, max members). A flag wins over its variable, which wins over
+the file. --check-config validates a file and exits: 0 valid, 2 not, one line per error.`
 
 // hookModes sets each hook's failure mode from --hook-fail and its own
 // flag.

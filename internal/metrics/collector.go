@@ -55,7 +55,7 @@ func NewCollector(srv *server.Server) *Collector {
 		deliveries: d(scrape.NameDeliveries,
 			"Chat messages queued to room members, the sender's echo included: one per message and member.", nil, nil),
 		dropped: d(scrape.NameDropped,
-			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable), hook (a join or message the application's backend refused or did not answer for).",
+			"Client messages refused and connections cut off, by reason: rate_limit, too_big, invalid, slow_consumer, forbidden (join not allowed by the token, the room's namespace or the room cap), timeout (frame deadlines), unavailable (a message to a room shared with other nodes while Redis is unreachable), backend_only (a client's message where only the backend publishes), room_full (a join past the namespace's max_members), hook (a join or message the application's backend refused or did not answer for).",
 			[]string{"reason"}, nil),
 		disconnects: d("scalechat_disconnects_total",
 			"Connections closed, by WebSocket close code; 1006 is a connection that ended without a closing handshake, other is any code not listed.",

@@ -87,7 +87,7 @@ var (
 	errDuplicate  = &Error{CodeInvalidMessage, "a field appears more than once"}
 	errTypeString = &Error{CodeInvalidMessage, "type must be a string"}
 	errType       = &Error{CodeUnknownType, "type must be join, leave or presence, or absent for a chat message"}
-	errRoom       = &Error{CodeInvalidRoom, "room must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"}
+	errRoom       = &Error{CodeInvalidRoom, "room must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-' and ':' (not first or last)"}
 	errNoRoom     = &Error{CodeInvalidMessage, "room is required"}
 	errMessageID  = &Error{CodeInvalidMessage, "message_id must be an integer from 0 to 18446744073709551615"}
 	errNoText     = &Error{CodeInvalidMessage, "text is required"}

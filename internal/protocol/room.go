@@ -8,10 +8,14 @@ import (
 // MaxRoomLen is the longest room name, in bytes.
 const MaxRoomLen = 64
 
+// RoomRule says what a room name is, for refusals.
+const RoomRule = "room names are 1 to 64 characters of A-Z a-z 0-9 . _ - and : (ns:name, a room of namespace ns), not starting or ending with :"
+
 // ValidRoom reports whether name is a room name: 1 to MaxRoomLen bytes of
-// [A-Za-z0-9._-].
+// [A-Za-z0-9._-:], not starting or ending with a colon. What comes before
+// the first colon names the room's namespace (internal/namespace).
 func ValidRoom(name []byte) bool {
-	if len(name) == 0 || len(name) > MaxRoomLen {
+	if len(name) == 0 || len(name) > MaxRoomLen || name[0] == ':' || name[len(name)-1] == ':' {
 		return false
 	}
 	for _, c := range name {
@@ -24,7 +28,7 @@ func ValidRoom(name []byte) bool {
 
 // ValidRoomString is ValidRoom for a string.
 func ValidRoomString(name string) bool {
-	if len(name) == 0 || len(name) > MaxRoomLen {
+	if len(name) == 0 || len(name) > MaxRoomLen || name[0] == ':' || name[len(name)-1] == ':' {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -39,7 +43,7 @@ func roomByte(c byte) bool {
 	switch {
 	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		return true
-	case c == '.', c == '_', c == '-':
+	case c == '.', c == '_', c == '-', c == ':':
 		return true
 	}
 	return false

@@ -25,6 +25,10 @@ func TestValidRoom(t *testing.T) {
 		{"nul\x00", false},
 		{"plus+", false},
 		{"colon:", false},
+		{":colon", false},
+		{":", false},
+		{"chat:general", true},
+		{"a:b:c", true},
 	}
 	for _, tt := range tests {
 		if got := ValidRoomString(tt.name); got != tt.want {

@@ -34,6 +34,7 @@ type Hub struct {
 	historyBytes   atomic.Int64
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
+	resolve    func(name string) Options  // a new room's options (Config.Options)
 	disconnect func(broker.Disconnect)    // closes connections of this node (Config.Disconnect)
 	refused    func(p broker.Publication) // tells a sender its message was given up (Config.Refused)
 }
@@ -41,8 +42,11 @@ type Hub struct {
 // Config is what a node's rooms are built from: given once to NewHub, it
 // does not change while the hub runs.
 type Config struct {
-	// History is how many messages each room keeps.
+	// History is how many messages each room keeps, when Options is nil.
 	History int
+	// Options, when not nil, gives the options of a room, called once
+	// when the room is made (its namespace's; see Options).
+	Options func(name string) Options
 	// Grace is how long a room stays after its last member left (and its
 	// last poll), before it is freed.
 	Grace time.Duration
@@ -108,7 +112,7 @@ func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }
 func NewHub(cfg Config) (*Hub, error) {
 	h := &Hub{queues: cfg.Queues, history: cfg.History, grace: cfg.Grace,
 		compress: cfg.Compression, maxRooms: int64(cfg.MaxRooms), maxHistoryBytes: cfg.MaxHistoryBytes,
-		disconnect: cfg.Disconnect, refused: cfg.Refused}
+		resolve: cfg.Options, disconnect: cfg.Disconnect, refused: cfg.Refused}
 	for i := range h.shards {
 		h.shards[i].rooms = make(map[string]*Room)
 	}
@@ -168,8 +172,9 @@ func (h *Hub) Open(name []byte) *Room {
 		return nil
 	}
 	if created {
-		r = &Room{name: string(name), hub: h, hist: newHistory(h.history), local: make([]int32, len(h.queues)),
+		r = &Room{name: string(name), hub: h, opts: h.options(string(name)), local: make([]int32, len(h.queues)),
 			waiting: make([]bool, len(h.queues)), emptySince: time.Now(), loadedCh: make(chan struct{})}
+		r.hist = newHistory(r.opts.History)
 		s.rooms[r.name] = r
 		h.rooms.Add(1)
 	}

@@ -28,12 +28,17 @@ func (r *Room) totalLocked(user string) int {
 // client gave, or "") that joined the room here, tells the other nodes
 // through the broker, and tells the members who asked when it is the user's
 // first connection to the room.
+// A room whose namespace has presence off (Options.NoPresence) counts
+// nobody.
 func (r *Room) AddUser(user string) { r.addUser(user, 1) }
 
 // RemoveUser is AddUser's opposite, for a connection that left.
 func (r *Room) RemoveUser(user string) { r.addUser(user, -1) }
 
 func (r *Room) addUser(user string, delta int) {
+	if r.opts.NoPresence {
+		return
+	}
 	r.mu.Lock()
 	if r.pres.local == nil {
 		r.pres.local = make(map[string]int)
@@ -58,7 +63,7 @@ func (r *Room) addUser(user string, delta int) {
 // when user came (its first connection) or went (its last).
 func (r *Room) presenceChangedLocked(user string, before int) {
 	after := r.totalLocked(user)
-	if user == "" || (before == 0) == (after == 0) {
+	if user == "" || r.opts.NoJoinLeave || (before == 0) == (after == 0) {
 		return
 	}
 	frame := protocol.AppendPresenceEvent(nil, r.name, user, after > 0)

@@ -27,13 +27,15 @@ import (
 type Room struct {
 	name string
 	hub  *Hub
+	opts Options // from its namespace, fixed when the room is made
 
 	mu         sync.Mutex
 	seq        uint64
 	epoch      string // names the stream: a new stream of the room has a new epoch
 	hist       history
-	histBytes  int64   // bytes of the frames in hist
-	local      []int32 // members per event loop, indexed like Hub.queues
+	histBytes  int64     // bytes of the frames in hist
+	lastMsg    time.Time // when the latest message came, kept only with a HistoryTTL
+	local      []int32   // members per event loop, indexed like Hub.queues
 	members    int
 	emptySince time.Time
 	closed     bool // freed by the hub: joiners must look the room up again
@@ -159,6 +161,9 @@ func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) 
 	if r.hub.compress {
 		m.z = &deflated{}
 	}
+	if r.opts.HistoryTTL > 0 { // only rooms with a TTL read the clock here
+		r.lastMsg = time.Now()
+	}
 	grew, evicted := r.hist.add(m)
 	if grew {
 		r.hub.historyEntries.Add(1)
@@ -218,6 +223,7 @@ func (r *Room) Poll(rs Resume, dst []Message) PollResult {
 	if !r.loaded {
 		return PollResult{Wait: r.loadedCh}
 	}
+	r.expireLocked(r.lastPoll)
 	res := PollResult{Epoch: r.epoch, Seq: r.seq, FirstSeq: r.hist.oldest()}
 	res.Messages, res.Gap, res.Reset = r.replayLocked(rs, dst)
 	if len(res.Messages) == 0 && !res.Gap {
@@ -238,15 +244,17 @@ func (r *Room) Closed() bool {
 
 // JoinResult describes the room as a new member finds it.
 type JoinResult struct {
-	Full     bool      // the room does not exist and the node holds as many rooms as it may
-	Epoch    string    // the room's stream
-	Reset    bool      // with Gap: the client's since belongs to another stream of the room
-	Pending  bool      // the room is loading from the broker: join again after its Ready delivery
-	Seq      uint64    // latest seq: later messages come through the loop's queue
-	Members  int       // members after joining, this one included
-	History  []Message // the messages to replay, in seq order, all with Seq ≤ the Seq field
-	Gap      bool      // since asked for messages that are no longer held
-	FirstSeq uint64    // oldest seq held (0 when none), meaningful with Gap
+	Full bool // the room does not exist and the node holds as many rooms as it may
+	// MembersFull: the room has its Options.MaxMembers already; not joined.
+	MembersFull bool
+	Epoch       string    // the room's stream
+	Reset       bool      // with Gap: the client's since belongs to another stream of the room
+	Pending     bool      // the room is loading from the broker: join again after its Ready delivery
+	Seq         uint64    // latest seq: later messages come through the loop's queue
+	Members     int       // members after joining, this one included
+	History     []Message // the messages to replay, in seq order, all with Seq ≤ the Seq field
+	Gap         bool      // since asked for messages that are no longer held
+	FirstSeq    uint64    // oldest seq held (0 when none), meaningful with Gap
 	// Unavailable: the client resumes from another stream of the room
 	// while the broker cannot tell which stream is current (a cluster
 	// node cut off from Redis, or still checking its rooms after it):
@@ -273,6 +281,10 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 	if rs.HasSince && rs.Epoch != "" && rs.Epoch != r.epoch && !r.hub.broker.Up() {
 		return JoinResult{Unavailable: true}, true
 	}
+	if r.fullLocked() {
+		return JoinResult{MembersFull: true}, true
+	}
+	r.expireLocked(time.Now())
 	r.local[loop]++
 	r.members++
 	res := JoinResult{Epoch: r.epoch, Seq: r.seq, Members: r.members, FirstSeq: r.hist.oldest()}

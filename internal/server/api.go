@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/namespace"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/version"
@@ -139,6 +140,10 @@ func (s *Server) apiRoom(w http.ResponseWriter, r *http.Request) string {
 	name := r.PathValue("room")
 	if !protocol.ValidRoomString(name) {
 		s.apiBad(w, "the room name is invalid: "+roomNameRule)
+		return ""
+	}
+	if !s.namespaceKnown(name) {
+		s.apiBad(w, fmt.Sprintf("namespace %q is not configured on this server", namespace.Of(name)))
 		return ""
 	}
 	return name
@@ -316,6 +321,11 @@ type UserConnections struct {
 func (s *Server) apiPresence(w http.ResponseWriter, r *http.Request) {
 	name := s.apiRoom(w, r)
 	if name == "" {
+		return
+	}
+	if s.roomOptions(name).NoPresence {
+		s.apiRequests[apiBadRequest].Add(1)
+		apiError(w, http.StatusConflict, codePresenceOff, "presence is off in this room's namespace")
 		return
 	}
 	users, err := s.roomUsers(r.Context(), name)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/hooks"
+	"github.com/scalechat/scalechat/internal/namespace"
 )
 
 // Config holds the server's settings. Zero values mean the defaults of
@@ -59,6 +60,7 @@ type Config struct {
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off
+	Namespaces        namespace.Set  // options of rooms named ns:name, by ns (docs/config.md); nil: none
 	Logger            *slog.Logger
 }
 
@@ -116,6 +118,7 @@ func (c *Config) validate() error {
 	if err := c.Hooks.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.namespaceErrors()...)
 	return errors.Join(errs...)
 }
 

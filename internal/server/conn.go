@@ -3,6 +3,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -254,6 +256,10 @@ func (c *conn) onMessage(op ws.OpCode, data []byte) {
 			c.sendError("not_joined", "not a member of this room", f)
 			return
 		}
+		if c.rooms[i].room.Options().NoPresence {
+			c.sendError(codePresenceOff, "presence is off in this room's namespace", f)
+			return
+		}
 		members, users, anonymous := c.rooms[i].room.Presence()
 		c.enqueueControl(protocol.AppendPresenceUsers(l.enc[:0], c.rooms[i].room.Name(), members, users, anonymous))
 	}
@@ -280,6 +286,11 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 	}
 	if r == nil {
 		c.sendError("not_joined", "not a member of this room", f)
+		return
+	}
+	if r.Options().BackendOnly {
+		l.stats.dropped[DropBackendOnly].Add(1)
+		c.sendError(codeBackendOnly, "only the backend publishes in this room's namespace", f)
 		return
 	}
 	if l.srv.hooks.On(hooks.Publish) {
@@ -339,6 +350,15 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		c.sendError("forbidden", "the token does not allow this room", f)
 		return
 	}
+	if err := c.loop.srv.admitRoom(string(f.Room), c.allowed, c.limitRooms); err != nil {
+		c.loop.stats.dropped[DropForbidden].Add(1)
+		code := "forbidden"
+		if errors.Is(err, errUnknownNamespace) {
+			code = protocol.CodeInvalidRoom
+		}
+		c.sendError(code, err.Error(), f)
+		return
+	}
 	rs := room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}
 	if c.loop.srv.hooks.On(hooks.Join) {
 		c.joinHooked(f, rs)
@@ -381,6 +401,16 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 			return
 		}
 		c.sendError("rooms_full", "this server holds as many rooms as it may", &l.frame)
+		return
+	}
+	if res.MembersFull {
+		l.stats.dropped[DropRoomFull].Add(1)
+		msg := fmt.Sprintf("the room is full: its namespace allows %d members", r.Options().MaxMembers)
+		if url {
+			c.closeWith(ws.ClosePolicyViolation, msg)
+			return
+		}
+		c.sendError(codeRoomFull, msg, &l.frame)
 		return
 	}
 	if res.Unavailable {

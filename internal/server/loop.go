@@ -418,8 +418,10 @@ func (l *loop) presenceEvent(r *room.Room, frame []byte) {
 		return
 	}
 	for _, m := range lr.members {
-		if m.c.presence {
-			m.c.enqueueControl(frame)
+		if m.c.presence { // only clients with control frames ask for them
+			// Not enqueueControl: it would take frame, shared by every
+			// loop, as this loop's encoding buffer and write over it.
+			m.c.enqueueOwn(ws.TextFrame(frame))
 		}
 	}
 }

@@ -128,6 +128,14 @@ func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Roo
 	if !ok {
 		return nil, pollCaller{}, false
 	}
+	if ref := s.admitURLRoom(name, claims); ref != nil {
+		code := "forbidden"
+		if ref.reason == RefuseBadRequest {
+			code = protocol.CodeInvalidRoom
+		}
+		s.pollError(w, ref.reason, ref.status, code, ref.msg)
+		return nil, pollCaller{}, false
+	}
 	if s.draining.Load() {
 		s.pollError(w, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
 		return nil, pollCaller{}, false
@@ -189,6 +197,11 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	if f.Kind != protocol.KindMessage || (f.Room != nil && string(f.Room) != rm.Name()) {
 		s.httpDropped[DropInvalid].Add(1)
 		writeJSON(w, http.StatusBadRequest, protocol.AppendError(nil, protocol.CodeInvalidMessage, "only chat messages for the room of the URL", &f))
+		return
+	}
+	if rm.Options().BackendOnly {
+		s.httpDropped[DropBackendOnly].Add(1)
+		writeJSON(w, http.StatusForbidden, protocol.AppendError(nil, codeBackendOnly, "only the backend publishes in this room's namespace", &f))
 		return
 	}
 	key := remoteIP(r).String()

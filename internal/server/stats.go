@@ -20,11 +20,13 @@ const (
 	DropTooBig
 	DropInvalid
 	DropSlowConsumer
-	DropForbidden // a join the token or the node's room cap does not allow
+	DropForbidden // a join the token, its namespace (unknown, or join_token) or the node's room cap does not allow
 	DropTimeout   // a frame, or the first frame, that did not arrive in time
 	// DropUnavailable: a chat message to a room shared with other nodes
 	// while Redis is unreachable (broker.ErrUnavailable).
 	DropUnavailable
+	DropBackendOnly // a client's message in a namespace where only the backend publishes
+	DropRoomFull    // a join past the namespace's max_members
 	// DropHook: a join or message the application's backend refused, or
 	// did not answer for (a hook that fails closed), or that could not
 	// wait for it.
@@ -32,7 +34,8 @@ const (
 	dropReasons
 )
 
-var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable", "hook"}
+var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable",
+	"backend_only", "room_full", "hook"}
 
 func (r DropReason) String() string { return dropReasonNames[r] }
 

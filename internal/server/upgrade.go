@@ -44,7 +44,7 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.msg }
 
-const roomNameRule = "room names are 1 to 64 characters of A-Z a-z 0-9 . _ -"
+const roomNameRule = protocol.RoomRule
 
 // parseUpgrade checks an upgrade request for the room (or echo endpoint)
 // at hand, with no side effect: it is the part of the upgrade path that
@@ -144,6 +144,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 		cmd.claims = &claims
+	}
+	if ref := s.admitURLRoom(u.room, cmd.claims); ref != nil {
+		s.refuse(w, r, ref.reason, ref.status, ref.msg)
+		return
 	}
 	cmd.ip = remoteIP(r)
 	if ref := s.takeConn(r, &cmd); ref != nil {

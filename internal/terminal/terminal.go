@@ -88,7 +88,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if !protocol.ValidRoomString(o.Room) {
-		return fmt.Errorf("room %q: room names are 1 to 64 characters of A-Z a-z 0-9 . _ -", o.Room)
+		return fmt.Errorf("room %q: %s", o.Room, protocol.RoomRule)
 	}
 
 	u, err := client.RoomURL(o.URL, o.Room, 0, false, "")

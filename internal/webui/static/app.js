@@ -9,7 +9,8 @@
 // textContent, never as HTML.
 import { Client, refusedByBackend } from './scalechat.js';
 
-const ROOM_RE = /^[A-Za-z0-9._-]{1,64}$/;
+// Room names as the server takes them (protocol.RoomRule): ns:name is a room of namespace ns.
+const ROOM_RE = /^(?!:)[A-Za-z0-9._:-]{1,64}(?<!:)$/;
 const FIRST_SHOWN = 30;      // messages of a room's history shown at first
 const PAGE = 30;             // earlier messages loaded per scroll back
 const MAX_SHOWN = 1000;      // messages kept per room

@@ -1,0 +1,85 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+// startNodeRooms is startNode with rooms that take their history size and
+// TTL by namespace, as a server's namespaces give them.
+func startNodeRooms(t testing.TB, url string) *node {
+	t.Helper()
+	h := newFakeRooms()
+	b, err := NewRedis(Config{URL: url, History: 100, TTL: time.Hour, Room: func(room string) RoomConfig {
+		switch {
+		case strings.HasPrefix(room, "none:"):
+			return RoomConfig{History: 0, TTL: 10 * time.Minute}
+		case strings.HasPrefix(room, "two:"):
+			return RoomConfig{History: 2}
+		}
+		return RoomConfig{History: 100, TTL: time.Hour}
+	}}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return &node{b: b, h: h}
+}
+
+// Each room's stream keeps its namespace's history size and its keys live
+// its namespace's TTL, also when rooms of several namespaces share a round.
+func TestRedisRoomConfigPerRoom(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a, b := startNodeRooms(t, rs.URL()), startNodeRooms(t, rs.URL())
+	rooms := []string{"plain", "none:r", "two:r"}
+	for _, r := range rooms {
+		a.join(t, r)
+		b.join(t, r) // shared: every publish goes through Redis's script
+	}
+	for i := range 5 {
+		for _, r := range rooms { // one round holds publishes of every namespace
+			a.publish(r, fmt.Sprintf("m%d", i+1))
+		}
+	}
+	for _, r := range rooms {
+		b.hasSeq(t, r, 5)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		room    string
+		history int64
+		ttl     time.Duration // at least; and at most a quarter more
+	}{{"plain", 5, time.Hour}, {"none:r", 0, 10 * time.Minute}, {"two:r", 2, time.Hour}} {
+		if n := a.b.rdb.XLen(ctx, a.b.historyKey(tc.room)).Val(); n != tc.history {
+			t.Errorf("%s: its stream holds %d messages, want %d", tc.room, n, tc.history)
+		}
+		if got := a.b.rdb.TTL(ctx, a.b.seqKey(tc.room)).Val(); got < tc.ttl-time.Minute || got > tc.ttl*5/4 {
+			t.Errorf("%s: its seq's TTL is %v, want %v to a quarter more", tc.room, got, tc.ttl)
+		}
+	}
+	// A node that loads the rooms now gets each its own history's tail.
+	c := startNodeRooms(t, rs.URL())
+	for _, tc := range []struct {
+		room string
+		tail int
+	}{{"plain", 5}, {"none:r", 0}, {"two:r", 2}} {
+		c.join(t, tc.room)
+		c.h.mu.Lock()
+		seq, tail := c.h.rooms[tc.room].seq, len(c.h.rooms[tc.room].tail)
+		c.h.mu.Unlock()
+		if seq != 5 || tail != tc.tail {
+			t.Errorf("%s: loaded seq %d with %d messages, want 5 with %d", tc.room, seq, tail, tc.tail)
+		}
+	}
+}
