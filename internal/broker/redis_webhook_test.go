@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+	"github.com/scalechat/scalechat/internal/webhook"
+)
+
+// whNode is a cluster node's webhooks in the test's process: its tracker
+// and its dispatcher, each running until stop.
+type whNode struct {
+	w    *RedisWebhooks
+	d    *webhook.Dispatcher
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func startWebhookNode(t *testing.T, url, receiver string) *whNode {
+	t.Helper()
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: url, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &whNode{w: w, d: webhook.NewDispatcher(w, webhook.DispatcherConfig{URL: receiver, Secret: []byte("k"),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	n.wg.Go(func() { w.Run(ctx) })
+	n.wg.Go(func() { n.d.Run(ctx) })
+	t.Cleanup(func() { n.stop(); n.wg.Wait() })
+	return n
+}
+
+// crash stops the node as a SIGKILL would: nothing it would tell Redis on
+// its way out reaches it (its connection is closed first).
+func (n *whNode) crash() {
+	_ = n.w.rdb.Close()
+	n.stop()
+	n.wg.Wait()
+}
+
+func (n *whNode) leader() bool {
+	n.w.leadMu.Lock()
+	defer n.w.leadMu.Unlock()
+	return n.w.leader
+}
+
+// waitView waits until the receiver believes want, and fails with what it
+// got after timeout.
+func waitView(t *testing.T, rcv *webhook.Receiver, want webhook.View, timeout time.Duration) {
+	t.Helper()
+	if want.Members == nil {
+		want.Members = map[string][]string{}
+	}
+	deadline := time.After(timeout)
+	for {
+		changed := rcv.Changed()
+		if got := rcv.View(); reflect.DeepEqual(got, want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the receiver believes %+v, want %+v; events: %+v", rcv.View(), want, rcv.Events())
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polls a state no signal reports (another goroutine's lease)
+	}
+}
+
+// TestRedisWebhooksAcrossNodes runs two nodes' webhooks on a real
+// redis-server and a real HTTP receiver: users come and go on both nodes,
+// the dispatching node is killed (its lease then ends) and Redis restarts
+// empty. After deduplication by ID the receiver never sees a transition
+// twice in a row, and it ends believing what is true.
+func TestRedisWebhooksAcrossNodes(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	rcv := webhook.NewReceiver([]byte("k"))
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+
+	b := startWebhookNode(t, rs.URL(), srv.URL)
+	waitFor(t, "b to dispatch", b.leader)
+	a := startWebhookNode(t, rs.URL(), srv.URL)
+
+	a.w.Presence("r1", "ann", 1)
+	b.w.Presence("r1", "bob", 1)
+	b.w.Presence("r1", "ann", 1)
+	b.w.Presence("r2", "", 1)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
+		Members: map[string][]string{"r1": {"ann", "bob"}}}, 10*time.Second)
+
+	a.w.Presence("r1", "ann", 0) // ann is still in r1 on b: no event
+	a.w.Presence("r3", "cat", 1)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
+		Members: map[string][]string{"r1": {"ann", "bob"}, "r3": {"cat"}}}, 10*time.Second)
+
+	// b dies with ann and bob in r1 and an anonymous connection in r2: once
+	// its lease ends a takes over both its counts and the dispatching.
+	b.crash()
+	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat"},
+		Members: map[string][]string{"r3": {"cat"}}}, 15*time.Second)
+	if !a.leader() {
+		t.Error("a is not the dispatcher after b died")
+	}
+
+	// Redis loses everything: a's state comes back under a new epoch.
+	rs.Stop()
+	a.w.Presence("r3", "dan", 1) // while Redis is down
+	rs.Restart()
+	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
+		Members: map[string][]string{"r3": {"cat", "dan"}}}, 15*time.Second)
+	a.w.Presence("r3", "cat", 0)
+	a.w.Presence("r3", "dan", 0)
+	waitView(t, rcv, webhook.View{}, 10*time.Second)
+
+	st := rcv.Stats()
+	if len(st.Violations) > 0 || st.BadSignatures > 0 {
+		t.Errorf("violations %q, bad signatures %d", st.Violations, st.BadSignatures)
+	}
+	resets, vacated := 0, map[string]int{}
+	for _, e := range rcv.Events() {
+		switch e.Name {
+		case webhook.Reset:
+			resets++
+		case webhook.RoomVacated:
+			vacated[e.Room]++
+		}
+	}
+	if resets != 2 {
+		t.Errorf("%d resets, want 2: the first state and the one after Redis lost it", resets)
+	}
+	if want := map[string]int{"r1": 1, "r2": 1, "r3": 1}; !reflect.DeepEqual(vacated, want) {
+		t.Errorf("vacated %v, want %v", vacated, want)
+	}
+	t.Logf("receiver %+v, dispatcher a %+v", st, a.d.Stats())
+}
+
+// testWriter writes a node's log into the test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
