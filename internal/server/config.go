@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
@@ -57,6 +58,7 @@ type Config struct {
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
+	Webhook           WebhookConfig  // events POSTed to a backend (docs/hooks.md); URL empty: off
 	Logger            *slog.Logger
 }
 
@@ -111,6 +113,9 @@ func (c *Config) validate() error {
 	check(c.FrameTimeout >= 0 && c.FirstFrameTimeout >= 0, "frame timeouts must not be negative")
 	check(c.BodyTimeout >= 0, "the HTTP body timeout must not be negative")
 	check(c.MaxBodyBytes == 0 || c.MaxBodyBytes > int64(c.MaxMessageSize), "max body bytes must be larger than max message size (a POST carries one message)")
+	check(c.Webhook.URL == "" || strings.HasPrefix(c.Webhook.URL, "http://") || strings.HasPrefix(c.Webhook.URL, "https://"), "the webhook URL must start with http:// or https://")
+	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
+	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
 }
 

@@ -61,6 +61,8 @@ type Server struct {
 	name         string // announced to the cluster
 	apiRequests  [apiOutcomes]atomic.Uint64
 	apiPublished atomic.Uint64
+
+	webhooks *webhooks // nil: off (webhook.go)
 }
 
 // New returns a server with the given configuration.
@@ -90,7 +92,15 @@ func New(cfg Config) (*Server, error) {
 			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Logger: cfg.Logger}, h)
 		}
 	}
-	hub, err := room.NewHub(hubCfg)
+	wh, err := newWebhooks(cfg)
+	if err == nil && wh != nil {
+		s.webhooks = wh
+		hubCfg.Broker = wh.tapBroker(hubCfg.Broker)
+	}
+	var hub *room.Hub
+	if err == nil {
+		hub, err = room.NewHub(hubCfg)
+	}
 	if err != nil {
 		for _, l := range s.loops {
 			l.poller.Close()
@@ -151,6 +161,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.log.Debug("broker closed", "err", err)
 		}
 	})
+	whCtx, stopWebhooks := context.WithCancel(context.Background())
+	if s.webhooks != nil {
+		wg.Go(func() { s.webhooks.serve(whCtx, s.cfg.ShutdownTimeout) })
+	}
 	wg.Go(func() { // forget idle senders and addresses; report refusals held back
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
@@ -186,6 +200,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.shutdown()
 	stopHub()
 	stopBroker()
+	stopWebhooks() // after the loops: their last connections' changes are in
 	wg.Wait()
 	s.bridges.Wait() // the loops closed their ends: every bridge has ended
 	if err == nil {
