@@ -359,10 +359,19 @@ func (w *RedisWebhooks) tick(ctx context.Context) {
 	defer w.leadMu.Unlock()
 	was := w.leader
 	w.leader = err == nil && len(v) == 2 && v[0] == int64(1)
-	if w.leader && !was {
-		w.cursor, _ = v[1].(string)
+	if !w.leader {
+		return
+	}
+	cursor, _ := v[1].(string)
+	switch {
+	case !was:
+		w.cursor = cursor
 		w.cfg.Logger.Info("this node is the cluster's webhook dispatcher", "node", w.id, "cursor", w.cursor)
 		signal(w.leadWake)
+	case cursor == "0" && w.cursor != "0":
+		// Redis lost the cursor (and the stream) while this node held
+		// the lease: read the new stream from its start.
+		w.cursor = cursor
 	}
 }
 

@@ -156,3 +156,42 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
+// masters (every key in the {webhooks} slot): a user on two nodes, a
+// published message, the node that had her last connection killed.
+func TestRedisWebhooksOnRedisCluster(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 0)
+	rcv := webhook.NewReceiver([]byte("k"))
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	a := startWebhookNode(t, rc.URL(), srv.URL)
+	b := startWebhookNode(t, rc.URL(), srv.URL)
+
+	a.w.Presence("r", "ann", 1)
+	b.w.Presence("r", "ann", 2)
+	b.w.Published("r", 7, []byte(`{"room":"r","seq":7,"text":"hi"}`))
+	a.w.Presence("r", "ann", 0)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
+	b.crash()
+	waitView(t, rcv, webhook.View{}, 15*time.Second)
+
+	var got []string
+	var pub webhook.Event
+	for _, e := range rcv.Events() {
+		got = append(got, e.Name)
+		if e.Name == webhook.MessagePublished {
+			pub = e
+		}
+	}
+	want := []string{"reset", "user_online", "room_occupied", "member_joined", "message_published", "member_left", "room_vacated", "user_offline"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if pub.Room != "r" || pub.Seq != 7 || string(pub.Message) != `{"room":"r","seq":7,"text":"hi"}` {
+		t.Errorf("published event %+v", pub)
+	}
+	if st := rcv.Stats(); len(st.Violations) > 0 {
+		t.Errorf("violations %q", st.Violations)
+	}
+}

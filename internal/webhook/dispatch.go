@@ -69,7 +69,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		evs, err := d.src.Next(ctx, d.cfg.Batch)
 		if err != nil {
 			if ctx.Err() == nil {
-				d.cfg.Logger.Warn("webhook events could not be read", "err", err)
+				d.warn("webhook events could not be read: trying again", "err", err)
 				sleep(ctx, time.Second)
 			}
 			continue
@@ -106,12 +106,7 @@ func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
 			return false
 		}
 		d.failed.Add(1)
-		d.fails.mu.Lock()
-		if now := time.Now(); now.Sub(d.fails.last) >= 10*time.Second {
-			d.cfg.Logger.Warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait)
-			d.fails.last = now
-		}
-		d.fails.mu.Unlock()
+		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait)
 		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
 			return false
 		}
@@ -145,6 +140,17 @@ func (d *Dispatcher) Stats() Stats {
 	s := d.src.Stats()
 	s.Sent, s.Retried, s.Failed = d.sent.Load(), d.retried.Load(), d.failed.Load()
 	return s
+}
+
+// warn logs at most once every ten seconds: a backend down for an hour
+// costs a few hundred lines, not one per retry.
+func (d *Dispatcher) warn(msg string, args ...any) {
+	d.fails.mu.Lock()
+	defer d.fails.mu.Unlock()
+	if now := time.Now(); now.Sub(d.fails.last) >= 10*time.Second {
+		d.cfg.Logger.Warn(msg, args...)
+		d.fails.last = now
+	}
 }
 
 // sleep waits for d or ctx; false when ctx ended.

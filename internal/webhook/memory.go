@@ -22,9 +22,10 @@ type Memory struct {
 	conns   map[string]map[string]int // room → user → connections
 	rooms   map[string]int            // room → connections
 	users   map[string]int            // user → connections in any room
-	queue   []Event
-	next    uint64        // the next event's number
-	wake    chan struct{} // signalled when events are queued
+	queue   []Event                   // queue[head:] wait to be sent
+	head    int                       // events before it were sent
+	next    uint64                    // the next event's number
+	wake    chan struct{}             // signalled when events are queued
 	dropped atomic.Uint64
 	drops   dropLog
 }
@@ -130,7 +131,7 @@ func (m *Memory) Published(room string, seq uint64, message []byte) {
 
 // emitLocked queues e, or counts it dropped when the queue is full.
 func (m *Memory) emitLocked(e Event) {
-	if len(m.queue) >= m.max {
+	if len(m.queue)-m.head >= m.max {
 		m.dropped.Add(1)
 		m.drops.note(m.log, e.Name)
 		return
@@ -150,8 +151,8 @@ func (m *Memory) emitLocked(e Event) {
 func (m *Memory) Next(ctx context.Context, max int) ([]Event, error) {
 	for {
 		m.mu.Lock()
-		n := min(len(m.queue), max)
-		evs := append([]Event(nil), m.queue[:n]...)
+		n := min(len(m.queue)-m.head, max)
+		evs := append([]Event(nil), m.queue[m.head:m.head+n]...)
 		m.mu.Unlock()
 		if n > 0 {
 			return evs, nil
@@ -165,20 +166,24 @@ func (m *Memory) Next(ctx context.Context, max int) ([]Event, error) {
 }
 
 // Commit implements Source: the dispatcher is the queue's one reader, so
-// evs are the queue's first events.
+// evs are the queue's first events. The sent ones are let go once they are
+// half the queue: a commit costs no copy of a long backlog.
 func (m *Memory) Commit(_ context.Context, evs []Event) error {
 	m.mu.Lock()
-	n := copy(m.queue, m.queue[len(evs):])
-	clear(m.queue[n:])
-	m.queue = m.queue[:n]
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	m.head += len(evs)
+	if m.head >= len(m.queue)/2 {
+		n := copy(m.queue, m.queue[m.head:])
+		clear(m.queue[n:])
+		m.queue, m.head = m.queue[:n], 0
+	}
 	return nil
 }
 
 // Stats implements Source.
 func (m *Memory) Stats() Stats {
 	m.mu.Lock()
-	q := len(m.queue)
+	q := len(m.queue) - m.head
 	m.mu.Unlock()
 	return Stats{Queued: int64(q), Dropped: m.dropped.Load()}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -206,5 +207,37 @@ func TestReceiverRules(t *testing.T) {
 				t.Errorf("violations %q, want %d", r.Stats().Violations, tc.broken)
 			}
 		})
+	}
+}
+
+// TestMemoryQueueKeepsOrderAcrossCommits sends a backlog in small batches:
+// every event once, in the order queued, whatever the compaction.
+func TestMemoryQueueKeepsOrderAcrossCommits(t *testing.T) {
+	m := NewMemory("e", 10000, nil)
+	seen := 0
+	for i := range 500 {
+		m.Presence("r", "u", 1-i%2) // 1, 0, 1...: three events each change
+		if i%50 == 0 {
+			evs, _ := m.Next(context.Background(), 7)
+			seen += len(evs)
+			if err := m.Commit(context.Background(), evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for m.Stats().Queued > 0 {
+		evs, _ := m.Next(context.Background(), 7)
+		for _, e := range evs {
+			seen++
+			if want := "e-" + strconv.Itoa(seen); e.ID != want {
+				t.Fatalf("event %s, want %s", e.ID, want)
+			}
+		}
+		if err := m.Commit(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen != 1+3*500 {
+		t.Errorf("%d events, want %d", seen, 1+3*500)
 	}
 }
