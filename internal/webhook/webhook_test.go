@@ -137,12 +137,12 @@ func TestDispatcherRetriesInOrder(t *testing.T) {
 	defer srv.Close()
 	m := NewMemory("e", 1000, nil)
 	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Batch: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	m.Presence("r", "ann", 1) // queued before the dispatcher starts: its first batch is the reset and online
+	m.Presence("r", "ann", 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	m.Presence("r", "ann", 1)
-	m.Presence("r", "ann", 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for st := d.Stats(); st.Sent < 7 || st.Queued > 0; st = d.Stats() {
 		if time.Now().After(deadline) {
