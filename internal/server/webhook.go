@@ -82,7 +82,8 @@ func (w *webhooks) tap(b broker.Broker) broker.Broker {
 }
 
 // serve runs the webhooks until ctx is done. On a single node it first
-// gives the dispatcher up to drain to send what is queued.
+// gives the dispatcher up to drain to send what is queued, while no request
+// fails: a backend that is down does not hold the node's stop.
 func (w *webhooks) serve(ctx context.Context, drain time.Duration) {
 	var wg sync.WaitGroup
 	dctx, stop := context.WithCancel(context.Background())
@@ -91,9 +92,9 @@ func (w *webhooks) serve(ctx context.Context, drain time.Duration) {
 		wg.Go(func() { w.run(ctx) })
 	}
 	<-ctx.Done()
-	if w.run == nil { // a single node's queue dies with it: send it first
-		deadline := time.Now().Add(drain)
-		for w.disp.Stats().Queued > 0 && time.Now().Before(deadline) {
+	if w.run == nil { // a single node's queue dies with it: send it first, unless the backend fails
+		deadline, failed := time.Now().Add(drain), w.disp.Stats().Failed
+		for st := w.disp.Stats(); st.Queued > 0 && st.Failed == failed && time.Now().Before(deadline); st = w.disp.Stats() {
 			time.Sleep(10 * time.Millisecond) // the dispatcher signals nothing; bounded by drain
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/testsupport"
 	"github.com/scalechat/scalechat/internal/webhook"
 )
 
@@ -153,6 +154,25 @@ func (c *client) nextChat() map[string]any {
 	for {
 		if m := c.next(); m["type"] == nil {
 			return m
+		}
+	}
+}
+
+// TestWebhooksKeepTheClusterDirectory pins that the tapped broker of a
+// cluster node still answers the server API's occupancy (broker.Directory)
+// and that a single node's still has none (its rooms answer).
+func TestWebhooksKeepTheClusterDirectory(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	for _, tc := range []struct {
+		redis string
+		want  bool
+	}{{rs.URL(), true}, {"", false}} {
+		ts := startServer(t, func(c *Config) {
+			c.Redis = tc.redis
+			c.Webhook = WebhookConfig{URL: "http://127.0.0.1:1/", Secret: testWebhookSecret}
+		})
+		if _, ok := ts.directory(); ok != tc.want {
+			t.Errorf("redis %q: directory %v, want %v", tc.redis, ok, tc.want)
 		}
 	}
 }
