@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -193,5 +194,78 @@ func TestRedisWebhooksOnRedisCluster(t *testing.T) {
 	}
 	if st := rcv.Stats(); len(st.Violations) > 0 {
 		t.Errorf("violations %q", st.Violations)
+	}
+}
+
+// TestWebhookScript pins lua/webhook.lua's transitions on a real
+// redis-server: each case runs calls in order on a fresh key prefix and
+// reads the stream.
+func TestWebhookScript(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	type call struct {
+		node, op string
+		items    []any
+	}
+	p := func(room, user string, n int) []any { return []any{"p", room, user, strconv.Itoa(n)} }
+	cat := func(xs ...[]any) []any {
+		var out []any
+		for _, x := range xs {
+			out = append(out, x...)
+		}
+		return out
+	}
+	for i, tc := range []struct {
+		name  string
+		calls []call
+		want  []string
+	}{
+		{"a node unknown must sync first", []call{{"a", "apply", p("r", "u", 1)}}, []string{"reset"}},
+		{"two nodes, one transition each way", []call{
+			{"a", "sync", nil}, {"b", "sync", nil},
+			{"a", "apply", p("r", "u", 1)}, {"b", "apply", p("r", "u", 1)},
+			{"a", "apply", p("r", "u", 0)}, {"b", "apply", p("r", "u", 0)}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u", "member_left r u", "room_vacated r", "user_offline u"}},
+		{"sync sets to 0 what it does not name", []call{
+			{"a", "sync", cat(p("r", "u", 2), p("s", "v", 1))}, {"a", "sync", p("r", "u", 1)}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u", "user_online v", "room_occupied s", "member_joined s v",
+				"member_left s v", "room_vacated s", "user_offline v"}},
+		{"gone leaves a live node alone", []call{{"a", "sync", p("r", "u", 1)}, {"a", "gone", nil}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u"}},
+		{"leave removes the node's counts", []call{{"a", "sync", p("r", "", 3)}, {"a", "leave", nil}},
+			[]string{"reset", "room_occupied r", "room_vacated r"}},
+		{"a message", []call{{"a", "sync", nil}, {"a", "apply", []any{"m", "r", "9", `{"seq":9}`}}},
+			[]string{"reset", "message_published r"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.rdb.Close()
+			ctx := context.Background()
+			for _, c := range tc.calls {
+				if _, err := w.run(ctx, w.keysFor(c.node), c.op, c.node, c.items); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range msgs {
+				e := streamEvent(m)
+				s := e.Name
+				for _, f := range []string{e.Room, e.User} {
+					if f != "" {
+						s += " " + f
+					}
+				}
+				got = append(got, s)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("stream\n got %q\nwant %q", got, tc.want)
+			}
+		})
 	}
 }
