@@ -269,3 +269,32 @@ func TestWebhookScript(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisWebhooksCountWhatTheFullStreamDrops pins that a full stream (no
+// dispatcher, the backend away) drops new events, and that the node counts
+// each one.
+func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.rdb.Close()
+	ctx := context.Background()
+	for _, items := range [][]any{nil, {"p", "r", "u", "1"}, {"p", "s", "v", "1"}} { // reset, 3 events, 3 more
+		if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := w.rdb.XLen(ctx, w.keys[1]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second sync also sets r/u to 0 (it does not name it): 3 more.
+	if st := w.Stats(); n != 4 || st.Dropped != 6 {
+		t.Errorf("stream %d entries, %d dropped; want 4 and 6", n, st.Dropped)
+	}
+	if v, _ := w.rdb.Get(ctx, w.keys[7]).Int(); v != 6 {
+		t.Errorf("the cluster's dropped counter is %d, want 6", v)
+	}
+}
