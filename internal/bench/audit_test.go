@@ -39,6 +39,11 @@ func TestAuditLocalCluster(t *testing.T) {
 		// two messages.
 		{"Redis restart: refusals, new epochs, every guarantee held", []string{"--redis-restart", "1500ms"}, true,
 			[]string{"1 × Redis restart", "refused with an error frame", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
+		// Issue 28: the nodes' webhooks go to the audit's receiver, which
+		// checks them once the clients have left: a killed node's rooms
+		// vacated after its lease, a new epoch after Redis lost the state.
+		{"webhooks under a node SIGKILL and a Redis restart", []string{"--webhooks", "--node-kill", "1s", "--redis-restart", "3500ms"}, true,
+			[]string{"webhooks: ", "2 epochs", "no transition twice in a row (per epoch):    held", "every room vacated once all clients left:    held"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

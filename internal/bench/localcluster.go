@@ -24,6 +24,8 @@ type LocalCluster struct {
 
 	rc *redisCluster // a Redis Cluster instead of one redis-server
 
+	extra []string // more flags for every node
+
 	mu        sync.Mutex
 	redis     *proc
 	redisPort int
@@ -34,18 +36,18 @@ type LocalCluster struct {
 
 // StartLocalCluster starts redis-server and n nodes using it (exe: the
 // scalechat binary, "" for this one; dir: logs, "" for a temporary folder
-// removed by Stop).
-func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Writer) (*LocalCluster, error) {
-	return startLocalCluster(ctx, exe, dir, n, false, log)
+// removed by Stop), each node with flags besides its own.
+func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Writer, flags ...string) (*LocalCluster, error) {
+	return startLocalCluster(ctx, exe, dir, n, false, log, flags)
 }
 
 // StartLocalRedisCluster is StartLocalCluster on a Redis Cluster of 3
 // masters with a replica each instead of one redis-server.
-func StartLocalRedisCluster(ctx context.Context, exe, dir string, n int, log io.Writer) (*LocalCluster, error) {
-	return startLocalCluster(ctx, exe, dir, n, true, log)
+func StartLocalRedisCluster(ctx context.Context, exe, dir string, n int, log io.Writer, flags ...string) (*LocalCluster, error) {
+	return startLocalCluster(ctx, exe, dir, n, true, log, flags)
 }
 
-func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster bool, log io.Writer) (*LocalCluster, error) {
+func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster bool, log io.Writer, flags []string) (*LocalCluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("a cluster needs at least 1 node, not %d", n)
 	}
@@ -54,7 +56,7 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 		return nil, err
 	}
 	r.taskset = ""
-	c := &LocalCluster{r: r, cleanup: cleanup, ctx: context.WithoutCancel(ctx)}
+	c := &LocalCluster{r: r, cleanup: cleanup, ctx: context.WithoutCancel(ctx), extra: flags}
 	if redisCluster {
 		if c.rc, err = startRedisCluster(c.ctx, r); err != nil {
 			c.Stop()
@@ -91,10 +93,11 @@ func (c *LocalCluster) startRedis() error {
 }
 
 func (c *LocalCluster) nodeFlags() []string {
+	url := "redis://127.0.0.1:" + strconv.Itoa(c.redisPort) + "/0"
 	if c.rc != nil {
-		return []string{"--redis", c.rc.url(), "--shutdown-timeout", "2s"}
+		url = c.rc.url()
 	}
-	return []string{"--redis", "redis://127.0.0.1:" + strconv.Itoa(c.redisPort) + "/0", "--shutdown-timeout", "2s"}
+	return append([]string{"--redis", url, "--shutdown-timeout", "2s"}, c.extra...)
 }
 
 // URLs are the nodes' WebSocket base URLs (…/ws).

@@ -26,8 +26,9 @@ type localCluster interface {
 func newAuditCmd() *cobra.Command {
 	cfg := audit.Config{}
 	var out, clusterDir string
+	var hooks *webhookAudit // with --webhooks
 	var nodes int
-	var redisCluster bool
+	var redisCluster, webhooks bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
@@ -62,6 +63,10 @@ each, real redis-server in cluster mode, created with redis-cli) instead of one 
                       CLUSTER FAILOVER: a crash is what a deployment meets, and a manual
                       failover hands the slots over with the master's consent, losing nothing
 The recovery time of a process fault is until every client is back in its room.
+  --webhooks          the nodes POST their webhooks (docs/hooks.md) to a receiver the audit
+                      runs on loopback; after the run it checks them: every request signed,
+                      no room occupied or vacated twice in a row (per epoch, after dropping
+                      duplicates by id), every room vacated within 15 s once the clients left
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
 when one is broken. --out DIR writes audit.json (every figure, and every fault with what went wrong
@@ -78,6 +83,7 @@ checked as the five-field protocol's, each in its room from its join's acknowled
 An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
+  scalechat audit --cluster 2 --webhooks --node-kill 4s --redis-restart 10s --duration 15s
   scalechat audit --cluster 2 --redis-cluster --redis-failover 5s --rooms 10 --room-size 6 --duration 10s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
 		Args: cobra.NoArgs,
@@ -88,6 +94,8 @@ An audit holds at most 5,000 clients.`,
 				return &exitError{code: exitUsage, err: errors.New("--redis-cluster needs --cluster N")}
 			case cfg.RedisFailoverAt > 0 && !redisCluster:
 				return &exitError{code: exitUsage, err: errors.New("--redis-failover needs --redis-cluster")}
+			case webhooks && nodes == 0:
+				return &exitError{code: exitUsage, err: errors.New("--webhooks needs --cluster N")}
 			case cfg.RedisRestartAt > 0 && redisCluster:
 				return &exitError{code: exitUsage, err: errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")}
 			}
@@ -95,7 +103,16 @@ An audit holds at most 5,000 clients.`,
 				if c.Flags().Changed("url") {
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
 				}
-				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr())
+				var flags []string
+				if webhooks {
+					wa, err := startWebhookAudit()
+					if err != nil {
+						return &exitError{code: exitFailed, err: err}
+					}
+					defer wa.stop()
+					hooks, flags = wa, wa.flags()
+				}
+				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr(), flags...)
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
 				}
@@ -118,8 +135,14 @@ An audit holds at most 5,000 clients.`,
 					return fmt.Errorf("write results: %w", err)
 				}
 			}
+			// The nodes' leases last 3 s: a killed node's rooms are
+			// vacated within about 4 s of its death, sent soon after.
+			hooksBroken := hooks != nil && hooks.check(c.Context(), 15*time.Second, c.OutOrStdout())
 			if res.Broken {
 				return &exitError{code: exitFailed, err: errors.New("a delivery guarantee was broken (see the verdict above)")}
+			}
+			if hooksBroken {
+				return &exitError{code: exitFailed, err: errors.New("a webhook guarantee was broken (see the verdict above)")}
 			}
 			return nil
 		},
@@ -143,6 +166,7 @@ An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
+	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md) to a receiver the audit runs, which checks them after the run: signed, no room occupied or vacated twice in a row after dropping duplicates by id, every room vacated once the clients left")
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
 	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")

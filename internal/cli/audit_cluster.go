@@ -11,13 +11,13 @@ import (
 
 // startLocalCluster starts audit --cluster's redis-server (a Redis Cluster
 // when redisCluster) and n nodes of this binary; dir keeps their logs (""
-// for a temporary folder).
-func startLocalCluster(ctx context.Context, redisCluster bool, dir string, n int, log io.Writer) (localCluster, error) {
+// for a temporary folder); flags go to every node.
+func startLocalCluster(ctx context.Context, redisCluster bool, dir string, n int, log io.Writer, flags ...string) (localCluster, error) {
 	start := bench.StartLocalCluster
 	if redisCluster {
 		start = bench.StartLocalRedisCluster
 	}
-	cl, err := start(ctx, "", dir, n, log)
+	cl, err := start(ctx, "", dir, n, log, flags...)
 	if err != nil {
 		return nil, err
 	}

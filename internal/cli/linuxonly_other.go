@@ -39,6 +39,6 @@ func linuxOnly(name, short string) *cobra.Command {
 	}
 }
 
-func startLocalCluster(context.Context, bool, string, int, io.Writer) (localCluster, error) {
+func startLocalCluster(context.Context, bool, string, int, io.Writer, ...string) (localCluster, error) {
 	return nil, errors.New("audit --cluster needs Linux: its nodes run scalechat serve")
 }

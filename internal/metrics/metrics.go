@@ -58,6 +58,9 @@ func New(srv *server.Server, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if _, on := srv.WebhookStats(); on {
+		reg.MustRegister(newWebhookCollector(srv))
+	}
 	feed := NewFeed([]scrape.Source{GathererSource(opts.Node, reg)}, opts.Interval, opts.Keep, opts.Logger)
 	if _, cluster := srv.BrokerStats(); cluster {
 		// Every node of the cluster on the dashboard: the nodes announce

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
@@ -61,6 +62,7 @@ type Config struct {
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off
 	Namespaces        namespace.Set  // options of rooms named ns:name, by ns (docs/config.md); nil: none
+	Webhook           WebhookConfig  // events POSTed to a backend (docs/hooks.md); URL empty: off
 	Logger            *slog.Logger
 }
 
@@ -119,6 +121,9 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.namespaceErrors()...)
+	check(c.Webhook.URL == "" || strings.HasPrefix(c.Webhook.URL, "http://") || strings.HasPrefix(c.Webhook.URL, "https://"), "the webhook URL must start with http:// or https://")
+	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
+	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
 }
 

@@ -66,6 +66,7 @@ type Server struct {
 	hooks    *hooks.Client // nil without hooks
 	hookJobs chan hookJob  // join and publish calls waiting for a hook worker
 	hookLog  hookLog
+	webhooks *webhooks // nil: off (webhook.go)
 }
 
 // New returns a server with the given configuration.
@@ -103,7 +104,15 @@ func New(cfg Config) (*Server, error) {
 			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Room: s.brokerRoom, Logger: cfg.Logger}, h)
 		}
 	}
-	hub, err := room.NewHub(hubCfg)
+	wh, err := newWebhooks(cfg)
+	if err == nil && wh != nil {
+		s.webhooks = wh
+		hubCfg.Broker = wh.tapBroker(hubCfg.Broker)
+	}
+	var hub *room.Hub
+	if err == nil {
+		hub, err = room.NewHub(hubCfg)
+	}
 	if err != nil {
 		for _, l := range s.loops {
 			l.poller.Close()
@@ -170,6 +179,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.log.Debug("broker closed", "err", err)
 		}
 	})
+	whCtx, stopWebhooks := context.WithCancel(context.Background())
+	if s.webhooks != nil {
+		wg.Go(func() { s.webhooks.serve(whCtx, s.cfg.ShutdownTimeout) })
+	}
 	wg.Go(func() { // forget idle senders and addresses; report refusals held back
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
@@ -205,6 +218,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.shutdown()
 	stopHub()
 	stopBroker()
+	stopWebhooks() // after the loops: their last connections' changes are in
 	wg.Wait()
 	s.bridges.Wait() // the loops closed their ends: every bridge has ended
 	if err == nil {

@@ -1,0 +1,300 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+	"github.com/scalechat/scalechat/internal/webhook"
+)
+
+// whNode is a cluster node's webhooks in the test's process: its tracker
+// and its dispatcher, each running until stop.
+type whNode struct {
+	w    *RedisWebhooks
+	d    *webhook.Dispatcher
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func startWebhookNode(t *testing.T, url, receiver string) *whNode {
+	t.Helper()
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: url, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &whNode{w: w, d: webhook.NewDispatcher(w, webhook.DispatcherConfig{URL: receiver, Secret: []byte("k"),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	n.wg.Go(func() { w.Run(ctx) })
+	n.wg.Go(func() { n.d.Run(ctx) })
+	t.Cleanup(func() { n.stop(); n.wg.Wait() })
+	return n
+}
+
+// crash stops the node as a SIGKILL would: nothing it would tell Redis on
+// its way out reaches it (its connection is closed first).
+func (n *whNode) crash() {
+	_ = n.w.rdb.Close()
+	n.stop()
+	n.wg.Wait()
+}
+
+func (n *whNode) leader() bool {
+	n.w.leadMu.Lock()
+	defer n.w.leadMu.Unlock()
+	return n.w.leader
+}
+
+// waitView waits until the receiver believes want, and fails with what it
+// got after timeout.
+func waitView(t *testing.T, rcv *webhook.Receiver, want webhook.View, timeout time.Duration) {
+	t.Helper()
+	if want.Members == nil {
+		want.Members = map[string][]string{}
+	}
+	deadline := time.After(timeout)
+	for {
+		changed := rcv.Changed()
+		if got := rcv.View(); reflect.DeepEqual(got, want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the receiver believes %+v, want %+v; events: %+v", rcv.View(), want, rcv.Events())
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polls a state no signal reports (another goroutine's lease)
+	}
+}
+
+// TestRedisWebhooksAcrossNodes runs two nodes' webhooks on a real
+// redis-server and a real HTTP receiver: users come and go on both nodes,
+// the dispatching node is killed (its lease then ends) and Redis restarts
+// empty. After deduplication by ID the receiver never sees a transition
+// twice in a row, and it ends believing what is true.
+func TestRedisWebhooksAcrossNodes(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	rcv := webhook.NewReceiver([]byte("k"))
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+
+	b := startWebhookNode(t, rs.URL(), srv.URL)
+	waitFor(t, "b to dispatch", b.leader)
+	a := startWebhookNode(t, rs.URL(), srv.URL)
+
+	a.w.Presence("r1", "ann", 1)
+	b.w.Presence("r1", "bob", 1)
+	b.w.Presence("r1", "ann", 1)
+	b.w.Presence("r2", "", 1)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
+		Members: map[string][]string{"r1": {"ann", "bob"}}}, 10*time.Second)
+
+	a.w.Presence("r1", "ann", 0) // ann is still in r1 on b: no event
+	a.w.Presence("r3", "cat", 1)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
+		Members: map[string][]string{"r1": {"ann", "bob"}, "r3": {"cat"}}}, 10*time.Second)
+
+	// b dies with ann and bob in r1 and an anonymous connection in r2: once
+	// its lease ends a takes over both its counts and the dispatching.
+	b.crash()
+	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat"},
+		Members: map[string][]string{"r3": {"cat"}}}, 15*time.Second)
+	if !a.leader() {
+		t.Error("a is not the dispatcher after b died")
+	}
+
+	// Redis loses everything: a's state comes back under a new epoch.
+	rs.Stop()
+	a.w.Presence("r3", "dan", 1) // while Redis is down
+	rs.Restart()
+	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
+		Members: map[string][]string{"r3": {"cat", "dan"}}}, 15*time.Second)
+	a.w.Presence("r3", "cat", 0)
+	a.w.Presence("r3", "dan", 0)
+	waitView(t, rcv, webhook.View{}, 10*time.Second)
+
+	st := rcv.Stats()
+	if len(st.Violations) > 0 || st.BadSignatures > 0 {
+		t.Errorf("violations %q, bad signatures %d", st.Violations, st.BadSignatures)
+	}
+	resets, vacated := 0, map[string]int{}
+	for _, e := range rcv.Events() {
+		switch e.Name {
+		case webhook.Reset:
+			resets++
+		case webhook.RoomVacated:
+			vacated[e.Room]++
+		}
+	}
+	if resets != 2 {
+		t.Errorf("%d resets, want 2: the first state and the one after Redis lost it", resets)
+	}
+	if want := map[string]int{"r1": 1, "r2": 1, "r3": 1}; !reflect.DeepEqual(vacated, want) {
+		t.Errorf("vacated %v, want %v", vacated, want)
+	}
+	t.Logf("receiver %+v, dispatcher a %+v", st, a.d.Stats())
+}
+
+// testWriter writes a node's log into the test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
+// masters (every key in the {webhooks} slot): a user on two nodes, a
+// published message, the node that had her last connection killed.
+func TestRedisWebhooksOnRedisCluster(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 0)
+	rcv := webhook.NewReceiver([]byte("k"))
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	a := startWebhookNode(t, rc.URL(), srv.URL)
+	b := startWebhookNode(t, rc.URL(), srv.URL)
+
+	a.w.Presence("r", "ann", 1)
+	b.w.Presence("r", "ann", 2)
+	b.w.Published("r", 7, []byte(`{"room":"r","seq":7,"text":"hi"}`))
+	a.w.Presence("r", "ann", 0)
+	waitView(t, rcv, webhook.View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
+	b.crash()
+	waitView(t, rcv, webhook.View{}, 15*time.Second)
+
+	var got []string
+	var pub webhook.Event
+	for _, e := range rcv.Events() {
+		got = append(got, e.Name)
+		if e.Name == webhook.MessagePublished {
+			pub = e
+		}
+	}
+	want := []string{"reset", "user_online", "room_occupied", "member_joined", "message_published", "member_left", "room_vacated", "user_offline"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if pub.Room != "r" || pub.Seq != 7 || string(pub.Message) != `{"room":"r","seq":7,"text":"hi"}` {
+		t.Errorf("published event %+v", pub)
+	}
+	if st := rcv.Stats(); len(st.Violations) > 0 {
+		t.Errorf("violations %q", st.Violations)
+	}
+}
+
+// TestWebhookScript pins lua/webhook.lua's transitions on a real
+// redis-server: each case runs calls in order on a fresh key prefix and
+// reads the stream.
+func TestWebhookScript(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	type call struct {
+		node, op string
+		items    []any
+	}
+	p := func(room, user string, n int) []any { return []any{"p", room, user, strconv.Itoa(n)} }
+	cat := func(xs ...[]any) []any {
+		var out []any
+		for _, x := range xs {
+			out = append(out, x...)
+		}
+		return out
+	}
+	for i, tc := range []struct {
+		name  string
+		calls []call
+		want  []string
+	}{
+		{"a node unknown must sync first", []call{{"a", "apply", p("r", "u", 1)}}, []string{"reset"}},
+		{"two nodes, one transition each way", []call{
+			{"a", "sync", nil}, {"b", "sync", nil},
+			{"a", "apply", p("r", "u", 1)}, {"b", "apply", p("r", "u", 1)},
+			{"a", "apply", p("r", "u", 0)}, {"b", "apply", p("r", "u", 0)}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u", "member_left r u", "room_vacated r", "user_offline u"}},
+		{"sync sets to 0 what it does not name", []call{
+			{"a", "sync", cat(p("r", "u", 2), p("s", "v", 1))}, {"a", "sync", p("r", "u", 1)}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u", "user_online v", "room_occupied s", "member_joined s v",
+				"member_left s v", "room_vacated s", "user_offline v"}},
+		{"gone leaves a live node alone", []call{{"a", "sync", p("r", "u", 1)}, {"a", "gone", nil}},
+			[]string{"reset", "user_online u", "room_occupied r", "member_joined r u"}},
+		{"leave removes the node's counts", []call{{"a", "sync", p("r", "", 3)}, {"a", "leave", nil}},
+			[]string{"reset", "room_occupied r", "room_vacated r"}},
+		{"a message", []call{{"a", "sync", nil}, {"a", "apply", []any{"m", "r", "9", `{"seq":9}`}}},
+			[]string{"reset", "message_published r"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.rdb.Close()
+			ctx := context.Background()
+			for _, c := range tc.calls {
+				if _, err := w.run(ctx, w.keysFor(c.node), c.op, c.node, c.items); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range msgs {
+				e := streamEvent(m)
+				s := e.Name
+				for _, f := range []string{e.Room, e.User} {
+					if f != "" {
+						s += " " + f
+					}
+				}
+				got = append(got, s)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("stream\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRedisWebhooksCountWhatTheFullStreamDrops pins that a full stream (no
+// dispatcher, the backend away) drops new events, and that the node counts
+// each one.
+func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.rdb.Close()
+	ctx := context.Background()
+	for _, items := range [][]any{nil, {"p", "r", "u", "1"}, {"p", "s", "v", "1"}} { // reset, 3 events, 3 more
+		if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := w.rdb.XLen(ctx, w.keys[1]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second sync also sets r/u to 0 (it does not name it): 3 more.
+	if st := w.Stats(); n != 4 || st.Dropped != 6 {
+		t.Errorf("stream %d entries, %d dropped; want 4 and 6", n, st.Dropped)
+	}
+	if v, _ := w.rdb.Get(ctx, w.keys[7]).Int(); v != 6 {
+		t.Errorf("the cluster's dropped counter is %d, want 6", v)
+	}
+}

@@ -1,0 +1,166 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// DispatcherConfig configures a Dispatcher.
+type DispatcherConfig struct {
+	URL     string        // where events are POSTed
+	Secret  []byte        // HMAC-SHA256 key of SignatureHeader
+	Timeout time.Duration // of one request; 0: 5 s
+	Batch   int           // events per request at most; 0: 100
+	// MinBackoff and MaxBackoff bound the wait before a failed request is
+	// sent again (doubling, with jitter); 0: 100 ms and 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	Client                 *http.Client // nil: one with Timeout, keep-alive
+	Logger                 *slog.Logger
+}
+
+// Dispatcher sends a Source's events to the backend in order: one request
+// at a time, each retried with backoff until it gets a 2xx, and only then
+// committed (at least once; the events' IDs let the backend drop a second
+// copy).
+type Dispatcher struct {
+	cfg     DispatcherConfig
+	src     Source
+	sent    atomic.Uint64
+	retried atomic.Uint64
+	failed  atomic.Uint64
+	fails   dropLog
+}
+
+// NewDispatcher returns a dispatcher of src's events.
+func NewDispatcher(src Source, cfg DispatcherConfig) *Dispatcher {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{cfg: cfg, src: src}
+}
+
+// Run sends events until ctx is done.
+func (d *Dispatcher) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		evs, err := d.src.Next(ctx, d.cfg.Batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.warn("webhook events could not be read: trying again", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		if !d.deliver(ctx, evs) {
+			return
+		}
+		if err := d.src.Commit(ctx, evs); err != nil && ctx.Err() == nil {
+			// Another node sends them again: at least once.
+			d.cfg.Logger.Info("webhook events sent but not committed", "events", len(evs), "err", err)
+		}
+	}
+}
+
+// deliver posts evs until the backend takes them; false when ctx ended
+// first.
+func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
+	body, err := json.Marshal(Body{Events: evs})
+	if err != nil { // cannot happen: events are plain data
+		panic(fmt.Sprintf("webhook: encode events: %v", err))
+	}
+	sig := Sign(d.cfg.Secret, body)
+	wait := d.cfg.MinBackoff
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			d.retried.Add(1)
+		}
+		err := d.post(ctx, body, sig)
+		if err == nil {
+			d.sent.Add(uint64(len(evs)))
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.failed.Add(1)
+		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait)
+		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
+			return false
+		}
+		wait = min(2*wait, d.cfg.MaxBackoff)
+	}
+}
+
+func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("webhook request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(SignatureHeader, sig)
+	resp, err := d.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook request: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection for the next one
+	if err := resp.Body.Close(); err != nil {
+		return fmt.Errorf("webhook answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errors.New("the backend answered " + resp.Status)
+	}
+	return nil
+}
+
+// Stats returns the dispatcher's counters and its source's.
+func (d *Dispatcher) Stats() Stats {
+	s := d.src.Stats()
+	s.Sent, s.Retried, s.Failed = d.sent.Load(), d.retried.Load(), d.failed.Load()
+	return s
+}
+
+// warn logs at most once every ten seconds: a backend down for an hour
+// costs a few hundred lines, not one per retry.
+func (d *Dispatcher) warn(msg string, args ...any) {
+	d.fails.mu.Lock()
+	defer d.fails.mu.Unlock()
+	if now := time.Now(); now.Sub(d.fails.last) >= 10*time.Second {
+		d.cfg.Logger.Warn(msg, args...)
+		d.fails.last = now
+	}
+}
+
+// sleep waits for d or ctx; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,179 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+)
+
+// Receiver is a backend's end of the webhooks, for tests and audits: an
+// http.Handler that checks each request's signature, drops events it has
+// seen (by ID), and checks the rest against the rules every backend may
+// rely on, per epoch: a room is occupied and vacated in turn, a user joins
+// and leaves a room in turn, goes online and offline in turn, starting
+// with occupied, joined and online.
+type Receiver struct {
+	secret []byte
+
+	mu         sync.Mutex
+	seen       map[string]bool
+	events     []Event
+	duplicates int
+	requests   int
+	badSigs    int
+	violations []string
+	epoch      string
+	rooms      map[string]bool
+	members    map[[2]string]bool
+	users      map[string]bool
+	changed    chan struct{}
+}
+
+// NewReceiver returns a receiver of requests signed with secret.
+func NewReceiver(secret []byte) *Receiver {
+	r := &Receiver{secret: secret, seen: map[string]bool{}, changed: make(chan struct{})}
+	r.resetLocked("")
+	return r
+}
+
+// ServeHTTP implements http.Handler: 204 for a request taken, 401 for a bad
+// signature, 400 for a body that is not events.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
+	if err != nil {
+		http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer func() { close(r.changed); r.changed = make(chan struct{}) }()
+	r.requests++
+	if !Verify(r.secret, body, req.Header.Get(SignatureHeader)) {
+		r.badSigs++
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	var b Body
+	if err := json.Unmarshal(body, &b); err != nil {
+		http.Error(w, "bad body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	for _, e := range b.Events {
+		if r.seen[e.ID] {
+			r.duplicates++
+			continue
+		}
+		r.seen[e.ID] = true
+		r.events = append(r.events, e)
+		r.applyLocked(e)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *Receiver) resetLocked(epoch string) {
+	r.epoch = epoch
+	r.rooms, r.members, r.users = map[string]bool{}, map[[2]string]bool{}, map[string]bool{}
+}
+
+// applyLocked moves the receiver's view by e and notes what breaks a rule.
+func (r *Receiver) applyLocked(e Event) {
+	if e.Name == Reset {
+		r.resetLocked(e.Epoch)
+		return
+	}
+	if e.Epoch != r.epoch {
+		r.violations = append(r.violations, fmt.Sprintf("%s %s of epoch %q before its reset (in %q)", e.ID, e.Name, e.Epoch, r.epoch))
+		r.resetLocked(e.Epoch)
+	}
+	turn := func(m map[string]bool, k string, on bool, what string) {
+		if m[k] == on {
+			r.violations = append(r.violations, fmt.Sprintf("%s %s %q twice in a row", e.ID, what, k))
+		}
+		if on {
+			m[k] = true
+		} else {
+			delete(m, k)
+		}
+	}
+	switch e.Name {
+	case RoomOccupied, RoomVacated:
+		turn(r.rooms, e.Room, e.Name == RoomOccupied, e.Name)
+	case UserOnline, UserOffline:
+		turn(r.users, e.User, e.Name == UserOnline, e.Name)
+	case MemberJoined, MemberLeft:
+		k := [2]string{e.Room, e.User}
+		if r.members[k] == (e.Name == MemberJoined) {
+			r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q twice in a row", e.ID, e.Name, e.Room, e.User))
+		}
+		if e.Name == MemberJoined {
+			r.members[k] = true
+			if !r.rooms[e.Room] || !r.users[e.User] {
+				r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q in a room not occupied or by a user not online", e.ID, e.Name, e.Room, e.User))
+			}
+		} else {
+			delete(r.members, k)
+		}
+	}
+}
+
+// View is what a receiver believes now: the rooms occupied, the users
+// online, and each room's members (sorted).
+type View struct {
+	Rooms   []string
+	Users   []string
+	Members map[string][]string
+}
+
+// ReceiverStats is what a receiver took.
+type ReceiverStats struct {
+	Requests, BadSignatures, Duplicates, Events int
+	Violations                                  []string
+}
+
+// View returns what the receiver believes now.
+func (r *Receiver) View() View {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := View{Members: map[string][]string{}}
+	for k := range r.rooms {
+		v.Rooms = append(v.Rooms, k)
+	}
+	for k := range r.users {
+		v.Users = append(v.Users, k)
+	}
+	for k := range r.members {
+		v.Members[k[0]] = append(v.Members[k[0]], k[1])
+	}
+	sort.Strings(v.Rooms)
+	sort.Strings(v.Users)
+	for _, us := range v.Members {
+		sort.Strings(us)
+	}
+	return v
+}
+
+// Stats returns the receiver's counts and the rules broken so far.
+func (r *Receiver) Stats() ReceiverStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates,
+		Events: len(r.events), Violations: append([]string(nil), r.violations...)}
+}
+
+// Events returns the events taken, without duplicates, in order.
+func (r *Receiver) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Changed returns a channel closed at the next request answered: a test waits
+// on it, not on a sleep.
+func (r *Receiver) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}

@@ -1,0 +1,243 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func names(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		s := e.Name
+		if e.Room != "" {
+			s += " " + e.Room
+		}
+		if e.User != "" {
+			s += " " + e.User
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// drain returns what m queued, without the opening reset, and commits it.
+func drain(t *testing.T, m *Memory) []string {
+	t.Helper()
+	var out []string
+	for m.Stats().Queued > 0 {
+		evs, err := m.Next(context.Background(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Commit(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range names(evs) {
+			if s != Reset {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+type change struct {
+	room, user string
+	count      int
+}
+
+func TestMemoryTransitions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		changes []change
+		want    []string
+	}{
+		{"first connection", []change{{"r", "ann", 1}},
+			[]string{"user_online ann", "room_occupied r", "member_joined r ann"}},
+		{"second connection of the same user is no event", []change{{"r", "ann", 1}, {"r", "ann", 2}},
+			[]string{"user_online ann", "room_occupied r", "member_joined r ann"}},
+		{"last connection leaves", []change{{"r", "ann", 2}, {"r", "ann", 0}},
+			[]string{"user_online ann", "room_occupied r", "member_joined r ann", "member_left r ann", "room_vacated r", "user_offline ann"}},
+		{"anonymous connections occupy, nothing else", []change{{"r", "", 1}, {"r", "", 0}},
+			[]string{"room_occupied r", "room_vacated r"}},
+		{"a user in two rooms is online once", []change{{"a", "bob", 1}, {"b", "bob", 1}, {"a", "bob", 0}, {"b", "bob", 0}},
+			[]string{"user_online bob", "room_occupied a", "member_joined a bob", "room_occupied b", "member_joined b bob",
+				"member_left a bob", "room_vacated a", "member_left b bob", "room_vacated b", "user_offline bob"}},
+		{"a room stays occupied while another user is in it", []change{{"r", "ann", 1}, {"r", "bob", 1}, {"r", "ann", 0}},
+			[]string{"user_online ann", "room_occupied r", "member_joined r ann", "user_online bob", "member_joined r bob",
+				"member_left r ann", "user_offline ann"}},
+		{"an unchanged count is no event", []change{{"r", "ann", 0}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMemory("e", 100, nil)
+			for _, c := range tc.changes {
+				m.Presence(c.room, c.user, c.count)
+			}
+			if got := drain(t, m); !slices.Equal(got, tc.want) {
+				t.Errorf("events\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMemoryDropsWhenFullAndCounts(t *testing.T) {
+	m := NewMemory("e", 3, nil) // the reset takes one place
+	m.Presence("r", "ann", 1)   // online and occupied fit, joined does not
+	if st := m.Stats(); st.Queued != 3 || st.Dropped != 1 {
+		t.Fatalf("queued %d dropped %d, want 3 and 1", st.Queued, st.Dropped)
+	}
+}
+
+func TestSignature(t *testing.T) {
+	body := []byte(`{"events":[]}`)
+	sig := Sign([]byte("s3cret"), body)
+	// openssl dgst -sha256 -hmac s3cret on the same bytes
+	if !strings.HasPrefix(sig, "sha256=") || len(sig) != 7+64 {
+		t.Fatalf("signature %q", sig)
+	}
+	for _, tc := range []struct {
+		secret, body, sig string
+		ok                bool
+	}{
+		{"s3cret", string(body), sig, true},
+		{"other", string(body), sig, false},
+		{"s3cret", `{"events":[ ]}`, sig, false},
+		{"s3cret", string(body), strings.ToUpper(sig), false},
+	} {
+		if got := Verify([]byte(tc.secret), []byte(tc.body), tc.sig); got != tc.ok {
+			t.Errorf("Verify(%q, %q) = %v, want %v", tc.secret, tc.body, got, tc.ok)
+		}
+	}
+}
+
+// TestDispatcherRetriesInOrder runs a dispatcher against a real HTTP
+// receiver that fails its first requests: every event arrives, once after
+// deduplication, in order, signed.
+func TestDispatcherRetriesInOrder(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1, 2:
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		case 3: // taken, but the answer lost: sent again, deduplicated
+			rcv.ServeHTTP(httptest.NewRecorder(), r)
+			http.Error(w, "lost", http.StatusBadGateway)
+		default:
+			rcv.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+	m := NewMemory("e", 1000, nil)
+	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Batch: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	m.Presence("r", "ann", 1) // queued before the dispatcher starts: its first batch is the reset and online
+	m.Presence("r", "ann", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := d.Stats(); st.Sent < 7 || st.Queued > 0; st = d.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %+v, receiver %+v", st, rcv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond) // the dispatcher's counters signal nothing
+	}
+	want := []string{"reset", "user_online ann", "room_occupied r", "member_joined r ann", "member_left r ann", "room_vacated r", "user_offline ann"}
+	if got := names(rcv.Events()); !slices.Equal(got, want) {
+		t.Errorf("received\n got %q\nwant %q", got, want)
+	}
+	st, rs := d.Stats(), rcv.Stats()
+	if st.Failed != 3 || st.Retried != 3 || rs.Duplicates != 2 || len(rs.Violations) != 0 || rs.BadSignatures != 0 {
+		t.Errorf("dispatcher %+v receiver %+v: want 3 failed, 3 retried, 2 duplicates, no violation", st, rs)
+	}
+}
+
+func TestReceiverRefusesABadSignature(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	m := NewMemory("e", 10, nil)
+	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("wrong"), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	deadline := time.After(10 * time.Second)
+	for rcv.Stats().BadSignatures < 2 {
+		select {
+		case <-rcv.Changed():
+		case <-deadline:
+			t.Fatalf("receiver %+v", rcv.Stats())
+		}
+	}
+	cancel()
+	<-done
+	if st := d.Stats(); st.Sent != 0 || st.Failed < 1 || st.Queued != 1 {
+		t.Errorf("stats %+v: want nothing sent, the reset still queued", st)
+	}
+}
+
+func TestReceiverRules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		broken int
+	}{
+		{"in turn", []Event{{Name: Reset, Epoch: "a"}, {Name: RoomOccupied, Room: "r", Epoch: "a"}, {Name: RoomVacated, Room: "r", Epoch: "a"}}, 0},
+		{"vacated twice", []Event{{Name: Reset, Epoch: "a"}, {Name: RoomOccupied, Room: "r", Epoch: "a"}, {Name: RoomVacated, Room: "r", Epoch: "a"}, {Name: RoomVacated, Room: "r", Epoch: "a"}}, 1},
+		{"offline first", []Event{{Name: Reset, Epoch: "a"}, {Name: UserOffline, User: "u", Epoch: "a"}}, 1},
+		{"a reset forgets", []Event{{Name: Reset, Epoch: "a"}, {Name: UserOnline, User: "u", Epoch: "a"}, {Name: Reset, Epoch: "b"}, {Name: UserOnline, User: "u", Epoch: "b"}}, 0},
+		{"joined a room not occupied", []Event{{Name: Reset, Epoch: "a"}, {Name: UserOnline, User: "u", Epoch: "a"}, {Name: MemberJoined, Room: "r", User: "u", Epoch: "a"}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReceiver(nil)
+			r.mu.Lock()
+			for _, e := range tc.events {
+				r.applyLocked(e)
+			}
+			r.mu.Unlock()
+			if got := len(r.Stats().Violations); got != tc.broken {
+				t.Errorf("violations %q, want %d", r.Stats().Violations, tc.broken)
+			}
+		})
+	}
+}
+
+// TestMemoryQueueKeepsOrderAcrossCommits sends a backlog in small batches:
+// every event once, in the order queued, whatever the compaction.
+func TestMemoryQueueKeepsOrderAcrossCommits(t *testing.T) {
+	m := NewMemory("e", 10000, nil)
+	seen := 0
+	for i := range 500 {
+		m.Presence("r", "u", 1-i%2) // 1, 0, 1...: three events each change
+		if i%50 == 0 {
+			evs, _ := m.Next(context.Background(), 7)
+			seen += len(evs)
+			if err := m.Commit(context.Background(), evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for m.Stats().Queued > 0 {
+		evs, _ := m.Next(context.Background(), 7)
+		for _, e := range evs {
+			seen++
+			if want := "e-" + strconv.Itoa(seen); e.ID != want {
+				t.Fatalf("event %s, want %s", e.ID, want)
+			}
+		}
+		if err := m.Commit(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen != 1+3*500 {
+		t.Errorf("%d events, want %d", seen, 1+3*500)
+	}
+}
