@@ -250,6 +250,7 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 	hist := strconv.Itoa(b.cfg.History)
 	ttl := strconv.Itoa(int(b.cfg.TTL / time.Second))
 	mode := b.publishMode()
+	deliver := b.deliveryMode()
 	var calls []call
 	persistAt := map[string]int{} // room → index in calls of its open persist call
 	publishAt := map[int]int{}    // hash slot → index in calls of its open publish call
@@ -283,14 +284,18 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		switch j.kind {
 		case jobPublish:
 			keys := make([]string, 0, 5*len(c.js))
-			args := make([]any, 0, 4+4*len(c.js))
+			args := make([]any, 0, 5+4*len(c.js))
 			// Renewed once a renewInterval, the keys live a renewInterval
 			// longer: at least the TTL after the room's last message.
-			args = append(args, hist, strconv.Itoa(int((b.cfg.TTL+b.renewInterval())/time.Second)), mode, b.id)
+			args = append(args, hist, strconv.Itoa(int((b.cfg.TTL+b.renewInterval())/time.Second)), deliver, b.id, b.nodeChannelPrefix())
 			for _, i := range c.js {
 				q := batch[i].p
 				keys = append(keys, b.publishKeys(q.Room)...)
-				args = append(args, q.Prefix, q.Suffix, b.channel(q.Room), b.renewDue(q.Room, now))
+				dest := q.Room // "n": the room's name goes in each node's batch
+				if deliver != deliverNodes {
+					dest = b.channel(q.Room)
+				}
+				args = append(args, q.Prefix, q.Suffix, dest, b.renewDue(q.Room, now))
 			}
 			calls[k].cmd = publishScript.EvalSha(ctx, p, keys, args...)
 		case jobPersist:
@@ -446,6 +451,22 @@ func (b *Redis) publishMode() string {
 	}
 	return "-"
 }
+
+// deliveryMode is publishScript's argument naming how a message reaches
+// the nodes of its room: deliverNodes (one Redis: one PUBLISH per node per
+// call, on the node's channel, carrying all its messages) or "s" (a Redis
+// Cluster: SPUBLISH a message on its room's shard channel, since a script
+// reaches one slot only and a node's channel is in another).
+func (b *Redis) deliveryMode() string {
+	if b.cluster != nil {
+		return "s"
+	}
+	return deliverNodes
+}
+
+// deliverNodes is the deliveryMode of the one Redis: messages to the nodes'
+// channels, in batches.
+const deliverNodes = "n"
 
 // refusePending gives up, at shutdown, the publishes still waiting for
 // Redis: the pending ones and those held behind another node's room.

@@ -62,6 +62,10 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 		backoff.reset()
 		switch m := msg.(type) {
 		case *redis.Message:
+			if s.client == nil && m.Channel == b.nodeChannel() {
+				b.onBatch(ctx, m.Payload)
+				continue
+			}
 			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
 		case *redis.Subscription:
 			b.onSubscription(ctx, s, m, reconnected)
@@ -131,10 +135,16 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 	}
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
+	b.deliverInOrder(ctx, name, seq, payload[sp+1:])
+}
+
+// deliverInOrder delivers a room's message from Redis after filling any gap
+// before it from the room's stream. The caller holds fillMu.
+func (b *Redis) deliverInOrder(ctx context.Context, name string, seq uint64, payload string) {
 	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 && !b.fill(ctx, name, cur, seq-1) {
 		return // the room is dropped: its members resume and are told
 	}
-	b.h.Deliver(name, seq, []byte(payload[sp+1:]))
+	b.h.Deliver(name, seq, []byte(payload))
 }
 
 // fill delivers the messages after seq from through to, from the room's
@@ -199,12 +209,20 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	}
 	epoch := b.h.Epoch(name)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	res, err := streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.cfg.TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	// Into the room's set of nodes first (Redis may have lost it, or a peer
+	// taken this node out when its lease lapsed): from then on the room's
+	// messages come to this node's channel, and the counter read next
+	// covers every one before.
+	err := b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
+	if err == nil {
+		err = b.rdb.ExpireNX(c, b.roomNodesKey(name), b.cfg.TTL).Err()
+	}
+	var res []int64
+	if err == nil {
+		res, err = streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.cfg.TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	}
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("stream check answered %v", res)
-	}
-	if err == nil { // Redis may have lost the room's set of nodes
-		err = b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
 	}
 	var holder string
 	if err == nil {
