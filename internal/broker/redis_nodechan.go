@@ -70,7 +70,8 @@ func lenPrefixed(s string) (field, rest string, ok bool) {
 
 // onBatch delivers a batch from the node's channel: every record in order,
 // each after any gap before it is filled from its room's stream, under one
-// fillMu for the whole batch.
+// fillMu, in one DeliverMany for each run of records without a gap (all of
+// them but where a node missed messages).
 func (b *Redis) onBatch(ctx context.Context, payload string) {
 	recs, err := splitBatch(payload, nil)
 	if err != nil {
@@ -94,9 +95,31 @@ func (b *Redis) onBatch(ctx context.Context, payload string) {
 	}
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
+	run := make([]Delivered, 0, len(recs))
 	for _, r := range recs {
-		b.deliverInOrder(ctx, r.room, r.seq, r.json)
+		if cur, loaded := b.seqBefore(r.room, run); loaded && r.seq > cur+1 {
+			b.h.DeliverMany(run) // what came before the gap, first
+			run = run[:0]
+			if !b.fill(ctx, r.room, cur, r.seq-1) {
+				continue // the room is dropped: its members resume and are told
+			}
+		}
+		run = append(run, Delivered{Room: r.room, Seq: r.seq, Payload: []byte(r.json)})
 	}
+	if len(run) > 0 {
+		b.h.DeliverMany(run)
+	}
+}
+
+// seqBefore is the room's seq once run is delivered: its last message in
+// run, else the handler's (and whether the room is loaded here).
+func (b *Redis) seqBefore(room string, run []Delivered) (uint64, bool) {
+	for i := len(run) - 1; i >= 0; i-- {
+		if run[i].Room == room {
+			return run[i].Seq, true
+		}
+	}
+	return b.h.Seq(room)
 }
 
 // rejoin puts this node back into the set of nodes of every room it loaded,

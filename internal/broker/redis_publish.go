@@ -19,7 +19,6 @@ const (
 	jobPersist                 // store a message an owning node ordered
 	jobRelease                 // give up the ownership of a room
 	jobPresence                // record and announce a user's connections here
-	jobLeave                   // leave a room's set of nodes
 )
 
 // job is one pending request to Redis. Jobs go out in the order they were
@@ -206,8 +205,6 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		switch {
 		case j.kind == jobPublish:
 			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
-		case err != nil && j.kind == jobLeave:
-			b.fail("leave a room", err)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
 			// misses them, and the outage is handled as any other.
@@ -306,8 +303,6 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 			calls[k].cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
 		case jobRelease:
 			calls[k].cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
-		case jobLeave:
-			calls[k].cmd = p.SRem(ctx, b.roomNodesKey(j.room), b.id)
 		case jobPresence:
 			calls[k].cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 		}

@@ -22,10 +22,7 @@ func (b *Redis) Unsubscribe(room string) {
 	}
 	b.subMu.Unlock()
 	b.release(room, 0) // when held: Redis has its seq from the writes queued before
-	if b.up.Load() {
-		b.queue(job{kind: jobLeave, room: room})
-	}
-	b.queueSub(subCmd{room: room})
+	b.queueSub(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
 func (b *Redis) queueSub(c subCmd) {
@@ -277,8 +274,10 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		var subs []string
 		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
+		last := map[string]bool{} // room → whether its last command subscribes
 		b.shardMu.Lock()
 		for _, c := range cmds {
+			last[c.room] = c.subscribe
 			b.subMu.Lock()
 			old := b.rooms[c.room]
 			if c.subscribe {
@@ -306,6 +305,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 			b.subscribeRooms(ctx, subs)
 		}
 		b.shardMu.Unlock()
+		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
 		}
@@ -524,5 +524,33 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())
+	}
+}
+
+// leave takes this node out of the set of nodes of each room whose last
+// command unsubscribes it, so that Redis sends it their messages no more.
+// It runs on the subscription goroutine, in the commands' order: a room
+// freed and loaded again is back in its set by the load, never taken out
+// after it.
+func (b *Redis) leave(ctx context.Context, last map[string]bool) {
+	var rooms []string
+	for room, sub := range last {
+		if !sub {
+			rooms = append(rooms, room)
+		}
+	}
+	if len(rooms) == 0 || !b.up.Load() {
+		return // while Redis is down, the node stays in the sets: messages of rooms it freed reach it and are dropped
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		for _, room := range rooms {
+			p.SRem(c, b.roomNodesKey(room), b.id)
+		}
+		return nil
+	})
+	if err := pipelineErr(cmds, err); err != nil && ctx.Err() == nil {
+		b.fail("leave rooms", err)
 	}
 }
