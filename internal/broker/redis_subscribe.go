@@ -21,7 +21,7 @@ func (b *Redis) Unsubscribe(room string) {
 		st.leaving = true // a grant on its way is given back (owns)
 	}
 	b.subMu.Unlock()
-	b.release(room, 0) // when held: Redis has its seq from the writes queued before
+	b.release(room, 0)             // when held: Redis has its seq from the writes queued before
 	b.queueSub(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
