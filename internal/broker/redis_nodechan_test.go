@@ -224,3 +224,37 @@ func TestRedisGapInNodeBatchFilledFromStream(t *testing.T) {
 		t.Errorf("b's stats %+v: want one message filled from the stream and one received", st)
 	}
 }
+
+// A node whose peers took it out of a room's set (its lease lapsed: a
+// SIGSTOP) is sent nothing of the room; rejoin, at its next lease renewal,
+// puts it back in and fills what it missed from the stream.
+func TestRedisRejoinAfterALapsedLease(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a, b, c := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
+	for _, n := range []*node{a, b, c} {
+		n.join(t, "r")
+	}
+	ctx := context.Background()
+	nodes := a.b.roomNodesKey("r")
+	if err := a.b.rdb.SRem(ctx, nodes, b.b.id).Err(); err != nil { // as checkPeers does
+		t.Fatal(err)
+	}
+	a.publish("r", "m1")
+	a.publish("r", "m2")
+	c.hasSeq(t, "r", 2)
+	if !b.b.rejoin(ctx) {
+		t.Fatal("rejoin: Redis did not answer")
+	}
+	b.hasSeq(t, "r", 2) // filled from the stream
+	if in, err := a.b.rdb.SIsMember(ctx, nodes, b.b.id).Result(); err != nil || !in {
+		t.Fatalf("b back in the room's set: %v, %v", in, err)
+	}
+	a.publish("r", "m3") // sent to b again
+	b.hasSeq(t, "r", 3)
+	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) {
+		t.Fatalf("b %q, want a's %q", pb, pa)
+	}
+	if st := b.b.Stats(); st.Gaps != 2 || st.Received != 1 {
+		t.Errorf("b's stats %+v: want two messages filled from the stream and one received", st)
+	}
+}
