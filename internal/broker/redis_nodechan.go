@@ -129,14 +129,7 @@ func (b *Redis) seqBefore(room string, run []Delivered) (uint64, bool) {
 // catches up from its stream what it missed. It reports whether Redis
 // answered.
 func (b *Redis) rejoin(ctx context.Context) bool {
-	b.subMu.Lock()
-	rooms := make([]string, 0, len(b.rooms))
-	for name, st := range b.rooms {
-		if !st.unsynced && !st.leaving {
-			rooms = append(rooms, name)
-		}
-	}
-	b.subMu.Unlock()
+	rooms := b.loadedRooms()
 	if len(rooms) == 0 {
 		return true
 	}
@@ -164,4 +157,18 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// loadedRooms returns the rooms this node subscribed to and loaded from
+// Redis (not those loaded while it was down, nor those it is leaving).
+func (b *Redis) loadedRooms() []string {
+	b.subMu.Lock()
+	defer b.subMu.Unlock()
+	rooms := make([]string, 0, len(b.rooms))
+	for name, st := range b.rooms {
+		if !st.unsynced && !st.leaving {
+			rooms = append(rooms, name)
+		}
+	}
+	return rooms
 }

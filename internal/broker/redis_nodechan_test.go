@@ -250,7 +250,9 @@ func TestRedisRejoinAfterALapsedLease(t *testing.T) {
 		t.Fatalf("b back in the room's set: %v, %v", in, err)
 	}
 	a.publish("r", "m3") // sent to b again
-	b.hasSeq(t, "r", 3)
+	for _, n := range []*node{a, b} {
+		n.hasSeq(t, "r", 3)
+	}
 	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) {
 		t.Fatalf("b %q, want a's %q", pb, pa)
 	}
