@@ -26,7 +26,8 @@
 // The files: redis.go (the type, its goroutines), redis_publish.go,
 // redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
-// gaps), redis_health.go (outages and recovery), redis_cluster.go (slots,
+// gaps), redis_nodechan.go (a node's channel: its batches, rejoining the
+// rooms' sets), redis_health.go (outages and recovery), redis_cluster.go (slots,
 // shard channels), redis_announce.go (the nodes of the dashboard),
 // redis_scripts.go (the Lua scripts of lua/, embedded).
 
