@@ -139,7 +139,7 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 		for i, name := range rooms {
 			p.SAdd(c, b.roomNodesKey(name), b.id)
-			p.ExpireNX(c, b.roomNodesKey(name), b.cfg.TTL)
+			p.Expire(c, b.roomNodesKey(name), b.setTTL())
 			seqs[i] = p.Get(c, b.seqKey(name)) // after the SADD: covers every message not sent here
 		}
 		return nil
@@ -172,3 +172,10 @@ func (b *Redis) loadedRooms() []string {
 	}
 	return rooms
 }
+
+// setTTL is the TTL a node gives a room's set of nodes when it joins it
+// alone (without the room's other keys): the longest any script gives the
+// room's counter, so that the set never expires before the counter. A room
+// whose counter lives on without its set would have its messages sent to
+// no node at all.
+func (b *Redis) setTTL() time.Duration { return b.cfg.TTL + b.renewInterval() }

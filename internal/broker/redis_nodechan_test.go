@@ -260,3 +260,37 @@ func TestRedisRejoinAfterALapsedLease(t *testing.T) {
 		t.Errorf("b's stats %+v: want two messages filled from the stream and one received", st)
 	}
 }
+
+// A room's set of nodes never expires before its counter: were it gone
+// with the counter alive, the room's messages would be sent to no node.
+func TestRedisRoomSetOutlivesItsCounter(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
+	a.join(t, "r")
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		seq, err := a.b.rdb.TTL(ctx, a.b.seqKey("r")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := a.b.rdb.TTL(ctx, a.b.roomNodesKey("r")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set <= 0 || set < seq {
+			t.Errorf("%s: the set of nodes expires in %v, the counter in %v", when, set, seq)
+		}
+	}
+	b.join(t, "r")
+	a.publish("r", "m1") // renews the keys to the TTL and a quarter
+	b.hasSeq(t, "r", 1)
+	check("after a publish")
+	c := startNode(t, rs.URL(), 100)
+	c.join(t, "r") // a load sets the set's TTL alone
+	check("after another node loaded the room")
+	if !c.b.rejoin(ctx) {
+		t.Fatal("rejoin: Redis did not answer")
+	}
+	check("after a rejoin")
+}

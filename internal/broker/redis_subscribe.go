@@ -212,7 +212,7 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	// covers every one before.
 	err := b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
 	if err == nil {
-		err = b.rdb.ExpireNX(c, b.roomNodesKey(name), b.cfg.TTL).Err()
+		err = b.rdb.Expire(c, b.roomNodesKey(name), b.setTTL()).Err()
 	}
 	var res []int64
 	if err == nil {
@@ -480,7 +480,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// other one reads it. Each joins the room's nodes first: no
 				// other node may be granted the room from then on.
 				p.SAdd(c, b.roomNodesKey(name), b.id)
-				p.Expire(c, b.roomNodesKey(name), b.cfg.TTL)
+				p.Expire(c, b.roomNodesKey(name), b.setTTL())
 				p.SetNX(c, b.epochKey(name), NewEpoch(), b.cfg.TTL)
 				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
