@@ -96,6 +96,13 @@ type Handler interface {
 	ControlHandler
 }
 
+// Delivered is a message the broker ordered, for DeliverMany.
+type Delivered struct {
+	Room    string
+	Seq     uint64
+	Payload []byte
+}
+
 // DeliveryHandler loads the node's rooms and brings them the messages the
 // broker ordered: what any broker needs. The broker calls it for a room in
 // the room's seq order.
@@ -107,6 +114,10 @@ type DeliveryHandler interface {
 	// Deliver brings a message the broker ordered to this node's members.
 	// Messages at or below the room's seq are duplicates and dropped.
 	Deliver(room string, seq uint64, payload []byte)
+	// DeliverMany is Deliver for each message in turn (each room's in seq
+	// order, none after a gap), for a batch the broker received at once:
+	// the handler may wake its event loops once for the whole batch.
+	DeliverMany(msgs []Delivered)
 	// PublishLocal gives a message the room's next seq on this node and
 	// delivers it to this node's members.
 	PublishLocal(p Publication)

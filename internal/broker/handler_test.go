@@ -79,6 +79,15 @@ func (f *fakeRooms) Deliver(name string, seq uint64, payload []byte) {
 	f.note(fmt.Sprintf("deliver %s %d", name, seq))
 }
 
+func (f *fakeRooms) DeliverMany(msgs []Delivered) {
+	for _, m := range msgs {
+		f.Deliver(m.Room, m.Seq, m.Payload)
+	}
+	f.mu.Lock()
+	f.note(fmt.Sprintf("deliver many %d", len(msgs)))
+	f.mu.Unlock()
+}
+
 func (f *fakeRooms) PublishLocal(p Publication) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,9 +1,14 @@
-// The Redis broker: every message goes through one Lua script that,
-// atomically, takes the room's next seq (INCR), appends the message to the
-// room's capped history stream (XADD MAXLEN) and publishes it on the room's
-// channel. Redis runs scripts one at a time, so every node receives a room's
-// messages in seq order. A node subscribes to a room's channel only while it
-// has members of the room, so no node reads traffic it does not need.
+// The Redis broker: every message of a room on several nodes goes through
+// one Lua script that, atomically, takes the room's next seq (INCR), appends
+// the message to the room's capped history stream (XADD MAXLEN) and sends it
+// to the nodes that loaded the room (its set of nodes): on one Redis in one
+// PUBLISH per node per script call on the node's own channel, all its
+// messages in one payload (redis_nodechan.go); on a Redis Cluster on the room's
+// shard channel. Redis runs scripts one at a time, so every node receives a
+// room's messages in seq order. A node subscribes to a room's channel (its
+// control messages: handover, presence) and joins its set of nodes only
+// while it has members of the room, so no node reads traffic it does not
+// need.
 //
 // When Redis is unreachable, a node goes on ordering the rooms it owns (all
 // their members are on it) and refuses messages to every other room
@@ -21,7 +26,8 @@
 // The files: redis.go (the type, its goroutines), redis_publish.go,
 // redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
-// gaps), redis_health.go (outages and recovery), redis_cluster.go (slots,
+// gaps), redis_nodechan.go (a node's channel: its batches, rejoining the
+// rooms' sets), redis_health.go (outages and recovery), redis_cluster.go (slots,
 // shard channels), redis_announce.go (the nodes of the dashboard),
 // redis_scripts.go (the Lua scripts of lua/, embedded).
 
@@ -234,6 +240,14 @@ func (b *Redis) historyKey(room string) string { return b.cfg.Prefix + ":{" + ro
 func (b *Redis) epochKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:epoch" }
 func (b *Redis) channel(room string) string  { return b.cfg.Prefix + ":{" + room + "}:messages" }
 
+// nodeChannelPrefix names the nodes' channels: with the node's id, the one
+// on which the one Redis sends a node the messages of every room it loaded,
+// in batches (redis_nodechan.go).
+func (b *Redis) nodeChannelPrefix() string { return b.cfg.Prefix + ":node:" }
+
+// nodeChannel is this node's channel: subscribed once, before any room.
+func (b *Redis) nodeChannel() string { return b.nodeChannelPrefix() + b.id }
+
 func (b *Redis) roomOf(channel string) string {
 	s := strings.TrimPrefix(channel, b.cfg.Prefix+":{")
 	return strings.TrimSuffix(s, "}:messages")
@@ -276,6 +290,15 @@ func (b *Redis) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.publishLoop(ctx) })
 	if s := b.subs[""]; s != nil {
+		// Before any room's subscription, on the same connection: a node
+		// joins a room's set of nodes (and so gets its messages here) only
+		// after its room channel is confirmed, and Redis sends the node's
+		// channel and its rooms' channels in one order. The channel is kept
+		// when Redis is down, and subscribed again with every other one, in
+		// one command, when the connection comes back.
+		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.up.Load() {
+			b.fail("subscribe the node's channel", err)
+		}
 		b.psWG.Go(func() { b.receiveLoop(ctx, s) })
 	}
 	wg.Go(func() { b.subscribeLoop(ctx) })

@@ -309,12 +309,14 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
 			cancel()
+			lapsed := !until.IsZero() && sent.After(until)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
 					b.fail("renew the node's lease", err)
 				}
 			case sent.After(until) && !b.verifyHeld(ctx):
+			case lapsed && !b.rejoin(ctx):
 			default:
 				until = sent.Add(nodeLease - leaseMargin)
 				b.setLease(until)

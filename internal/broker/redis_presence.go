@@ -158,6 +158,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 		b.pres.forget(peer)
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
+		loaded := b.loadedRooms()
 		_, _ = b.rdb.Pipelined(c, func(p redis.Pipeliner) error { // best effort: any node may clean up
 			for room, users := range gone {
 				fields := make([]string, len(users))
@@ -166,6 +167,15 @@ func (b *Redis) checkPeers(ctx context.Context) {
 				}
 				p.HDel(c, b.presenceKey(room), fields...)
 				p.SRem(c, b.roomNodesKey(room), peer)
+			}
+			// Out of the sets of this node's rooms too, present or not:
+			// else every publish there would still batch messages for it
+			// (and no room it shared could be granted). Should it only
+			// have been stopped, it rejoins them when it runs again.
+			for _, room := range loaded {
+				if _, ok := gone[room]; !ok {
+					p.SRem(c, b.roomNodesKey(room), peer)
+				}
 			}
 			return nil
 		})

@@ -19,7 +19,6 @@ const (
 	jobPersist                 // store a message an owning node ordered
 	jobRelease                 // give up the ownership of a room
 	jobPresence                // record and announce a user's connections here
-	jobLeave                   // leave a room's set of nodes
 )
 
 // job is one pending request to Redis. Jobs go out in the order they were
@@ -206,8 +205,6 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		switch {
 		case j.kind == jobPublish:
 			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
-		case err != nil && j.kind == jobLeave:
-			b.fail("leave a room", err)
 		case err != nil:
 			// The messages were delivered here already; Redis's history
 			// misses them, and the outage is handled as any other.
@@ -249,6 +246,7 @@ type call struct {
 func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []call {
 	mode := b.publishMode()
 	now := time.Now()
+	deliver := b.deliveryMode()
 	var calls []call
 	// A publish call's history size and TTL are its rooms': one call per
 	// hash slot and RoomConfig (rooms of one namespace share it).
@@ -295,14 +293,18 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		switch j.kind {
 		case jobPublish:
 			keys := make([]string, 0, 5*len(c.js))
-			args := make([]any, 0, 4+4*len(c.js))
+			args := make([]any, 0, 5+4*len(c.js))
 			// Renewed once a renewInterval, the keys live a renewInterval
 			// longer: at least the TTL after the room's last message.
-			args = append(args, hist, ttlArg(rc.TTL+renewInterval(rc.TTL)), mode, b.id)
+			args = append(args, hist, ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix())
 			for _, i := range c.js {
 				q := batch[i].p
 				keys = append(keys, b.publishKeys(q.Room)...)
-				args = append(args, q.Prefix, q.Suffix, b.channel(q.Room), renew[i])
+				dest := q.Room // "n": the room's name goes in each node's batch
+				if deliver != deliverNodes {
+					dest = b.channel(q.Room)
+				}
+				args = append(args, q.Prefix, q.Suffix, dest, renew[i])
 			}
 			calls[k].cmd = publishScript.EvalSha(ctx, p, keys, args...)
 		case jobPersist:
@@ -313,8 +315,6 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 			calls[k].cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
 		case jobRelease:
 			calls[k].cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
-		case jobLeave:
-			calls[k].cmd = p.SRem(ctx, b.roomNodesKey(j.room), b.id)
 		case jobPresence:
 			calls[k].cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 		}
@@ -455,6 +455,22 @@ func (b *Redis) publishMode() string {
 	}
 	return "-"
 }
+
+// deliveryMode is publishScript's argument naming how a message reaches
+// the nodes of its room: deliverNodes (one Redis: one PUBLISH per node per
+// call, on the node's channel, carrying all its messages) or "s" (a Redis
+// Cluster: SPUBLISH a message on its room's shard channel, since a script
+// reaches one slot only and a node's channel is in another).
+func (b *Redis) deliveryMode() string {
+	if b.cluster != nil {
+		return "s"
+	}
+	return deliverNodes
+}
+
+// deliverNodes is the deliveryMode of the one Redis: messages to the nodes'
+// channels, in batches.
+const deliverNodes = "n"
 
 // refusePending gives up, at shutdown, the publishes still waiting for
 // Redis: the pending ones and those held behind another node's room.

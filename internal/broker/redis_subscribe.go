@@ -21,11 +21,8 @@ func (b *Redis) Unsubscribe(room string) {
 		st.leaving = true // a grant on its way is given back (owns)
 	}
 	b.subMu.Unlock()
-	b.release(room, 0) // when held: Redis has its seq from the writes queued before
-	if b.up.Load() {
-		b.queue(job{kind: jobLeave, room: room})
-	}
-	b.queueSub(subCmd{room: room})
+	b.release(room, 0)             // when held: Redis has its seq from the writes queued before
+	b.queueSub(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
 func (b *Redis) queueSub(c subCmd) {
@@ -62,6 +59,10 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 		backoff.reset()
 		switch m := msg.(type) {
 		case *redis.Message:
+			if s.client == nil && m.Channel == b.nodeChannel() {
+				b.onBatch(ctx, m.Payload)
+				continue
+			}
 			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
 		case *redis.Subscription:
 			b.onSubscription(ctx, s, m, reconnected)
@@ -131,10 +132,16 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 	}
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
+	b.deliverInOrder(ctx, name, seq, payload[sp+1:])
+}
+
+// deliverInOrder delivers a room's message from Redis after filling any gap
+// before it from the room's stream. The caller holds fillMu.
+func (b *Redis) deliverInOrder(ctx context.Context, name string, seq uint64, payload string) {
 	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 && !b.fill(ctx, name, cur, seq-1) {
 		return // the room is dropped: its members resume and are told
 	}
-	b.h.Deliver(name, seq, []byte(payload[sp+1:]))
+	b.h.Deliver(name, seq, []byte(payload))
 }
 
 // fill delivers the messages after seq from through to, from the room's
@@ -199,12 +206,20 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	}
 	epoch := b.h.Epoch(name)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	res, err := streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.roomConfigOf(name).TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	// Into the room's set of nodes first (Redis may have lost it, or a peer
+	// taken this node out when its lease lapsed): from then on the room's
+	// messages come to this node's channel, and the counter read next
+	// covers every one before.
+	err := b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
+	if err == nil {
+		err = b.rdb.Expire(c, b.roomNodesKey(name), b.setTTL(name)).Err()
+	}
+	var res []int64
+	if err == nil {
+		res, err = streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.roomConfigOf(name).TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+	}
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("stream check answered %v", res)
-	}
-	if err == nil { // Redis may have lost the room's set of nodes
-		err = b.rdb.SAdd(c, b.roomNodesKey(name), b.id).Err()
 	}
 	var holder string
 	if err == nil {
@@ -259,8 +274,10 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		var subs []string
 		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
+		last := map[string]bool{} // room → whether its last command subscribes
 		b.shardMu.Lock()
 		for _, c := range cmds {
+			last[c.room] = c.subscribe
 			b.subMu.Lock()
 			old := b.rooms[c.room]
 			if c.subscribe {
@@ -288,6 +305,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 			b.subscribeRooms(ctx, subs)
 		}
 		b.shardMu.Unlock()
+		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
 		}
@@ -463,7 +481,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// other node may be granted the room from then on.
 				rc := rooms[name].rc
 				p.SAdd(c, b.roomNodesKey(name), b.id)
-				p.Expire(c, b.roomNodesKey(name), rc.TTL)
+				p.Expire(c, b.roomNodesKey(name), rc.TTL+renewInterval(rc.TTL))
 				p.SetNX(c, b.epochKey(name), NewEpoch(), rc.TTL)
 				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
@@ -507,5 +525,33 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())
+	}
+}
+
+// leave takes this node out of the set of nodes of each room whose last
+// command unsubscribes it, so that Redis sends it their messages no more.
+// It runs on the subscription goroutine, in the commands' order: a room
+// freed and loaded again is back in its set by the load, never taken out
+// after it.
+func (b *Redis) leave(ctx context.Context, last map[string]bool) {
+	var rooms []string
+	for room, sub := range last {
+		if !sub {
+			rooms = append(rooms, room)
+		}
+	}
+	if len(rooms) == 0 || !b.up.Load() {
+		return // while Redis is down, the node stays in the sets: messages of rooms it freed reach it and are dropped
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		for _, room := range rooms {
+			p.SRem(c, b.roomNodesKey(room), b.id)
+		}
+		return nil
+	})
+	if err := pipelineErr(cmds, err); err != nil && ctx.Err() == nil {
+		b.fail("leave rooms", err)
 	}
 }

@@ -310,7 +310,28 @@ func (r *Room) wakeWaitingLocked() {
 // room. Messages at or below the room's seq are duplicates and dropped; a
 // broker that sees a gap fills it (see Seq) before delivering past it.
 func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
-	received := time.Now().UnixNano() // the processing time starts when the broker brings the message
+	h.deliver(name, seq, payload, time.Now().UnixNano(), -1)
+}
+
+// DeliverMany is Deliver for each of msgs in turn, waking each event loop
+// that got one once, after the last: a batch from the broker costs a loop
+// one wake-up, not one a message.
+func (h *Hub) DeliverMany(msgs []broker.Delivered) {
+	received := time.Now().UnixNano()
+	for _, m := range msgs {
+		h.deliver(m.Room, m.Seq, m.Payload, received, quiet)
+	}
+	for _, q := range h.queues {
+		q.wakeIfPending()
+	}
+}
+
+// quiet, as appendLocked's from, wakes no loop: the caller does.
+const quiet = -2
+
+// deliver is Deliver, received being when the broker brought the message
+// (the processing time starts there) and from the loop not to wake.
+func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64, from int) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -323,7 +344,7 @@ func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
 	case !r.loaded:
 		r.early = append(r.early, Message{Seq: seq, Frame: frame})
 	case seq > r.seq:
-		r.appendLocked(seq, frame, received, -1)
+		r.appendLocked(seq, frame, received, from)
 	}
 }
 

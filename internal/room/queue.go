@@ -41,6 +41,18 @@ func (q *Queue) push(d Delivery, wake bool) {
 	}
 }
 
+// wakeIfPending wakes the owning loop when deliveries wait for it: after
+// pushes made without a wake (Hub.DeliverMany). A loop that drained them
+// meanwhile needs none.
+func (q *Queue) wakeIfPending() {
+	q.mu.Lock()
+	n := len(q.items)
+	q.mu.Unlock()
+	if n > 0 {
+		q.wake()
+	}
+}
+
 // Swap takes every queued delivery, handing the queue buf (emptied) to fill
 // next, so that two buffers alternate without allocating.
 func (q *Queue) Swap(buf []Delivery) []Delivery {

@@ -154,7 +154,9 @@ func buildFrame(prefix []byte, seq uint64, suffix []byte) []byte {
 // loop with members. Pushing under the room's lock is what gives every
 // member the room's messages in one order. received is when the message
 // reached this node (unix nanoseconds; 0 for history loaded from the
-// broker, which is not timed).
+// broker, which is not timed). from is the loop not to wake (the one
+// publishing, which drains its queue next), or quiet: none, the caller
+// wakes them (Hub.DeliverMany).
 func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) {
 	r.seq = seq
 	m := Message{Seq: seq, Frame: frame}
@@ -183,7 +185,7 @@ func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) 
 	}
 	for i, n := range r.local {
 		if n > 0 {
-			r.hub.queues[i].push(Delivery{Room: r, Message: m, Received: received}, i != from)
+			r.hub.queues[i].push(Delivery{Room: r, Message: m, Received: received}, i != from && from != quiet)
 		}
 	}
 	if r.notify != nil {

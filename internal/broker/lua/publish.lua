@@ -9,6 +9,19 @@
 -- quarter more) or the counter is new: four EXPIREs a message were a third
 -- of the script's Redis CPU.
 --
+-- How the messages travel (ARGV[3]):
+--   "n" (one Redis): to the nodes that loaded each room (its set of nodes),
+--       ONE PUBLISH per node per call on the node's channel (ARGV[5] .. node)
+--       carrying every message of the call for that node, each framed as
+--       <len(room)>:<room><seq>:<len(json)>:<json> (lengths in bytes,
+--       decimal; redis_nodechan.go splits them). One PUBLISH a message on each
+--       room's channel cost Redis a third of its time and each node a
+--       wake-up a message.
+--   "s" (Redis Cluster): SPUBLISH "<seq> <json>" on the room's shard channel,
+--       one a message: a script may only reach its own slot, and a node's
+--       channel lives in another.
+--   "-": PUBLISH "<seq> <json>" on the room's channel, one a message.
+--
 -- KEYS, five per message m (k = 5m):
 --   KEYS[k+1] the room's seq counter
 --   KEYS[k+2] its history stream
@@ -17,21 +30,32 @@
 --   KEYS[k+5] the set of nodes that loaded the room
 -- ARGV[1] history size (0: keep none)
 -- ARGV[2] TTL in seconds
--- ARGV[3] "s" to publish on a shard channel (SPUBLISH), else "-"
+-- ARGV[3] "n", "s" or "-": how to publish (above)
 -- ARGV[4] the publishing node
--- then four per message m (a = 5 + 4m):
+-- ARGV[5] the prefix of the nodes' channels ("n")
+-- then four per message m (a = 6 + 4m):
 --   ARGV[a]   the message's JSON before the seq (prefix)
 --   ARGV[a+1] the message's JSON after the seq (suffix)
---   ARGV[a+2] the room's channel
+--   ARGV[a+2] the room's channel; its name for "n"
 --   ARGV[a+3] "1" to renew the keys' TTLs
 --
 -- Returns, per message, its seq and 1 when the node owns the room, else 0;
 -- or 0 and -1, without publishing, when another node holds the room.
-local node, ttl = ARGV[4], ARGV[2]
+local node, ttl, mode = ARGV[4], ARGV[2], ARGV[3]
 local hist = tonumber(ARGV[1])
 local res = {}
+local members = {} -- set of nodes key → its members, read once a call
+local batches, order = {}, {} -- node → its framed messages; nodes in first-use order
+local function nodesOf(key)
+  local m = members[key]
+  if m == nil then
+    m = redis.call('SMEMBERS', key)
+    members[key] = m
+  end
+  return m
+end
 for m = 0, #KEYS / 5 - 1 do
-  local k, a = m * 5, 5 + m * 4
+  local k, a = m * 5, 6 + m * 4
   local holder = redis.call('GET', KEYS[k+4])
   if holder and holder ~= node then
     res[#res+1] = 0 -- another node orders this room: not here
@@ -50,7 +74,19 @@ for m = 0, #KEYS / 5 - 1 do
       redis.call('EXPIRE', KEYS[k+3], ttl)
       redis.call('EXPIRE', KEYS[k+5], ttl)
     end
-    if ARGV[3] == 's' then
+    if mode == 'n' then
+      local room = ARGV[a+2]
+      local rec = #room .. ':' .. room .. s .. ':' .. #msg .. ':' .. msg
+      for _, n in ipairs(nodesOf(KEYS[k+5])) do
+        local b = batches[n]
+        if b == nil then
+          b = {}
+          batches[n] = b
+          order[#order+1] = n
+        end
+        b[#b+1] = rec
+      end
+    elseif mode == 's' then
       redis.call('SPUBLISH', ARGV[a+2], s .. ' ' .. msg)
     else
       redis.call('PUBLISH', ARGV[a+2], s .. ' ' .. msg)
@@ -58,12 +94,18 @@ for m = 0, #KEYS / 5 - 1 do
     local own = 0
     if holder == node then
       own = 1
-    elseif not holder and redis.call('SCARD', KEYS[k+5]) == 1 and redis.call('SISMEMBER', KEYS[k+5], node) == 1 then
-      redis.call('SET', KEYS[k+4], node, 'EX', ttl)
-      own = 1
+    elseif not holder then
+      local nodes = nodesOf(KEYS[k+5])
+      if #nodes == 1 and nodes[1] == node then
+        redis.call('SET', KEYS[k+4], node, 'EX', ttl)
+        own = 1
+      end
     end
     res[#res+1] = seq
     res[#res+1] = own
   end
+end
+for _, n in ipairs(order) do
+  redis.call('PUBLISH', ARGV[5] .. n, table.concat(batches[n]))
 end
 return res
