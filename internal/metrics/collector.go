@@ -19,14 +19,14 @@ import (
 type Collector struct {
 	srv *server.Server
 
-	connections, accepted, refused, rooms, history *prometheus.Desc
-	messagesIn, deliveries, dropped, disconnects   *prometheus.Desc
-	bytesIn, bytesOut, brokerOut, brokerIn         *prometheus.Desc
-	processing                                     *prometheus.Desc
-	polls, pollsWaiting, httpIn, httpOut           *prometheus.Desc
-	httpBytesIn, httpBytesOut, historyBytes        *prometheus.Desc
-	apiRequests, apiPublished                      *prometheus.Desc
-	hookCalls, hookDuration                        *prometheus.Desc
+	connections, accepted, refused, rooms, history       *prometheus.Desc
+	messagesIn, deliveries, dropped, disconnects         *prometheus.Desc
+	bytesIn, bytesOut, brokerOut, brokerIn               *prometheus.Desc
+	processing                                           *prometheus.Desc
+	polls, pollsWaiting, httpIn, httpOut                 *prometheus.Desc
+	httpBytesIn, httpBytesOut, historyBytes, historyJSON *prometheus.Desc
+	apiRequests, apiPublished                            *prometheus.Desc
+	hookCalls, hookDuration                              *prometheus.Desc
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
@@ -107,7 +107,9 @@ func NewCollector(srv *server.Server) *Collector {
 			"Time from sending a hook's request until its answer is read (or the call fails), by hook; calls not made (open circuit) are not in it.",
 			[]string{"hook"}, nil),
 		historyBytes: d("scalechat_history_bytes",
-			"Bytes of frames held in the rooms' history rings.", nil, nil),
+			"Bytes the rooms' history rings cost: each message's buffer as allocated (JSON, frame header, the allocator's rounding) and its slot in the ring.", nil, nil),
+		historyJSON: d("scalechat_history_json_bytes",
+			"Bytes of JSON held in the rooms' history rings: (scalechat_history_bytes - this) / scalechat_history_entries is what an entry costs beyond its JSON.", nil, nil),
 		polls: d("scalechat_http_polls_total",
 			"GET /rooms/{room}/messages requests of the HTTP transport.", nil, nil),
 		pollsWaiting: d("scalechat_http_polls_waiting",
@@ -131,7 +133,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
-		c.apiRequests, c.apiPublished, c.hookCalls, c.hookDuration, c.historyBytes, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
+		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
 		c.brokerRefused, c.brokerDiverged,
@@ -176,6 +178,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.bytesIn, st.BytesIn)
 	counter(c.bytesOut, st.BytesOut)
 	gauge(c.historyBytes, float64(st.HistoryBytes))
+	gauge(c.historyJSON, float64(st.HistoryJSONBytes))
 	counter(c.polls, st.Polls)
 	for _, outcome := range []string{"ok", "unauthorized", "bad_request"} {
 		counter(c.apiRequests, st.API[outcome], outcome)

@@ -161,7 +161,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		want[name] = 0 // no HTTP transport traffic here (see internal/server/poll_test.go)
 	}
 	// Sizes the test cannot know exactly: checked to be there and positive.
-	positive := map[string]bool{"scalechat_history_bytes": true, "scalechat_http_received_bytes_total": true, "scalechat_http_sent_bytes_total": true}
+	positive := map[string]bool{"scalechat_history_bytes": true, "scalechat_history_json_bytes": true, "scalechat_http_received_bytes_total": true, "scalechat_http_sent_bytes_total": true}
 
 	// The server counts a write after the syscall that the client may have
 	// read already, and b1's end is seen asynchronously: poll briefly.

@@ -79,7 +79,7 @@ func BenchmarkPublish(b *testing.B) {
 func BenchmarkQueue(b *testing.B) {
 	q := NewQueue(func() {})
 	var buf []Delivery
-	m := Message{Seq: 1, Frame: benchDraft}
+	m := Message{Seq: 1, data: benchDraft}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

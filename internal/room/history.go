@@ -1,90 +1,141 @@
 package room
 
-import (
-	"sync"
+import "unsafe"
 
-	"github.com/scalechat/scalechat/internal/ws"
-)
-
-// Message is one published chat message: its sequence number in the room and
-// the complete WebSocket frame every member is sent. Frame is immutable once
-// published, so one encoding is shared by all members and by the history.
-type Message struct {
-	Seq   uint64
-	Frame []byte
-	z     *deflated // nil unless the hub compresses
+// entry is a message as the history keeps it: 24 bytes beside its buffer,
+// where a Message takes 48, since a node holds up to --history of them per
+// room. The buffer's slice is rebuilt from its first byte, its length and
+// its spare capacity (the allocator rounds a buffer up by less than a
+// page, so spare fits 16 bits).
+type entry struct {
+	data  *byte
+	seq   uint64
+	n     uint32 // len of the buffer
+	spare uint16 // cap - len
+	head  uint8  // bytes before the JSON
 }
 
-// deflated is a message's frame compressed (permessage-deflate), made the
-// first time a member needs it and then shared like Frame.
-type deflated struct {
-	once  sync.Once
-	frame []byte
-}
+// entrySize is what an entry costs beside its buffer: its slot in the ring.
+const entrySize = int64(unsafe.Sizeof(entry{}))
 
-// DeflatedFrame returns the frame to send to a connection that negotiated
-// permessage-deflate: the message compressed once for every such member on
-// every loop, or Frame itself when compression does not make it smaller or
-// the hub does not compress.
-func (m Message) DeflatedFrame() []byte {
-	if m.z == nil {
-		return m.Frame
+// zSize is what a message costs beside it when the hub compresses: its
+// slot in the ring of compressed encodings and the cell its compressed
+// encoding is made in (the allocator's 48-byte class). The compressed bytes
+// are made later by a loop, and are not counted.
+const zSize = int64(unsafe.Sizeof((*encoded)(nil))) + 48
+
+func toEntry(m Message) entry {
+	if m.data == nil {
+		return entry{seq: m.Seq}
 	}
-	m.z.once.Do(func() {
-		_, hn, _ := ws.ParseHeader(m.Frame)
-		if z := ws.DeflatedFrame(ws.OpText, m.Frame[hn:]); len(z) < len(m.Frame) {
-			m.z.frame = z
-		} else {
-			m.z.frame = m.Frame
-		}
-	})
-	return m.z.frame
+	return entry{data: unsafe.SliceData(m.data), seq: m.Seq, n: uint32(len(m.data)), spare: uint16(cap(m.data) - len(m.data)), head: uint8(m.head)}
+}
+
+func (e entry) message(z *encoded) Message {
+	if e.data == nil {
+		return Message{Seq: e.seq, z: z}
+	}
+	data := unsafe.Slice(e.data, int(e.n)+int(e.spare))[:e.n]
+	return Message{Seq: e.seq, data: data, head: int(e.head), z: z}
 }
 
 // history is a fixed-size ring of a room's latest messages. Its memory is
 // bounded by its capacity however long the room lives.
 type history struct {
-	ring  []Message // grows up to limit, then wraps
+	ring  []entry    // grows up to limit, then wraps
+	zs    []*encoded // beside ring when the hub compresses: each message's compressed encoding
 	limit int
 	start int // index of the oldest message
 	n     int // messages held
+	z     bool
 }
 
-func newHistory(limit int) history { return history{limit: max(limit, 0)} }
+func newHistory(limit int, compress bool) history {
+	return history{limit: max(limit, 0), z: compress}
+}
 
-// add appends m, and reports whether the history grew and how many bytes of
-// frame it evicted to make room.
-func (h *history) add(m Message) (grew bool, evicted int) {
+// cost returns the bytes m costs the history: its buffer as allocated (its
+// capacity is the allocator's size class, see Hub.alloc) and its slot, and
+// with compression the slot and cell of its compressed encoding.
+func (h *history) cost(m Message) int64 {
+	if m.data == nil && m.Seq == 0 {
+		return 0
+	}
+	c := entrySize + int64(cap(m.data))
+	if h.z {
+		c += zSize
+	}
+	return c
+}
+
+func (h *history) set(i int, m Message) {
+	h.ring[i] = toEntry(m)
+	if h.z {
+		h.zs[i] = m.z
+	}
+}
+
+func (h *history) get(i int) Message {
+	if h.z {
+		return h.ring[i].message(h.zs[i])
+	}
+	return h.ring[i].message(nil)
+}
+
+// add appends m, and reports whether the history grew, and the message it
+// evicted to make room (zero when none).
+func (h *history) add(m Message) (grew bool, evicted Message) {
 	if h.limit == 0 {
-		return false, 0
+		return false, Message{}
 	}
 	if len(h.ring) < h.limit && h.start == 0 && h.n == len(h.ring) {
-		// Still growing: the ring is in order from index 0 and full.
-		h.ring = append(h.ring, m)
+		// Still growing: the ring is in order from index 0 and full. It
+		// grows by doubling but never past limit, so that a full ring
+		// holds no slot it cannot use.
+		if len(h.ring) == cap(h.ring) {
+			h.ring = grow(h.ring, h.limit)
+			if h.z {
+				h.zs = grow(h.zs, h.limit)
+			}
+		}
+		h.ring = append(h.ring, entry{})
+		if h.z {
+			h.zs = append(h.zs, nil)
+		}
+		h.set(len(h.ring)-1, m)
 		h.n++
-		return true, 0
+		return true, Message{}
 	}
 	if h.n < len(h.ring) { // room left by dropOldest
-		h.ring[(h.start+h.n)%len(h.ring)] = m
+		h.set((h.start+h.n)%len(h.ring), m)
 		h.n++
-		return true, 0
+		return true, Message{}
 	}
-	evicted = len(h.ring[h.start].Frame)
-	h.ring[h.start] = m
+	evicted = h.get(h.start)
+	h.set(h.start, m)
 	h.start = (h.start + 1) % len(h.ring)
 	return false, evicted
 }
 
-// dropOldest removes the oldest message and returns its frame's size.
-func (h *history) dropOldest() int {
+// grow returns s with room for twice its length, at least 8 and at most
+// limit.
+func grow[S ~[]E, E any](s S, limit int) S {
+	n := min(max(2*len(s), 8), limit)
+	t := make(S, len(s), n)
+	copy(t, s)
+	return t
+}
+
+// dropOldest removes the oldest message and returns it (zero when empty).
+func (h *history) dropOldest() Message {
 	if h.n == 0 {
-		return 0
+		return Message{}
 	}
-	n := len(h.ring[h.start].Frame)
-	h.ring[h.start] = Message{}
+	m := h.get(h.start)
+	h.set(h.start, Message{})
 	h.start = (h.start + 1) % len(h.ring)
 	h.n--
-	return n
+	return m
 }
 
 // oldest returns the seq of the oldest message held, or 0 when empty.
@@ -92,7 +143,7 @@ func (h *history) oldest() uint64 {
 	if h.n == 0 {
 		return 0
 	}
-	return h.ring[h.start].Seq
+	return h.ring[h.start].seq
 }
 
 // appendSince appends to dst the messages with a seq greater than since, in
@@ -101,13 +152,13 @@ func (h *history) appendSince(dst []Message, since uint64) []Message {
 	if h.n == 0 {
 		return dst
 	}
-	first := h.ring[h.start].Seq
+	first := h.ring[h.start].seq
 	skip := 0
 	if since >= first {
 		skip = int(since - first + 1)
 	}
 	for i := skip; i < h.n; i++ {
-		dst = append(dst, h.ring[(h.start+i)%len(h.ring)])
+		dst = append(dst, h.get((h.start+i)%len(h.ring)))
 	}
 	return dst
 }
@@ -118,7 +169,7 @@ func (h *history) appendLast(dst []Message, k int) []Message {
 		k = h.n
 	}
 	for i := h.n - k; i < h.n; i++ {
-		dst = append(dst, h.ring[(h.start+i)%len(h.ring)])
+		dst = append(dst, h.get((h.start+i)%len(h.ring)))
 	}
 	return dst
 }

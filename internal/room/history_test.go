@@ -35,7 +35,7 @@ func TestHistory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHistory(tt.limit)
+			h := newHistory(tt.limit, false)
 			grew := 0
 			for i := 1; i <= tt.add; i++ {
 				if g, _ := h.add(Message{Seq: uint64(i)}); g {
@@ -62,27 +62,27 @@ func TestHistory(t *testing.T) {
 }
 
 func TestHistoryDropOldestThenGrow(t *testing.T) {
-	h := newHistory(5)
+	h := newHistory(5, false)
 	for i := 1; i <= 3; i++ {
-		h.add(Message{Seq: uint64(i), Frame: []byte{byte(i)}})
+		h.add(Message{Seq: uint64(i), data: []byte{byte(i)}})
 	}
-	for range 3 {
-		if h.dropOldest() != 1 {
-			t.Fatal("dropOldest did not return the frame size")
+	for i := 1; i <= 3; i++ {
+		if m := h.dropOldest(); m.Seq != uint64(i) || len(m.JSON()) != 1 {
+			t.Fatalf("dropOldest returned %d (%q), want %d", m.Seq, m.JSON(), i)
 		}
 	}
-	if h.dropOldest() != 0 || h.n != 0 {
+	if m := h.dropOldest(); m.Seq != 0 || h.n != 0 {
 		t.Fatal("dropOldest on an empty history")
 	}
 	for i := 4; i <= 9; i++ {
-		h.add(Message{Seq: uint64(i), Frame: []byte{byte(i)}})
+		h.add(Message{Seq: uint64(i), data: []byte{byte(i)}})
 	}
 	got := seqs(h.appendSince(nil, 0))
 	if want := "5,6,7,8,9,"; got != want {
 		t.Errorf("after drops and adds: %s, want %s", got, want)
 	}
 	for _, m := range h.appendLast(nil, 10) {
-		if len(m.Frame) == 0 {
+		if len(m.JSON()) != 1 || m.JSON()[0] != byte(m.Seq) {
 			t.Errorf("empty message %d in history", m.Seq)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
-	"github.com/scalechat/scalechat/internal/ws"
 )
 
 const shardCount = 256 // spreads room lookups so that joins do not contend on one lock
@@ -25,13 +24,15 @@ type Hub struct {
 	grace   time.Duration
 	broker  broker.Broker
 
-	compress        bool  // messages carry a compressed frame, made on first use
-	maxRooms        int64 // 0: no limit
-	maxHistoryBytes int64 // 0: no limit
+	compress        bool    // messages carry a compressed encoding, made on first use
+	framing         Framing // what goes before each message's JSON; nil: nothing
+	maxRooms        int64   // 0: no limit
+	maxHistoryBytes int64   // 0: no limit
 
 	rooms          atomic.Int64
 	historyEntries atomic.Int64
-	historyBytes   atomic.Int64
+	historyBytes   atomic.Int64 // what the histories cost: see history.cost
+	historyJSON    atomic.Int64 // bytes of JSON the histories hold
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
 	resolve    func(name string) Options  // a new room's options (Config.Options)
@@ -55,13 +56,15 @@ type Config struct {
 	Queues []*Queue
 	// MaxRooms caps the rooms held on this node (0: no cap).
 	MaxRooms int
-	// MaxHistoryBytes caps the bytes of frames kept in all histories (0: no
+	// MaxHistoryBytes caps what all histories cost (HistoryBytes; 0: no
 	// cap): the room that grows past it gives back its oldest messages.
 	MaxHistoryBytes int64
-	// Compression makes every message able to give a compressed frame
-	// (Message.DeflatedFrame), for connections that negotiated
-	// permessage-deflate.
+	// Compression makes every message able to give a compressed encoding
+	// (Message.Compressed), for connections that negotiated it.
 	Compression bool
+	// Framing is what the transport sends before each message's JSON,
+	// written once per message in front of it; nil: nothing.
+	Framing Framing
 	// Broker makes the node's broker for the hub's rooms (its Handler); nil
 	// gives a single node's broker.Memory.
 	Broker func(broker.Handler) (broker.Broker, error)
@@ -104,14 +107,22 @@ func (h *Hub) Occupied() map[string]int {
 	return rooms
 }
 
-// HistoryBytes returns the bytes of frames held in all histories.
+// HistoryBytes returns what all histories cost: each message's buffer as
+// allocated (JSON, framing head, the allocator's rounding) and its slot in
+// the ring, and with compression the slot and cell of its compressed
+// encoding.
 func (h *Hub) HistoryBytes() int64 { return h.historyBytes.Load() }
+
+// HistoryJSONBytes returns the bytes of JSON held in all histories: what
+// an entry costs beyond its JSON is (HistoryBytes - HistoryJSONBytes) /
+// HistoryEntries.
+func (h *Hub) HistoryJSONBytes() int64 { return h.historyJSON.Load() }
 
 // NewHub returns the rooms of a node as cfg says, with the broker that
 // cfg.Broker makes for them. It fails only when cfg.Broker does.
 func NewHub(cfg Config) (*Hub, error) {
 	h := &Hub{queues: cfg.Queues, history: cfg.History, grace: cfg.Grace,
-		compress: cfg.Compression, maxRooms: int64(cfg.MaxRooms), maxHistoryBytes: cfg.MaxHistoryBytes,
+		compress: cfg.Compression, framing: cfg.Framing, maxRooms: int64(cfg.MaxRooms), maxHistoryBytes: cfg.MaxHistoryBytes,
 		resolve: cfg.Options, disconnect: cfg.Disconnect, refused: cfg.Refused}
 	for i := range h.shards {
 		h.shards[i].rooms = make(map[string]*Room)
@@ -174,7 +185,7 @@ func (h *Hub) Open(name []byte) *Room {
 	if created {
 		r = &Room{name: string(name), hub: h, opts: h.options(string(name)), local: make([]int32, len(h.queues)),
 			waiting: make([]bool, len(h.queues)), emptySince: time.Now(), loadedCh: make(chan struct{})}
-		r.hist = newHistory(r.opts.History)
+		r.hist = newHistory(r.opts.History, h.compress)
 		s.rooms[r.name] = r
 		h.rooms.Add(1)
 	}
@@ -233,9 +244,7 @@ func (h *Hub) Sweep(now time.Time) int {
 func (h *Hub) freeLocked(s *shard, r *Room) {
 	r.closed = true
 	delete(s.rooms, r.name)
-	h.historyEntries.Add(-int64(r.hist.n))
-	h.historyBytes.Add(-r.histBytes)
-	r.hist, r.histBytes = history{}, 0
+	r.forgetHistoryLocked()
 	if r.notify != nil { // pollers look the room up again
 		close(r.notify)
 		r.notify = nil
@@ -280,13 +289,13 @@ func (h *Hub) Loaded(name, epoch string, seq uint64, tail []broker.Entry) {
 	r.epoch = epoch
 	for _, e := range tail {
 		if e.Seq > r.seq {
-			r.appendLocked(e.Seq, ws.TextFrame(e.Payload), 0, -1)
+			r.appendLocked(h.jsonMessage(e.Seq, e.Payload), 0, -1)
 		}
 	}
 	r.seq = max(r.seq, seq)
 	for _, m := range r.early {
 		if m.Seq > r.seq {
-			r.appendLocked(m.Seq, m.Frame, 0, -1)
+			r.appendLocked(m, 0, -1)
 		}
 	}
 	r.early = nil
@@ -336,15 +345,15 @@ func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64, f
 	if r == nil {
 		return
 	}
-	frame := ws.TextFrame(payload)
+	m := h.jsonMessage(seq, payload)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.closed:
 	case !r.loaded:
-		r.early = append(r.early, Message{Seq: seq, Frame: frame})
+		r.early = append(r.early, m)
 	case seq > r.seq:
-		r.appendLocked(seq, frame, received, from)
+		r.appendLocked(m, received, from)
 	}
 }
 
@@ -494,9 +503,7 @@ func (h *Hub) Drop(name string) bool {
 	delete(s.rooms, name)
 	r.mu.Lock()
 	r.closed = true
-	h.historyEntries.Add(-int64(r.hist.n))
-	h.historyBytes.Add(-r.histBytes)
-	r.hist, r.histBytes = history{}, 0
+	r.forgetHistoryLocked()
 	if r.notify != nil {
 		close(r.notify)
 		r.notify = nil

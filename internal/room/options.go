@@ -47,9 +47,7 @@ func (r *Room) expireLocked(now time.Time) {
 		return
 	}
 	for r.hist.n > 0 {
-		n := int64(r.hist.dropOldest())
-		r.histBytes -= n
-		r.hub.historyBytes.Add(-n)
+		r.countLocked(r.hist.dropOldest(), -1)
 		r.hub.historyEntries.Add(-1)
 	}
 }

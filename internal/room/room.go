@@ -3,10 +3,11 @@
 // fan-out of each published message to the event loops that have members.
 //
 // A message flows: a loop reads a frame and calls Room.Publish. On a single
-// node the room, under its lock, assigns the next seq, builds the frame,
-// stores it in the history ring and pushes one Delivery to the Queue of
-// every loop with local members; each loop then writes the frame to its
-// members. The room hands the message to the node's broker.Broker: on a
+// node the room, under its lock, assigns the next seq, builds the message
+// (its JSON, behind the head its transport sends before it: see Framing)
+// once, stores it in the history ring and pushes one Delivery to the Queue
+// of every loop with local members; each loop then writes those same bytes
+// to its members. The room hands the message to the node's broker.Broker: on a
 // single node (broker.Memory) that is the hub's PublishLocal, at once and on
 // the publishing goroutine; in a cluster (broker.Redis) the broker gives it
 // its global seq and brings it back to every node through Hub.Deliver, where
@@ -15,12 +16,10 @@
 package room
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
-	"github.com/scalechat/scalechat/internal/ws"
 )
 
 // Room is one chat room on this node.
@@ -33,7 +32,8 @@ type Room struct {
 	seq        uint64
 	epoch      string // names the stream: a new stream of the room has a new epoch
 	hist       history
-	histBytes  int64     // bytes of the frames in hist
+	histBytes  int64     // what hist costs (history.cost of each message)
+	histJSON   int64     // bytes of JSON in hist
 	lastMsg    time.Time // when the latest message came, kept only with a HistoryTTL
 	local      []int32   // members per event loop, indexed like Hub.queues
 	members    int
@@ -99,7 +99,7 @@ func (r *Room) publishLocal(p broker.Publication) {
 		done(p, 0)
 		return
 	}
-	r.appendLocked(r.seq+1, buildFrame(p.Prefix, r.seq+1, p.Suffix), p.Received, p.From)
+	r.appendLocked(r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix), p.Received, p.From)
 	done(p, r.seq)
 }
 
@@ -120,48 +120,24 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 		r.remote++ // the broker sends it to Redis, and says when it is answered
 		return false
 	}
-	seq := r.seq + 1
-	frame := buildFrame(p.Prefix, seq, p.Suffix)
-	r.appendLocked(seq, frame, p.Received, p.From)
-	keep(r.name, broker.Entry{Seq: seq, Payload: frame[len(frame)-len(p.Prefix)-len(p.Suffix)-digits(seq):]})
-	done(p, seq)
+	m := r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix)
+	r.appendLocked(m, p.Received, p.From)
+	keep(r.name, broker.Entry{Seq: m.Seq, Payload: m.JSON()})
+	done(p, m.Seq)
 	return true
 }
 
-// digits returns the number of decimal digits of n.
-func digits(n uint64) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
-
-// buildFrame returns a new text frame holding prefix + seq + suffix.
-func buildFrame(prefix []byte, seq uint64, suffix []byte) []byte {
-	var digits [20]byte
-	d := strconv.AppendUint(digits[:0], seq, 10)
-	n := len(prefix) + len(d) + len(suffix)
-	frame := make([]byte, 0, ws.HeaderSize(n, false)+n)
-	frame = ws.AppendHeader(frame, ws.Header{Fin: true, OpCode: ws.OpText, Length: int64(n)})
-	frame = append(frame, prefix...)
-	frame = append(frame, d...)
-	return append(frame, suffix...)
-}
-
-// appendLocked makes seq the room's latest message: history, then every
+// appendLocked makes m the room's latest message: history, then every
 // loop with members. Pushing under the room's lock is what gives every
 // member the room's messages in one order. received is when the message
 // reached this node (unix nanoseconds; 0 for history loaded from the
 // broker, which is not timed). from is the loop not to wake (the one
 // publishing, which drains its queue next), or quiet: none, the caller
 // wakes them (Hub.DeliverMany).
-func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) {
-	r.seq = seq
-	m := Message{Seq: seq, Frame: frame}
+func (r *Room) appendLocked(m Message, received int64, from int) {
+	r.seq = m.Seq
 	if r.hub.compress {
-		m.z = &deflated{}
+		m.z = &encoded{}
 	}
 	if r.opts.HistoryTTL > 0 { // only rooms with a TTL read the clock here
 		r.lastMsg = time.Now()
@@ -171,15 +147,12 @@ func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) 
 		r.hub.historyEntries.Add(1)
 	}
 	if r.hist.limit > 0 {
-		delta := int64(len(frame) - evicted)
-		r.histBytes += delta
-		total := r.hub.historyBytes.Add(delta)
+		r.countLocked(m, 1)
+		total := r.countLocked(evicted, -1)
 		// Over the node's budget: this room, the one growing, gives back
 		// its oldest messages.
 		for max := r.hub.maxHistoryBytes; max > 0 && total > max && r.hist.n > 0; {
-			n := int64(r.hist.dropOldest())
-			r.histBytes -= n
-			total = r.hub.historyBytes.Add(-n)
+			total = r.countLocked(r.hist.dropOldest(), -1)
 			r.hub.historyEntries.Add(-1)
 		}
 	}
@@ -192,6 +165,25 @@ func (r *Room) appendLocked(seq uint64, frame []byte, received int64, from int) 
 		close(r.notify)
 		r.notify = nil
 	}
+}
+
+// countLocked adds (sign 1) or takes away (sign -1) what m costs the
+// history to the room's and the hub's counts, and returns the hub's cost.
+func (r *Room) countLocked(m Message, sign int64) int64 {
+	c, j := sign*r.hist.cost(m), sign*int64(len(m.JSON()))
+	r.histBytes += c
+	r.histJSON += j
+	r.hub.historyJSON.Add(j)
+	return r.hub.historyBytes.Add(c)
+}
+
+// forgetHistoryLocked gives back the room's history when the room is freed
+// or dropped.
+func (r *Room) forgetHistoryLocked() {
+	r.hub.historyEntries.Add(-int64(r.hist.n))
+	r.hub.historyBytes.Add(-r.histBytes)
+	r.hub.historyJSON.Add(-r.histJSON)
+	r.hist, r.histBytes, r.histJSON = history{}, 0, 0
 }
 
 // Resume is where a client asks to pick a room's stream up: after seq

@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
 )
 
@@ -114,3 +117,46 @@ func TestOneWritevPerConnection(t *testing.T) {
 		}
 	}
 }
+
+// A room message reaches a member as the bytes the room holds: one text
+// frame whose header wsFraming wrote once in front of the message's JSON,
+// byte for byte the frame ws.AppendFrame makes of that JSON, with each of
+// the three header sizes (RFC 6455 section 5.2: 2, 4 and 10 bytes); and a
+// long poll's body holds the very same JSON.
+func TestRoomMessageOnTheWire(t *testing.T) {
+	rig := newLoopRig(t, 2)
+	heads := map[int]bool{}
+	for _, text := range []int{1, 300, 70000} {
+		msg := []byte(fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", text)))
+		var f protocol.Frame
+		if err := protocol.ParseFrame(msg, &f); err != nil {
+			t.Fatal(err)
+		}
+		rig.draft, rig.seqAt = protocol.AppendChatDraft(nil, "lobby", time.Now(), &f, msg)
+		rig.publish()
+		rig.cycle()
+		res := rig.room.Poll(room.Resume{Since: uint64(len(heads)), HasSince: true}, nil)
+		if len(res.Messages) != 1 {
+			t.Fatalf("text of %d bytes: %d messages after seq %d", text, len(res.Messages), len(heads))
+		}
+		m := res.Messages[0]
+		want := ws.AppendFrame(nil, ws.OpText, true, m.JSON())
+		if !bytes.Equal(m.Framed(), want) {
+			t.Errorf("text of %d bytes: the room holds %q…, want the frame %q…", text, head(m.Framed()), head(want))
+		}
+		for i := range rig.peers {
+			if got := rig.readFrames(i); !bytes.Equal(got, want) {
+				t.Errorf("text of %d bytes: member %d got %d bytes %q…, want %d %q…", text, i, len(got), head(got), len(want), head(want))
+			}
+		}
+		if body := messagesBody("lobby", 0, res); !bytes.Contains(body, append(append([]byte(`"messages":[`), m.JSON()...), ']')) {
+			t.Errorf("text of %d bytes: the poll's body does not hold the message's JSON: %q…", text, head(body))
+		}
+		heads[len(want)-len(m.JSON())] = true
+	}
+	if !heads[2] || !heads[4] || !heads[10] {
+		t.Errorf("frame header sizes seen: %v, want 2, 4 and 10", heads)
+	}
+}
+
+func head(b []byte) []byte { return b[:min(len(b), 40)] }

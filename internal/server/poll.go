@@ -18,7 +18,6 @@ import (
 	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
-	"github.com/scalechat/scalechat/internal/ws"
 )
 
 // The HTTP transport: the same rooms and messages as the WebSocket, for
@@ -371,8 +370,7 @@ func messagesBody(name string, since uint64, res room.PollResult) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		_, hn, _ := ws.ParseHeader(m.Frame)
-		b = append(b, m.Frame[hn:]...)
+		b = append(b, m.JSON()...)
 	}
 	return append(b, "]}"...)
 }

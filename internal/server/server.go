@@ -98,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	hubCfg := room.Config{History: cfg.History, Grace: cfg.RoomGrace, Queues: queues,
 		MaxRooms: cfg.MaxRooms, MaxHistoryBytes: cfg.MaxHistoryBytes, Compression: cfg.Compression,
-		Options: s.roomOptions, Disconnect: s.disconnect, Refused: s.refusedPublish}
+		Options: s.roomOptions, Framing: wsFraming{}, Disconnect: s.disconnect, Refused: s.refusedPublish}
 	if cfg.Redis != "" {
 		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
 			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Room: s.brokerRoom, Logger: cfg.Logger}, h)

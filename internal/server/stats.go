@@ -145,14 +145,19 @@ type Stats struct {
 	Accepted       uint64            // upgrades completed
 	Refused        map[string]uint64 // by RefuseReason
 	Rooms          int64             // rooms held, empty ones in their grace period included
-	HistoryEntries int64
-	HistoryBytes   int64
-	MessagesIn     uint64            // text messages received from clients
-	Deliveries     uint64            // chat messages queued to members
-	BytesIn        uint64            // WebSocket bytes read
-	BytesOut       uint64            // WebSocket bytes written
-	Dropped        map[string]uint64 // by DropReason
-	Disconnects    map[int]uint64    // by close code; 0 for codes not listed
+	HistoryEntries int64             // messages held in the rooms' histories
+	// HistoryBytes is what the histories cost: each message's buffer as
+	// allocated and its slot in the ring (see room.Hub.HistoryBytes).
+	HistoryBytes int64
+	// HistoryJSONBytes is the JSON the histories hold: an entry costs
+	// (HistoryBytes - HistoryJSONBytes) / HistoryEntries beyond its JSON.
+	HistoryJSONBytes int64
+	MessagesIn       uint64            // text messages received from clients
+	Deliveries       uint64            // chat messages queued to members
+	BytesIn          uint64            // WebSocket bytes read
+	BytesOut         uint64            // WebSocket bytes written
+	Dropped          map[string]uint64 // by DropReason
+	Disconnects      map[int]uint64    // by close code; 0 for codes not listed
 
 	// The HTTP transport.
 	Polls          uint64 // GET /rooms/{room}/messages requests
@@ -188,13 +193,14 @@ func (s *Server) Stats() Stats {
 			"ok": s.apiRequests[apiOK].Load(), "unauthorized": s.apiRequests[apiUnauthorized].Load(),
 			"bad_request": s.apiRequests[apiBadRequest].Load(), "published": s.apiPublished.Load(),
 		},
-		Refused:        make(map[string]uint64, refuseReasons),
-		Hooks:          s.hooks.Stats(),
-		Rooms:          s.hub.Rooms(),
-		HistoryEntries: s.hub.HistoryEntries(),
-		HistoryBytes:   s.hub.HistoryBytes(),
-		Dropped:        make(map[string]uint64, dropReasons),
-		Disconnects:    make(map[int]uint64, len(closeCodes)+1),
+		Refused:          make(map[string]uint64, refuseReasons),
+		Hooks:            s.hooks.Stats(),
+		Rooms:            s.hub.Rooms(),
+		HistoryEntries:   s.hub.HistoryEntries(),
+		HistoryBytes:     s.hub.HistoryBytes(),
+		HistoryJSONBytes: s.hub.HistoryJSONBytes(),
+		Dropped:          make(map[string]uint64, dropReasons),
+		Disconnects:      make(map[int]uint64, len(closeCodes)+1),
 		Processing: Histogram{
 			Bounds: make([]float64, len(processingBounds)),
 			Counts: make([]uint64, len(processingBounds)+1),
