@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/namespace"
+	"github.com/scalechat/scalechat/internal/testsupport"
 	"github.com/scalechat/scalechat/internal/webhook"
 )
 
@@ -191,6 +193,61 @@ func TestNamespaceWebhooks(t *testing.T) {
 		t.Errorf("webhook stats %+v: want 7 filtered, none dropped", st)
 	}
 	if rs := rcv.Stats(); len(rs.Violations) > 0 || rs.BadSignatures > 0 {
+		t.Errorf("receiver %+v", rs)
+	}
+}
+
+// TestNamespaceWebhooksCluster: two nodes on a real redis-server send one
+// receiver their webhooks; the node that dispatches filters the room
+// events of a namespace listing room_occupied alone, and a namespace
+// listing message_published sends the messages of members (the room's
+// resolved option) and of the server API (looked up by name), once each.
+func TestNamespaceWebhooksCluster(t *testing.T) {
+	rcv := webhook.NewReceiver([]byte(testWebhookSecret))
+	hook := httptest.NewServer(rcv)
+	defer hook.Close()
+	ns := parseNamespaces(t, "  few:\n    webhooks: [room_occupied]\n  pub:\n    webhooks: [message_published]\n")
+	nodes := startCluster(t, testsupport.StartRedis(t).URL(), 2, func(c *Config) {
+		c.Webhook = WebhookConfig{URL: hook.URL, Secret: testWebhookSecret}
+		c.Namespaces = ns
+		c.APIKey = testAPIKey
+	})
+	ann := dial(t, nodes[0].url("/ws/few:1?name=ann"))
+	ann.joined()
+	bob := dial(t, nodes[1].url("/ws/pub:1?name=bob"))
+	bob.joined()
+	bob.sendJSON(msg("from bob"))
+	bob.nextChat()
+	if code, m := api(t, nodes[0], "POST", "/api/rooms/pub:1/publish", `{"text":"from the API","sender":"backend"}`); code != 200 {
+		t.Fatalf("API publish: %d %v", code, m)
+	}
+	bob.nextChat()
+	ann.conn.Close()
+	bob.conn.Close()
+
+	// reset, ann's and bob's online and offline, few:1's occupied, pub:1's
+	// two messages: once both are offline, every event before is in.
+	deadline := time.After(15 * time.Second)
+	for {
+		changed := rcv.Changed()
+		got := webhookNames(rcv.Events())
+		if slices.Contains(got, "user_offline ann") && slices.Contains(got, "user_offline bob") && len(got) >= 7 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the receiver holds %q", got)
+		}
+	}
+	got := webhookNames(rcv.Events())
+	slices.Sort(got)
+	want := []string{"message_published pub:1", "message_published pub:1", "room_occupied few:1",
+		"user_offline ann", "user_offline bob", "user_online ann", "user_online bob"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q\nwant   %q", got, want)
+	}
+	if rs := rcv.Stats(); len(rs.Violations) > 0 || rs.BadSignatures > 0 || rs.Duplicates > 0 {
 		t.Errorf("receiver %+v", rs)
 	}
 }
