@@ -139,7 +139,8 @@ func TestCheckConfig(t *testing.T) {
 		return p
 	}
 	good := write("good.yaml", "history: 10\nnamespaces:\n  chat:\n    history: 0\n  news:\n    publish: backend\n")
-	bad := write("bad.yaml", "history: -1\nbogus: 1\nnamespaces:\n  chat:\n    max_members: -1\n  sealed:\n    join_token: true\n")
+	gated := write("gated.yaml", "namespaces:\n  gated:\n    join_hook: true\n    hooks: []\n  open:\n    hooks: [publish]\n")
+	bad := write("bad.yaml", "history: -1\nbogus: 1\nnamespaces:\n  chat:\n    max_members: -1\n  sealed:\n    join_token: true\n  gated:\n    join_hook: true\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -153,7 +154,9 @@ func TestCheckConfig(t *testing.T) {
 			bad + `: line 5: namespace "chat": max_members must be between 0 and 10000000, got -1`,
 			bad + `: history must not be negative`,
 			bad + `: namespace "sealed" needs a token naming its rooms (join_token), but the server checks no token: set --auth-jwt-secret, --auth-jwt-public-key or --auth-jwks-file`,
+			bad + `: namespace "gated" needs the join hook's yes for each join (join_hook), but the server calls no join hook: set --hook-join`,
 		}},
+		{"join_hook with --hook-join", []string{"serve", "--check-config", gated, "--hook-join", "http://127.0.0.1:1/join", "--hook-secret", "sixteen-bytes-or-more"}, 0, []string{gated + ": valid, 2 namespaces"}},
 		{"a flag makes it valid", []string{"serve", "--check-config", good, "--history", "-5"}, 2, []string{good + ": history must not be negative"}},
 		{"no file", []string{"serve", "--check-config"}, 2, nil},
 		{"a file not there", []string{"serve", "--check-config", filepath.Join(dir, "none.yaml")}, 2, nil},

@@ -11,8 +11,8 @@ import (
 // webhookCollector reads a server's webhook counters at each scrape; it is
 // registered only when webhooks are on.
 type webhookCollector struct {
-	srv                                    *server.Server
-	queued, sent, retried, failed, dropped *prometheus.Desc
+	srv                                              *server.Server
+	queued, sent, retried, failed, dropped, filtered *prometheus.Desc
 }
 
 func newWebhookCollector(srv *server.Server) *webhookCollector {
@@ -29,12 +29,14 @@ func newWebhookCollector(srv *server.Server) *webhookCollector {
 			"Webhook requests that failed: an error, a timeout or an answer other than 2xx (each is retried).", nil, nil),
 		dropped: d("scalechat_webhook_dropped_total",
 			"Webhook events never queued because the queue (or the cluster's stream) was full; each drop is also logged, at most once per 10 s.", nil, nil),
+		filtered: d("scalechat_webhook_filtered_total",
+			"Webhook events left unsent by a namespace's webhooks list (not lost: decided, then not sent), by this node while it was the dispatcher.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queued, c.sent, c.retried, c.failed, c.dropped} {
+	for _, d := range []*prometheus.Desc{c.queued, c.sent, c.retried, c.failed, c.dropped, c.filtered} {
 		ch <- d
 	}
 }
@@ -43,7 +45,7 @@ func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
 	st, _ := c.srv.WebhookStats()
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
-	for d, v := range map[*prometheus.Desc]uint64{c.sent: st.Sent, c.retried: st.Retried, c.failed: st.Failed, c.dropped: st.Dropped} {
+	for d, v := range map[*prometheus.Desc]uint64{c.sent: st.Sent, c.retried: st.Retried, c.failed: st.Failed, c.dropped: st.Dropped, c.filtered: st.Filtered} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 }

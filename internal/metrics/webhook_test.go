@@ -12,7 +12,7 @@ import (
 )
 
 var webhookSeries = []string{"scalechat_webhook_queued", "scalechat_webhook_sent_total", "scalechat_webhook_retried_total",
-	"scalechat_webhook_failed_total", "scalechat_webhook_dropped_total"}
+	"scalechat_webhook_failed_total", "scalechat_webhook_dropped_total", "scalechat_webhook_filtered_total"}
 
 // TestWebhookMetrics checks the webhook series of a node whose backend
 // refuses every request: failures and retries counted, the events still

@@ -56,17 +56,21 @@ type Options struct {
 	Publish Publish
 	// JoinToken: a join needs a token whose "rooms" claim names the room.
 	JoinToken bool
-	// JoinHook: a join needs the backend's join hook to allow it. Parsed
-	// and validated here; the hook's call is the hooks' (JoinHook is what
-	// they read).
+	// JoinHook: a join needs the backend's join hook to allow it, whatever
+	// Hooks says (the server refuses a configuration without a join hook).
 	JoinHook bool
 	// MaxMembers caps a room's members (0: no cap).
 	MaxMembers int
 	// Hooks are the backend hooks that apply to the namespace's rooms
-	// (HookNames), and Webhooks the webhook events sent for them
-	// (WebhookEvents): names validated here, wired by those features.
+	// (HookNames), when HooksSet: a namespace without the key gets every
+	// hook the server calls, one with an empty list none (HasHook).
 	Hooks    []string
-	Webhooks []string
+	HooksSet bool
+	// Webhooks are the webhook events sent for the namespace's rooms
+	// (WebhookEvents), when WebhooksSet; without the key, the server's
+	// defaults (HasWebhook).
+	Webhooks    []string
+	WebhooksSet bool
 }
 
 // Limits of a namespace's numbers, checked by Parse.
@@ -82,7 +86,8 @@ var HookNames = []string{"join", "publish"}
 
 // WebhookEvents are the webhook events a namespace may name: those about a
 // room (user_online and user_offline are about a user, in no room).
-var WebhookEvents = []string{"room_occupied", "room_vacated", "user_joined", "user_left", "message_published"}
+// They are spelled as the backend receives them (internal/webhook).
+var WebhookEvents = []string{"room_occupied", "room_vacated", "member_joined", "member_left", "message_published"}
 
 // Set is the namespaces of a configuration, by name.
 type Set map[string]*Options
@@ -125,11 +130,37 @@ func (s Set) NeedsToken() (string, bool) {
 	return "", false
 }
 
+// NeedsJoinHook reports whether any namespace needs the join hook's yes
+// (JoinHook), and the first such namespace's name (for the error when the
+// server calls no join hook).
+func (s Set) NeedsJoinHook() (string, bool) {
+	for _, name := range slices.Sorted(maps.Keys(s)) {
+		if s[name].JoinHook {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // HasHook reports whether the backend hook called name (HookNames) applies
-// to the namespace's rooms: what the hooks read, per room, to call it.
-func (o *Options) HasHook(name string) bool { return slices.Contains(o.Hooks, name) }
+// to the namespace's rooms, when the server calls it at all: every hook
+// without a hooks key (so that adding a namespace never turns a room's
+// join hook off), else those listed; the join hook always where JoinHook.
+// The server resolves it once per room, not per message.
+func (o *Options) HasHook(name string) bool {
+	if name == "join" && o.JoinHook {
+		return true
+	}
+	return !o.HooksSet || slices.Contains(o.Hooks, name)
+}
 
 // HasWebhook reports whether the webhook event (WebhookEvents) is sent for
-// the namespace's rooms: the per-room predicate of the webhooks, e.g.
-// message_published, which is opt-in.
-func (o *Options) HasWebhook(event string) bool { return slices.Contains(o.Webhooks, event) }
+// the namespace's rooms: when the namespace has a webhooks key, whether it
+// lists the event; else byDefault, the server's default for the event (on
+// for the room events, --webhook-publish for message_published).
+func (o *Options) HasWebhook(event string, byDefault bool) bool {
+	if !o.WebhooksSet {
+		return byDefault
+	}
+	return slices.Contains(o.Webhooks, event)
+}

@@ -159,12 +159,12 @@ var fields = map[string]func(o *Options, v *yaml.Node) string{
 	},
 	"hooks": func(o *Options, v *yaml.Node) string {
 		names, msg := namesIn(v, "hooks", HookNames)
-		o.Hooks = names
+		o.Hooks, o.HooksSet = names, msg == ""
 		return msg
 	},
 	"webhooks": func(o *Options, v *yaml.Node) string {
 		names, msg := namesIn(v, "webhooks", WebhookEvents)
-		o.Webhooks = names
+		o.Webhooks, o.WebhooksSet = names, msg == ""
 		return msg
 	},
 }
@@ -225,7 +225,7 @@ func namesIn(v *yaml.Node, key string, known []string) ([]string, string) {
 	if v.Kind != yaml.SequenceNode {
 		return nil, fmt.Sprintf("%s must be a list of %s, got %s", key, strings.Join(known, ", "), valueOf(v))
 	}
-	var names []string
+	names := []string{} // an empty list is not an absent key
 	for _, e := range v.Content {
 		switch {
 		case e.Kind != yaml.ScalarNode || !slices.Contains(known, e.Value):

@@ -46,7 +46,7 @@ func TestParseOptions(t *testing.T) {
 	}
 	want := Options{Name: "chat", History: 0, HistorySet: true, HistoryTTL: 10 * time.Minute, NoPresence: true, NoJoinLeave: true,
 		Publish: PublishBackend, JoinToken: true, JoinHook: true, MaxMembers: 3,
-		Hooks: []string{"join", "publish"}, Webhooks: []string{"room_occupied", "message_published"}}
+		Hooks: []string{"join", "publish"}, HooksSet: true, Webhooks: []string{"room_occupied", "message_published"}, WebhooksSet: true}
 	got := *set["chat"]
 	if !equal(got, want) {
 		t.Errorf("chat = %+v, want %+v", got, want)
@@ -80,7 +80,8 @@ func TestParseErrors(t *testing.T) {
 		{"hooks unknown", "hooks: [connect]", `line 3: namespace "chat": hooks: "connect" is not one of join, publish`},
 		{"hooks twice", "hooks: [join, join]", `line 3: namespace "chat": hooks: join is listed twice`},
 		{"hooks not a list", "hooks: join", `line 3: namespace "chat": hooks must be a list of join, publish, got "join"`},
-		{"webhooks unknown", "webhooks: [user_online]", `line 3: namespace "chat": webhooks: "user_online" is not one of room_occupied, room_vacated, user_joined, user_left, message_published`},
+		{"webhooks unknown", "webhooks: [user_online]", `line 3: namespace "chat": webhooks: "user_online" is not one of room_occupied, room_vacated, member_joined, member_left, message_published`},
+		{"webhooks misspelled", "webhooks: [user_joined]", `line 3: namespace "chat": webhooks: "user_joined" is not one of room_occupied, room_vacated, member_joined, member_left, message_published`},
 		{"unknown option", "histroy: 5", `line 3: namespace "chat": unknown option "histroy" (known: history, history_ttl, hooks, join_hook, join_leave_events, join_token, max_members, presence, publish, webhooks)`},
 		{"set twice", "history: 5\n    history: 6", `line 4: namespace "chat": history is set twice`},
 	} {
@@ -158,25 +159,56 @@ func TestDocsListEveryOption(t *testing.T) {
 	}
 }
 
+// TestHooksAndWebhooksOfARoom pins the rule of docs/config.md's table: no
+// key, every hook and the server's default events; a list, those listed
+// (an empty one, none); join_hook, the join hook whatever hooks says.
 func TestHooksAndWebhooksOfARoom(t *testing.T) {
-	set, errs := parse(t, "namespaces:\n  chat:\n    hooks: [publish]\n    webhooks: [message_published]\n")
+	set, errs := parse(t, `namespaces:
+  listed:
+    hooks: [publish]
+    webhooks: [room_occupied, message_published]
+  none:
+    hooks: []
+    webhooks: []
+  gated:
+    join_hook: true
+    hooks: []
+  plain:
+    history: 5
+`)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	chat, _ := set.Lookup("chat:1")
-	plain, _ := set.Lookup("lobby")
-	for _, tc := range []struct {
-		name      string
-		got, want bool
-	}{
-		{"chat's publish hook", chat.HasHook("publish"), true},
-		{"chat's join hook", chat.HasHook("join"), false},
-		{"chat's message_published", chat.HasWebhook("message_published"), true},
-		{"chat's room_vacated", chat.HasWebhook("room_vacated"), false},
-		{"a room without a namespace", plain.HasHook("publish") || plain.HasWebhook("message_published"), false},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+	room := func(name string) *Options {
+		o, ok := set.Lookup(name)
+		if !ok {
+			t.Fatalf("no options for %s", name)
 		}
+		return o
+	}
+	for _, tc := range []struct {
+		room                string
+		join, publish       bool
+		occupied, published bool // with the defaults: room events on, message_published off
+	}{
+		{"lobby", true, true, true, false},
+		{"plain:1", true, true, true, false},
+		{"listed:1", false, true, true, true},
+		{"none:1", false, false, false, false},
+		{"gated:1", true, false, true, false},
+	} {
+		o := room(tc.room)
+		got := [4]bool{o.HasHook("join"), o.HasHook("publish"), o.HasWebhook("room_occupied", true), o.HasWebhook("message_published", false)}
+		if want := [4]bool{tc.join, tc.publish, tc.occupied, tc.published}; got != want {
+			t.Errorf("%s: join, publish, room_occupied, message_published = %v, want %v", tc.room, got, want)
+		}
+	}
+	// --webhook-publish is the default of rooms whose namespace has no
+	// webhooks key, not of those that list their events.
+	if !room("plain:1").HasWebhook("message_published", true) || room("none:1").HasWebhook("message_published", true) {
+		t.Error("message_published under --webhook-publish: want on without a webhooks key, off where the list leaves it out")
+	}
+	if o := room("none:1"); o.Hooks == nil || !o.HooksSet || o.Webhooks == nil || !o.WebhooksSet {
+		t.Errorf("an empty list must not read as an absent key: %+v", o)
 	}
 }

@@ -26,6 +26,11 @@ type Options struct {
 	// MaxMembers caps the room's connections (0: no cap): those on this
 	// node and, with presence on, those the other nodes report.
 	MaxMembers int
+	// PublishHook and PublishWebhook are the server's, resolved with the
+	// rest so that its message path reads a field, not the namespaces: a
+	// member's message waits for the backend's publish hook, an ordered
+	// one makes a message_published webhook event. The room calls neither.
+	PublishHook, PublishWebhook bool
 }
 
 // Options returns the options the room was made with.

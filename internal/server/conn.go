@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/ws"
@@ -316,7 +315,7 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		c.sendError(codeBackendOnly, "only the backend publishes in this room's namespace", f)
 		return
 	}
-	if l.srv.hooks.On(hooks.Publish) {
+	if r.Options().PublishHook {
 		c.publishHooked(f, data, r)
 		return
 	}
@@ -383,7 +382,7 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		return
 	}
 	rs := room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}
-	if c.loop.srv.hooks.On(hooks.Join) {
+	if c.loop.srv.joinHook(string(f.Room)) {
 		c.joinHooked(f, rs)
 		return
 	}

@@ -116,7 +116,8 @@ const overloadedMessage = "too many requests wait for the application's backend:
 // timeout each: it runs on the upgrade's goroutine, never on an event loop
 // (an upgrade served by a loop must call it behind admitBlocks).
 func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *refusal {
-	if !s.hooks.On(hooks.Connect) && !(s.hooks.On(hooks.Join) && u.room != "") {
+	joinHook := u.room != "" && s.joinHook(u.room)
+	if !s.hooks.On(hooks.Connect) && !joinHook {
 		return nil
 	}
 	user := u.name
@@ -142,7 +143,7 @@ func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *r
 		}
 		cmd.hookData, cmd.hookRooms = ans.Data, ans.Rooms
 	}
-	if s.hooks.On(hooks.Join) && u.room != "" {
+	if joinHook {
 		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: user, Room: u.room, Data: cmd.hookData})
 		if v.Failed() {
 			s.hookLog.failed(time.Now(), hooks.Join, v.Err)

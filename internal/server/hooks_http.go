@@ -11,6 +11,7 @@ import (
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/protocol"
+	"github.com/scalechat/scalechat/internal/room"
 )
 
 // The HTTP transport under hooks: a request has no connection to remember
@@ -50,7 +51,7 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 		}
 		c.data = ans.Data
 	}
-	if s.hooks.On(hooks.Join) {
+	if s.joinHook(room) {
 		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: c.user, Room: room, Data: c.data})
 		if !s.hookAllows(w, hooks.Join, v, http.StatusForbidden) {
 			return c, false
@@ -79,13 +80,13 @@ func (s *Server) hookAllows(w http.ResponseWriter, k hooks.Kind, v hooks.Verdict
 }
 
 // postHook asks the publish hook about a POSTed message (body, parsed in
-// f) and returns what to publish, parsed in f; it answers a refusal itself
-// and returns false.
-func (s *Server) postHook(w http.ResponseWriter, r *http.Request, room string, c pollCaller, body []byte, f *protocol.Frame) ([]byte, bool) {
-	if !s.hooks.On(hooks.Publish) {
+// f) for rm, when the room's namespace has it, and returns what to
+// publish, parsed in f; it answers a refusal itself and returns false.
+func (s *Server) postHook(w http.ResponseWriter, r *http.Request, rm *room.Room, c pollCaller, body []byte, f *protocol.Frame) ([]byte, bool) {
+	if !rm.Options().PublishHook {
 		return body, true
 	}
-	msg, v := s.hooks.Publish(r.Context(), hooks.PublishRequest{User: c.user, Room: room, Message: body, Data: c.data})
+	msg, v := s.hooks.Publish(r.Context(), hooks.PublishRequest{User: c.user, Room: rm.Name(), Message: body, Data: c.data})
 	if !v.Allow {
 		if v.Failed() {
 			s.hookLog.failed(time.Now(), hooks.Publish, v.Err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/namespace"
 	"github.com/scalechat/scalechat/internal/room"
 )
@@ -36,19 +37,26 @@ func (c *Config) namespaceErrors() []error {
 	if name, ok := c.Namespaces.NeedsToken(); ok && c.Auth == nil {
 		errs = append(errs, fmt.Errorf("namespace %q needs a token naming its rooms (join_token), but the server checks no token: set --auth-jwt-secret, --auth-jwt-public-key or --auth-jwks-file", name))
 	}
+	if name, ok := c.Namespaces.NeedsJoinHook(); ok && c.Hooks.JoinURL == "" {
+		errs = append(errs, fmt.Errorf("namespace %q needs the join hook's yes for each join (join_hook), but the server calls no join hook: set --hook-join", name))
+	}
 	return errs
 }
 
 // roomOptions gives a new room its namespace's options (room.Config.Options),
-// the flags' defaults where the namespace sets none. A room whose namespace
-// is unknown never gets here: every entry refuses it first (admitRoom).
+// the flags' defaults where the namespace sets none, and whether its
+// messages go through the publish hook and make message_published events:
+// resolved once here, read per message. A room whose namespace is unknown
+// never gets here: every entry refuses it first (admitRoom).
 func (s *Server) roomOptions(name string) room.Options {
 	o, ok := s.cfg.Namespaces.Lookup(name)
 	if !ok {
 		o = &namespace.Options{}
 	}
 	ro := room.Options{History: s.cfg.History, HistoryTTL: o.HistoryTTL, NoPresence: o.NoPresence, NoJoinLeave: o.NoJoinLeave,
-		BackendOnly: o.Publish == namespace.PublishBackend, MaxMembers: o.MaxMembers}
+		BackendOnly: o.Publish == namespace.PublishBackend, MaxMembers: o.MaxMembers,
+		PublishHook:    s.hooks.On(hooks.Publish) && o.HasHook("publish"),
+		PublishWebhook: s.webhooks != nil && s.webhooks.cfg.PublishRoom(name)}
 	if o.HistorySet {
 		ro.History = o.History
 	}
@@ -60,6 +68,17 @@ func (s *Server) roomOptions(name string) room.Options {
 func (s *Server) brokerRoom(name string) broker.RoomConfig {
 	o := s.roomOptions(name)
 	return broker.RoomConfig{History: o.History, TTL: o.HistoryTTL}
+}
+
+// joinHook reports whether a join of the room called name asks the join
+// hook: the server calls one, and the room's namespace (if any) has it
+// (namespace.Options.HasHook). A lookup once per join, never per message.
+func (s *Server) joinHook(name string) bool {
+	if !s.hooks.On(hooks.Join) {
+		return false
+	}
+	o, ok := s.cfg.Namespaces.Lookup(name)
+	return !ok || o.HasHook("join")
 }
 
 // errUnknownNamespace and errNeedsToken say why admitRoom refused a room.

@@ -213,7 +213,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, protocol.AppendError(nil, protocol.CodeRateLimited, "too many messages per second", &f))
 		return
 	}
-	if body, ok = s.postHook(w, r, rm.Name(), caller, body, &f); !ok {
+	if body, ok = s.postHook(w, r, rm, caller, body, &f); !ok {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)

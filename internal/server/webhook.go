@@ -4,11 +4,15 @@ package server
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/namespace"
+	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/webhook"
 )
 
@@ -17,9 +21,11 @@ import (
 type WebhookConfig struct {
 	URL    string // where events are POSTed; empty: no webhooks
 	Secret string // HMAC-SHA256 key of each request's X-Scalechat-Signature
-	// Publish sends a message_published event for every message of every
-	// room; PublishRoom, when not nil, decides per room instead (namespaces
-	// select it). The event costs a copy of each message of those rooms.
+	// Publish sends a message_published event for every message of the
+	// rooms whose namespace has no webhooks key; PublishRoom, when not nil,
+	// decides per room instead (nil: the server sets it from Publish and
+	// the namespaces). A room resolves it once, when it is made. The event
+	// costs a copy of each message of those rooms.
 	Publish     bool
 	PublishRoom func(room string) bool
 	Timeout     time.Duration // of one request; 0: 5 s
@@ -29,12 +35,35 @@ type WebhookConfig struct {
 	Queue int
 }
 
-// publishes reports whether room's messages make message_published events.
-func (c *WebhookConfig) publishes(room string) bool {
-	if c.PublishRoom != nil {
-		return c.PublishRoom(room)
+// publishByNamespace is the default PublishRoom: a room's namespace lists
+// message_published, or has no webhooks key and Publish is on.
+func publishByNamespace(ns namespace.Set, publish bool) func(string) bool {
+	return func(room string) bool {
+		o, ok := ns.Lookup(room)
+		return ok && o.HasWebhook(webhook.MessagePublished, publish)
 	}
-	return c.Publish
+}
+
+// roomEvents returns the dispatcher's filter of room events (occupied,
+// vacated, member joined and left): a room whose namespace has a webhooks
+// key sends those it lists. It returns nil, no filter, when no namespace
+// has the key. Events are filtered as they are sent, not as they are
+// decided: the tracker still sees every join and leave, so a user's
+// online and offline stay true, and a filtered event is not a drop.
+func roomEvents(ns namespace.Set) func(webhook.Event) bool {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(ns)), func(o *namespace.Options) bool { return o.WebhooksSet }) {
+		return nil
+	}
+	return func(e webhook.Event) bool {
+		switch e.Name {
+		case webhook.RoomOccupied, webhook.RoomVacated, webhook.MemberJoined, webhook.MemberLeft:
+			// A namespace another node knows and this one does not
+			// (configurations out of step) sends what it sends by default.
+			o, ok := ns.Lookup(e.Room)
+			return !ok || o.HasWebhook(e.Name, true)
+		}
+		return true
+	}
 }
 
 // webhooks are a node's: where its changes are decided (a Memory on a
@@ -56,6 +85,9 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	if wc.Queue <= 0 {
 		wc.Queue = 100000
 	}
+	if wc.PublishRoom == nil {
+		wc.PublishRoom = publishByNamespace(cfg.Namespaces, wc.Publish)
+	}
 	w := &webhooks{cfg: wc}
 	var src webhook.Source
 	if cfg.Redis != "" {
@@ -68,7 +100,8 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 		m := webhook.NewMemory(broker.NewEpoch(), wc.Queue, cfg.Logger)
 		w.tracker, src = m, m
 	}
-	w.disp = webhook.NewDispatcher(src, webhook.DispatcherConfig{URL: wc.URL, Secret: []byte(wc.Secret), Timeout: wc.Timeout, Logger: cfg.Logger})
+	w.disp = webhook.NewDispatcher(src, webhook.DispatcherConfig{URL: wc.URL, Secret: []byte(wc.Secret), Timeout: wc.Timeout,
+		Send: roomEvents(cfg.Namespaces), Logger: cfg.Logger})
 	return w, nil
 }
 
@@ -116,9 +149,17 @@ func (b *tappedBroker) Presence(room, user string, count int) {
 }
 
 // Publish implements broker.Broker: a message of a room whose publish
-// webhook is on is told to the webhooks once it has its seq.
+// webhook is on is told to the webhooks once it has its seq. A member's
+// message names its room (Target), resolved when the room was made; the
+// server API's is looked up.
 func (b *tappedBroker) Publish(p broker.Publication) error {
-	if b.wh.cfg.publishes(p.Room) {
+	var on bool
+	if r, ok := p.Target.(*room.Room); ok {
+		on = r.Options().PublishWebhook
+	} else {
+		on = b.wh.cfg.PublishRoom(p.Room)
+	}
+	if on {
 		p.Done = b.published(p)
 	}
 	return b.Broker.Publish(p)

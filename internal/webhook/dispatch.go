@@ -24,7 +24,12 @@ type DispatcherConfig struct {
 	// sent again (doubling, with jitter); 0: 100 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
 	Client                 *http.Client // nil: one with Timeout, keep-alive
-	Logger                 *slog.Logger
+	// Send, when not nil, says which events go to the backend: the others
+	// are committed unsent (counted as Filtered, not Dropped). The events
+	// are decided whole and filtered here, so that what is left out (a
+	// namespace's room events) does not change what the rest say.
+	Send   func(Event) bool
+	Logger *slog.Logger
 }
 
 // Dispatcher sends a Source's events to the backend in order: one request
@@ -32,12 +37,13 @@ type DispatcherConfig struct {
 // committed (at least once; the events' IDs let the backend drop a second
 // copy).
 type Dispatcher struct {
-	cfg     DispatcherConfig
-	src     Source
-	sent    atomic.Uint64
-	retried atomic.Uint64
-	failed  atomic.Uint64
-	fails   dropLog
+	cfg      DispatcherConfig
+	src      Source
+	sent     atomic.Uint64
+	retried  atomic.Uint64
+	failed   atomic.Uint64
+	filtered atomic.Uint64
+	fails    dropLog
 }
 
 // NewDispatcher returns a dispatcher of src's events.
@@ -74,7 +80,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		if !d.deliver(ctx, evs) {
+		if out := d.keep(evs); len(out) > 0 && !d.deliver(ctx, out) {
 			return
 		}
 		if err := d.src.Commit(ctx, evs); err != nil && ctx.Err() == nil {
@@ -82,6 +88,21 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			d.cfg.Logger.Info("webhook events sent but not committed", "events", len(evs), "err", err)
 		}
 	}
+}
+
+// keep returns the events of evs that Send lets through, in order.
+func (d *Dispatcher) keep(evs []Event) []Event {
+	if d.cfg.Send == nil {
+		return evs
+	}
+	out := make([]Event, 0, len(evs))
+	for _, e := range evs {
+		if d.cfg.Send(e) {
+			out = append(out, e)
+		}
+	}
+	d.filtered.Add(uint64(len(evs) - len(out)))
+	return out
 }
 
 // deliver posts evs until the backend takes them; false when ctx ended
@@ -138,7 +159,7 @@ func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
 // Stats returns the dispatcher's counters and its source's.
 func (d *Dispatcher) Stats() Stats {
 	s := d.src.Stats()
-	s.Sent, s.Retried, s.Failed = d.sent.Load(), d.retried.Load(), d.failed.Load()
+	s.Sent, s.Retried, s.Failed, s.Filtered = d.sent.Load(), d.retried.Load(), d.failed.Load(), d.filtered.Load()
 	return s
 }
 

@@ -109,4 +109,7 @@ type Stats struct {
 	Retried uint64 // requests sent again after a failure
 	Failed  uint64 // requests that failed (an error, a timeout or a non-2xx answer)
 	Dropped uint64 // events never queued: the queue (or the cluster's stream) was full
+	// Filtered counts events left unsent by design (DispatcherConfig.Send:
+	// a namespace's webhooks list), not lost.
+	Filtered uint64
 }

@@ -241,3 +241,54 @@ func TestMemoryQueueKeepsOrderAcrossCommits(t *testing.T) {
 		t.Errorf("%d events, want %d", seen, 1+3*500)
 	}
 }
+
+// TestDispatcherSendFilters: events Send leaves out are committed unsent
+// and counted as filtered, not dropped, a batch of them alone without a
+// request; the others arrive in order.
+func TestDispatcherSendFilters(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		rcv.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	m := NewMemory("e", 1000, nil)
+	hidden := func(e Event) bool { return e.Room != "hidden" }
+	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Batch: 2, Send: hidden})
+	// Batches of two: [reset, online ann], [occupied, joined] and [left,
+	// vacated] of hidden, [offline ann, online bob], [occupied, joined] of r.
+	m.Presence("hidden", "ann", 1)
+	m.Presence("hidden", "ann", 0)
+	m.Presence("r", "bob", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := rcv.Changed()
+		if len(rcv.Events()) >= 6 { // the filtered ones came before the last
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("stats %+v, receiver holds %d events", d.Stats(), len(rcv.Events()))
+		}
+	}
+	var got []string
+	for _, e := range rcv.Events() {
+		got = append(got, strings.TrimSpace(e.Name+" "+e.Room+" "+e.User))
+	}
+	want := []string{"reset", "user_online  ann", "user_offline  ann", "user_online  bob", "room_occupied r", "member_joined r bob"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("received %q\nwant     %q", got, want)
+	}
+	if st := d.Stats(); st.Filtered != 4 || st.Dropped != 0 {
+		t.Errorf("stats %+v: want 4 filtered, none dropped", st)
+	}
+	if n := requests.Load(); n != 3 {
+		t.Errorf("%d requests, want 3: a batch filtered whole costs none", n)
+	}
+}
