@@ -54,6 +54,8 @@ const (
 	cmdStop                          // close what is left and return
 	cmdDisconnect                    // close the connections a disconnect request names
 	cmdRefused                       // tell a connection the broker gave its message up
+	cmdUnlisten                      // stop accepting connections (accept.go)
+	cmdHandshake                     // read the request of a connection another loop accepted
 )
 
 type command struct {
@@ -75,6 +77,10 @@ type command struct {
 	id        uint64            // the connection's number on this node
 	disc      broker.Disconnect // cmdDisconnect
 	conn      *conn             // cmdRefused: the sender
+	// registered: the loop accepted fd and its poller watches it already.
+	registered bool
+	ack        chan struct{} // cmdUnlisten: closed once the loop no longer accepts
+	slot       *connSlot     // cmdHandshake: the connection's share of the caps
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -105,6 +111,16 @@ type loop struct {
 	inflated   []byte      // the last message inflated
 	wheel      wheel
 
+	// The accept side (accept.go).
+	lfd          int                // the listening socket, when the server has one for the loops
+	listening    bool               // the poller watches the listening socket
+	unlistened   bool               // cmdUnlisten came: never again
+	acceptAt     int64              // after a failed accept: watch the socket again then; 0: no pause
+	acceptLogged int64              // when a failed accept was last logged
+	shakes       map[int]*handshake // connections whose request is being read, by fd
+	shakeq       []*handshake       // the same, in the order of their deadlines
+	answer       []byte             // the answer to an upgrade being written
+
 	nowNano      int64
 	closeTimeout time.Duration
 	draining     bool
@@ -130,6 +146,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
+		shakes:       make(map[int]*handshake),
 		readBuf:      make([]byte, max(readBufferSize, srv.cfg.largestMessage()+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
@@ -163,8 +180,7 @@ func (l *loop) run() error {
 	l.nowNano = now.UnixNano()
 	l.wheel.start(l.nowNano)
 	for {
-		timeout := int((l.wheel.next - l.nowNano + int64(time.Millisecond) - 1) / int64(time.Millisecond))
-		events, woken, err := l.poller.Wait(max(timeout, 0))
+		events, woken, err := l.poller.Wait(l.waitTimeoutMs())
 		if err != nil {
 			l.stopAll()
 			return err
@@ -172,6 +188,7 @@ func (l *loop) run() error {
 		l.nowNano = time.Now().UnixNano()
 		for _, ev := range events {
 			if ev.FD >= len(l.conns) || l.conns[ev.FD] == nil {
+				l.onOther(ev) // the listening socket, a handshake
 				continue
 			}
 			c := l.conns[ev.FD]
@@ -184,6 +201,10 @@ func (l *loop) run() error {
 		}
 		if woken && l.runCommands() {
 			return nil
+		}
+		l.expireHandshakes()
+		if l.acceptAt != 0 && l.nowNano >= l.acceptAt {
+			l.resumeAccept()
 		}
 		l.deliver()
 		l.flushDirty()
@@ -224,6 +245,10 @@ func (l *loop) runCommands() (stop bool) {
 			l.disconnect(cmd.disc, cmd.id)
 		case cmdRefused:
 			l.refused(cmd.conn, cmd.pending)
+		case cmdUnlisten:
+			l.stopAccepting(cmd.ack)
+		case cmdHandshake:
+			l.takeHandshake(cmd.fd, cmd.slot)
 		}
 	}
 	return false
@@ -246,7 +271,9 @@ func (l *loop) add(cmd command) {
 		c.expires = cmd.claims.Expires.UnixNano()
 		c.limitRooms = cmd.claims.Rooms != nil
 	}
-	if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
+	if cmd.registered {
+		// Accepted on this loop: its poller watches the socket already.
+	} else if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
 		l.srv.log.Error("register connection", "err", err)
 		unix.Close(cmd.fd)
 		l.srv.conns.Add(-1)
@@ -292,6 +319,7 @@ func (l *loop) drain() {
 }
 
 func (l *loop) stopAll() {
+	l.closeHandshakes()
 	for _, c := range l.conns {
 		if c != nil && c.state != stateClosed {
 			c.leaveAll()
@@ -568,10 +596,12 @@ func (l *loop) closeFD(c *conn) {
 	clear(c.out)
 	c.out, c.pending = nil, nil
 	c.rd.Reset()
-	l.srv.conns.Add(-1)
+	// The address first: a count of connections that fell tells that
+	// everything the connection held is given back.
 	if c.ipCounted {
 		l.srv.ips.release(c.ip)
 	}
+	l.srv.conns.Add(-1)
 }
 
 func (l *loop) schedule(c *conn, at int64) {

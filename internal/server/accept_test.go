@@ -1,0 +1,318 @@
+//go:build linux
+
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	gws "github.com/gobwas/ws"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+// upgradeHead is a well-formed upgrade request to path.
+func upgradeHead(path string) string {
+	return "GET " + path + " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+		"Sec-WebSocket-Protocol: scalechat.v1\r\n\r\n"
+}
+
+// rawUpgrade reads the answer to an upgrade written on c and returns a
+// client of the connection once it switched.
+func rawUpgrade(t *testing.T, c net.Conn) *client {
+	t.Helper()
+	br := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("read the answer to the upgrade: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %s", resp.Status)
+	}
+	if got := resp.Header.Get("Sec-WebSocket-Accept"); got != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+		t.Fatalf("Sec-WebSocket-Accept %q", got)
+	}
+	return &client{t: t, conn: c, r: br}
+}
+
+// An upgrade whose request arrives one byte per write, each its own TCP
+// segment, is answered on the loop once the head is whole.
+func TestAcceptUpgradeInTinyWrites(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialFrom(t, "127.0.0.1", ts.addr)
+	c.(*net.TCPConn).SetNoDelay(true)
+	for _, b := range []byte(upgradeHead("/ws/tiny")) {
+		if _, err := c.Write([]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := rawUpgrade(t, c)
+	cl.joined()
+	cl.sendJSON(msg("hello"))
+	if m := cl.next(); m["text"] != "hello" {
+		t.Errorf("got %v", m)
+	}
+	if st := ts.Stats(); st.AcceptedOnLoop != 1 || st.Accepted != 1 {
+		t.Errorf("accepted %d, on a loop %d: want 1, 1", st.Accepted, st.AcceptedOnLoop)
+	}
+}
+
+// A first frame in the same packet as the request is not lost: the loop
+// hands the bytes after the head to the connection as its first input.
+// The same holds when net/http answers the upgrade (admitBlocks), which
+// gets the bytes through the hand-off and its hijack.
+func TestAcceptPipelinedFrame(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("admission blocks %v", blocking), func(t *testing.T) {
+			ts := startServerWith(t, nil, func(s *Server) { s.blockingAdmission = blocking })
+			c := dialFrom(t, "127.0.0.1", ts.addr)
+			frame := gws.MaskFrameInPlace(gws.NewTextFrame([]byte(`{"text":"first"}`)))
+			var b strings.Builder
+			b.WriteString(upgradeHead("/ws/pipe"))
+			if err := gws.WriteFrame(&b, frame); err != nil {
+				t.Fatal(err)
+			}
+			// A head and body larger than net/http's first read, so that
+			// on its path part of the frame stays in the hand-off's prefix.
+			pad := strings.Repeat("p", 5000)
+			req := strings.Replace(b.String(), "Host: x\r\n", "Host: x\r\nX-Pad: "+pad+"\r\n", 1)
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			cl := rawUpgrade(t, c)
+			cl.joined()
+			if m := cl.next(); m["text"] != "first" {
+				t.Errorf("got %v, want the frame sent with the request", m)
+			}
+			st := ts.Stats()
+			want := uint64(1)
+			if blocking {
+				want = 0
+			}
+			if st.Accepted != 1 || st.AcceptedOnLoop != want {
+				t.Errorf("accepted %d, on a loop %d: want 1, %d", st.Accepted, st.AcceptedOnLoop, want)
+			}
+		})
+	}
+}
+
+// A head over net/http's limit on the loop's path is answered 431 and
+// counted; one that stalls is cut at --handshake-timeout and counted; a
+// client that leaves before its head ends is neither.
+func TestAcceptHeadLimits(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	big := dialFrom(t, hostile, ts.addr)
+	go fmt.Fprintf(big, "GET /ws/big HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 40<<10))
+	slow := dialFrom(t, hostile, ts.addr)
+	io.WriteString(slow, "GET /ws/slow HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n") // and never the blank line
+	mute := dialFrom(t, hostile, ts.addr)                                              // not a byte
+	res := readAnswers([]net.Conn{big, slow, mute}, nil)
+	if res[0].status != http.StatusRequestHeaderFieldsTooLarge || res[1].status != 0 || res[2].status != 0 {
+		t.Errorf("answers %+v, want 431, none (closed), none (closed)", res)
+	}
+	for i, r := range res[1:] {
+		if r.after < 250*time.Millisecond || r.after > 5*time.Second {
+			t.Errorf("handshake %d cut after %s, the timeout is 300ms", i+1, r.after)
+		}
+	}
+	gone := dialFrom(t, hostile, ts.addr)
+	io.WriteString(gone, "GET /ws/gone HTTP/1.1\r\nHost: x\r\n")
+	testsupport.Eventually(t, 10*time.Second, "the partial head to be read", func() bool {
+		return ts.Stats().HTTPConns == 1
+	})
+	gone.Close()
+	testsupport.Eventually(t, 10*time.Second, "the connections to be given back", func() bool {
+		return ts.Stats().HTTPConns == 0
+	})
+	st := ts.Stats()
+	if st.Refused["header_too_large"] != 1 || st.Refused["handshake_timeout"] != 2 {
+		t.Errorf("refused %v, want header_too_large 1, handshake_timeout 2", st.Refused)
+	}
+	// The server still upgrades.
+	connect(t, ts, "after")
+}
+
+// Requests that are not WebSocket upgrades are served by net/http on the
+// same port, keep-alive included, with the bytes the loop read first; an
+// upgrade refused on the loop gets net/http's answer.
+func TestAcceptHandsOtherRequestsToNetHTTP(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialFrom(t, "127.0.0.1", ts.addr)
+	br := bufio.NewReader(c)
+	for _, tt := range []struct {
+		req    string
+		status int
+	}{
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK},
+		{"GET /ws/plain HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusUpgradeRequired}, // no Upgrade header: net/http's 426
+		{"GET /ws/a/b HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusBadRequest},
+		{"POST /rooms/h/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"text\":\"post\"}", http.StatusAccepted},
+		{"GET /rooms/h/messages?since=0 HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK},
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK},
+	} {
+		if _, err := io.WriteString(c, tt.req); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.req, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%q: %s %q, want %d", tt.req, resp.Status, body, tt.status)
+		}
+		if strings.HasPrefix(tt.req, "GET /rooms/") && !strings.Contains(string(body), `"post"`) {
+			t.Errorf("the poll did not return the message posted: %s", body)
+		}
+	}
+	// Refused on the loop: the same status, header and text as net/http's.
+	r := dialFrom(t, "127.0.0.1", ts.addr)
+	io.WriteString(r, upgradeHead("/ws/bad!name"))
+	rr := bufio.NewReader(r)
+	resp, err := http.ReadResponse(rr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || string(body) != roomNameRule+"\n" ||
+		resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("bad room: %s %q %v", resp.Status, body, resp.Header)
+	}
+	st := ts.Stats()
+	if st.Accepted != 0 || st.Refused["bad_request"] != 3 {
+		t.Errorf("accepted %d, refused %v: want 0 and bad_request 3 (no Upgrade header, two segments, the bad room)", st.Accepted, st.Refused)
+	}
+}
+
+func TestAcceptClassify(t *testing.T) {
+	l := &loop{srv: &Server{cfg: Config{EchoEndpoint: true}}}
+	for _, tt := range []struct {
+		data string
+		want headKind
+	}{
+		{"", headWait},
+		{"G", headWait},
+		{"GET /w", headWait},
+		{"POST /ws", headOther},
+		{"GET / HTTP/1.1\r\n", headOther},
+		{"GET /healthz", headOther},
+		{"GET /ws/a HTTP/1.1\r\nHost: x\r\n", headWait},
+		{"GET /ws/a HTTP/1.1\r\nHost: x\r\n\r\n", headUpgrade},
+		{"GET /ws/a HTTP/1.1\nHost: x\n\n", headUpgrade},
+		{"GET /echo HTTP/1.1\r\n\r\n", headUpgrade},
+		{"GET /wsx HTTP/1.1\r\n\r\n", headUpgrade}, // the route check sends it on to net/http
+	} {
+		if got := l.classify([]byte(tt.data)); got != tt.want {
+			t.Errorf("classify(%q) = %d, want %d", tt.data, got, tt.want)
+		}
+	}
+	l.srv.cfg.EchoEndpoint = false
+	if got := l.classify([]byte("GET /echo HTTP/1.1\r\n\r\n")); got != headOther {
+		t.Errorf("/echo without the endpoint: %d, want headOther", got)
+	}
+}
+
+func TestAcceptHostLines(t *testing.T) {
+	for _, tt := range []struct {
+		head string
+		want int
+	}{
+		{"GET / HTTP/1.1\r\n\r\n", 0},
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 1},
+		{"GET / HTTP/1.1\r\nhOST:a\r\nX-Host: b\r\n\r\n", 1},
+		{"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 2},
+	} {
+		if got := hostLines([]byte(tt.head)); got != tt.want {
+			t.Errorf("hostLines(%q) = %d, want %d", tt.head, got, tt.want)
+		}
+	}
+}
+
+func TestAcceptHeadEnd(t *testing.T) {
+	for _, tt := range []struct {
+		data string
+		want int
+	}{
+		{"GET / HTTP/1.1\r\n", -1},
+		{"GET / HTTP/1.1\r\n\r", -1},
+		{"GET / HTTP/1.1\r\n\r\n", 18},
+		{"GET / HTTP/1.1\r\n\r\nxyz", 18},
+		{"GET / HTTP/1.1\n\nxyz", 16},
+		{"GET / HTTP/1.1\r\nA: b\r\n\r\n", 24},
+	} {
+		if got := headEnd([]byte(tt.data)); got != tt.want {
+			t.Errorf("headEnd(%q) = %d, want %d", tt.data, got, tt.want)
+		}
+	}
+}
+
+func TestAcceptRoute(t *testing.T) {
+	s := &Server{cfg: Config{EchoEndpoint: true}}
+	for _, tt := range []struct {
+		req  string
+		room string
+		ok   bool
+	}{
+		{upgradeHead("/ws"), "lobby", true},
+		{upgradeHead("/ws/a.b"), "a.b", true},
+		{upgradeHead("/ws/a%2Eb?since=3"), "a.b", true},
+		{upgradeHead("/ws/a%2Fb"), "a/b", true}, // net/http's mux routes it so; the room check refuses it
+		{upgradeHead("/echo"), "", true},
+		{upgradeHead("/ws/"), "", false},
+		{upgradeHead("/ws/a/b"), "", false},
+		{upgradeHead("/ws/.."), "", false},
+		{upgradeHead("/wsx"), "", false},
+		{strings.Replace(upgradeHead("/ws/a"), "Upgrade: websocket\r\n", "", 1), "", false},
+		{strings.Replace(upgradeHead("/ws/a"), "Host: x\r\n", "Host: x\r\nContent-Length: 3\r\n", 1), "", false},
+		{strings.Replace(upgradeHead("/ws/a"), "GET", "HEAD", 1), "", false},
+	} {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(tt.req)))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.req, err)
+		}
+		room, ok := s.loopRoute(r)
+		if room != tt.room || ok != tt.ok {
+			t.Errorf("%s %s: %q %v, want %q %v", r.Method, r.URL, room, ok, tt.room, tt.ok)
+		}
+	}
+}
+
+// startServerWith is startServer with a change to the server made before
+// it serves.
+func startServerWith(t *testing.T, tweak func(*Config), before func(*Server)) *testServer {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Loops = 2
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{Server: srv, addr: ln.Addr().String(), cancel: cancel, stopped: make(chan struct{})}
+	go func() {
+		ts.err = srv.Serve(ctx, ln)
+		close(ts.stopped)
+	}()
+	t.Cleanup(func() { ts.stop(t) })
+	return ts
+}
