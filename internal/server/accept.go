@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/netpoll"
+	"github.com/scalechat/scalechat/internal/ws"
 )
 
 // Connections accepted on the event loops. On a plain TCP listener every
@@ -364,15 +365,17 @@ func (l *loop) upgrade(h *handshake, data []byte) {
 		l.refuse(h, r, ref)
 		return
 	}
-	l.answer = appendSwitching(l.answer[:0], key, cmd.deflate, cmd.control)
-	if err := writeAll(h.fd, l.answer); err != nil {
+	// Go's accepted connections have Nagle's algorithm off; so must ours,
+	// or a frame written behind another waits for the client's ACK. (A
+	// socket that is not TCP, a benchmark's socket pair, has no Nagle.)
+	if err := unix.SetsockoptInt(h.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil &&
+		!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOPROTOOPT) {
 		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
-		s.refusals.refused(time.Now(), RefuseInternal, 0, r.RemoteAddr, r.URL.Path, err.Error())
+		s.refusals.refused(time.Now(), RefuseInternal, 0, r.RemoteAddr, r.URL.Path, "set TCP_NODELAY: "+err.Error())
 		l.closeHandshake(h)
 		return
 	}
-	s.httpBytesOut.Add(uint64(len(l.answer)))
 	l.forget(h)
 	cmd.id = s.accepted.Add(1)
 	s.acceptedOnLoop.Add(1)
@@ -380,7 +383,24 @@ func (l *loop) upgrade(h *handshake, data []byte) {
 	if rest := data[end:]; len(rest) > 0 {
 		cmd.pending = bytes.Clone(rest)
 	}
+	// The connection joins first, so that the 101 can go out in one TCP
+	// segment with what the join queued (joined, the history): adding
+	// only queues frames, the loop writes them at the end of this
+	// iteration, and the 101 is written before that.
 	l.add(cmd)
+	c := l.conns[cmd.fd]
+	if c == nil || c.state == stateClosed {
+		return
+	}
+	l.answer = appendSwitching(l.answer[:0], key, cmd.deflate, cmd.control)
+	if err := writeAnswer(c.fd, l.answer, c.dirty); err != nil {
+		l.srv.log.Debug("upgrade", "err", err)
+		c.closeCode = ws.CloseAbnormal
+		c.leaveAll()
+		l.closeFD(c)
+		return
+	}
+	s.httpBytesOut.Add(uint64(len(l.answer)))
 }
 
 // loopRoute returns the room a request upgrades to ("" for /echo), when it
@@ -427,12 +447,17 @@ func hostLines(head []byte) int {
 	return n
 }
 
-// writeAll writes b to a new non-blocking socket: an answer of a few
-// hundred bytes fits its empty send buffer, so a short write means the
-// socket failed.
-func writeAll(fd int, b []byte) error {
+// writeAnswer writes the 101 to a new non-blocking socket: an answer of a
+// few hundred bytes fits its empty send buffer, so a short write means the
+// socket failed. With more set, frames follow in this loop iteration: the
+// kernel holds the answer (MSG_MORE) until their write, for one segment.
+func writeAnswer(fd int, b []byte, more bool) error {
+	flags := 0
+	if more {
+		flags = unix.MSG_MORE
+	}
 	for {
-		n, err := unix.Write(fd, b)
+		n, err := unix.SendmsgN(fd, b, nil, nil, flags|unix.MSG_NOSIGNAL)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

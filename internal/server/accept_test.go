@@ -9,11 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	gws "github.com/gobwas/ws"
+	"golang.org/x/sys/unix"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
@@ -315,4 +318,55 @@ func startServerWith(t *testing.T, tweak func(*Config), before func(*Server)) *t
 	}()
 	t.Cleanup(func() { ts.stop(t) })
 	return ts
+}
+
+// The server's end of a connection upgraded on a loop has Nagle's
+// algorithm off, as Go's accepted connections do: otherwise a frame
+// written behind another could wait for the client's delayed ACK.
+func TestAcceptNoDelay(t *testing.T) {
+	ts := startServer(t, nil)
+	cl := connect(t, ts, "nodelay")
+	local := cl.conn.LocalAddr().(*net.TCPAddr)
+	fd := serverSocket(t, ts.addr, local.Port)
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == 0 {
+		t.Error("TCP_NODELAY is off on the server's socket")
+	}
+	if st := ts.Stats(); st.AcceptedOnLoop != 1 {
+		t.Errorf("accepted on a loop %d, want 1", st.AcceptedOnLoop)
+	}
+}
+
+// serverSocket finds, among this process's descriptors, the server's end
+// of the TCP connection from the client's port peerPort to addr.
+func serverSocket(t *testing.T, addr string, peerPort int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			continue
+		}
+		pa, err := unix.Getpeername(fd)
+		if err != nil {
+			continue
+		}
+		s4, ok1 := sa.(*unix.SockaddrInet4)
+		p4, ok2 := pa.(*unix.SockaddrInet4)
+		if ok1 && ok2 && fmt.Sprintf("127.0.0.1:%d", s4.Port) == addr && p4.Port == peerPort {
+			return fd
+		}
+	}
+	t.Fatalf("no socket of this process serves the client at port %d", peerPort)
+	return -1
 }
