@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/scalechat/scalechat/internal/netpoll"
 )
 
 // The benchmarks of the hot path, step by step on a loop that does not run
@@ -141,61 +139,62 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // BenchmarkUpgrade is an upgrade answered on an event loop (accept.go), as
-// every plain ws:// upgrade is: from the accepted socket (its slot counted
-// and registered with the loop's poller, as accept does) to the connection
+// every plain ws:// one is: from the accepted socket (its slot counted and
+// registered with the loop's poller, as accept does) to the connection
 // joined to its room: the request read and parsed, routed, checked, the
 // 101 written. The socket is one end of a socket pair (no TCP accept: that
-// is the kernel's); writing the request and reading the answer on the
-// client's end are outside the timer. Every 64 upgrades, outside the
-// timer, the clients hang up and the loop closes their connections.
+// is the kernel's). Outside the timer, 64 at a time: the socket pairs made
+// and the requests written before, the answers read and the connections
+// closed after.
 func BenchmarkUpgrade(b *testing.B) {
 	rig := newLoopRig(b, 0)
 	l := rig.l
 	raw := []byte(upgradeRequestText)
 	resp := make([]byte, 512)
 	type pair struct{ fd, peer int }
-	var open []pair
+	batch := make([]pair, 0, 64)
 	hangUp := func() {
-		for _, p := range open {
+		for _, p := range batch {
 			if c := l.conns[p.fd]; c != nil {
 				c.leaveAll()
 				l.closeFD(c)
 			}
 			unix.Close(p.peer)
 		}
-		open = open[:0]
+		batch = batch[:0]
 	}
 	defer hangUp()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for done := 0; done < b.N; {
 		b.StopTimer()
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		open = append(open, pair{fds[0], fds[1]})
-		if _, err := unix.Write(fds[1], raw); err != nil {
-			b.Fatal(err)
+		for range min(cap(batch), b.N-done) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, pair{fds[0], fds[1]})
+			if _, err := unix.Write(fds[1], raw); err != nil {
+				b.Fatal(err)
+			}
 		}
 		l.nowNano = time.Now().UnixNano()
 		b.StartTimer()
-		sl := rig.srv.takeSlot("127.0.0.1:40000")
-		if err := l.poller.Add(fds[0], netpoll.Readable); err != nil {
-			b.Fatal(err)
+		for _, p := range batch {
+			if h := l.startHandshake(p.fd, rig.srv.takeSlot("127.0.0.1:40000")); h != nil {
+				l.readHandshake(h)
+			}
 		}
-		h := &handshake{fd: fds[0], slot: sl, deadline: l.nowNano + int64(time.Second)}
-		l.shakes[fds[0]] = h
-		l.shakeq = append(l.shakeq, h)
-		l.readHandshake(h)
 		b.StopTimer()
-		n, err := unix.Read(fds[1], resp)
-		if err != nil || !bytes.HasPrefix(resp[:n], []byte("HTTP/1.1 101 ")) || l.conns[fds[0]] == nil {
-			b.Fatalf("upgrade answered %q, %v", resp[:max(n, 0)], err)
+		for _, p := range batch {
+			n, err := unix.Read(p.peer, resp)
+			if err != nil || !bytes.HasPrefix(resp[:n], []byte("HTTP/1.1 101 ")) || l.conns[p.fd] == nil {
+				b.Fatalf("upgrade answered %q, %v", resp[:max(n, 0)], err)
+			}
 		}
+		done += len(batch)
 		l.expireHandshakes()
-		if len(open) == 64 {
-			hangUp()
-		}
+		hangUp()
 		b.StartTimer()
 	}
 }
