@@ -93,8 +93,8 @@ func (s *Server) listenOnLoops(ln net.Listener) (net.Listener, error) {
 	}
 	s.lfd = fd
 	s.handoff = newHandoffListener(ln.Addr())
-	if err := ln.Close(); err != nil {
-		return nil, fmt.Errorf("close the listener the loops took over: %w", err)
+	if err := ln.Close(); err != nil { // the duplicate listens on: serve anyway
+		s.log.Warn("close the listener the loops took over", "err", err)
 	}
 	return s.handoff, nil
 }
@@ -103,7 +103,7 @@ func (s *Server) listenOnLoops(ln net.Listener) (net.Listener, error) {
 // that new connections are refused: each loop removes the socket from its
 // poller, and the socket is closed once every loop has (a descriptor
 // closed under a loop could be reused by the next accept). A loop that
-// does not answer before ctx ends leaves the socket open until Serve
+// does not answer before wait is closed leaves the socket open until Serve
 // returns.
 func (s *Server) unlisten(wait <-chan struct{}) {
 	if s.lfd < 0 {
@@ -157,8 +157,7 @@ func (l *loop) accept() {
 				continue
 			case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOBUFS), errors.Is(err, unix.ENOMEM):
 				l.pauseAccept(err)
-			default:
-				s.log.Error("accept", "loop", l.id, "err", err)
+			default: // logged by pauseAccept, at most once a second
 				l.pauseAccept(err)
 			}
 			return
