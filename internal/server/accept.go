@@ -54,6 +54,7 @@ type handshake struct {
 	fd       int
 	slot     *connSlot
 	buf      []byte // the request so far, when one read did not hold it all
+	scanned  int    // bytes of buf searched for the head's end already
 	deadline int64  // unix nanoseconds
 	done     bool   // answered, handed off or cut: its queue entry is stale
 }
@@ -262,7 +263,8 @@ func (l *loop) readHandshake(h *handshake) {
 		h.buf = append(h.buf, data...)
 		data = h.buf
 	}
-	switch l.classify(data) {
+	kind, end := l.classify(data, h.scanned)
+	switch kind {
 	case headWait:
 		if len(data) > maxHeadBytes {
 			l.refuseHeaderSize(h)
@@ -271,10 +273,11 @@ func (l *loop) readHandshake(h *handshake) {
 		if len(h.buf) == 0 {
 			h.buf = append(make([]byte, 0, 2*len(data)), data...)
 		}
+		h.scanned = len(data) // a head sent a byte at a time is searched once, not once a byte
 	case headOther:
 		l.handOff(h, bytes.Clone(data))
 	case headUpgrade:
-		l.upgrade(h, data)
+		l.upgrade(h, data, end)
 	}
 }
 
@@ -287,16 +290,22 @@ const (
 )
 
 // classify tells from the first bytes of a request whether the loop may
-// answer it: a GET to /ws… or /echo… whose head is complete. A request
-// that is not such a GET is known as soon as its first bytes differ.
-func (l *loop) classify(data []byte) headKind {
+// answer it: a GET to /ws… or /echo… whose head is complete; it then
+// returns the head's length too. A request that is not such a GET is known
+// as soon as its first bytes differ. The first scanned bytes of data were
+// searched for the head's end before.
+func (l *loop) classify(data []byte, scanned int) (headKind, int) {
 	if !hasPrefixOrIs(data, "GET /ws") && !(l.srv.cfg.EchoEndpoint && hasPrefixOrIs(data, "GET /echo")) {
-		return headOther
+		return headOther, 0
 	}
-	if len(data) < len("GET /ws") || headEnd(data) < 0 {
-		return headWait
+	if len(data) < len("GET /ws") {
+		return headWait, 0
 	}
-	return headUpgrade
+	end := headEnd(data, scanned)
+	if end < 0 {
+		return headWait, 0
+	}
+	return headUpgrade, end
 }
 
 // hasPrefixOrIs reports whether data begins with p, or is a beginning of p.
@@ -307,9 +316,11 @@ func hasPrefixOrIs(data []byte, p string) bool {
 
 // headEnd returns the length of the request's head (through the blank line
 // that ends it), or -1 while it is incomplete. A line may end in LF alone,
-// as net/http accepts.
-func headEnd(data []byte) int {
-	for i := 0; ; {
+// as net/http accepts. The first from bytes hold no end: the search starts
+// at the last line end they may hold the beginning of (LF, CR LF: two
+// bytes back at most).
+func headEnd(data []byte, from int) int {
+	for i := max(from-2, 0); ; {
 		j := bytes.IndexByte(data[i:], '\n')
 		if j < 0 {
 			return -1
@@ -331,9 +342,8 @@ func headEnd(data []byte) int {
 // bytes after the head (a first frame sent with the request) are its first
 // input. An upgrade in a form the loop does not take (see loopRoute) goes
 // to net/http.
-func (l *loop) upgrade(h *handshake, data []byte) {
+func (l *loop) upgrade(h *handshake, data []byte, end int) {
 	s := l.srv
-	end := headEnd(data)
 	if s.admitBlocks() {
 		l.handOff(h, bytes.Clone(data))
 		return

@@ -217,12 +217,12 @@ func TestAcceptClassify(t *testing.T) {
 		{"GET /echo HTTP/1.1\r\n\r\n", headUpgrade},
 		{"GET /wsx HTTP/1.1\r\n\r\n", headUpgrade}, // the route check sends it on to net/http
 	} {
-		if got := l.classify([]byte(tt.data)); got != tt.want {
+		if got, _ := l.classify([]byte(tt.data), 0); got != tt.want {
 			t.Errorf("classify(%q) = %d, want %d", tt.data, got, tt.want)
 		}
 	}
 	l.srv.cfg.EchoEndpoint = false
-	if got := l.classify([]byte("GET /echo HTTP/1.1\r\n\r\n")); got != headOther {
+	if got, _ := l.classify([]byte("GET /echo HTTP/1.1\r\n\r\n"), 0); got != headOther {
 		t.Errorf("/echo without the endpoint: %d, want headOther", got)
 	}
 }
@@ -246,17 +246,34 @@ func TestAcceptHostLines(t *testing.T) {
 func TestAcceptHeadEnd(t *testing.T) {
 	for _, tt := range []struct {
 		data string
+		from int // bytes searched before
 		want int
 	}{
-		{"GET / HTTP/1.1\r\n", -1},
-		{"GET / HTTP/1.1\r\n\r", -1},
-		{"GET / HTTP/1.1\r\n\r\n", 18},
-		{"GET / HTTP/1.1\r\n\r\nxyz", 18},
-		{"GET / HTTP/1.1\n\nxyz", 16},
-		{"GET / HTTP/1.1\r\nA: b\r\n\r\n", 24},
+		{"GET / HTTP/1.1\r\n", 0, -1},
+		{"GET / HTTP/1.1\r\n\r", 0, -1},
+		{"GET / HTTP/1.1\r\n\r\n", 0, 18},
+		{"GET / HTTP/1.1\r\n\r\nxyz", 0, 18},
+		{"GET / HTTP/1.1\n\nxyz", 0, 16},
+		{"GET / HTTP/1.1\r\nA: b\r\n\r\n", 0, 24},
+		// Resumed where an earlier read stopped, in every cut of the end.
+		{"GET / HTTP/1.1\r\nA: b\r\n\r\n", 22, 24},
+		{"GET / HTTP/1.1\r\nA: b\r\n\r\n", 23, 24},
+		{"GET / HTTP/1.1\nA: b\n\n", 19, 21},
+		{"GET / HTTP/1.1\nA: b\n\n", 20, 21},
 	} {
-		if got := headEnd([]byte(tt.data)); got != tt.want {
-			t.Errorf("headEnd(%q) = %d, want %d", tt.data, got, tt.want)
+		if got := headEnd([]byte(tt.data), tt.from); got != tt.want {
+			t.Errorf("headEnd(%q, %d) = %d, want %d", tt.data, tt.from, got, tt.want)
+		}
+	}
+	// Every split of a head in two reads finds the same end.
+	head := []byte(upgradeHead("/ws/split") + "rest")
+	want := headEnd(head, 0)
+	for cut := range len(head) {
+		if got := headEnd(head[:cut], 0); got >= 0 && got != want {
+			t.Fatalf("cut at %d: end %d in the first part, want %d or none", cut, got, want)
+		}
+		if got := headEnd(head, cut); got != want && headEnd(head[:cut], 0) < 0 {
+			t.Fatalf("resumed at %d: end %d, want %d", cut, got, want)
 		}
 	}
 }
