@@ -5,11 +5,13 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -386,4 +388,114 @@ func serverSocket(t *testing.T, addr string, peerPort int) int {
 	}
 	t.Fatalf("no socket of this process serves the client at port %d", peerPort)
 	return -1
+}
+
+// A loop whose accept fails for want of descriptors (EMFILE) pauses and
+// accepts again once there are: the connections waiting meanwhile are
+// upgraded, and the loop goes on. The clients are another process (this
+// test's binary again), whose descriptors are its own.
+func TestAcceptPausesWithoutDescriptors(t *testing.T) {
+	if addr := os.Getenv("SCALECHAT_EMFILE_CLIENTS"); addr != "" {
+		emfileClients(addr)
+		return
+	}
+	ts := startServer(t, func(c *Config) { c.Loops = 1 })
+	connect(t, ts, "before") // Serve has taken its descriptors
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestAcceptPausesWithoutDescriptors$")
+	cmd.Env = append(os.Environ(), "SCALECHAT_EMFILE_CLIENTS="+ts.addr)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() { _ = unix.Setrlimit(unix.RLIMIT_NOFILE, &old) }
+	defer restore()
+	// No descriptor left: the limit lowered to about what is open, the
+	// rest filled.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(len(ents) + 8), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	defer func() {
+		for _, fd := range fill {
+			unix.Close(fd)
+		}
+	}()
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, unix.EMFILE) {
+				t.Fatal(err)
+			}
+			break
+		}
+		fill = append(fill, fd)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil { // the clients connect
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a few of the loop's 50 ms pauses go by
+	if n := ts.Stats().Accepted; n != 1 {
+		t.Errorf("%d upgrades with no descriptor to spare", n-1)
+	}
+	restore()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "3 upgraded") {
+			t.Fatalf("clients: %v\n%s", err, out.String())
+		}
+		done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the clients were not upgraded after the limit came back:\n%s", out.String())
+	}
+	if n := ts.Stats().AcceptedOnLoop; n != 4 {
+		t.Errorf("accepted on the loop %d, want 4", n)
+	}
+	connect(t, ts, "after")
+}
+
+// emfileClients is TestAcceptPausesWithoutDescriptors's client process: on
+// a line from stdin it connects three clients to addr, sends their upgrade
+// requests and reports how many got their 101.
+func emfileClients(addr string) {
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Println("stdin:", err)
+		os.Exit(1)
+	}
+	var cs []net.Conn
+	for range 3 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			fmt.Println("dial:", err)
+			os.Exit(1)
+		}
+		io.WriteString(c, upgradeHead("/ws/emfile"))
+		cs = append(cs, c)
+	}
+	n := 0
+	for _, c := range cs {
+		_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+			n++
+		}
+	}
+	fmt.Printf("%d upgraded\n", n)
+	os.Exit(0)
 }
