@@ -348,7 +348,16 @@ func (l *loop) upgrade(h *handshake, data []byte, end int) {
 		l.handOff(h, bytes.Clone(data))
 		return
 	}
-	r, err := http.ReadRequest(bufio.NewReaderSize(bytes.NewReader(data[:end]), end))
+	// One reader per loop, reset for each head: the request keeps no
+	// reference to it (a request with a body, which would, goes to
+	// net/http).
+	l.headReader.Reset(data[:end])
+	if l.headBuf == nil {
+		l.headBuf = bufio.NewReaderSize(&l.headReader, maxHeadBytes)
+	} else {
+		l.headBuf.Reset(&l.headReader)
+	}
+	r, err := http.ReadRequest(l.headBuf)
 	if err != nil {
 		l.handOff(h, bytes.Clone(data)) // net/http answers 400 as it does today
 		return

@@ -3,6 +3,8 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -120,6 +122,8 @@ type loop struct {
 	shakes       map[int]*handshake // connections whose request is being read, by fd
 	shakeq       []*handshake       // the same, in the order of their deadlines
 	answer       []byte             // the answer to an upgrade being written
+	headReader   bytes.Reader       // a complete request head, for headBuf
+	headBuf      *bufio.Reader      // http.ReadRequest's reader of headReader
 
 	nowNano      int64
 	closeTimeout time.Duration
