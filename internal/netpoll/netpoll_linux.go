@@ -60,6 +60,21 @@ func (p *Poller) Add(fd int, events uint32) error {
 	return nil
 }
 
+// AddListener registers a listening socket for readability (a connection
+// to accept), level-triggered and exclusive: when several pollers watch the
+// same socket, a new connection wakes one of them, or a few, not all
+// (EPOLLEXCLUSIVE, Linux 4.5). Such a registration cannot be modified, only
+// removed with Del.
+func (p *Poller) AddListener(fd int) error {
+	// EPOLLEXCLUSIVE allows only EPOLLIN, EPOLLOUT, EPOLLWAKEUP and
+	// EPOLLET beside it: no EPOLLRDHUP (epoll_ctl(2)).
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: int32(fd)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("netpoll: add listener fd %d: %w", fd, err)
+	}
+	return nil
+}
+
 // Mod changes the events fd is registered for.
 func (p *Poller) Mod(fd int, events uint32) error {
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Events: toEpoll(events), Fd: int32(fd)}); err != nil {

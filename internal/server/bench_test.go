@@ -138,13 +138,75 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.conn, bufio.NewReadWriter(bufio.NewReader(w.conn), bufio.NewWriter(w.conn)), nil
 }
 
-// BenchmarkUpgrade is an upgrade handled by a running server: the request
-// parsed (http.ReadRequest), routed, checked, the 101 written, the socket
+// BenchmarkUpgrade is an upgrade answered on an event loop (accept.go), as
+// every plain ws:// one is: from the accepted socket (its slot counted and
+// registered with the loop's poller, as accept does) to the connection
+// joined to its room: the request read and parsed, routed, checked, the
+// 101 written. The socket is one end of a socket pair (no TCP accept: that
+// is the kernel's). Outside the timer, 64 at a time: the socket pairs made
+// and the requests written before, the answers read and the connections
+// closed after.
+func BenchmarkUpgrade(b *testing.B) {
+	rig := newLoopRig(b, 0)
+	l := rig.l
+	raw := []byte(upgradeRequestText)
+	resp := make([]byte, 512)
+	type pair struct{ fd, peer int }
+	batch := make([]pair, 0, 64)
+	hangUp := func() {
+		for _, p := range batch {
+			if c := l.conns[p.fd]; c != nil {
+				c.leaveAll()
+				l.closeFD(c)
+			}
+			unix.Close(p.peer)
+		}
+		batch = batch[:0]
+	}
+	defer hangUp()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		b.StopTimer()
+		for range min(cap(batch), b.N-done) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, pair{fds[0], fds[1]})
+			if _, err := unix.Write(fds[1], raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l.nowNano = time.Now().UnixNano()
+		b.StartTimer()
+		for _, p := range batch {
+			if h := l.startHandshake(p.fd, rig.srv.takeSlot("127.0.0.1:40000")); h != nil {
+				l.readHandshake(h)
+			}
+		}
+		b.StopTimer()
+		for _, p := range batch {
+			n, err := unix.Read(p.peer, resp)
+			if err != nil || !bytes.HasPrefix(resp[:n], []byte("HTTP/1.1 101 ")) || l.conns[p.fd] == nil {
+				b.Fatalf("upgrade answered %q, %v", resp[:max(n, 0)], err)
+			}
+		}
+		done += len(batch)
+		l.expireHandshakes()
+		hangUp()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkUpgradeNetHTTP is an upgrade handled by net/http's handler, as
+// over TLS and for an upgrade a loop hands over: the request parsed
+// (http.ReadRequest), routed, checked, the 101 written, the socket
 // duplicated and handed to a loop, which joins it to its room. The socket
 // is one end of a socket pair (no TCP accept, no net/http connection
 // goroutine: those are the kernel's and net/http's). Every 128 upgrades the
 // clients hang up and, outside the timer, the loops close them.
-func BenchmarkUpgrade(b *testing.B) {
+func BenchmarkUpgradeNetHTTP(b *testing.B) {
 	ts := startServer(b, nil)
 	raw := []byte(upgradeRequestText)
 	resp := make([]byte, 512)

@@ -59,10 +59,11 @@ type connSlot struct {
 	served              atomic.Bool  // the current request reached the handlers (limitHTTP)
 }
 
-// takeSlot counts a connection just accepted. It returns nil when the
-// connection must be closed at once: its address holds twice its cap.
-func (s *Server) takeSlot(c net.Conn) *connSlot {
-	sl := &connSlot{srv: s, remote: c.RemoteAddr().String()}
+// takeSlot counts a connection just accepted from remote (host:port). It
+// returns nil when the connection must be closed at once: its address holds
+// twice its cap.
+func (s *Server) takeSlot(remote string) *connSlot {
+	sl := &connSlot{srv: s, remote: remote}
 	if ap, err := netip.ParseAddrPort(sl.remote); err == nil {
 		sl.ip = ap.Addr().Unmap()
 	}

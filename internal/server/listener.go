@@ -13,6 +13,8 @@ import (
 // answers, WebSocket handshakes, polls). After an upgrade the event loop
 // owns a duplicate of the socket and counts the WebSocket traffic itself.
 // It also counts each connection against the connection caps (connSlot).
+// It serves TLS and listeners that are not TCP; on a plain TCP listener the
+// event loops accept (accept.go) and hand net/http countingConns they made.
 type countingListener struct {
 	net.Listener
 	in, out *atomic.Uint64
@@ -25,24 +27,24 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		sl := l.srv.takeSlot(c)
+		sl := l.srv.takeSlot(c.RemoteAddr().String())
 		if sl == nil {
 			c.Close()
 			continue
 		}
-		return &countingConn{Conn: c, l: l, slot: sl}, nil
+		return &countingConn{Conn: c, in: l.in, out: l.out, slot: sl}, nil
 	}
 }
 
 type countingConn struct {
 	net.Conn
-	l    *countingListener
-	slot *connSlot
+	in, out *atomic.Uint64
+	slot    *connSlot
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	c.l.in.Add(uint64(n))
+	c.in.Add(uint64(n))
 	if n > 0 {
 		c.slot.spoke.Store(true)
 	}
@@ -55,7 +57,7 @@ func (c *countingConn) Read(b []byte) (int, error) {
 func (c *countingConn) Write(b []byte) (int, error) {
 	c.slot.wrote(b)
 	n, err := c.Conn.Write(b)
-	c.l.out.Add(uint64(n))
+	c.out.Add(uint64(n))
 	return n, err
 }
 
@@ -73,4 +75,13 @@ func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
 		return nil, errors.New("connection has no file descriptor")
 	}
 	return sc.SyscallConn()
+}
+
+// unread returns the bytes a loop read that net/http has not read yet
+// (prefixConn), none for a connection net/http accepted.
+func (c *countingConn) unread() []byte {
+	if pc, ok := c.Conn.(*prefixConn); ok {
+		return pc.unread()
+	}
+	return nil
 }

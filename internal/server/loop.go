@@ -3,6 +3,8 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +58,8 @@ const (
 	cmdDisconnect                    // close the connections a disconnect request names
 	cmdRefused                       // tell a connection the broker gave its message up
 	cmdHook                          // a join or publish hook's verdict for a connection
+	cmdUnlisten                      // stop accepting connections (accept.go)
+	cmdHandshake                     // read the request of a connection another loop accepted
 )
 
 type command struct {
@@ -81,6 +85,10 @@ type command struct {
 	hookUser  string            // who the connect hook says the connection is
 	hookData  json.RawMessage   // the connect hook's data, handed back in the connection's hook calls
 	hookRooms []string          // rooms the connect hook joins besides the URL's
+	// registered: the loop accepted fd and its poller watches it already.
+	registered bool
+	ack        chan struct{} // cmdUnlisten: closed once the loop no longer accepts
+	slot       *connSlot     // cmdHandshake: the connection's share of the caps
 }
 
 // loop is an event loop: one goroutine that owns a set of connections, reads
@@ -112,6 +120,18 @@ type loop struct {
 	inflated   []byte      // the last message inflated
 	wheel      wheel
 
+	// The accept side (accept.go).
+	lfd          int                // the listening socket, when the server has one for the loops
+	listening    bool               // the poller watches the listening socket
+	unlistened   bool               // cmdUnlisten came: never again
+	acceptAt     int64              // after a failed accept: watch the socket again then; 0: no pause
+	acceptLogged int64              // when a failed accept was last logged
+	shakes       map[int]*handshake // connections whose request is being read, by fd
+	shakeq       []*handshake       // the same, in the order of their deadlines
+	answer       []byte             // the answer to an upgrade being written
+	headReader   bytes.Reader       // a complete request head, for headBuf
+	headBuf      *bufio.Reader      // http.ReadRequest's reader of headReader
+
 	nowNano      int64
 	closeTimeout time.Duration
 	draining     bool
@@ -138,6 +158,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
 		hooked:       make(map[*conn]*connHooks),
+		shakes:       make(map[int]*handshake),
 		readBuf:      make([]byte, max(readBufferSize, srv.cfg.largestMessage()+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
 		closeTimeout: srv.cfg.CloseTimeout,
@@ -171,8 +192,7 @@ func (l *loop) run() error {
 	l.nowNano = now.UnixNano()
 	l.wheel.start(l.nowNano)
 	for {
-		timeout := int((l.wheel.next - l.nowNano + int64(time.Millisecond) - 1) / int64(time.Millisecond))
-		events, woken, err := l.poller.Wait(max(timeout, 0))
+		events, woken, err := l.poller.Wait(l.waitTimeoutMs())
 		if err != nil {
 			l.stopAll()
 			return err
@@ -180,6 +200,7 @@ func (l *loop) run() error {
 		l.nowNano = time.Now().UnixNano()
 		for _, ev := range events {
 			if ev.FD >= len(l.conns) || l.conns[ev.FD] == nil {
+				l.onOther(ev) // the listening socket, a handshake
 				continue
 			}
 			c := l.conns[ev.FD]
@@ -192,6 +213,10 @@ func (l *loop) run() error {
 		}
 		if woken && l.runCommands() {
 			return nil
+		}
+		l.expireHandshakes()
+		if l.acceptAt != 0 && l.nowNano >= l.acceptAt {
+			l.resumeAccept()
 		}
 		l.deliver()
 		l.flushDirty()
@@ -234,6 +259,10 @@ func (l *loop) runCommands() (stop bool) {
 			l.refused(cmd.conn, cmd.pending)
 		case cmdHook:
 			l.hookDone(cmd.conn, cmd.hook)
+		case cmdUnlisten:
+			l.stopAccepting(cmd.ack)
+		case cmdHandshake:
+			l.takeHandshake(cmd.fd, cmd.slot)
 		}
 	}
 	return false
@@ -259,7 +288,9 @@ func (l *loop) add(cmd command) {
 	if cmd.hookUser != "" {
 		c.sender, c.user = cmd.hookUser, cmd.hookUser // the backend says who it is
 	}
-	if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
+	if cmd.registered {
+		// Accepted on this loop: its poller watches the socket already.
+	} else if err := l.poller.Add(cmd.fd, netpoll.Readable); err != nil {
 		l.srv.log.Error("register connection", "err", err)
 		unix.Close(cmd.fd)
 		l.srv.conns.Add(-1)
@@ -306,6 +337,7 @@ func (l *loop) drain() {
 }
 
 func (l *loop) stopAll() {
+	l.closeHandshakes()
 	for _, c := range l.conns {
 		if c != nil && c.state != stateClosed {
 			c.leaveAll()
@@ -585,10 +617,12 @@ func (l *loop) closeFD(c *conn) {
 	clear(c.out)
 	c.out, c.pending = nil, nil
 	c.rd.Reset()
-	l.srv.conns.Add(-1)
+	// The address first: a count of connections that fell tells that
+	// everything the connection held is given back.
 	if c.ipCounted {
 		l.srv.ips.release(c.ip)
 	}
+	l.srv.conns.Add(-1)
 }
 
 func (l *loop) schedule(c *conn, at int64) {

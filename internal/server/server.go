@@ -29,6 +29,14 @@ type Server struct {
 	loops  []*loop
 	http   *http.Server
 
+	// The loops accept on lfd (accept.go) and hand net/http what is not
+	// theirs through handoff; lfd is -1 when net/http accepts.
+	lfd     int
+	handoff *handoffListener
+	// blockingAdmission makes admitBlocks true: a test sets it before
+	// Serve, to take the path a blocking admission check will take.
+	blockingAdmission bool
+
 	ips       *ipLimiter   // nil without per-address limits
 	upgrading sync.RWMutex // read-held by each upgrade in progress
 	stopMu    sync.RWMutex // read-held by refusals on their way to a loop
@@ -46,14 +54,15 @@ type Server struct {
 	httpBytesOut atomic.Uint64
 	bridges      sync.WaitGroup // TLS bridge goroutines
 
-	next      atomic.Uint32 // round-robin loop choice
-	conns     atomic.Int64  // WebSocket connections open (or being handed to a loop)
-	httpConns atomic.Int64  // HTTP connections open, not upgraded (httplimits.go)
-	accepted  atomic.Uint64
-	refused   [refuseReasons]atomic.Uint64
-	refusals  *refusalLog // why, in the log
-	ready     atomic.Bool
-	draining  atomic.Bool
+	next           atomic.Uint32 // round-robin loop choice
+	conns          atomic.Int64  // WebSocket connections open (or being handed to a loop)
+	httpConns      atomic.Int64  // HTTP connections open, not upgraded (httplimits.go)
+	accepted       atomic.Uint64
+	acceptedOnLoop atomic.Uint64
+	refused        [refuseReasons]atomic.Uint64
+	refusals       *refusalLog // why, in the log
+	ready          atomic.Bool
+	draining       atomic.Bool
 
 	// The server API (api.go).
 	id           string // names this node in connection ids
@@ -75,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("invalid server configuration: %w", err)
 	}
 	cfg.fill()
-	s := &Server{cfg: cfg, log: cfg.Logger, id: broker.NewEpoch()[:8], started: time.Now()}
+	s := &Server{cfg: cfg, log: cfg.Logger, id: broker.NewEpoch()[:8], started: time.Now(), lfd: -1}
 	s.hookLog.log = cfg.Logger
 	if cfg.Hooks.Any() {
 		var err error
@@ -156,6 +165,11 @@ func New(cfg Config) (*Server, error) {
 // close 1001 after the messages already accepted, and Serve returns once
 // every connection is closed or the shutdown timeout has passed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ln, err := s.listenOnLoops(ln)
+	if err != nil {
+		return err
+	}
+	defer s.closeListener()
 	var wg sync.WaitGroup
 	loopErrs := make(chan error, len(s.loops))
 	for _, l := range s.loops {
@@ -199,16 +213,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		}
 	})
-	ln = &countingListener{Listener: ln, in: &s.httpBytesIn, out: &s.httpBytesOut, srv: s}
+	if s.handoff == nil {
+		ln = &countingListener{Listener: ln, in: &s.httpBytesIn, out: &s.httpBytesOut, srv: s}
+	}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- s.http.Serve(ln) })
 	s.ready.Store(true)
-	s.log.Info("serving", "addr", ln.Addr().String(), "loops", len(s.loops))
+	s.log.Info("serving", "addr", ln.Addr().String(), "loops", len(s.loops), "accept", map[bool]string{true: "event loops", false: "net/http"}[s.handoff != nil])
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-httpErr:
@@ -234,14 +249,15 @@ func (s *Server) shutdown() {
 	start := time.Now()
 	s.ready.Store(false)
 	s.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.unlisten(ctx.Done()) // new connections are refused, as net/http's closed listener refuses them
 	// Wait for upgrades in progress (they hold the read lock), so their
 	// connections get drained too; then answer the waiting polls.
 	s.upgrading.Lock()
 	close(s.stopPolls)
 	s.upgrading.Unlock()
 	s.log.Info("shutting down", "connections", s.conns.Load())
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
 	if err := s.http.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("http shutdown", "err", err)
 	}

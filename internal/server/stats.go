@@ -143,6 +143,7 @@ type Stats struct {
 	Connections    int64             // WebSocket connections open now
 	HTTPConns      int64             // HTTP connections open now (not upgraded); they count against the same caps
 	Accepted       uint64            // upgrades completed
+	AcceptedOnLoop uint64            // of them, answered on an event loop (the rest by net/http: TLS, hand-offs)
 	Refused        map[string]uint64 // by RefuseReason
 	Rooms          int64             // rooms held, empty ones in their grace period included
 	HistoryEntries int64             // messages held in the rooms' histories
@@ -186,9 +187,10 @@ type Stats struct {
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		Connections: s.conns.Load(),
-		HTTPConns:   s.httpConns.Load(),
-		Accepted:    s.accepted.Load(),
+		Connections:    s.conns.Load(),
+		HTTPConns:      s.httpConns.Load(),
+		Accepted:       s.accepted.Load(),
+		AcceptedOnLoop: s.acceptedOnLoop.Load(),
 		API: map[string]uint64{
 			"ok": s.apiRequests[apiOK].Load(), "unauthorized": s.apiRequests[apiUnauthorized].Load(),
 			"bad_request": s.apiRequests[apiBadRequest].Load(), "published": s.apiPublished.Load(),

@@ -117,41 +117,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	// (which takes the write lock after setting draining) drains it too.
 	s.upgrading.RLock()
 	defer s.upgrading.RUnlock()
-	u, ref := parseUpgrade(r, name)
-	if ref == nil {
-		ref = s.admit(r, &u)
-	}
+	cmd, u, ref := s.prepare(r, name, requestSlot(r))
 	if ref != nil {
 		if ref.header[0] != "" {
 			w.Header().Set(ref.header[0], ref.header[1])
 		}
-		s.refuse(w, r, ref.reason, ref.status, ref.msg)
-		return
-	}
-	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == "",
-		name: u.name, presence: u.presence}
-	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
-	cmd.control = !cmd.echo && offersSubprotocol(r.Header, protocol.Subprotocol)
-	if s.cfg.Auth != nil {
-		claims, err := s.cfg.Auth.Verify(u.token)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			s.refuse(w, r, RefuseAuth, http.StatusUnauthorized, err.Error())
-			return
-		}
-		if u.room != "" && !claims.MayJoin(u.room) {
-			s.refuse(w, r, RefuseForbidden, http.StatusForbidden, "the token does not allow this room")
-			return
-		}
-		cmd.claims = &claims
-	}
-	if ref := s.admitURLRoom(u.room, cmd.claims); ref != nil {
-		s.refuse(w, r, ref.reason, ref.status, ref.msg)
-		return
-	}
-	cmd.ip = remoteIP(r)
-	if ref := s.takeConn(r, &cmd); ref != nil {
-		w.Header().Set(ref.header[0], ref.header[1])
 		s.refuse(w, r, ref.reason, ref.status, ref.msg)
 		return
 	}
@@ -180,6 +150,44 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	l.command(cmd)
 }
 
+// prepare runs every check of an upgrade request for room name ("" for
+// /echo) on the connection of slot sl (nil for one that has none), and
+// builds the command that hands the connection to a loop, with the
+// request as parsed. A check that fails returns its refusal instead; the
+// connection is counted as a WebSocket one only when none fails. Both ways
+// to upgrade call it: net/http's handler (upgrade) and the loops (accept.go).
+func (s *Server) prepare(r *http.Request, name string, sl *connSlot) (command, upgradeRequest, *refusal) {
+	u, ref := parseUpgrade(r, name)
+	if ref == nil {
+		ref = s.admit(r, &u)
+	}
+	if ref != nil {
+		return command{}, u, ref
+	}
+	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == "",
+		name: u.name, presence: u.presence}
+	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
+	cmd.control = !cmd.echo && offersSubprotocol(r.Header, protocol.Subprotocol)
+	if s.cfg.Auth != nil {
+		claims, err := s.cfg.Auth.Verify(u.token)
+		if err != nil {
+			return command{}, u, &refusal{reason: RefuseAuth, status: http.StatusUnauthorized, msg: err.Error(), header: [2]string{"WWW-Authenticate", "Bearer"}}
+		}
+		if u.room != "" && !claims.MayJoin(u.room) {
+			return command{}, u, &refusal{reason: RefuseForbidden, status: http.StatusForbidden, msg: "the token does not allow this room"}
+		}
+		cmd.claims = &claims
+	}
+	if ref := s.admitURLRoom(u.room, cmd.claims); ref != nil {
+		return command{}, u, ref
+	}
+	cmd.ip = remoteIP(r)
+	if ref := s.takeConn(sl, &cmd); ref != nil {
+		return command{}, u, ref
+	}
+	return cmd, u, nil
+}
+
 // admit applies the server-wide checks that take nothing: origin,
 // shutdown, the room cap.
 func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
@@ -200,14 +208,14 @@ func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
 // were checked when the request came in (limitHTTP), its own connection
 // counted: the upgrade passes that count on. A request that came another
 // way (no slot) is counted and checked here.
-func (s *Server) takeConn(r *http.Request, cmd *command) *refusal {
+func (s *Server) takeConn(sl *connSlot, cmd *command) *refusal {
 	now := time.Now()
 	perIP := &refusal{reason: RefusePerIP, status: http.StatusTooManyRequests, msg: "too many connections from your address", header: [2]string{"Retry-After", "1"}}
 	if s.ips != nil && !s.ips.attempt(cmd.ip, now) {
 		perIP.reason = RefuseConnectRate
 		return perIP
 	}
-	if sl := requestSlot(r); sl != nil && sl.upgrade() {
+	if sl != nil && sl.upgrade() {
 		cmd.ipCounted = s.ips != nil
 		return nil
 	}
@@ -272,20 +280,14 @@ func (s *Server) hijack(w http.ResponseWriter, key string, deflate, control bool
 			return -1, nil, fmt.Errorf("read buffered bytes: %w", err)
 		}
 	}
+	if uc, ok := netConn.(interface{ unread() []byte }); ok { // bytes a loop read and net/http did not
+		pending = append(pending, uc.unread()...)
+	}
 	if err := netConn.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
 		netConn.Close()
 		return -1, nil, fmt.Errorf("set deadline: %w", err)
 	}
-	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-		ws.AcceptKey(key) + "\r\n"
-	if deflate {
-		resp += "Sec-WebSocket-Extensions: " + ws.DeflateExtension + "\r\n"
-	}
-	if control {
-		resp += "Sec-WebSocket-Protocol: " + protocol.Subprotocol + "\r\n"
-	}
-	resp += "\r\n"
-	if _, err := netConn.Write([]byte(resp)); err != nil {
+	if _, err := netConn.Write(appendSwitching(nil, key, deflate, control)); err != nil {
 		netConn.Close()
 		return -1, nil, fmt.Errorf("write upgrade response: %w", err)
 	}
@@ -300,6 +302,20 @@ func (s *Server) hijack(w http.ResponseWriter, key string, deflate, control bool
 	}
 	fd, err = dupNonblock(sc)
 	return fd, pending, err
+}
+
+// appendSwitching appends the 101 answer to an upgrade to b.
+func appendSwitching(b []byte, key string, deflate, control bool) []byte {
+	b = append(b, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "...)
+	b = append(b, ws.AcceptKey(key)...)
+	b = append(b, "\r\n"...)
+	if deflate {
+		b = append(append(append(b, "Sec-WebSocket-Extensions: "...), ws.DeflateExtension...), "\r\n"...)
+	}
+	if control {
+		b = append(append(append(b, "Sec-WebSocket-Protocol: "...), protocol.Subprotocol...), "\r\n"...)
+	}
+	return append(b, "\r\n"...)
 }
 
 func dupNonblock(sc syscall.Conn) (int, error) {
