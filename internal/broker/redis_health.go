@@ -122,12 +122,5 @@ func (b *backoff) reset() { b.next = 50 * time.Millisecond }
 func (b *backoff) sleep(ctx context.Context) bool {
 	d := time.Duration(rand.Int64N(int64(b.next))) + b.next/2
 	b.next = min(b.next*2, 5*time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleepCtx(ctx, d)
 }

@@ -4,7 +4,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -309,34 +308,6 @@ func TestAcceptRoute(t *testing.T) {
 			t.Errorf("%s %s: %q %v, want %q %v", r.Method, r.URL, room, ok, tt.room, tt.ok)
 		}
 	}
-}
-
-// startServerWith is startServer with a change to the server made before
-// it serves.
-func startServerWith(t *testing.T, tweak func(*Config), before func(*Server)) *testServer {
-	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Loops = 2
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{Server: srv, addr: ln.Addr().String(), cancel: cancel, stopped: make(chan struct{})}
-	go func() {
-		ts.err = srv.Serve(ctx, ln)
-		close(ts.stopped)
-	}()
-	t.Cleanup(func() { ts.stop(t) })
-	return ts
 }
 
 // The server's end of a connection upgraded on a loop has Nagle's

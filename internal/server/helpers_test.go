@@ -29,6 +29,13 @@ type testServer struct {
 
 func startServer(t testing.TB, tweak func(*Config)) *testServer {
 	t.Helper()
+	return startServerWith(t, tweak, nil)
+}
+
+// startServerWith is startServer with a change to the server made before
+// it serves (before may be nil).
+func startServerWith(t testing.TB, tweak func(*Config), before func(*Server)) *testServer {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Loops = 2
 	if tweak != nil {
@@ -37,6 +44,9 @@ func startServer(t testing.TB, tweak func(*Config)) *testServer {
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
