@@ -528,7 +528,12 @@ func (l *loop) flush(c *conn) {
 			c.out, c.outHead, c.outOff = c.out[:0], 0, 0
 			break
 		}
-		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		// RawSyscall: the socket is non-blocking, so writev returns in
+		// microseconds and never parks. Syscall's entersyscall/exitsyscall
+		// would let sysmon see the loop's P "in a syscall" at one writev a
+		// delivery, retake it and wake another thread for nothing
+		// (docs/benchmarks.md, "Where each µs of a delivery goes").
+		r, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 		clear(iov) // drop the pointers into frames
 		if errno != 0 {
 			switch errno {
