@@ -172,7 +172,10 @@ func TestInterruptLeavesValidCSV(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run.csv")
-			p := startLoadtest(t, "--url", srv.URL, "--rooms", "10", "--room-size", "10", "--msg-frequency", "20ms",
+			// 10,000 deliveries/s: enough to be mid-flight at the signal, few
+			// enough for the in-process server (under -race, on a loaded
+			// machine) to keep up, so that a graceful stop can lose nothing.
+			p := startLoadtest(t, "--url", srv.URL, "--rooms", "10", "--room-size", "10", "--msg-frequency", "100ms",
 				"--duration", "60s", "--drain", "5s", "--workers", tt.workers, "--out", out)
 			p.waitLine(t, " sending ")
 			start := time.Now()
