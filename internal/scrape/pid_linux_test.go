@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +33,8 @@ func TestPIDSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// /proc counts in 10 ms ticks; 200 ms of spinning is at least 100 ms of
-	// CPU even on a busy machine that gives this process half a core.
+	// /proc counts in 10 ms ticks; burn spins until getrusage says 200 ms of
+	// CPU were used, however busy the machine.
 	if used := b.CPUSeconds - a.CPUSeconds; used < 0.1 || used > 5 {
 		t.Errorf("CPU grew by %.3f s over 200 ms of spinning", used)
 	}
@@ -88,9 +89,24 @@ func TestScraperPIDs(t *testing.T) {
 
 // burn keeps one goroutine on the CPU for d.
 func burn(d time.Duration) {
+	// Until the process has used d of CPU (getrusage, not the /proc files
+	// under test), not d of wall time: on a loaded machine d of spinning
+	// may get a fraction of a core. Bounded at 20 d of wall time.
+	start := cpuTime()
 	x := 0
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		x++
+	for end := time.Now().Add(20 * d); cpuTime()-start < d && time.Now().Before(end); {
+		for range 10000 {
+			x++
+		}
 	}
 	_ = x
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
