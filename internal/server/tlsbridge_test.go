@@ -19,9 +19,9 @@ import (
 
 // An idle wss:// connection holds little heap: its bridge's copy buffers are
 // bridgeBuffer each, not io.Copy's 32 KiB (docs/benchmarks.md, "TLS"). The
-// figure counts both ends, the test's TLS clients included; with io.Copy it
-// was 88 KiB, with it 26–29 (2026-11-25, loaded 2-core VM). SCALECHAT_TLS_PROFILE=DIR also writes the heap and
-// goroutine profiles there.
+// figure counts both ends, the test's TLS clients included: 88 KiB with
+// io.Copy, 26–29 KiB with bridgeBuffer (2026-11-25, a loaded 2-core VM).
+// SCALECHAT_TLS_PROFILE=DIR also writes the heap and goroutine profiles.
 func TestTLSIdleHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 300 TLS connections")
