@@ -16,16 +16,28 @@ import (
 // behind scripts/tls-front.sh's HAProxy, every message is delivered once
 // through it, and the server's figures are read from scalechat's pid.
 func TestTLSCompareSmoke(t *testing.T) {
+	tlsCompareSmoke(t, repoFile(t, ""), "scenarios/tls.yaml", "tls  plain")
+}
+
+// scenarios/tls-bun.yaml at smoke size: Bun's server.js serves wss:// with
+// the same script and proxy.
+func TestBunTLSCompareSmoke(t *testing.T) {
+	tlsCompareSmoke(t, needBun(t), "scenarios/tls-bun.yaml", "bun-tls  bun-plain")
+}
+
+// tlsCompareSmoke runs a scenario of two targets (plain and TLS) through
+// scripts/tls-front.sh at smoke size, from root, and checks every row and
+// that the second target's ratios over the first (ratios) are printed.
+func tlsCompareSmoke(t *testing.T, root, scenario, ratios string) {
 	if testing.Short() {
 		t.Skip("starts two servers, two proxies and two load generators")
 	}
 	testsupport.Need(t, "haproxy", "haproxy")
 	testsupport.Need(t, "openssl", "openssl")
-	root := repoFile(t, "")
 	out := filepath.Join(t.TempDir(), "tls")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "compare", "--smoke", "--out", out, "scenarios/tls.yaml")
+	cmd := exec.CommandContext(ctx, bin, "bench", "compare", "--smoke", "--out", out, scenario)
 	cmd.Dir = root
 	stdout, err := cmd.CombinedOutput()
 	t.Logf("%s", stdout)
@@ -47,7 +59,7 @@ func TestTLSCompareSmoke(t *testing.T) {
 			t.Errorf("%s %s: delivered %d of %d", r.Target, r.Step, r.Received, r.Expected)
 		}
 	}
-	if !strings.Contains(string(stdout), "tls  plain") {
-		t.Error("no tls-over-plain ratios under the table")
+	if !strings.Contains(string(stdout), ratios) {
+		t.Errorf("no %q ratios under the table", ratios)
 	}
 }

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# tls-front.sh: start `scalechat serve` behind a client-side HAProxy so the
-# load generator, which speaks only ws://, can measure wss:// (scenarios/tls.yaml).
+# tls-front.sh: start a chat server behind a client-side HAProxy so the load
+# generator, which speaks only ws://, can measure wss:// (scenarios/tls.yaml,
+# scenarios/tls-bun.yaml).
 #
-#   scripts/tls-front.sh SCALECHAT PORT plain|tls [serve flags...]
+#   scripts/tls-front.sh SERVER PORT plain|tls [server flags...]
 #
+# SERVER is the scalechat binary (started as `serve`, metrics off), or Bun's
+# binary (a path ending in /bun), which runs deploy/bun/server.js.
 # HAProxy listens on 127.0.0.1:PORT (plain TCP) and forwards every connection
-# to scalechat on a free port (metrics off): as is (plain), or wrapped in TLS with no
-# certificate check (tls), scalechat serving a self-signed certificate made
-# here with openssl. Both modes pass through the same proxy, so the server
-# sees the same clients and only the TLS layer differs. HAProxy runs on CPU 1
-# with the generator (maxconn 9000: two descriptors a connection under the 20,000 limit); the script then execs scalechat, so the pid the bench
-# watches (CPU 0, CPU time, RSS) is scalechat's alone. HAProxy is stopped
-# when scalechat exits.
+# to the server on a free port: as is (plain), or wrapped in TLS with no
+# certificate check (tls), the server serving a self-signed P-256
+# certificate made here with openssl. Both modes pass through the same proxy,
+# so the server sees the same clients and only the TLS layer differs.
+# HAProxy runs on CPU 1 with the generator (maxconn 9000: two descriptors a
+# connection under the 20,000 limit); the script then execs the server, so
+# the pid the bench watches (CPU 0, CPU time, RSS) is the server's alone.
+# HAProxy is stopped when the server exits.
 set -euo pipefail
 bin=$1 port=$2 mode=$3
 shift 3
@@ -44,6 +48,9 @@ backend b
 CFG
 taskset -c 1 haproxy -q -f "$dir/haproxy.cfg" &
 hp=$!
-# $$ is scalechat's pid after the exec below: stop HAProxy when it ends.
+# $$ is the server's pid after the exec below: stop HAProxy when it ends.
 ( tail --pid=$$ -f /dev/null; kill "$hp" 2>/dev/null; rm -rf "$dir" ) &
+if [ "$(basename "$bin")" = bun ]; then
+  exec "$bin" deploy/bun/server.js --host 127.0.0.1 --port "$back" "${tlsflags[@]}" "$@"
+fi
 exec "$bin" serve --addr "127.0.0.1:$back" --metrics-addr "" "${tlsflags[@]}" "$@"
