@@ -26,8 +26,10 @@
 // room per connection, no rate limits, tokens, origins or connection caps,
 // no cluster. server_at has milliseconds (JavaScript's Date), not µs.
 //
-//   bun server.js [--host 127.0.0.1] [--port 8080]
+//   bun server.js [--host 127.0.0.1] [--port 8080] [--tls-cert FILE --tls-key FILE]
 //
+// With --tls-cert and --tls-key it serves wss:// (Bun.serve's tls option),
+// as scenarios/tls.yaml measures.
 // It prints "listening HOST:PORT" once it accepts connections (--port 0
 // picks a free port) and stops on SIGTERM or SIGINT.
 import { parseArgs } from "node:util";
@@ -36,6 +38,8 @@ const { values: opt } = parseArgs({
   options: {
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "8080" },
+    "tls-cert": { type: "string" },
+    "tls-key": { type: "string" },
   },
 });
 
@@ -71,9 +75,12 @@ function check(m, room) {
   return null;
 }
 
+const tls = opt["tls-cert"] ? { cert: Bun.file(opt["tls-cert"]), key: Bun.file(opt["tls-key"]) } : undefined;
+
 const server = Bun.serve({
   hostname: opt.host,
   port: Number(opt.port),
+  tls,
   fetch(req, server) {
     const path = new URL(req.url).pathname;
     if (path === "/readyz") return new Response("ok\n");

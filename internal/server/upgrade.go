@@ -375,16 +375,23 @@ func (s *Server) bridgeTLS(tc *tls.Conn) (int, error) {
 	closeBoth := func() { tc.Close(); plain.Close() }
 	go func() {
 		defer s.bridges.Done()
-		_, _ = io.Copy(plain, tc) // ends when either side closes
+		_, _ = io.CopyBuffer(plain, tc, make([]byte, bridgeBuffer)) // ends when either side closes
 		closeBoth()
 	}()
 	go func() {
 		defer s.bridges.Done()
-		_, _ = io.Copy(tc, plain)
+		_, _ = io.CopyBuffer(tc, plain, make([]byte, bridgeBuffer))
 		closeBoth()
 	}()
 	return fds[0], nil
 }
+
+// bridgeBuffer is the copy buffer of each direction of a TLS bridge. Each
+// goroutine holds its buffer while it waits, so an idle connection keeps
+// both: io.Copy's 32 KiB each was most of an idle TLS connection's memory
+// (docs/benchmarks.md, "TLS"). 4 KiB holds a batch of chat messages; a
+// bigger write takes a few records instead of one.
+const bridgeBuffer = 4 << 10
 
 // headerHasToken reports whether a comma-separated header holds token,
 // case-insensitively.
