@@ -140,6 +140,7 @@ func TestCheckConfig(t *testing.T) {
 	}
 	good := write("good.yaml", "history: 10\nnamespaces:\n  chat:\n    history: 0\n  news:\n    publish: backend\n")
 	gated := write("gated.yaml", "namespaces:\n  gated:\n    join_hook: true\n    hooks: []\n  open:\n    hooks: [publish]\n")
+	one := write("one.yaml", "namespaces:\n  chat:\n    history: 0\n")
 	bad := write("bad.yaml", "history: -1\nbogus: 1\nnamespaces:\n  chat:\n    max_members: -1\n  sealed:\n    join_token: true\n  gated:\n    join_hook: true\n")
 	for _, tc := range []struct {
 		name string
@@ -148,6 +149,7 @@ func TestCheckConfig(t *testing.T) {
 		out  []string
 	}{
 		{"valid", []string{"serve", "--check-config", good}, 0, []string{good + ": valid, 2 namespaces"}},
+		{"one namespace", []string{"serve", "--check-config", one}, 0, []string{one + ": valid, 1 namespace"}},
 		{"valid, by --config", []string{"serve", "--config", good, "--check-config"}, 0, []string{good + ": valid, 2 namespaces"}},
 		{"invalid", []string{"serve", "--check-config", bad}, 2, []string{
 			bad + `: line 2: unknown key "bogus": not a flag of scalechat serve, nor namespaces (scalechat serve --help lists them)`,

@@ -77,7 +77,12 @@ func checkConfig(cmd *cobra.Command, o *serveFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	if len(errs) == 0 {
-		fmt.Fprintf(out, "%s: valid, %d namespaces\n", o.config.path, len(o.config.file.namespaces))
+		n := len(o.config.file.namespaces)
+		noun := "namespaces"
+		if n == 1 {
+			noun = "namespace"
+		}
+		fmt.Fprintf(out, "%s: valid, %d %s\n", o.config.path, n, noun)
 		return nil
 	}
 	fmt.Fprintln(out, errorLines(o.config.path, errs))
