@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // viewFields is a view without the parser's backing store, to compare.
@@ -164,4 +165,48 @@ func FuzzParseHead(f *testing.F) {
 		}
 		agreeWithNetHTTP(t, string(head), &v)
 	})
+}
+
+// An upgrade in a form the loop's parser does not take goes to net/http,
+// which answers it as it always has: an upgrade it accepts switches
+// (counted as accepted, not on a loop), one it refuses gets its refusal.
+func TestUnusualHeadsGoToNetHTTP(t *testing.T) {
+	good := upgradeHead("/ws/odd")
+	for _, tt := range []struct {
+		name   string
+		head   string
+		status int
+	}{
+		{"obs-fold", strings.Replace(good, "Connection: Upgrade\r\n", "Connection: keep-alive,\r\n Upgrade\r\n", 1), http.StatusSwitchingProtocols},
+		{"second Connection line", strings.Replace(good, "Host: x\r\n", "Host: x\r\nConnection: keep-alive\r\n", 1), http.StatusSwitchingProtocols},
+		{"bare LF", strings.ReplaceAll(good, "\r\n", "\n"), http.StatusSwitchingProtocols},
+		{"Content-Length: 0", strings.Replace(good, "Host: x\r\n", "Host: x\r\nContent-Length: 0\r\n", 1), http.StatusSwitchingProtocols},
+		{"duplicate Host", strings.Replace(good, "Host: x\r\n", "Host: x\r\nHost: y\r\n", 1), http.StatusBadRequest},
+		{"control byte", strings.Replace(good, "Host: x\r\n", "Host: x\r\nX-A: a\x01b\r\n", 1), http.StatusBadRequest},
+		{"Expect", strings.Replace(good, "Host: x\r\n", "Host: x\r\nExpect: nothing\r\n", 1), http.StatusExpectationFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var v upgradeView
+			if v.parse([]byte(tt.head)) {
+				t.Fatalf("the loop's parser takes %q", tt.head)
+			}
+			ts := startServer(t, nil)
+			c := dialFrom(t, "127.0.0.1", ts.addr)
+			if _, err := c.Write([]byte(tt.head)); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("answered %s, want %d", resp.Status, tt.status)
+			}
+			if st := ts.Stats(); st.AcceptedOnLoop != 0 {
+				t.Errorf("%d accepted on a loop, want 0", st.AcceptedOnLoop)
+			}
+		})
+	}
 }
