@@ -3,7 +3,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -351,26 +350,17 @@ func (l *loop) upgrade(h *handshake, data []byte, end int) {
 		l.handOff(h, bytes.Clone(data))
 		return
 	}
-	// One reader per loop, reset for each head: the request keeps no
-	// reference to it (a request with a body, which would, goes to
-	// net/http).
-	l.headReader.Reset(data[:end])
-	if l.headBuf == nil {
-		l.headBuf = bufio.NewReaderSize(&l.headReader, maxHeadBytes)
-	} else {
-		l.headBuf.Reset(&l.headReader)
-	}
-	r, err := http.ReadRequest(l.headBuf)
-	if err != nil {
-		l.handOff(h, bytes.Clone(data)) // net/http answers 400 as it does today
+	r := &l.view
+	if !r.parse(data[:end]) {
+		l.handOff(h, bytes.Clone(data)) // net/http answers it as it does today
 		return
 	}
 	name, ok := s.loopRoute(r)
-	if !ok || hostLines(data[:end]) != 1 {
+	if !ok {
 		l.handOff(h, bytes.Clone(data))
 		return
 	}
-	r.RemoteAddr = h.slot.remote
+	r.remoteAddr = h.slot.remote
 	h.slot.served.Store(true)
 	ref := h.slot.admitRequest()
 	if ref != nil {
@@ -394,7 +384,7 @@ func (l *loop) upgrade(h *handshake, data []byte, end int) {
 		!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOPROTOOPT) {
 		s.releaseAdmission(&cmd)
 		s.refused[RefuseInternal].Add(1)
-		s.refusals.refused(time.Now(), RefuseInternal, 0, r.RemoteAddr, r.URL.Path, "set TCP_NODELAY: "+err.Error())
+		s.refusals.refused(time.Now(), RefuseInternal, 0, r.remoteAddr, r.path, "set TCP_NODELAY: "+err.Error())
 		l.closeHandshake(h)
 		return
 	}
@@ -427,17 +417,16 @@ func (l *loop) upgrade(h *handshake, data []byte, end int) {
 
 // loopRoute returns the room a request upgrades to ("" for /echo), when it
 // is one the loop answers: a GET with a Host (that it has only one is
-// hostLines's to tell: http.ReadRequest keeps the first), an Upgrade
-// header naming websocket and no body, to /ws, /ws/{room} or /echo, in
+// the parser's to tell: see upgradeView.parse), an Upgrade header naming
+// websocket and no body, to /ws, /ws/{room} or /echo, in
 // the form net/http's mux routes to the upgrade handlers without a
 // redirect. Anything else goes to net/http, which answers it as before
 // (a 426 to a GET without the Upgrade header, a 400 to a bad path, ...).
-func (s *Server) loopRoute(r *http.Request) (string, bool) {
-	if r.Method != http.MethodGet || r.Host == "" ||
-		r.ContentLength != 0 || len(r.TransferEncoding) > 0 || !headerHasToken(r.Header, "Upgrade", "websocket") {
+func (s *Server) loopRoute(r *upgradeView) (string, bool) {
+	if r.method != http.MethodGet || r.host == "" || r.body || !headerHasToken(r.upgrade, "websocket") {
 		return "", false
 	}
-	p := r.URL.EscapedPath()
+	p := r.escapedPath
 	switch {
 	case p == "/ws":
 		return "lobby", true
@@ -455,18 +444,6 @@ func (s *Server) loopRoute(r *http.Request) (string, bool) {
 		return name, true
 	}
 	return "", false
-}
-
-// hostLines counts the Host header lines of a request's head: net/http's
-// server refuses a request with more than one, or none.
-func hostLines(head []byte) int {
-	n := 0
-	for line := range bytes.Lines(head) {
-		if len(line) > 5 && line[4] == ':' && strings.EqualFold(string(line[:4]), "host") {
-			n++
-		}
-	}
-	return n
 }
 
 // writeAnswer writes the 101 to a new non-blocking socket: an answer of a
@@ -496,10 +473,10 @@ func writeAnswer(fd int, b []byte, more bool) error {
 // refuse answers a refused upgrade as net/http's http.Error does, counts
 // and logs it (as Server.refuse), and closes the connection: a refused
 // client reconnects rather than reuse it.
-func (l *loop) refuse(h *handshake, r *http.Request, ref *refusal) {
+func (l *loop) refuse(h *handshake, r *upgradeView, ref *refusal) {
 	s := l.srv
 	s.refused[ref.reason].Add(1)
-	s.refusals.refused(time.Now(), ref.reason, ref.status, h.slot.remote, r.URL.Path, ref.msg)
+	s.refusals.refused(time.Now(), ref.reason, ref.status, h.slot.remote, r.path, ref.msg)
 	b := fmt.Appendf(l.answer[:0], "HTTP/1.1 %d %s\r\n", ref.status, http.StatusText(ref.status))
 	if ref.header[0] != "" {
 		b = fmt.Appendf(b, "%s: %s\r\n", ref.header[0], ref.header[1])

@@ -42,7 +42,8 @@ func FuzzUpgradeRequest(f *testing.F) {
 		} else if req.URL.Path == "/ws" {
 			room = "lobby"
 		}
-		u, ref := parseUpgrade(req, room)
+		v := viewOfRequest(req)
+		u, ref := parseUpgrade(&v, room)
 		if ref != nil {
 			switch ref.status {
 			case http.StatusBadRequest, http.StatusUnauthorized, http.StatusUpgradeRequired:

@@ -3,8 +3,6 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,8 +127,7 @@ type loop struct {
 	shakes       map[int]*handshake // connections whose request is being read, by fd
 	shakeq       []*handshake       // the same, in the order of their deadlines
 	answer       []byte             // the answer to an upgrade being written
-	headReader   bytes.Reader       // a complete request head, for headBuf
-	headBuf      *bufio.Reader      // http.ReadRequest's reader of headReader
+	view         upgradeView        // the head of the upgrade at hand (accept.go)
 
 	nowNano      int64
 	closeTimeout time.Duration

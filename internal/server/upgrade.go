@@ -49,45 +49,45 @@ const roomNameRule = protocol.RoomRule
 // parseUpgrade checks an upgrade request for the room (or echo endpoint)
 // at hand, with no side effect: it is the part of the upgrade path that
 // fuzzing covers.
-func parseUpgrade(r *http.Request, room string) (upgradeRequest, *refusal) {
+func parseUpgrade(r *upgradeView, room string) (upgradeRequest, *refusal) {
 	var u upgradeRequest
 	if room != "" && !protocol.ValidRoomString(room) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: roomNameRule}
 	}
 	u.room = room
-	q := r.URL.Query()
-	if v := q.Get("since"); v != "" {
+	q := &r.query
+	if v := q.since; v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "since must be a sequence number"}
 		}
 		u.since, u.hasSince = n, true
 	}
-	if u.epoch = q.Get("epoch"); !protocol.ValidEpoch(u.epoch) {
+	if u.epoch = q.epoch; !protocol.ValidEpoch(u.epoch) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.EpochRule}
 	}
-	if u.name = q.Get("name"); !protocol.ValidUser(u.name) {
+	if u.name = q.name; !protocol.ValidUser(u.name) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: protocol.UserRule}
 	}
-	switch q.Get("presence") {
+	switch q.presence {
 	case "", "0", "false":
 	case "1", "true":
 		u.presence = true
 	default:
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "presence must be 1 or 0"}
 	}
-	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+	if r.method != http.MethodGet || !headerHasToken(r.connection, "upgrade") || !headerHasToken(r.upgrade, "websocket") {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "this endpoint speaks WebSocket", header: [2]string{"Upgrade", "websocket"}}
 	}
-	if r.Header.Get("Sec-WebSocket-Version") != "13" {
+	if r.version != "13" {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusUpgradeRequired, msg: "unsupported WebSocket version", header: [2]string{"Sec-WebSocket-Version", "13"}}
 	}
-	u.key = r.Header.Get("Sec-WebSocket-Key")
+	u.key = r.key
 	if !ws.ValidClientKey(u.key) {
 		return u, &refusal{reason: RefuseBadRequest, status: http.StatusBadRequest, msg: "invalid Sec-WebSocket-Key"}
 	}
-	u.token = q.Get("token")
-	if h := r.Header.Get("Authorization"); h != "" {
+	u.token = q.token
+	if h := r.authorization; h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return u, &refusal{reason: RefuseAuth, status: http.StatusUnauthorized, msg: "Authorization must be: Bearer <token>", header: [2]string{"WWW-Authenticate", "Bearer"}}
@@ -117,7 +117,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	// (which takes the write lock after setting draining) drains it too.
 	s.upgrading.RLock()
 	defer s.upgrading.RUnlock()
-	cmd, u, ref := s.prepare(r, name, requestSlot(r))
+	v := viewOfRequest(r)
+	cmd, u, ref := s.prepare(&v, name, requestSlot(r))
 	if ref != nil {
 		if ref.header[0] != "" {
 			w.Header().Set(ref.header[0], ref.header[1])
@@ -156,7 +157,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 // request as parsed. A check that fails returns its refusal instead; the
 // connection is counted as a WebSocket one only when none fails. Both ways
 // to upgrade call it: net/http's handler (upgrade) and the loops (accept.go).
-func (s *Server) prepare(r *http.Request, name string, sl *connSlot) (command, upgradeRequest, *refusal) {
+func (s *Server) prepare(r *upgradeView, name string, sl *connSlot) (command, upgradeRequest, *refusal) {
 	u, ref := parseUpgrade(r, name)
 	if ref == nil {
 		ref = s.admit(r, &u)
@@ -166,8 +167,8 @@ func (s *Server) prepare(r *http.Request, name string, sl *connSlot) (command, u
 	}
 	cmd := command{kind: cmdAdd, room: u.room, since: u.since, hasSince: u.hasSince, epoch: u.epoch, echo: u.room == "",
 		name: u.name, presence: u.presence}
-	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.Header.Values("Sec-WebSocket-Extensions"))
-	cmd.control = !cmd.echo && offersSubprotocol(r.Header, protocol.Subprotocol)
+	cmd.deflate = s.cfg.Compression && ws.AcceptDeflate(r.extensions)
+	cmd.control = !cmd.echo && offersSubprotocol(r.protocols, protocol.Subprotocol)
 	if s.cfg.Auth != nil {
 		claims, err := s.cfg.Auth.Verify(u.token)
 		if err != nil {
@@ -181,7 +182,7 @@ func (s *Server) prepare(r *http.Request, name string, sl *connSlot) (command, u
 	if ref := s.admitURLRoom(u.room, cmd.claims); ref != nil {
 		return command{}, u, ref
 	}
-	cmd.ip = remoteIP(r)
+	cmd.ip = addrIP(r.remoteAddr)
 	if ref := s.takeConn(sl, &cmd); ref != nil {
 		return command{}, u, ref
 	}
@@ -190,7 +191,7 @@ func (s *Server) prepare(r *http.Request, name string, sl *connSlot) (command, u
 
 // admit applies the server-wide checks that take nothing: origin,
 // shutdown, the room cap.
-func (s *Server) admit(r *http.Request, u *upgradeRequest) *refusal {
+func (s *Server) admit(r *upgradeView, u *upgradeRequest) *refusal {
 	if !s.originAllowed(r) {
 		return &refusal{reason: RefuseOrigin, status: http.StatusForbidden, msg: "origin not allowed"}
 	}
@@ -244,8 +245,11 @@ func (s *Server) releaseAdmission(cmd *command) {
 	}
 }
 
-func remoteIP(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+func remoteIP(r *http.Request) netip.Addr { return addrIP(r.RemoteAddr) }
+
+// addrIP is the address of a remote "ip:port", or the zero address.
+func addrIP(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {
 		return netip.Addr{}
 	}
@@ -393,10 +397,10 @@ func (s *Server) bridgeTLS(tc *tls.Conn) (int, error) {
 // bigger write takes a few records instead of one.
 const bridgeBuffer = 4 << 10
 
-// headerHasToken reports whether a comma-separated header holds token,
-// case-insensitively.
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
+// headerHasToken reports whether the values of a comma-separated header
+// hold token, case-insensitively.
+func headerHasToken(values []string, token string) bool {
+	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(part), token) {
 				return true
@@ -408,8 +412,8 @@ func headerHasToken(h http.Header, name, token string) bool {
 
 // offersSubprotocol reports whether the client lists name among its
 // subprotocols (tokens compare exactly, RFC 6455 section 4.1).
-func offersSubprotocol(h http.Header, name string) bool {
-	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+func offersSubprotocol(values []string, name string) bool {
+	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
 			if strings.TrimSpace(part) == name {
 				return true
@@ -421,8 +425,8 @@ func offersSubprotocol(h http.Header, name string) bool {
 
 // originAllowed accepts clients that send no Origin (non-browsers), pages
 // served by this server (same host), and the configured origins.
-func (s *Server) originAllowed(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
+func (s *Server) originAllowed(r *upgradeView) bool {
+	origin := r.origin
 	if origin == "" {
 		return true
 	}
@@ -432,5 +436,5 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		}
 	}
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	return err == nil && strings.EqualFold(u.Host, r.host)
 }
