@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
@@ -115,32 +114,7 @@ func TestBunCompareSmoke(t *testing.T) {
 		t.Skip("starts two servers and two load generators")
 	}
 	root := needBun(t)
-	out := filepath.Join(t.TempDir(), "compare")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "compare", "--smoke", "--out", out, "scenarios/bun.yaml")
-	cmd.Dir = root
-	stdout, err := cmd.CombinedOutput()
-	t.Logf("%s", stdout)
-	if err != nil {
-		t.Fatalf("bench compare: %v", err)
-	}
-	if !strings.Contains(string(stdout), "server costs over the first target's") {
+	if stdout := compareSmoke(t, root, "scenarios/bun.yaml"); !strings.Contains(stdout, "server costs over the first target's") {
 		t.Error("no ratios under the table")
-	}
-	res, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Rows) != 6 {
-		t.Fatalf("%d rows, want 2 targets × 3 steps", len(res.Rows))
-	}
-	for _, r := range res.Rows {
-		if r.Joined != r.Clients || r.Unexpected != 0 || r.Errors != 0 || r.RSS == 0 || r.Failure() != "" {
-			t.Errorf("row %+v", r)
-		}
-		if r.Sent > 0 && (r.Ratio != 1 || r.Received != r.Expected) {
-			t.Errorf("%s %s: delivered %d of %d", r.Target, r.Step, r.Received, r.Expected)
-		}
 	}
 }
