@@ -250,21 +250,7 @@ func isHex(c byte) bool {
 }
 
 // isToken reports whether s is a header name (RFC 9110 token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
-			continue
-		}
-		if strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return s != "" && alnumOr(s, "!#$%&'*+-.^_`|~") }
 
 // isFieldValue reports whether a header value holds only visible ASCII,
 // spaces and tabs: obs-text and control bytes are net/http's to judge.
@@ -279,13 +265,17 @@ func isFieldValue(s string) bool {
 
 // isHost reports whether s is a plain Host value: a name or address and
 // port of letters, digits, '.', '-', '_', ':', '[' and ']'.
-func isHost(s string) bool {
+func isHost(s string) bool { return alnumOr(s, ".-_:[]") }
+
+// alnumOr reports whether every byte of s is an ASCII letter, a digit or
+// one of punct.
+func alnumOr(s, punct string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
 			continue
 		}
-		if strings.IndexByte(".-_:[]", c) < 0 {
+		if strings.IndexByte(punct, c) < 0 {
 			return false
 		}
 	}
