@@ -14,8 +14,7 @@ import (
 // TTL by namespace, as a server's namespaces give them.
 func startNodeRooms(t testing.TB, url string) *node {
 	t.Helper()
-	h := newFakeRooms()
-	b, err := NewRedis(Config{URL: url, History: 100, TTL: time.Hour, Room: func(room string) RoomConfig {
+	return startNodeConfig(t, Config{URL: url, History: 100, TTL: time.Hour, Room: func(room string) RoomConfig {
 		switch {
 		case strings.HasPrefix(room, "none:"):
 			return RoomConfig{History: 0, TTL: 10 * time.Minute}
@@ -23,18 +22,7 @@ func startNodeRooms(t testing.TB, url string) *node {
 			return RoomConfig{History: 2}
 		}
 		return RoomConfig{History: 100, TTL: time.Hour}
-	}}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = b.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return &node{b: b, h: h}
+	}})
 }
 
 // Each room's stream keeps its namespace's history size and its keys live

@@ -23,8 +23,14 @@ type node struct {
 
 func startNode(t testing.TB, url string, history int) *node {
 	t.Helper()
+	return startNodeConfig(t, Config{URL: url, History: history, TTL: time.Hour})
+}
+
+// startNodeConfig runs a broker of cfg over fake rooms until the test ends.
+func startNodeConfig(t testing.TB, cfg Config) *node {
+	t.Helper()
 	h := newFakeRooms()
-	b, err := NewRedis(Config{URL: url, History: history, TTL: time.Hour}, h)
+	b, err := NewRedis(cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
