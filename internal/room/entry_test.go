@@ -52,7 +52,7 @@ func TestHistoryEntryCost(t *testing.T) {
 	worst, at := int64(0), 0
 	for n := 1; n <= maxEntryJSON; n++ {
 		m := h.jsonMessage(1, bytes.Repeat([]byte{'x'}, n))
-		if got := hist.cost(m) - int64(n); got > worst {
+		if got := hist.cost(toEntry(m)) - int64(n); got > worst {
 			worst, at = got, n
 		}
 	}
@@ -107,7 +107,7 @@ func TestHistoryBytesCounted(t *testing.T) {
 	var json, cost int64
 	for _, m := range res.History {
 		json += int64(len(m.JSON()))
-		cost += r.hist.cost(m)
+		cost += r.hist.cost(toEntry(m))
 	}
 	if h.HistoryEntries() != 3 || h.HistoryJSONBytes() != json || h.HistoryBytes() != cost {
 		t.Errorf("entries %d, JSON %d, bytes %d; want 3, %d, %d", h.HistoryEntries(), h.HistoryJSONBytes(), h.HistoryBytes(), json, cost)

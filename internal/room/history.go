@@ -54,19 +54,22 @@ func newHistory(limit int, compress bool) history {
 	return history{limit: max(limit, 0), z: compress}
 }
 
-// cost returns the bytes m costs the history: its buffer as allocated (its
+// cost returns the bytes e costs the history: its buffer as allocated (its
 // capacity is the allocator's size class, see Hub.alloc) and its slot, and
 // with compression the slot and cell of its compressed encoding.
-func (h *history) cost(m Message) int64 {
-	if m.data == nil && m.Seq == 0 {
+func (h *history) cost(e entry) int64 {
+	if e.data == nil && e.seq == 0 {
 		return 0
 	}
-	c := entrySize + int64(cap(m.data))
+	c := entrySize + int64(e.n) + int64(e.spare)
 	if h.z {
 		c += zSize
 	}
 	return c
 }
+
+// jsonLen returns the bytes of e's JSON.
+func (e entry) jsonLen() int64 { return int64(e.n) - int64(e.head) }
 
 func (h *history) set(i int, m Message) {
 	h.ring[i] = toEntry(m)
@@ -82,11 +85,12 @@ func (h *history) get(i int) Message {
 	return h.ring[i].message(nil)
 }
 
-// add appends m, and reports whether the history grew, and the message it
-// evicted to make room (zero when none).
-func (h *history) add(m Message) (grew bool, evicted Message) {
+// add appends m, and reports whether the history grew, and the entry it
+// evicted to make room (zero when none): the caller only counts what that
+// cost, so it is not made a Message again.
+func (h *history) add(m Message) (grew bool, evicted entry) {
 	if h.limit == 0 {
-		return false, Message{}
+		return false, entry{}
 	}
 	if len(h.ring) < h.limit && h.start == 0 && h.n == len(h.ring) {
 		// Still growing: the ring is in order from index 0 and full. It
@@ -104,17 +108,25 @@ func (h *history) add(m Message) (grew bool, evicted Message) {
 		}
 		h.set(len(h.ring)-1, m)
 		h.n++
-		return true, Message{}
+		return true, entry{}
 	}
 	if h.n < len(h.ring) { // room left by dropOldest
 		h.set((h.start+h.n)%len(h.ring), m)
 		h.n++
-		return true, Message{}
+		return true, entry{}
 	}
-	evicted = h.get(h.start)
+	evicted = h.ring[h.start]
 	h.set(h.start, m)
-	h.start = (h.start + 1) % len(h.ring)
+	h.advance()
 	return false, evicted
+}
+
+// advance moves start to the next slot of the ring (a compare, not the
+// division a modulo costs on every publish).
+func (h *history) advance() {
+	if h.start++; h.start == len(h.ring) {
+		h.start = 0
+	}
 }
 
 // grow returns s with room for twice its length, at least 8 and at most
@@ -126,14 +138,15 @@ func grow[S ~[]E, E any](s S, limit int) S {
 	return t
 }
 
-// dropOldest removes the oldest message and returns it (zero when empty).
-func (h *history) dropOldest() Message {
+// dropOldest removes the oldest message and returns its entry (zero when
+// empty).
+func (h *history) dropOldest() entry {
 	if h.n == 0 {
-		return Message{}
+		return entry{}
 	}
-	m := h.get(h.start)
+	m := h.ring[h.start]
 	h.set(h.start, Message{})
-	h.start = (h.start + 1) % len(h.ring)
+	h.advance()
 	h.n--
 	return m
 }

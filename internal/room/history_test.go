@@ -67,11 +67,11 @@ func TestHistoryDropOldestThenGrow(t *testing.T) {
 		h.add(Message{Seq: uint64(i), data: []byte{byte(i)}})
 	}
 	for i := 1; i <= 3; i++ {
-		if m := h.dropOldest(); m.Seq != uint64(i) || len(m.JSON()) != 1 {
+		if m := h.dropOldest().message(nil); m.Seq != uint64(i) || len(m.JSON()) != 1 {
 			t.Fatalf("dropOldest returned %d (%q), want %d", m.Seq, m.JSON(), i)
 		}
 	}
-	if m := h.dropOldest(); m.Seq != 0 || h.n != 0 {
+	if e := h.dropOldest(); e.seq != 0 || h.n != 0 {
 		t.Fatal("dropOldest on an empty history")
 	}
 	for i := 4; i <= 9; i++ {

@@ -1,7 +1,6 @@
 package room
 
 import (
-	"slices"
 	"strconv"
 	"sync"
 )
@@ -57,13 +56,13 @@ type Framing interface {
 
 // alloc returns an empty buffer for a message of n bytes of JSON with the
 // framing's head already in it. Its capacity is the allocator's size class
-// (slices.Grow rounds up to it), so that the history counts what the
-// message really costs.
+// (see sizeClass), so that the history counts what the message really
+// costs.
 func (h *Hub) alloc(n int) []byte {
 	if h.framing == nil {
-		return slices.Grow([]byte(nil), n)
+		return make([]byte, 0, sizeClass(n))
 	}
-	return h.framing.AppendHead(slices.Grow([]byte(nil), h.framing.HeadSize(n)+n), n)
+	return h.framing.AppendHead(make([]byte, 0, sizeClass(h.framing.HeadSize(n)+n)), n)
 }
 
 // draftMessage returns the message seq whose JSON is prefix, seq's digits,

@@ -52,7 +52,7 @@ func (r *Room) expireLocked(now time.Time) {
 		return
 	}
 	for r.hist.n > 0 {
-		r.countLocked(r.hist.dropOldest(), -1)
+		r.countLocked(entry{}, r.hist.dropOldest())
 		r.hub.historyEntries.Add(-1)
 	}
 }

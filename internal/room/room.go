@@ -147,12 +147,11 @@ func (r *Room) appendLocked(m Message, received int64, from int) {
 		r.hub.historyEntries.Add(1)
 	}
 	if r.hist.limit > 0 {
-		r.countLocked(m, 1)
-		total := r.countLocked(evicted, -1)
+		total := r.countLocked(toEntry(m), evicted)
 		// Over the node's budget: this room, the one growing, gives back
 		// its oldest messages.
 		for max := r.hub.maxHistoryBytes; max > 0 && total > max && r.hist.n > 0; {
-			total = r.countLocked(r.hist.dropOldest(), -1)
+			total = r.countLocked(entry{}, r.hist.dropOldest())
 			r.hub.historyEntries.Add(-1)
 		}
 	}
@@ -167,13 +166,23 @@ func (r *Room) appendLocked(m Message, received int64, from int) {
 	}
 }
 
-// countLocked adds (sign 1) or takes away (sign -1) what m costs the
-// history to the room's and the hub's counts, and returns the hub's cost.
-func (r *Room) countLocked(m Message, sign int64) int64 {
-	c, j := sign*r.hist.cost(m), sign*int64(len(m.JSON()))
+// countLocked adds what add costs the history and takes away what drop
+// cost to the room's and the hub's counts (either may be the zero entry),
+// and returns the hub's cost. The hub's counts are shared by
+// every loop: a message that evicts one of its size class (the usual
+// case once a room's history is full) changes neither, and touches
+// neither's cache line.
+func (r *Room) countLocked(add, drop entry) int64 {
+	c := r.hist.cost(add) - r.hist.cost(drop)
+	j := add.jsonLen() - drop.jsonLen()
 	r.histBytes += c
 	r.histJSON += j
-	r.hub.historyJSON.Add(j)
+	if j != 0 {
+		r.hub.historyJSON.Add(j)
+	}
+	if c == 0 {
+		return r.hub.historyBytes.Load()
+	}
 	return r.hub.historyBytes.Add(c)
 }
 

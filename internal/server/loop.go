@@ -423,7 +423,7 @@ func (l *loop) deliver() {
 		}
 		before := n
 		for _, m := range lr.members {
-			if d.Seq > m.minSeq && m.c.enqueueShared(m.c.frameOf(d.Message)) {
+			if d.Seq > m.minSeq && m.c.enqueueShared(m.c.frameOf(&d.Message)) {
 				n++
 			}
 		}
