@@ -5,7 +5,6 @@ package server
 import (
 	"bufio"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -54,13 +53,7 @@ func TestEveryRefusalIsLogged(t *testing.T) {
 		{"poll of a bad room", false, nil, false, "GET /rooms/a%20b/messages HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &captureHandler{}
-			ts := startServerWith(t, func(c *Config) {
-				c.Logger = slog.New(h)
-				if tt.tweak != nil {
-					tt.tweak(c)
-				}
-			}, func(s *Server) { s.blockingAdmission = tt.blocking })
+			ts, h := startLoggedServer(t, tt.tweak, func(s *Server) { s.blockingAdmission = tt.blocking })
 			if tt.open {
 				dial(t, ts.url("/ws/a"))
 			}
