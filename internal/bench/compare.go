@@ -309,12 +309,15 @@ func printTargets(w io.Writer, t *results.Targets) {
 		if r.Saturated {
 			gen += " SATURATED"
 		}
-		p50, p99, hi, cpu := "–", "–", "–", "–"
+		p50, p99, hi, cpu, mem := "–", "–", "–", "–", "–"
 		if r.Measured() {
 			p50, p99, hi, cpu = ms(r.P50), ms(r.P99), ms(r.Max), us(r.CPUPerDelivery)
 		}
+		if r.MemoryMeasured() {
+			mem = kib(r.RSSPerConn)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, dash(r.Step), r.Clients, rate(r.PerSecond),
-			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, perConnect(r.CPUPerConnect), kib(r.RSSPerConn), gen, r.Note)
+			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, perConnect(r.CPUPerConnect), mem, gen, r.Note)
 	}
 	tw.Flush()
 	printRatios(w, t.Rows)

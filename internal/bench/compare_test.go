@@ -196,6 +196,13 @@ targets:
 	if strings.Contains(stdout.String(), "WARNING: target live") {
 		t.Errorf("the live target is reported as failed")
 	}
+	for line := range strings.Lines(stdout.String()) {
+		// p50, p99, max, CPU/delivery and RSS/conn: unmeasured, not 0.
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == "nobody" || f[0] == "quits") && strings.Count(line, "–") != 5 {
+			t.Errorf("a failed row without – for its 5 unmeasured figures: %q", line)
+		}
+	}
 	res, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
 	if err != nil {
 		t.Fatal(err)
@@ -233,16 +240,17 @@ targets:
 	}
 	for _, row := range strings.Split(table, "<tr>")[2:] {
 		live := strings.HasPrefix(row, "<td>live</td>")
-		if dashes := strings.Count(row, "<td>–</td>"); live && dashes != 0 || !live && dashes != 5 {
-			t.Errorf("row with %d dashes (want 5 for a failed row: 4 latencies and CPU/delivery): %s", dashes, row)
+		if dashes := strings.Count(row, "<td>–</td>"); live && dashes != 0 || !live && dashes != 6 {
+			t.Errorf("row with %d dashes (want 6 for a failed row: 4 latencies, CPU/delivery, memory/conn): %s", dashes, row)
 		}
 	}
-	for _, chart := range []string{"targets_latency", "targets_cpu", "targets_throughput"} {
+	for _, chart := range []string{"targets_latency", "targets_cpu", "targets_memory", "targets_throughput"} {
 		svg, err := os.ReadFile(filepath.Join(rep, chart+".svg"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Both dead targets, in every bar of the step: 4 bars of latency, 1 otherwise.
+		// Both dead targets, in every bar of the step: 4 bars of latency, 1
+		// otherwise (nobody's server has no process to sample: no memory).
 		// A quiet machine may serve the live target's few deliveries in
 		// less CPU than one clock tick: then its CPU bar has no data too.
 		want := 2

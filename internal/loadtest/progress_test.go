@@ -3,10 +3,15 @@
 package loadtest
 
 import (
+	"context"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func TestSince(t *testing.T) {
@@ -96,6 +101,44 @@ func TestProgressPartsChangeStepApart(t *testing.T) {
 		_, target, sent, recv := progressLine(t, a, &out, tt.a, tt.b)
 		if sent != tt.want || recv != tt.want || target != 100 {
 			t.Errorf("update %d: sent %d/s recv %d/s target %d, want %d/s and target 100: %q", i, sent, recv, target, tt.want, out.String())
+		}
+	}
+}
+
+// TestProgressOfARun reads the progress lines of a real two-step run: each
+// line shows the target of the step it names (the next step's from its
+// pause on), and no rate is ever negative.
+func TestProgressOfARun(t *testing.T) {
+	srv := startFakeServer(t, nil)
+	s1, s2 := testStep("s1", 2, 3), testStep("s2", 3, 3)
+	s2.Drain = Duration(time.Second)
+	cfg := testConfig(t, srv.URL, s1, s2)
+	cfg.Progress, cfg.Pause = 100*time.Millisecond, Duration(500*time.Millisecond)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var progress testsupport.SyncBuffer
+	opt := Options{Stdout: io.Discard, Stderr: &progress, Machine: InspectMachine()}
+	if _, err := Run(t.Context(), context.Background(), cfg, opt); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := map[string]string{"s1": "6", "s2": "9"}
+	seen := map[string]bool{}
+	for line := range strings.Lines(progress.String()) {
+		m := rateRe.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(line) // time, step, phase, …
+		step, phase := f[1], f[2]
+		seen[step+" "+phase] = true
+		if m[2] != want[step] || strings.HasPrefix(m[3], "-") || strings.HasPrefix(m[4], "-") {
+			t.Errorf("line %q: want conns …/%s and no negative rate", line, want[step])
+		}
+	}
+	for _, p := range []string{"s1 sending", "s2 pause", "s2 sending"} {
+		if !seen[p] {
+			t.Errorf("no progress line of %s in:\n%s", p, progress.String())
 		}
 	}
 }

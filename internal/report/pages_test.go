@@ -41,9 +41,9 @@ func writeTargetsReport(t *testing.T) string {
 		StartedAt: time.Date(2025, 11, 21, 10, 0, 0, 0, time.UTC), Machine: "lab1"}
 	for k, name := range tg.Targets {
 		for i, step := range []string{"s1", "s2"} {
-			tg.Rows = append(tg.Rows, results.TargetRow{Target: name, Protocol: "scalechat", Step: step, Clients: int64(1000 * (i + 1)),
+			tg.Rows = append(tg.Rows, results.TargetRow{Target: name, Protocol: "scalechat", Step: step, Clients: int64(1000 * (i + 1)), Joined: int64(1000 * (i + 1)),
 				Ratio: 1, PerSecond: 123456.7, P50: 1, P90: 2, P99: 3 + float64(k), Max: 9, CPUPerDelivery: 1.5,
-				RSSPerConn: 6144, GeneratorCPU: 0.4, Saturated: k == 1 && i == 1})
+				RSS: 64 << 20, RSSPerConn: 6144, GeneratorCPU: 0.4, Saturated: k == 1 && i == 1})
 		}
 	}
 	out := t.TempDir()

@@ -62,7 +62,7 @@ func WriteTargets(t *results.Targets, opts Options) ([]Chart, error) {
 		{"µs of server CPU per delivery", func(r results.TargetRow) float64 { return r.CPUPerDelivery },
 			func(r results.TargetRow) bool { return r.Measured() && r.CPUPerDelivery > 0 }},
 		{"KiB of server RSS per connection", func(r results.TargetRow) float64 { return r.RSSPerConn / 1024 },
-			func(r results.TargetRow) bool { return r.Joined > 0 && r.RSS > 0 }},
+			results.TargetRow.MemoryMeasured},
 		{"deliveries per second", func(r results.TargetRow) float64 { return r.PerSecond }, results.TargetRow.Measured},
 	} {
 		c := targetCharts[i+1]
@@ -244,7 +244,8 @@ func targetsPage(t *results.Targets) page {
 }
 
 // targetsTmpl is the targets comparison page's parts. targetLat and
-// perDelivery show "–" for a row that delivered nothing: its zeros are no
+// perDelivery show "–" for a row that delivered nothing, and memory per
+// connection is "–" for a row that did not measure it: their zeros are no
 // measurement.
 var targetsTmpl = template.Must(template.Must(skeleton.Clone()).Funcs(template.FuncMap{
 	"targetLat": func(r results.TargetRow, v float64) string {
@@ -271,6 +272,6 @@ load generator on another core.</p>
 <ul>{{range .}}<li><b>{{.Target}}</b>{{with .Step}}, step {{.}}{{end}}: {{.Failure}}. {{.Note}}</li>{{end}}</ul></div>{{end}}
 <div class="wide"><table id="targets">
 <tr><th>target</th><th>protocol</th><th>step</th><th>clients</th><th>deliveries/s</th><th>delivery</th><th>unexpected</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU µs/delivery</th><th>server memory/conn</th><th>generator CPU</th><th>note</th></tr>
-{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{count .Clients}}</td><td>{{num .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{count .Unexpected}}</td><td>{{count .Errors}}</td><td>{{targetLat . .P50}}</td><td>{{targetLat . .P90}}</td><td>{{targetLat . .P99}}</td><td>{{targetLat . .Max}}</td><td>{{perDelivery . .CPUPerDelivery}}</td><td>{{bytes .RSSPerConn}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
+{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{count .Clients}}</td><td>{{num .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{count .Unexpected}}</td><td>{{count .Errors}}</td><td>{{targetLat . .P50}}</td><td>{{targetLat . .P90}}</td><td>{{targetLat . .P99}}</td><td>{{targetLat . .Max}}</td><td>{{perDelivery . .CPUPerDelivery}}</td><td>{{if .MemoryMeasured}}{{bytes .RSSPerConn}}{{else}}–{{end}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
 {{end}}</table></div>
 {{end}}`))

@@ -78,6 +78,12 @@ func (r TargetRow) Failure() string {
 // mean anything: some message was delivered.
 func (r TargetRow) Measured() bool { return r.Received > 0 }
 
+// MemoryMeasured reports whether RSSPerConn means anything: clients joined
+// and the server's memory was sampled. A target that connected nobody, or
+// whose server the bench could not sample (no command, no pid), has no
+// figure, not 0 bytes a connection.
+func (r TargetRow) MemoryMeasured() bool { return r.Joined > 0 && r.RSS > 0 }
+
 // Failed lists the targets with a failed row, in the rows' order.
 func (t *Targets) Failed() []string {
 	var out []string

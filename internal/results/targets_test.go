@@ -55,6 +55,18 @@ func TestTargetRowFailure(t *testing.T) {
 			t.Errorf("%s: Failure() = %q, want %q", tt.name, got, tt.want)
 		}
 	}
+	for _, tt := range []struct {
+		row  TargetRow
+		want bool
+	}{
+		{TargetRow{Joined: 10, RSS: 1 << 20}, true},
+		{TargetRow{Joined: 0, RSS: 1 << 20}, false}, // connected nobody
+		{TargetRow{Joined: 10}, false},              // no server process sampled
+	} {
+		if got := tt.row.MemoryMeasured(); got != tt.want {
+			t.Errorf("%+v: MemoryMeasured() = %v, want %v", tt.row, got, tt.want)
+		}
+	}
 	ts := Targets{Rows: []TargetRow{{Target: "a", Step: "s1", Joined: 1, Sent: 1, Received: 1}, {Target: "b", Step: "s1"}, {Target: "b", Step: "s2"}, {Target: "c"}}}
 	if got := strings.Join(ts.Failed(), ","); got != "b,c" {
 		t.Errorf("Failed() = %s, want b,c", got)

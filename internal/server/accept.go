@@ -383,8 +383,7 @@ func (l *loop) upgrade(h *handshake, data []byte, end int) {
 	if err := unix.SetsockoptInt(h.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil &&
 		!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOPROTOOPT) {
 		s.releaseAdmission(&cmd)
-		s.refused[RefuseInternal].Add(1)
-		s.refusals.refused(time.Now(), RefuseInternal, 0, r.remoteAddr, r.path, "set TCP_NODELAY: "+err.Error())
+		s.refusedConn(RefuseInternal, 0, r.remoteAddr, r.path, "set TCP_NODELAY: "+err.Error())
 		l.closeHandshake(h)
 		return
 	}
@@ -475,8 +474,7 @@ func writeAnswer(fd int, b []byte, more bool) error {
 // client reconnects rather than reuse it.
 func (l *loop) refuse(h *handshake, r *upgradeView, ref *refusal) {
 	s := l.srv
-	s.refused[ref.reason].Add(1)
-	s.refusals.refused(time.Now(), ref.reason, ref.status, h.slot.remote, r.path, ref.msg)
+	s.refusedConn(ref.reason, ref.status, h.slot.remote, r.path, ref.msg)
 	b := fmt.Appendf(l.answer[:0], "HTTP/1.1 %d %s\r\n", ref.status, http.StatusText(ref.status))
 	if ref.header[0] != "" {
 		b = fmt.Appendf(b, "%s: %s\r\n", ref.header[0], ref.header[1])
@@ -493,8 +491,7 @@ func (l *loop) refuse(h *handshake, r *upgradeView, ref *refusal) {
 func (l *loop) refuseHeaderSize(h *handshake) {
 	const msg = "431 Request Header Fields Too Large"
 	s := l.srv
-	s.refused[RefuseHeaderSize].Add(1)
-	s.refusals.refused(time.Now(), RefuseHeaderSize, http.StatusRequestHeaderFieldsTooLarge, h.slot.remote, "", msg)
+	s.refusedConn(RefuseHeaderSize, http.StatusRequestHeaderFieldsTooLarge, h.slot.remote, "", msg)
 	s.httpBytesIn.Add(uint64(len(h.buf)))
 	l.answerAndClose(h, []byte("HTTP/1.1 "+msg+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+msg))
 }
@@ -569,8 +566,7 @@ func (l *loop) expireHandshakes() {
 		if h.done {
 			continue
 		}
-		s.refused[RefuseHandshake].Add(1)
-		s.refusals.refused(time.Now(), RefuseHandshake, 0, h.slot.remote, "", "request headers not received within --handshake-timeout")
+		s.refusedConn(RefuseHandshake, 0, h.slot.remote, "", "request headers not received within --handshake-timeout")
 		l.dropHandshake(h)
 	}
 	if len(l.shakeq) == 0 {

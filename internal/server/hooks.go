@@ -171,8 +171,7 @@ func hookRefusal(v hooks.Verdict, status int) *refusal {
 // (4403, 4401, 4503…) and whose reason is the backend's: a browser sees
 // neither the status nor the body of a refused upgrade, only a close.
 func (s *Server) refuseUpgraded(w http.ResponseWriter, r *http.Request, key string, ref *refusal) {
-	s.refused[ref.reason].Add(1)
-	s.refusals.refused(time.Now(), ref.reason, ref.status, r.RemoteAddr, r.URL.Path, ref.msg)
+	s.refusedConn(ref.reason, ref.status, r.RemoteAddr, r.URL.Path, ref.msg)
 	netConn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		s.log.Debug("refuse after the upgrade", "err", err)

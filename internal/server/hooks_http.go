@@ -43,7 +43,7 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 			}
 		}
 		ans, v := s.hooks.Connect(r.Context(), req)
-		if !s.hookAllows(w, hooks.Connect, v, ans.Status) {
+		if !s.hookAllows(w, r, hooks.Connect, v, ans.Status) {
 			return c, false
 		}
 		if ans.User != "" {
@@ -53,7 +53,7 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 	}
 	if s.joinHook(room) {
 		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: c.user, Room: room, Data: c.data})
-		if !s.hookAllows(w, hooks.Join, v, http.StatusForbidden) {
+		if !s.hookAllows(w, r, hooks.Join, v, http.StatusForbidden) {
 			return c, false
 		}
 	}
@@ -62,7 +62,7 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 
 // hookAllows answers a request a hook refused (the backend's status, or
 // 503 when it did not answer) and returns false.
-func (s *Server) hookAllows(w http.ResponseWriter, k hooks.Kind, v hooks.Verdict, status int) bool {
+func (s *Server) hookAllows(w http.ResponseWriter, r *http.Request, k hooks.Kind, v hooks.Verdict, status int) bool {
 	if v.Failed() {
 		s.hookLog.failed(time.Now(), k, v.Err)
 	}
@@ -75,7 +75,7 @@ func (s *Server) hookAllows(w http.ResponseWriter, k hooks.Kind, v hooks.Verdict
 		code = protocol.CodeUnavailable
 		w.Header().Set("Retry-After", "5")
 	}
-	s.pollError(w, RefuseHook, ref.status, code, ref.msg)
+	s.pollError(w, r, RefuseHook, ref.status, code, ref.msg)
 	return false
 }
 

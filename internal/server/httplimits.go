@@ -75,8 +75,7 @@ func (s *Server) takeSlot(remote string) *connSlot {
 		n := s.ips.hold(sl.ip, time.Now())
 		if s.cfg.MaxConnsPerIP > 0 && n > 2*s.cfg.MaxConnsPerIP {
 			sl.release()
-			s.refused[RefusePerIP].Add(1)
-			s.refusals.refused(time.Now(), RefusePerIP, 0, sl.remote, "", "connection closed at once: the address holds twice its cap")
+			s.refusedConn(RefusePerIP, 0, sl.remote, "", "connection closed at once: the address holds twice its cap")
 			return nil
 		}
 		sl.withinIP.Store(s.cfg.MaxConnsPerIP == 0 || n <= s.cfg.MaxConnsPerIP)
@@ -148,8 +147,7 @@ func (sl *connSlot) readFailed(err error) {
 		return
 	}
 	sl.phase.Store(phaseGone) // counted once
-	sl.srv.refused[RefuseHandshake].Add(1)
-	sl.srv.refusals.refused(time.Now(), RefuseHandshake, 0, sl.remote, "", "request headers not received within --handshake-timeout")
+	sl.srv.refusedConn(RefuseHandshake, 0, sl.remote, "", "request headers not received within --handshake-timeout")
 }
 
 // wrote looks at what is written on the connection while no handler runs:
@@ -176,9 +174,8 @@ func (sl *connSlot) wrote(b []byte) {
 		reason = RefuseHeaderSize
 	}
 	sl.phase.Store(phaseGone) // net/http closes the connection after it
-	sl.srv.refused[reason].Add(1)
 	msg, _, _ := strings.Cut(string(b[9:min(len(b), 64)]), "\r")
-	sl.srv.refusals.refused(time.Now(), reason, status, sl.remote, "", msg)
+	sl.srv.refusedConn(reason, status, sl.remote, "", msg)
 }
 
 // slotOf finds the slot of a connection net/http hands to its hooks: ours,
@@ -264,8 +261,7 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, reason Re
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 	if strings.HasPrefix(r.URL.Path, "/rooms/") || strings.HasPrefix(r.URL.Path, "/api/") {
-		s.refused[reason].Add(1)
-		s.refusals.refused(time.Now(), reason, status, r.RemoteAddr, r.URL.Path, msg)
+		s.refusedConn(reason, status, r.RemoteAddr, r.URL.Path, msg)
 		apiError(w, status, reason.String(), msg)
 		return
 	}
@@ -330,8 +326,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	default:
 		return n, err
 	}
-	b.srv.refused[refusal.reason].Add(1)
-	b.srv.refusals.refused(time.Now(), refusal.reason, refusal.status, b.r.RemoteAddr, b.r.URL.Path, refusal.msg)
+	b.srv.refusedConn(refusal.reason, refusal.status, b.r.RemoteAddr, b.r.URL.Path, refusal.msg)
 	return n, refusal
 }
 

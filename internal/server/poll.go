@@ -85,26 +85,28 @@ func (s *Server) pollAuth(w http.ResponseWriter, r *http.Request, room string) (
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			s.pollError(w, RefuseAuth, http.StatusUnauthorized, "unauthorized", "Authorization must be: Bearer <token>")
+			s.pollError(w, r, RefuseAuth, http.StatusUnauthorized, "unauthorized", "Authorization must be: Bearer <token>")
 			return nil, false
 		}
 		token = strings.TrimSpace(tok)
 	}
 	claims, err := s.cfg.Auth.Verify(token)
 	if err != nil {
-		s.pollError(w, RefuseAuth, http.StatusUnauthorized, "unauthorized", err.Error())
+		s.pollError(w, r, RefuseAuth, http.StatusUnauthorized, "unauthorized", err.Error())
 		return nil, false
 	}
 	if !claims.MayJoin(room) {
-		s.pollError(w, RefuseForbidden, http.StatusForbidden, "forbidden", "the token does not allow this room")
+		s.pollError(w, r, RefuseForbidden, http.StatusForbidden, "forbidden", "the token does not allow this room")
 		return nil, false
 	}
 	return &claims, true
 }
 
-// pollError answers a refused poll request with an error frame as JSON.
-func (s *Server) pollError(w http.ResponseWriter, reason RefuseReason, status int, code, msg string) {
-	s.refused[reason].Add(1)
+// pollError answers a refused poll request with an error frame as JSON,
+// counted and logged as a refused upgrade is: a long-polling client is
+// refused for the same reasons (its room, a limit, its token).
+func (s *Server) pollError(w http.ResponseWriter, r *http.Request, reason RefuseReason, status int, code, msg string) {
+	s.refusedConn(reason, status, r.RemoteAddr, r.URL.Path, msg)
 	writeJSON(w, status, protocol.AppendError(nil, code, msg, nil))
 }
 
@@ -120,7 +122,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Room, pollCaller, bool) {
 	name := r.PathValue("room")
 	if !protocol.ValidRoomString(name) {
-		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_room", roomNameRule)
+		s.pollError(w, r, RefuseBadRequest, http.StatusBadRequest, "invalid_room", roomNameRule)
 		return nil, pollCaller{}, false
 	}
 	claims, ok := s.pollAuth(w, r, name)
@@ -132,11 +134,11 @@ func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Roo
 		if ref.reason == RefuseBadRequest {
 			code = protocol.CodeInvalidRoom
 		}
-		s.pollError(w, ref.reason, ref.status, code, ref.msg)
+		s.pollError(w, r, ref.reason, ref.status, code, ref.msg)
 		return nil, pollCaller{}, false
 	}
 	if s.draining.Load() {
-		s.pollError(w, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
+		s.pollError(w, r, RefuseShuttingDown, http.StatusServiceUnavailable, "shutting_down", "server shutting down")
 		return nil, pollCaller{}, false
 	}
 	caller, ok := s.pollHooks(w, r, name, claims)
@@ -149,7 +151,7 @@ func (s *Server) openPollRoom(w http.ResponseWriter, r *http.Request) (*room.Roo
 	}
 	rm := open([]byte(name))
 	if rm == nil {
-		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
+		s.pollError(w, r, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
 		return nil, pollCaller{}, false
 	}
 	return rm, caller, true
@@ -168,7 +170,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, cut.status, protocol.AppendError(nil, cut.reason.String(), cut.msg, nil))
 		return
 	case err != nil:
-		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, "invalid_json", "could not read the body")
+		s.pollError(w, r, RefuseBadRequest, http.StatusBadRequest, "invalid_json", "could not read the body")
 		return
 	}
 	s.httpIn.Add(1)
@@ -279,19 +281,19 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, "since must be a sequence number")
+			s.pollError(w, r, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, "since must be a sequence number")
 			return
 		}
 		since, hasSince = n, true
 	}
 	epoch := q.Get("epoch")
 	if !protocol.ValidEpoch(epoch) {
-		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, protocol.EpochRule)
+		s.pollError(w, r, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, protocol.EpochRule)
 		return
 	}
 	wait, err := parseWait(q.Get("wait"))
 	if err != nil {
-		s.pollError(w, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, err.Error())
+		s.pollError(w, r, RefuseBadRequest, http.StatusBadRequest, protocol.CodeInvalidMessage, err.Error())
 		return
 	}
 	rm, _, ok := s.openPollRoom(w, r)
@@ -305,7 +307,7 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	defer s.waitingPolls.Add(-1)
 	res, ok := s.pollUntil(ctx, rm, room.Resume{Since: since, HasSince: hasSince, Epoch: epoch}, nil)
 	if !ok {
-		s.pollError(w, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
+		s.pollError(w, r, RefuseRoomsFull, http.StatusServiceUnavailable, "rooms_full", "this server holds as many rooms as it may")
 		return
 	}
 	writeJSON(w, http.StatusOK, s.pollBody(rm.Name(), since, res))

@@ -84,3 +84,13 @@ func (l *refusalLog) flush(now time.Time) {
 		l.log.Info("connection refusals not logged one by one", "reason", h.reason.String(), "suppressed", h.n)
 	}
 }
+
+// refusedConn counts a refused connection or request under reason and logs
+// why (rate-limited). Every refusal goes through here, on the loops' path as
+// on net/http's, so that none is in the metrics and missing from the log.
+// remote is the client's address, path the request's path without its query
+// ("" when no request was read), msg what the client was told.
+func (s *Server) refusedConn(reason RefuseReason, status int, remote, path, msg string) {
+	s.refused[reason].Add(1)
+	s.refusals.refused(time.Now(), reason, status, remote, path, msg)
+}

@@ -53,6 +53,20 @@ func (h *captureHandler) records(msg string) []map[string]string {
 	return out
 }
 
+// startLoggedServer is startServerWith whose log goes to the handler it
+// returns.
+func startLoggedServer(t *testing.T, tweak func(*Config), before func(*Server)) (*testServer, *captureHandler) {
+	t.Helper()
+	h := &captureHandler{}
+	ts := startServerWith(t, func(c *Config) {
+		c.Logger = slog.New(h)
+		if tweak != nil {
+			tweak(c)
+		}
+	}, before)
+	return ts, h
+}
+
 // upgradeFrom sends one upgrade request for path from a connection of its
 // own and returns the status and the connection's local address (the
 // remote address the server sees). The connection stays open until the
@@ -113,13 +127,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 		{"room not in the token", func(c *Config) { c.Auth = v }, 0, "/ws/a?token=" + onlyB, nil, "forbidden", 403, "does not allow this room"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &captureHandler{}
-			ts := startServer(t, func(c *Config) {
-				c.Logger = slog.New(h)
-				if tt.tweak != nil {
-					tt.tweak(c)
-				}
-			})
+			ts, h := startLoggedServer(t, tt.tweak, nil)
 			for range tt.open {
 				dial(t, ts.url("/ws/a"))
 			}
@@ -144,8 +152,7 @@ func TestRefusalsAreLogged(t *testing.T) {
 // second, and the lines (each refusal logged, plus the suppressed counts)
 // still account for every refusal.
 func TestRefusalFloodIsBounded(t *testing.T) {
-	h := &captureHandler{}
-	ts := startServer(t, func(c *Config) { c.Logger = slog.New(h) })
+	ts, h := startLoggedServer(t, nil, nil)
 	const n = 300
 	start := time.Now()
 	for range n {

@@ -141,8 +141,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, name string) {
 	fd, pending, err := s.hijack(w, u.key, cmd.deflate, cmd.control)
 	if err != nil {
 		s.releaseAdmission(&cmd)
-		s.refused[RefuseInternal].Add(1)
-		s.refusals.refused(time.Now(), RefuseInternal, 0, r.RemoteAddr, r.URL.Path, err.Error())
+		s.refusedConn(RefuseInternal, 0, r.RemoteAddr, r.URL.Path, err.Error())
 		return
 	}
 	cmd.id = s.accepted.Add(1)
@@ -263,8 +262,7 @@ func (s *Server) handleBadRoom(w http.ResponseWriter, r *http.Request) {
 // refuse answers a refused upgrade with msg, counts it and logs why
 // (rate-limited: see refusalLog).
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, reason RefuseReason, status int, msg string) {
-	s.refused[reason].Add(1)
-	s.refusals.refused(time.Now(), reason, status, r.RemoteAddr, r.URL.Path, msg)
+	s.refusedConn(reason, status, r.RemoteAddr, r.URL.Path, msg)
 	http.Error(w, msg, status)
 }
 
