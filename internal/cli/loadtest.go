@@ -274,7 +274,8 @@ the load from --find-start by --find-factor until an objective is missed, then b
 --find-resolution; each probe is a run of its own (<out>.p01.csv, .meta.json) of two steps,
 a warm-up of --find-warmup (recorded, not judged) and the measured step, and the search
 is written to <out>.knee.json with the first limit at the knee (generator, rate limit,
-refusals, file descriptors, server CPU, connections, latency). A knee the generator limits is
+refusals, file descriptors, network, server CPU, connections, latency; the network when a link
+of this machine with a known speed ran at 90 % of it). A knee the generator limits is
 reported as "generator-limited: the server's knee is above X" (exit 4), never as the server's.`
 
 const loadtestExample = `  # 10 rooms of 20 clients, one 256-byte message per client per second, for 30 s

@@ -281,6 +281,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	if r := m.agg.saturation(s.Name); r != "" {
 		sm.Saturated, sm.SaturationReason = true, r
 	}
+	sm.NetworkFull = m.agg.networkFull(s.Name)
 	m.res.Meta.Steps = append(m.res.Meta.Steps, sm)
 	_ = m.writeMetaLocked()
 }
@@ -373,6 +374,9 @@ func printSummary(w io.Writer, res *Result) {
 	for _, s := range res.Meta.Steps {
 		if s.Saturated {
 			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)
+		}
+		if s.NetworkFull != "" {
+			fmt.Fprintf(w, "step %s: the network ran full (%s): what the server got was capped by the link\n", s.Name, s.NetworkFull)
 		}
 	}
 	slo.Print(w, res.SLO)
