@@ -62,16 +62,7 @@ func junitCases(t *testing.T, path string) map[string]string {
 // serve`: an objective no server meets fails with exit code 3 and a JUnit
 // failure naming it; objectives a healthy loopback run meets pass.
 func TestSLOAgainstRealServer(t *testing.T) {
-	addr := testsupport.FreeAddr(t)
-	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "")
-	defer func() {
-		if code := stop(); code != 0 {
-			t.Errorf("serve exit %d\n%s", code, logs)
-		}
-	}()
-	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
-		t.Fatalf("healthz: %d %v", status, err)
-	}
+	url := serveReady(t)
 	tests := []struct {
 		name     string
 		slo      string
@@ -87,7 +78,7 @@ func TestSLOAgainstRealServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			junit := filepath.Join(dir, "slo.xml")
-			code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "2", "--room-size", "3",
+			code, stdout, stderr := loadtestAgainst(t, "--url", url, "--rooms", "2", "--room-size", "3",
 				"--msg-frequency", "100ms", "--duration", "1s", "--drain", "2s", "--out", filepath.Join(dir, "run.csv"),
 				"--slo", tt.slo, "--junit", junit)
 			if code != tt.code {
@@ -178,19 +169,10 @@ func TestSLOFlagsRefused(t *testing.T) {
 // real `scalechat serve --rate-limit 20`: the knee is near 20 msg/s and the
 // first limit is the rate limit.
 func TestFindKneeOfRateLimit(t *testing.T) {
-	addr := testsupport.FreeAddr(t)
-	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "", "--rate-limit", "20", "--rate-burst", "3")
-	defer func() {
-		if code := stop(); code != 0 {
-			t.Errorf("serve exit %d\n%s", code, logs)
-		}
-	}()
-	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
-		t.Fatalf("healthz: %d %v", status, err)
-	}
+	url := serveReady(t, "--rate-limit", "20", "--rate-burst", "3")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "find.csv")
-	code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "1", "--room-size", "2",
+	code, stdout, stderr := loadtestAgainst(t, "--url", url, "--rooms", "1", "--room-size", "2",
 		"--duration", "2s", "--drain", "1s", "--pause", "0s", "--out", out, "--no-csv",
 		"--find", "rate", "--find-start", "8", "--find-resolution", "10%", "--find-probes", "8",
 		"--slo", "delivery>=99.9%", "--junit", filepath.Join(dir, "find.xml"))
