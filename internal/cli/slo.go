@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ type sloFlags struct {
 	exprs        []string
 	junit        string
 	inconclusive string
+	audit        bool // the objectives judge an audit, not a load test
 	objs         []slo.Objective
 }
 
@@ -36,8 +38,15 @@ func (o *sloFlags) parse() error {
 		return errors.New("--junit needs --slo: it writes the SLOs' verdicts")
 	}
 	var err error
-	o.objs, err = slo.Parse(o.exprs...)
-	return err
+	if o.objs, err = slo.Parse(o.exprs...); err != nil {
+		return err
+	}
+	for _, ob := range o.objs {
+		if !o.audit && slices.Contains(slo.AuditOnly, ob.Metric) {
+			return fmt.Errorf("SLO %s: only scalechat audit measures %s", ob, ob.Metric)
+		}
+	}
+	return nil
 }
 
 // checkSteps refuses objectives naming a step the plan does not have.

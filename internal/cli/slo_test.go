@@ -148,6 +148,7 @@ func TestSLOFlagsRefused(t *testing.T) {
 		{"--slo s9:p99<50ms", `names step "s9", which is not in the run`},
 		{"--junit x.xml", "--junit needs --slo"},
 		{"--slo p99<1s --slo-inconclusive maybe", "--slo-inconclusive must be fail or pass"},
+		{"--slo recovery<2s", "SLO recovery<2s: only scalechat audit measures recovery"},
 		{"--find rate", "--find needs --slo"},
 		{"--find speed --slo p99<1s", "--find must be rate, clients or room-size"},
 		{"--find rate --slo p99<1s --find-resolution x", "--find-resolution"},

@@ -27,6 +27,10 @@ type Step struct {
 	Name      string
 	Figures   map[string]float64
 	Saturated string
+	// Never holds the metrics that have no value because what they time
+	// never happened (a fault no client came back from), with why: any
+	// objective on them is missed.
+	Never map[string]string
 }
 
 // Result is one objective judged on one step, as meta.json and
@@ -61,6 +65,11 @@ func Evaluate(objs []Objective, steps []Step) []Result {
 
 func judge(o Objective, s Step) Result {
 	r := Result{SLO: o.Text, Step: s.Name, Metric: o.Metric, Value: "–"}
+	if why, never := s.Never[o.Metric]; never {
+		r.Value, r.Verdict = "never", Missed
+		r.Reason = fmt.Sprintf("%s = never: %s", o.Metric, why)
+		return r
+	}
 	v, ok := s.Figures[o.Metric]
 	if !ok || math.IsNaN(v) {
 		r.Verdict = Inconclusive
@@ -89,6 +98,8 @@ func hint(metric string) string {
 		return " (it needs the server's CPU: --server-metrics or --server-pid)"
 	case "p50", "p90", "p99", "p99.9", "max":
 		return " (no message was delivered)"
+	case "recovery":
+		return " (no fault was injected: --drop-every, --node-kill …)"
 	}
 	return ""
 }
