@@ -14,7 +14,7 @@ import (
 // checkAudit refuses objectives an audit cannot judge: a metric it does
 // not measure (latency, server CPU) would only ever be inconclusive.
 func (o *sloFlags) checkAudit() error {
-	if err := o.checkSteps([]string{slo.AuditStep}); err != nil {
+	if err := o.checkSteps([]string{slo.AuditStep}, false); err != nil {
 		return err
 	}
 	for _, ob := range o.objs {

@@ -118,3 +118,27 @@ func exitCode(err error) int {
 	}
 	return 1
 }
+
+// TestCheckStepsRun: run: names the whole run where a command judges one,
+// and is refused where a step of that name makes it mean two things or
+// the command judges no whole run.
+func TestCheckStepsRun(t *testing.T) {
+	for _, tt := range []struct {
+		steps []string
+		whole bool
+		want  string
+	}{
+		{[]string{"s1", "s2"}, true, ""},
+		{[]string{"s1", "run"}, true, "SLO run:p99<1s: a step is named run, which --slo reserves for the whole run"},
+		{[]string{"ours/s1"}, false, `SLO run:p99<1s names step "run", which is not in the run`},
+	} {
+		sf := sloFlags{exprs: []string{"run:p99<1s"}, inconclusive: "fail"}
+		if err := sf.parse(); err != nil {
+			t.Fatal(err)
+		}
+		err := sf.checkSteps(tt.steps, tt.whole)
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("steps %v, whole %v: %v, want %q", tt.steps, tt.whole, err, tt.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func judgeTargets(w io.Writer, out string, sf *sloFlags) error {
 		steps[i] = slo.FromTarget(r)
 		names[i] = steps[i].Name
 	}
-	if err := sf.checkSteps(names); err != nil {
+	if err := sf.checkSteps(names, false); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	rs := slo.Evaluate(sf.objs, steps)

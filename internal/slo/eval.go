@@ -31,6 +31,9 @@ type Step struct {
 	// never happened (a fault no client came back from), with why: any
 	// objective on them is missed.
 	Never map[string]string
+	// Whole marks the figures of the whole run (AsRun), judged only by
+	// the objectives that name RunStep.
+	Whole bool
 }
 
 // Result is one objective judged on one step, as meta.json and
@@ -38,14 +41,15 @@ type Step struct {
 type Result = results.SLOResult
 
 // Evaluate judges every objective on the steps it applies to: an objective
-// without a step on each step, one with a step on that step (inconclusive
+// without a step on each step, one with a step on that step, one naming
+// RunStep on the whole run's figures when steps hold them (inconclusive
 // when the run has no such step).
 func Evaluate(objs []Objective, steps []Step) []Result {
 	var out []Result
 	for _, o := range objs {
 		found := false
 		for _, s := range steps {
-			if o.Step != "" && o.Step != s.Name {
+			if !applies(o, s) {
 				continue
 			}
 			found = true
