@@ -58,18 +58,37 @@ func junitCases(t *testing.T, path string) map[string]string {
 	return out
 }
 
+// sloCase is a gate run against a real server: its objectives, the exit
+// code they give and the JUnit testcases they write.
+type sloCase struct {
+	name     string
+	slo      string
+	code     int
+	verdicts map[string]string // testcase -> wanted prefix of its failure ("" = passed)
+}
+
+// checkJUnit checks that the JUnit file at path holds exactly the wanted
+// testcases with their verdicts.
+func checkJUnit(t *testing.T, path string, verdicts map[string]string) {
+	t.Helper()
+	got := junitCases(t, path)
+	if len(got) != len(verdicts) {
+		t.Errorf("%s: testcases %v, want %v", path, got, verdicts)
+	}
+	for name, want := range verdicts {
+		if v, ok := got[name]; !ok || !strings.HasPrefix(v, want) || (want == "" && v != "") {
+			t.Errorf("%s: testcase %q: %q, want %q", path, name, v, want)
+		}
+	}
+}
+
 // TestSLOAgainstRealServer runs loadtest --slo against a real `scalechat
 // serve`: an objective no server meets fails with exit code 3 and a JUnit
 // failure naming it; objectives a healthy loopback run meets pass, on its
 // step and on the whole run.
 func TestSLOAgainstRealServer(t *testing.T) {
 	url := serveReady(t)
-	tests := []struct {
-		name     string
-		slo      string
-		code     int
-		verdicts map[string]string // testcase -> wanted prefix of its failure ("" = passed)
-	}{
+	tests := []sloCase{
 		{"must fail", "p99<0.001ms,delivery>=99%", exitMissed, map[string]string{
 			"s1: p99<0.001ms": "FAILED: p99 = ", "s1: delivery>=99%": ""}},
 		{"must pass", "p99<5s,delivery>=99.9%,connect_errors==0,run:p99.9<5s", 0, map[string]string{
@@ -85,16 +104,7 @@ func TestSLOAgainstRealServer(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}
-			got := junitCases(t, junit)
-			if len(got) != len(tt.verdicts) {
-				t.Errorf("testcases %v, want %v", got, tt.verdicts)
-			}
-			for name, want := range tt.verdicts {
-				v, ok := got[name]
-				if !ok || !strings.HasPrefix(v, want) || (want == "" && v != "") {
-					t.Errorf("testcase %q: %q, want %q", name, v, want)
-				}
-			}
+			checkJUnit(t, junit, tt.verdicts)
 			meta, err := results.ReadMeta(filepath.Join(dir, "run.meta.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -123,11 +133,7 @@ func TestSLOAgainstRealServer(t *testing.T) {
 			if len(s.SLO) != len(tt.verdicts) || s.SLO[0].Measured == nil {
 				t.Errorf("summary.json slo: %+v", s.SLO)
 			}
-			for name, want := range tt.verdicts {
-				if v := junitCases(t, filepath.Join(dir, "analyze.xml"))[name]; !strings.HasPrefix(v, want) || (want == "" && v != "") {
-					t.Errorf("analyze testcase %q: %q, want %q", name, v, want)
-				}
-			}
+			checkJUnit(t, filepath.Join(dir, "analyze.xml"), tt.verdicts)
 		})
 	}
 }
