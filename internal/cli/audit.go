@@ -77,8 +77,10 @@ reordered, e.g. --slo 'recovery<2s,delivery>=99.99%'. The verdicts are printed u
 guarantees, recorded in audit.json and, with --junit FILE, written as JUnit XML (a testcase
 per objective, a failed one per broken guarantee). With --slo the exit code is 3 when an
 objective is missed or a guarantee broken (measured, and the answer is no), 4 when one is
-inconclusive (recovery without faults), 1 only when the audit could not run. --out DIR writes audit.json (every figure, and every fault with what went wrong
-after it until the next one); "scalechat report --out R DIR" draws it.
+inconclusive (recovery without faults), 1 only when the audit could not run.
+
+--out DIR writes audit.json (every figure, and every fault with what went wrong after it
+until the next one); "scalechat report --out R DIR" draws it.
 
 Clients speak docs/protocol.md with the subprotocol scalechat.v1 (joined frames, seq,
 resume with since and epoch, history_gap), or with --protocol legacy the original
