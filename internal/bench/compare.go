@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -279,14 +278,7 @@ func waitReady(ctx context.Context, p *proc, ready, wsURL string) error {
 }
 
 func writeTargets(dir string, t *results.Targets) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, results.TargetsJSON), append(b, '\n'), 0o644); err != nil {
+	if err := results.WriteTargetsJSON(dir, t); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(dir, results.TargetsCSV))

@@ -60,8 +60,8 @@ Malformed rows are counted and the first ones reported as file:line: reason; a p
 line is skipped. The exit status is non-zero when an input cannot be read, when no row is a
 chat event, or when malformed rows are more than --max-malformed percent of all rows.
 
---slo judges each step against objectives such as p99<50ms or delivery>=99.9% (the
-connection counts and cpu_per_delivery come from the run's meta.json and server CSV when
+--slo judges each step against objectives such as p99<50ms or delivery>=99.9%, and the
+whole run (the overall figures) against run:p99<50ms (the connection counts and cpu_per_delivery come from the run's meta.json and server CSV when
 found); the verdicts are printed, written into summary.json ("slo") and, with --junit,
 as JUnit XML. Exit code 3 when an objective is missed, 4 when one is inconclusive.`,
 		Example: `  scalechat analyze run.csv
@@ -183,6 +183,16 @@ func judgeAnalysis(res *analyze.Result, objs []slo.Objective) []slo.Result {
 		}
 		steps[i] = slo.FromStats(s, meta, rows)
 	}
+	// The whole run: the analysis's overall figures, the counts of every
+	// step's meta.json.
+	var metas []results.StepMeta
+	var pooled *results.StepMeta
+	if res.Meta != nil {
+		metas = res.Meta.Steps
+		w := slo.Pool(metas)
+		pooled = &w
+	}
+	steps = append(steps, slo.AsRun(slo.FromStats(res.Overall, pooled, nil), metas, rows))
 	return slo.Evaluate(objs, steps)
 }
 

@@ -29,6 +29,7 @@ func newAuditCmd() *cobra.Command {
 	var hooks *webhookAudit // with --webhooks
 	var nodes int
 	var redisCluster, webhooks bool
+	sf := sloFlags{audit: true}
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check delivery, not speed: loss, duplicates, order and resume under injected faults",
@@ -69,8 +70,17 @@ The recovery time of a process fault is until every client is back in its room.
                       duplicates by id), every room vacated within 15 s once the clients left
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
-when one is broken. --out DIR writes audit.json (every figure, and every fault with what went wrong
-after it until the next one); "scalechat report --out R DIR" draws it.
+when one is broken. --slo judges the audit, as one step named audit, against objectives on
+what it measures: recovery (the longest time from a fault until every client was back in
+its room; a fault never recovered from misses it), delivery, loss, lost, duplicates and
+reordered, e.g. --slo 'recovery<2s,delivery>=99.99%'. The verdicts are printed under the
+guarantees, recorded in audit.json and, with --junit FILE, written as JUnit XML (a testcase
+per objective, a failed one per broken guarantee). With --slo the exit code is 3 when an
+objective is missed or a guarantee broken (measured, and the answer is no), 4 when one is
+inconclusive (recovery without faults), 1 only when the audit could not run.
+
+--out DIR writes audit.json (every figure, and every fault with what went wrong after it
+until the next one); "scalechat report --out R DIR" draws it.
 
 Clients speak docs/protocol.md with the subprotocol scalechat.v1 (joined frames, seq,
 resume with since and epoch, history_gap), or with --protocol legacy the original
@@ -83,6 +93,7 @@ checked as the five-field protocol's, each in its room from its join's acknowled
 An audit holds at most 5,000 clients.`,
 		Example: `  scalechat audit --url ws://127.0.0.1:8080/ws
   scalechat audit --cluster 2 --node-kill 5s --redis-restart 12s --duration 20s
+  scalechat audit --cluster 2 --node-kill 5s --duration 15s --slo 'recovery<3s' --junit audit.xml
   scalechat audit --cluster 2 --webhooks --node-kill 4s --redis-restart 10s --duration 15s
   scalechat audit --cluster 2 --redis-cluster --redis-failover 5s --rooms 10 --room-size 6 --duration 10s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
@@ -122,6 +133,12 @@ An audit holds at most 5,000 clients.`,
 			if err := cfg.Check(); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
+			if err := sf.parse(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if err := sf.checkAudit(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 			res, err := audit.Run(c.Context(), cfg)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
@@ -130,6 +147,7 @@ An audit holds at most 5,000 clients.`,
 			if err := audit.WriteSummary(c.OutOrStdout(), res); err != nil {
 				return err
 			}
+			sf.judgeAudit(res)
 			if out != "" {
 				if err := writeAuditJSON(out, res); err != nil {
 					return fmt.Errorf("write results: %w", err)
@@ -138,13 +156,7 @@ An audit holds at most 5,000 clients.`,
 			// The nodes' leases last 3 s: a killed node's rooms are
 			// vacated within about 4 s of its death, sent soon after.
 			hooksBroken := hooks != nil && hooks.check(c.Context(), 15*time.Second, c.OutOrStdout())
-			if res.Broken {
-				return &exitError{code: exitFailed, err: errors.New("a delivery guarantee was broken (see the verdict above)")}
-			}
-			if hooksBroken {
-				return &exitError{code: exitFailed, err: errors.New("a webhook guarantee was broken (see the verdict above)")}
-			}
-			return nil
+			return sf.auditExit(c.OutOrStdout(), res, hooksBroken)
 		},
 	}
 	f := cmd.Flags()
@@ -170,6 +182,8 @@ An audit holds at most 5,000 clients.`,
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
 	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")
+	sf.define(f)
+	f.Lookup("slo").Usage = "objectives judged on the whole audit, comma-separated or repeated: METRIC OP VALUE over recovery (the longest fault's, until every client was back in its room), delivery, loss, lost, duplicates, reordered, e.g. recovery<2s,delivery>=99.99% (docs/guarantees.md#scalechat-audit); exit code 3 when one is missed or a guarantee broken"
 	return cmd
 }
 

@@ -46,8 +46,9 @@ writes targets.csv, targets.json and every run's files into --out; "scalechat re
 
 --slo judges every step of every target against objectives (steps named TARGET/STEP, so
 "ours/s2:p99<50ms" names one; latency, delivery, errors, unexpected and cpu_per_delivery from
-the bench's /proc figures): the verdicts are printed and, with --junit, written as a JUnit
-testsuite per target; exit code 3 when one is missed, 4 when one is inconclusive.`,
+the bench's /proc figures): the verdicts are printed, recorded in targets.json ("slo", which
+the report shows) and, with --junit, written as a JUnit testsuite per target; exit code 3
+when one is missed, 4 when one is inconclusive.`,
 		Example: `  scalechat bench compare --out results/compare scenarios/compare.yaml
   scalechat report --out report/ results/compare`,
 		Args: cobra.ExactArgs(1),
@@ -89,11 +90,16 @@ func judgeTargets(w io.Writer, out string, sf *sloFlags) error {
 		steps[i] = slo.FromTarget(r)
 		names[i] = steps[i].Name
 	}
-	if err := sf.checkSteps(names); err != nil {
+	if err := sf.checkSteps(names, false); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	rs := slo.Evaluate(sf.objs, steps)
 	slo.Print(w, rs)
+	// Recorded beside the rows, for the report's page.
+	tg.SLO = rs
+	if err := results.WriteTargetsJSON(out, tg); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("record the SLOs: %w", err)}
+	}
 	var suites []slo.Suite
 	for _, t := range tg.Targets {
 		var mine []slo.Result

@@ -68,6 +68,19 @@ func TestJudgeTargets(t *testing.T) {
 			}
 		})
 	}
+	// The last verdicts are in targets.json, and on the report's page.
+	back, err := results.ReadTargets(filepath.Join(dir, results.TargetsJSON))
+	if err != nil || len(back.SLO) != 6 || back.SLO[2].Step != "slow/s1" || back.SLO[1].Verdict != "missed" {
+		t.Errorf("targets.json slo: %+v (%v)", back.SLO, err)
+	}
+	rep := filepath.Join(t.TempDir(), "report")
+	if code, _, stderr := runCLI("report", "--out", rep, dir); code != 0 {
+		t.Fatalf("report: %d %s", code, stderr)
+	}
+	page, _ := os.ReadFile(filepath.Join(rep, "index.html"))
+	if !strings.Contains(string(page), `<table id="slo">`) || !strings.Contains(string(page), "SLO missed: step theirs/s1, delivery&gt;=99%") {
+		t.Errorf("the report's page does not show the SLOs")
+	}
 	sf := sloFlags{exprs: []string{"mine/s1:p99<5ms"}, inconclusive: "fail"}
 	_ = sf.parse()
 	if err := judgeTargets(&strings.Builder{}, dir, &sf); err == nil || !strings.Contains(err.Error(), `names step "mine/s1"`) {

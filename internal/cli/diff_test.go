@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/scalechat/scalechat/internal/results"
-	"github.com/scalechat/scalechat/internal/server"
-	"github.com/scalechat/scalechat/internal/server/servertest"
 )
 
 // loadtestRun runs a short load test against url into dir/name.csv.gz and
@@ -26,17 +24,18 @@ func loadtestRun(t *testing.T, url, dir, name, maxLoss string) string {
 	return out
 }
 
-// A run and a rerun of itself are the same; a run against a server that
-// refuses messages beyond a rate below the clients' (it loses them)
-// regressed, and the gate says so with its exit code.
+// A run and a rerun of itself against a real `scalechat serve` are the
+// same; a run against one that refuses messages beyond a rate below the
+// clients' (it loses them) regressed, and the gate says so with its exit
+// code.
 func TestDiffCommand(t *testing.T) {
 	dir := t.TempDir()
-	srv := servertest.Start(t, nil)
-	a := loadtestRun(t, srv.URL("/ws"), dir, "a", "0")
-	rerun := loadtestRun(t, srv.URL("/ws"), dir, "rerun", "0")
+	srv := serveReady(t)
+	a := loadtestRun(t, srv, dir, "a", "0")
+	rerun := loadtestRun(t, srv, dir, "rerun", "0")
 	// 10 messages a second per client, 5 allowed: about half refused.
-	lossy := servertest.Start(t, func(c *server.Config) { c.RateLimit, c.RateBurst, c.RateAbuse = 5, 1, 1_000_000 })
-	b := loadtestRun(t, lossy.URL("/ws"), dir, "lossy", "1")
+	lossy := serveReady(t, "--rate-limit", "5", "--rate-burst", "1", "--rate-abuse", "1000000")
+	b := loadtestRun(t, lossy, dir, "lossy", "1")
 
 	gate := "delivery:-0.1pp,p99:+100%"
 	code, stdout, stderr := runCLI("diff", "--fail-on", gate, "--out", filepath.Join(dir, "same"), a, rerun)

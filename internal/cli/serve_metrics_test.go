@@ -38,6 +38,25 @@ func serve(t *testing.T, env map[string]string, args ...string) (stop func() int
 	}, logs
 }
 
+// serveReady runs `scalechat serve` on a free loopback address with args
+// (no metrics listener), waits until it answers /healthz and returns its
+// chat URL, ws://ADDR/ws. The test checks at its end that serve stopped
+// cleanly.
+func serveReady(t *testing.T, args ...string) string {
+	t.Helper()
+	addr := testsupport.FreeAddr(t)
+	stop, logs := serve(t, nil, append([]string{"--addr", addr, "--metrics-addr", ""}, args...)...)
+	t.Cleanup(func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve exit %d\n%s", code, logs)
+		}
+	})
+	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
+		t.Fatalf("healthz: %d %v", status, err)
+	}
+	return "ws://" + addr + "/ws"
+}
+
 // get polls url until it answers, for up to 10 s.
 func get(t *testing.T, url string) (int, string, error) {
 	t.Helper()

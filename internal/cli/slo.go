@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,11 +19,12 @@ type sloFlags struct {
 	exprs        []string
 	junit        string
 	inconclusive string
+	audit        bool // the objectives judge an audit, not a load test
 	objs         []slo.Objective
 }
 
 func (o *sloFlags) define(f *pflag.FlagSet) {
-	f.StringArrayVar(&o.exprs, "slo", nil, "service level objectives judged on each step, comma-separated or repeated: [STEP:]METRIC OP VALUE, e.g. p99<50ms, p99.9<200ms, delivery>=99.9%, connect_errors==0, cpu_per_delivery<20us, s2:p99<50ms (docs/loadtest.md#does-it-meet-our-slo); exit code 3 when one is missed, 4 when one is inconclusive")
+	f.StringArrayVar(&o.exprs, "slo", nil, "service level objectives judged on each step, comma-separated or repeated: [STEP:]METRIC OP VALUE, e.g. p99<50ms, p99.9<200ms, delivery>=99.9%, connect_errors==0, cpu_per_delivery<20us, s2:p99<50ms, run:p99<50ms for the whole run, every step pooled (docs/loadtest.md#does-it-meet-our-slo); exit code 3 when one is missed, 4 when one is inconclusive")
 	f.StringVar(&o.junit, "junit", "", "write the SLO verdicts to this file as JUnit XML (a testcase per SLO per step) for CI")
 	f.StringVar(&o.inconclusive, "slo-inconclusive", "fail", "what an inconclusive SLO (saturated generator, figure not measured) does to the exit code: fail (exit 4) or pass")
 }
@@ -36,13 +38,28 @@ func (o *sloFlags) parse() error {
 		return errors.New("--junit needs --slo: it writes the SLOs' verdicts")
 	}
 	var err error
-	o.objs, err = slo.Parse(o.exprs...)
-	return err
+	if o.objs, err = slo.Parse(o.exprs...); err != nil {
+		return err
+	}
+	for _, ob := range o.objs {
+		if !o.audit && slices.Contains(slo.AuditOnly, ob.Metric) {
+			return fmt.Errorf("SLO %s: only scalechat audit measures %s", ob, ob.Metric)
+		}
+	}
+	return nil
 }
 
 // checkSteps refuses objectives naming a step the plan does not have.
-func (o *sloFlags) checkSteps(names []string) error {
+// With whole, the command judges the whole run too: run: names it, and a
+// step of that name would make run:p99<50ms mean two things.
+func (o *sloFlags) checkSteps(names []string, whole bool) error {
 	for _, ob := range o.objs {
+		if whole && ob.Step == slo.RunStep {
+			if contains(names, slo.RunStep) {
+				return fmt.Errorf("SLO %s: a step is named %s, which --slo reserves for the whole run: rename the step", ob, slo.RunStep)
+			}
+			continue
+		}
 		if ob.Step != "" && !contains(names, ob.Step) {
 			return fmt.Errorf("SLO %s names step %q, which is not in the run (steps: %s)", ob, ob.Step, strings.Join(names, ", "))
 		}

@@ -58,51 +58,53 @@ func junitCases(t *testing.T, path string) map[string]string {
 	return out
 }
 
+// sloCase is a gate run against a real server: its objectives, the exit
+// code they give and the JUnit testcases they write.
+type sloCase struct {
+	name     string
+	slo      string
+	code     int
+	verdicts map[string]string // testcase -> wanted prefix of its failure ("" = passed)
+}
+
+// checkJUnit checks that the JUnit file at path holds exactly the wanted
+// testcases with their verdicts.
+func checkJUnit(t *testing.T, path string, verdicts map[string]string) {
+	t.Helper()
+	got := junitCases(t, path)
+	if len(got) != len(verdicts) {
+		t.Errorf("%s: testcases %v, want %v", path, got, verdicts)
+	}
+	for name, want := range verdicts {
+		if v, ok := got[name]; !ok || !strings.HasPrefix(v, want) || (want == "" && v != "") {
+			t.Errorf("%s: testcase %q: %q, want %q", path, name, v, want)
+		}
+	}
+}
+
 // TestSLOAgainstRealServer runs loadtest --slo against a real `scalechat
 // serve`: an objective no server meets fails with exit code 3 and a JUnit
-// failure naming it; objectives a healthy loopback run meets pass.
+// failure naming it; objectives a healthy loopback run meets pass, on its
+// step and on the whole run.
 func TestSLOAgainstRealServer(t *testing.T) {
-	addr := testsupport.FreeAddr(t)
-	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "")
-	defer func() {
-		if code := stop(); code != 0 {
-			t.Errorf("serve exit %d\n%s", code, logs)
-		}
-	}()
-	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
-		t.Fatalf("healthz: %d %v", status, err)
-	}
-	tests := []struct {
-		name     string
-		slo      string
-		code     int
-		verdicts map[string]string // testcase -> wanted prefix of its failure ("" = passed)
-	}{
+	url := serveReady(t)
+	tests := []sloCase{
 		{"must fail", "p99<0.001ms,delivery>=99%", exitMissed, map[string]string{
 			"s1: p99<0.001ms": "FAILED: p99 = ", "s1: delivery>=99%": ""}},
-		{"must pass", "p99<5s,delivery>=99.9%,connect_errors==0", 0, map[string]string{
-			"s1: p99<5s": "", "s1: delivery>=99.9%": "", "s1: connect_errors==0": ""}},
+		{"must pass", "p99<5s,delivery>=99.9%,connect_errors==0,run:p99.9<5s", 0, map[string]string{
+			"s1: p99<5s": "", "s1: delivery>=99.9%": "", "s1: connect_errors==0": "", "run: p99.9<5s": ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			junit := filepath.Join(dir, "slo.xml")
-			code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "2", "--room-size", "3",
+			code, stdout, stderr := loadtestAgainst(t, "--url", url, "--rooms", "2", "--room-size", "3",
 				"--msg-frequency", "100ms", "--duration", "1s", "--drain", "2s", "--out", filepath.Join(dir, "run.csv"),
 				"--slo", tt.slo, "--junit", junit)
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}
-			got := junitCases(t, junit)
-			if len(got) != len(tt.verdicts) {
-				t.Errorf("testcases %v, want %v", got, tt.verdicts)
-			}
-			for name, want := range tt.verdicts {
-				v, ok := got[name]
-				if !ok || !strings.HasPrefix(v, want) || (want == "" && v != "") {
-					t.Errorf("testcase %q: %q, want %q", name, v, want)
-				}
-			}
+			checkJUnit(t, junit, tt.verdicts)
 			meta, err := results.ReadMeta(filepath.Join(dir, "run.meta.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -131,11 +133,7 @@ func TestSLOAgainstRealServer(t *testing.T) {
 			if len(s.SLO) != len(tt.verdicts) || s.SLO[0].Measured == nil {
 				t.Errorf("summary.json slo: %+v", s.SLO)
 			}
-			for name, want := range tt.verdicts {
-				if v := junitCases(t, filepath.Join(dir, "analyze.xml"))[name]; !strings.HasPrefix(v, want) || (want == "" && v != "") {
-					t.Errorf("analyze testcase %q: %q, want %q", name, v, want)
-				}
-			}
+			checkJUnit(t, filepath.Join(dir, "analyze.xml"), tt.verdicts)
 		})
 	}
 }
@@ -157,6 +155,7 @@ func TestSLOFlagsRefused(t *testing.T) {
 		{"--slo s9:p99<50ms", `names step "s9", which is not in the run`},
 		{"--junit x.xml", "--junit needs --slo"},
 		{"--slo p99<1s --slo-inconclusive maybe", "--slo-inconclusive must be fail or pass"},
+		{"--slo recovery<2s", "SLO recovery<2s: only scalechat audit measures recovery"},
 		{"--find rate", "--find needs --slo"},
 		{"--find speed --slo p99<1s", "--find must be rate, clients or room-size"},
 		{"--find rate --slo p99<1s --find-resolution x", "--find-resolution"},
@@ -178,19 +177,10 @@ func TestSLOFlagsRefused(t *testing.T) {
 // real `scalechat serve --rate-limit 20`: the knee is near 20 msg/s and the
 // first limit is the rate limit.
 func TestFindKneeOfRateLimit(t *testing.T) {
-	addr := testsupport.FreeAddr(t)
-	stop, logs := serve(t, nil, "--addr", addr, "--metrics-addr", "", "--rate-limit", "20", "--rate-burst", "3")
-	defer func() {
-		if code := stop(); code != 0 {
-			t.Errorf("serve exit %d\n%s", code, logs)
-		}
-	}()
-	if status, _, err := get(t, "http://"+addr+"/healthz"); err != nil || status != 200 {
-		t.Fatalf("healthz: %d %v", status, err)
-	}
+	url := serveReady(t, "--rate-limit", "20", "--rate-burst", "3")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "find.csv")
-	code, stdout, stderr := loadtestAgainst(t, "--url", "ws://"+addr+"/ws", "--rooms", "1", "--room-size", "2",
+	code, stdout, stderr := loadtestAgainst(t, "--url", url, "--rooms", "1", "--room-size", "2",
 		"--duration", "2s", "--drain", "1s", "--pause", "0s", "--out", out, "--no-csv",
 		"--find", "rate", "--find-start", "8", "--find-resolution", "10%", "--find-probes", "8",
 		"--slo", "delivery>=99.9%", "--junit", filepath.Join(dir, "find.xml"))

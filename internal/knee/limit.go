@@ -11,7 +11,7 @@ import (
 
 // Limit is the first resource that ran out in a probe.
 type Limit struct {
-	Kind string // generator, rate-limit, refusals, file-descriptors, server-cpu, connections, latency
+	Kind string // generator, rate-limit, refusals, file-descriptors, network, server-cpu, connections, latency
 	Text string // a sentence with its figures
 }
 
@@ -22,9 +22,11 @@ const serverCPUFull = 0.9
 // FirstLimit names what ran out in step s, a probe that missed its
 // objectives, looking in the order that keeps the server from being blamed
 // for the lab: the generator, the server's refusals (rate limits first),
-// file descriptors, the server's CPU (cpuCores, from its metrics, against
-// the cores it may use, serverCores; 0 when unknown), connections, and
-// last latency with nothing at its limit.
+// file descriptors, a full network link of the generator's machine (it
+// caps what the server gets, so it comes before the server's CPU), the
+// server's CPU (cpuCores, from its metrics, against the cores it may use,
+// serverCores; 0 when unknown), connections, and last latency with nothing
+// at its limit.
 func FirstLimit(s results.StepMeta, cpuCores float64, serverCores int) Limit {
 	errText := strings.ToLower(s.FirstError)
 	switch {
@@ -37,6 +39,8 @@ func FirstLimit(s results.StepMeta, cpuCores float64, serverCores int) Limit {
 		return Limit{"refusals", fmt.Sprintf("the server refused %d message(s) (first: %s)", s.ServerErrors, s.FirstError)}
 	case strings.Contains(errText, "too many open files") || strings.Contains(errText, "emfile"):
 		return Limit{"file-descriptors", fmt.Sprintf("file descriptors: %d client(s) failed (%s)", s.ConnectErrors+s.Disconnects, s.FirstError)}
+	case s.NetworkFull != "":
+		return Limit{"network", "the network: " + s.NetworkFull}
 	case serverCores > 0 && cpuCores >= serverCPUFull*float64(serverCores):
 		return Limit{"server-cpu", fmt.Sprintf("the server's CPU: %.2f of %d cores busy", cpuCores, serverCores)}
 	case s.ConnectErrors+s.Disconnects+s.SendErrors+s.PollErrors > 0:

@@ -22,6 +22,8 @@ func TestFirstLimit(t *testing.T) {
 		{"rate limit", results.StepMeta{Sent: 200, RateLimited: 10, ServerErrors: 10}, 1.9, 2, "rate-limit", "10 message(s) refused with rate_limited (5.00% of 200 sent)"},
 		{"other refusals", results.StepMeta{ServerErrors: 3, FirstError: "server error: not_joined"}, 0, 0, "refusals", "refused 3 message(s)"},
 		{"file descriptors", results.StepMeta{ConnectErrors: 7, FirstError: "dial: socket: too many open files"}, 1.9, 2, "file-descriptors", "7 client(s) failed"},
+		{"network before server CPU", results.StepMeta{ConnectErrors: 1, NetworkFull: "eth0 received 941 Mb/s of its 1000 Mb/s link"}, 1.85, 2,
+			"network", "the network: eth0 received 941 Mb/s"},
 		{"server CPU", results.StepMeta{ConnectErrors: 1}, 1.85, 2, "server-cpu", "1.85 of 2 cores"},
 		{"server CPU unknown cores", results.StepMeta{Disconnects: 2, FirstError: "reset"}, 1.85, 0, "connections", "2 dropped"},
 		{"latency", results.StepMeta{LatencyMs: results.Percentiles{P99: 63.2}, DeliveryRatio: 1}, 0.5, 2, "latency", "p99 63.2ms, delivery 100.000%; server CPU 0.50 cores"},

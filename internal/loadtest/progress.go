@@ -26,11 +26,14 @@ type aggregator struct {
 	mu        sync.Mutex
 	prev      []counter         // each part's counters in the previous update
 	saturated map[string]string // step name -> first reason
+	net       *netWatch         // nil: the links are not watched
+	network   map[string]string // step name -> the first full link
 	lastLen   int
 }
 
 func newAggregator(w io.Writer, tty bool, cores int) *aggregator {
-	return &aggregator{w: w, tty: tty, cores: max(cores, 1), saturated: map[string]string{}}
+	return &aggregator{w: w, tty: tty, cores: max(cores, 1), saturated: map[string]string{},
+		net: newNetWatch(), network: map[string]string{}}
 }
 
 // update merges one snapshot per part, evaluates saturation and prints.
@@ -40,6 +43,12 @@ func (a *aggregator) update(snaps []Snapshot) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Read the links at every update, pauses too, so that each reading
+	// spans about one interval.
+	link := ""
+	if a.net != nil {
+		link = a.net.full()
+	}
 	var m Snapshot
 	lat, lag := newHist(), newHist()
 	var interval float64
@@ -83,6 +92,9 @@ func (a *aggregator) update(snaps []Snapshot) {
 		}
 		if reason != "" && a.saturated[m.Step] == "" {
 			a.saturated[m.Step] = reason
+		}
+		if link != "" && a.network[m.Step] == "" {
+			a.network[m.Step] = link
 		}
 	}
 
@@ -163,6 +175,13 @@ func (a *aggregator) saturation(step string) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.saturated[step]
+}
+
+// networkFull returns the first link that ran full in step, or "".
+func (a *aggregator) networkFull(step string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.network[step]
 }
 
 // finish ends the live line.

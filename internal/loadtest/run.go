@@ -99,7 +99,7 @@ func Run(ctx, hard context.Context, cfg *Config, opt Options) (*Result, error) {
 		res.Failures = append(res.Failures, stepFailures(s, cfg.MaxLoss, cfg.MaxUnexpected)...)
 	}
 	if len(cfg.SLO) > 0 {
-		res.SLO = judge(cfg, res.Meta.Steps, opt.Stderr)
+		res.SLO = judge(cfg, res.Meta.Steps, m.pooled(), opt.Stderr)
 		res.Meta.SLO = res.SLO
 	}
 	if werr := m.writeMeta(); err == nil {
@@ -163,6 +163,8 @@ type merger struct {
 	parts    int
 
 	mu       sync.Mutex
+	runLat   *hdrhistogram.Histogram // every step's latencies, for run: objectives
+	runConn  *hdrhistogram.Histogram // every step's connect times
 	pending  map[int][]PartStep
 	reported map[int]map[int]bool // step -> parts that reported it
 	gone     map[int]bool         // parts that will report nothing more
@@ -278,9 +280,15 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm.LatencyMs = percentiles(lat)
 	sm.SendLagMs = percentiles(lag)
 	sm.ConnectMs = percentiles(conn)
+	if m.runLat == nil {
+		m.runLat, m.runConn = newHist(), newHist()
+	}
+	m.runLat.Merge(lat)
+	m.runConn.Merge(conn)
 	if r := m.agg.saturation(s.Name); r != "" {
 		sm.Saturated, sm.SaturationReason = true, r
 	}
+	sm.NetworkFull = m.agg.networkFull(s.Name)
 	m.res.Meta.Steps = append(m.res.Meta.Steps, sm)
 	_ = m.writeMetaLocked()
 }
@@ -374,13 +382,29 @@ func printSummary(w io.Writer, res *Result) {
 		if s.Saturated {
 			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)
 		}
+		if s.NetworkFull != "" {
+			fmt.Fprintf(w, "step %s: the network ran full (%s): what the server got was capped by the link\n", s.Name, s.NetworkFull)
+		}
 	}
 	slo.Print(w, res.SLO)
 }
 
-// judge evaluates cfg.SLO on the run's steps, with the servers' CPU from
-// the run's server CSV when it scraped one.
-func judge(cfg *Config, steps []results.StepMeta, stderr io.Writer) []slo.Result {
+// pooled returns the run's steps as one, with the percentiles of every
+// step's latencies and connects.
+func (m *merger) pooled() results.StepMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := slo.Pool(m.res.Meta.Steps)
+	if m.runLat != nil {
+		w.LatencyMs, w.ConnectMs = percentiles(m.runLat), percentiles(m.runConn)
+	}
+	return w
+}
+
+// judge evaluates cfg.SLO on the run's steps and, for objectives naming
+// the whole run (run:p99<50ms), on whole, with the servers' CPU from the
+// run's server CSV when it scraped one.
+func judge(cfg *Config, steps []results.StepMeta, whole results.StepMeta, stderr io.Writer) []slo.Result {
 	var rows []results.ServerRow
 	if cfg.WatchesServers() && !cfg.NoRecord {
 		var err error
@@ -388,10 +412,11 @@ func judge(cfg *Config, steps []results.StepMeta, stderr io.Writer) []slo.Result
 			fmt.Fprintf(stderr, "SLO: server metrics not read, cpu_per_delivery not measured: %v\n", err)
 		}
 	}
-	figs := make([]slo.Step, len(steps))
+	figs := make([]slo.Step, len(steps), len(steps)+1)
 	for i, s := range steps {
 		figs[i] = slo.FromMeta(s, rows)
 	}
+	figs = append(figs, slo.AsRun(slo.FromMeta(whole, nil), steps, rows))
 	return slo.Evaluate(cfg.SLO, figs)
 }
 

@@ -1,6 +1,8 @@
 // Package procstat reads what Linux's /proc tells about a process and the
-// machine: CPU time, resident memory and state of a process, and the load
-// averages. The benchmarks measure servers with it from the outside.
+// machine: CPU time, resident memory and state of a process, the load
+// averages, and the network interfaces' byte counters and link speeds. The
+// benchmarks measure servers with it from the outside; the load generator
+// watches its own links with it.
 package procstat
 
 import (

@@ -42,3 +42,38 @@ func TestSelf(t *testing.T) {
 		t.Error("no load average")
 	}
 }
+
+func TestParseNetDev(t *testing.T) {
+	in := `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:  398188    1495    0    0    0     0          0         0   398188    1495    0    0    0     0       0          0
+  eth0:126298245    7060    0    0    0     0          0         0   492914    4880    0    0    0     0       0          0
+`
+	got, err := parseNetDev([]byte(in))
+	want := []NetDev{{"lo", 398188, 398188}, {"eth0", 126298245, 492914}}
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("parseNetDev = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := parseNetDev([]byte("h1\nh2\n  eth0: 1 2 3\n")); err == nil {
+		t.Error("a short line was read")
+	}
+	if _, err := parseNetDev([]byte("h1\nh2\n  eth0: x 0 0 0 0 0 0 0 5 0\n")); err == nil {
+		t.Error("a line whose bytes are not a count was read")
+	}
+}
+
+func TestReadNetDev(t *testing.T) {
+	devs, err := ReadNetDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		if d.Name == "lo" {
+			if _, ok := LinkSpeed("lo"); ok {
+				t.Error("loopback has a link speed")
+			}
+			return
+		}
+	}
+	t.Errorf("no loopback among %+v", devs)
+}

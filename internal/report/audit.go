@@ -134,11 +134,12 @@ func auditPage(a *results.Audit) page {
 	if a.Broken {
 		pg.Warnings = []string{"A delivery guarantee was BROKEN."}
 	}
+	pg.Warnings = append(pg.Warnings, sloWarnings(a.SLO)...)
 	return pg
 }
 
 // auditTmpl is the audit page's parts.
-var auditTmpl = pageTemplate(`{{define "top"}}{{with .A}}<h2>Verdict</h2>
+var auditTmpl = pageTemplate(sloParts + `{{define "top"}}{{template "slo" .A.SLO}}{{with .A}}<h2>Verdict</h2>
 <table id="guarantees">
 <tr><th>guarantee</th><th>verdict</th><th>figures</th></tr>
 {{range .Guarantees}}<tr{{if not .Held}} class="saturated"{{end}}><td>{{.Name}}</td><td>{{if .Held}}held{{else}}BROKEN{{end}}</td><td>{{.What}}</td></tr>

@@ -240,6 +240,7 @@ func targetsPage(t *results.Targets) page {
 			break
 		}
 	}
+	pg.Warnings = append(pg.Warnings, sloWarnings(t.SLO)...)
 	return pg
 }
 
@@ -260,7 +261,7 @@ var targetsTmpl = template.Must(template.Must(skeleton.Clone()).Funcs(template.F
 		}
 		return fmtNumber(v)
 	},
-}).Parse(`{{define "top"}}<p>The same steps against each target, one target after another on the same machine; each server alone, the
+}).Parse(sloParts + `{{define "top"}}{{template "slo" .SLO}}<p>The same steps against each target, one target after another on the same machine; each server alone, the
 load generator on another core.</p>
 <h2>Run</h2>
 <dl><dt>scenario</dt><dd>{{.Scenario}}</dd><dt>targets</dt><dd>{{range $i, $t := .Targets}}{{if $i}}, {{end}}{{$t}}{{end}}</dd>

@@ -61,6 +61,9 @@ type Audit struct {
 	FirstError string      `json:"first_error,omitempty"`
 	// FirstRefusal is the first error frame a client got.
 	FirstRefusal string `json:"first_refusal,omitempty"`
+	// SLO holds the verdicts of audit --slo, the audit judged as one step
+	// named "audit".
+	SLO []SLOResult `json:"slo,omitempty"`
 }
 
 // AuditCounts are the deliveries that went wrong.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 )
 
 // DiffJSON is the file name of a diff in its --out folder.
@@ -73,16 +72,7 @@ type MetricDiff struct {
 }
 
 // WriteDiff writes d as JSON to path, creating its folder.
-func WriteDiff(path string, d *Diff) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func WriteDiff(path string, d *Diff) error { return writeJSON(path, d) }
 
 // ReadDiff reads a diff.json written by WriteDiff.
 func ReadDiff(path string) (*Diff, error) {

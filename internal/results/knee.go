@@ -76,17 +76,23 @@ type Probe struct {
 
 // WriteKnee writes k to path as indented JSON.
 func WriteKnee(path string, k *Knee) error {
-	b, err := json.MarshalIndent(k, "", "  ")
+	if err := writeJSON(path, k); err != nil {
+		return fmt.Errorf("write knee: %w", err)
+	}
+	return nil
+}
+
+// writeJSON writes v to path as indented JSON with a final newline,
+// creating path's folder.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write knee: %w", err)
+		return err
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write knee: %w", err)
-	}
-	return nil
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // ReadKnee reads a knee file.

@@ -114,6 +114,12 @@ type StepMeta struct {
 	// RateLimited counts the server's refusals for its rate limit: error
 	// frames with code rate_limited, or POSTs answered 429.
 	RateLimited int64 `json:"rate_limited"`
+
+	// NetworkFull names a link of the generator's machine that ran at 90 %
+	// of its speed or more in a second of the step's sending or drain
+	// ("eth0 received 941 Mb/s of its 1000 Mb/s link"); "" when none did or
+	// no link reports a speed.
+	NetworkFull string `json:"network_full,omitempty"`
 }
 
 // ReadMeta reads a meta.json file.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ type Targets struct {
 	LoadAfter  string      `json:"loadavg_after"`
 	Machine    string      `json:"machine"`
 	Rows       []TargetRow `json:"rows"`
+	// SLO holds the verdicts of bench compare --slo, on steps named
+	// TARGET/STEP.
+	SLO []SLOResult `json:"slo,omitempty"`
 }
 
 // TargetsHeader is the header row of targets.csv.
@@ -133,6 +137,11 @@ func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// WriteTargetsJSON writes t into dir as targets.json.
+func WriteTargetsJSON(dir string, t *Targets) error {
+	return writeJSON(filepath.Join(dir, TargetsJSON), t)
 }
 
 // ReadTargets reads targets.json.

@@ -27,6 +27,13 @@ type Step struct {
 	Name      string
 	Figures   map[string]float64
 	Saturated string
+	// Never holds the metrics that have no value because what they time
+	// never happened (a fault no client came back from), with why: any
+	// objective on them is missed.
+	Never map[string]string
+	// Whole marks the figures of the whole run (AsRun), judged only by
+	// the objectives that name RunStep.
+	Whole bool
 }
 
 // Result is one objective judged on one step, as meta.json and
@@ -34,14 +41,15 @@ type Step struct {
 type Result = results.SLOResult
 
 // Evaluate judges every objective on the steps it applies to: an objective
-// without a step on each step, one with a step on that step (inconclusive
+// without a step on each step, one with a step on that step, one naming
+// RunStep on the whole run's figures when steps hold them (inconclusive
 // when the run has no such step).
 func Evaluate(objs []Objective, steps []Step) []Result {
 	var out []Result
 	for _, o := range objs {
 		found := false
 		for _, s := range steps {
-			if o.Step != "" && o.Step != s.Name {
+			if !applies(o, s) {
 				continue
 			}
 			found = true
@@ -61,6 +69,11 @@ func Evaluate(objs []Objective, steps []Step) []Result {
 
 func judge(o Objective, s Step) Result {
 	r := Result{SLO: o.Text, Step: s.Name, Metric: o.Metric, Value: "–"}
+	if why, never := s.Never[o.Metric]; never {
+		r.Value, r.Verdict = "never", Missed
+		r.Reason = fmt.Sprintf("%s = never: %s", o.Metric, why)
+		return r
+	}
 	v, ok := s.Figures[o.Metric]
 	if !ok || math.IsNaN(v) {
 		r.Verdict = Inconclusive
@@ -89,6 +102,8 @@ func hint(metric string) string {
 		return " (it needs the server's CPU: --server-metrics or --server-pid)"
 	case "p50", "p90", "p99", "p99.9", "max":
 		return " (no message was delivered)"
+	case "recovery":
+		return " (no fault was injected: --drop-every, --node-kill …)"
 	}
 	return ""
 }

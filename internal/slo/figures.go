@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -138,4 +139,37 @@ func FromTarget(r results.TargetRow) Step {
 		sat = saturation(true, r.Note)
 	}
 	return Step{Name: r.Target + "/" + r.Step, Figures: f, Saturated: sat}
+}
+
+// AuditStep names the one step of an audit's figures.
+const AuditStep = "audit"
+
+// AuditMetrics are the metrics an audit measures (FromAudit's figures),
+// and AuditOnly those of them no load test measures.
+var (
+	AuditMetrics = []string{"delivery", "loss", "lost", "duplicates", "reordered", "recovery"}
+	AuditOnly    = []string{"duplicates", "reordered", "recovery"}
+)
+
+// FromAudit returns the figures of an audit, judged as one step named
+// "audit": delivery and lost as a load test counts them (owed ÷
+// delivered), duplicates, reordered, and recovery, the longest time from
+// a fault until every client was back in its room (not measured without
+// faults; never, when a fault was not recovered from).
+func FromAudit(a *results.Audit) Step {
+	f := map[string]float64{"duplicates": float64(a.Duplicates), "reordered": float64(a.Reordered),
+		"lost": float64(max(a.Expected-a.Delivered, 0))}
+	if a.Expected > 0 {
+		f["delivery"] = float64(a.Delivered) / float64(a.Expected)
+		f["loss"] = f["lost"] / float64(a.Expected)
+	}
+	s := Step{Name: AuditStep, Figures: f}
+	for i, ft := range a.Faults {
+		if !ft.RecoveredOK {
+			s.Never = map[string]string{"recovery": fmt.Sprintf("fault %d of %d (%s on %s) was not recovered from before the audit ended", i+1, len(a.Faults), ft.Kind, ft.Target)}
+			return s
+		}
+		f["recovery"] = max(f["recovery"], float64(ft.Recovered)/float64(time.Millisecond))
+	}
+	return s
 }

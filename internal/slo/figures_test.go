@@ -52,3 +52,45 @@ func TestFromStats(t *testing.T) {
 		t.Errorf("connect_errors from meta: %v", f)
 	}
 }
+
+// TestFromAudit: an audit is one step; its recovery is the longest fault's,
+// absent without faults, and never (any objective on it missed) when a
+// fault was not recovered from.
+func TestFromAudit(t *testing.T) {
+	a := &results.Audit{Expected: 1000, Delivered: 998, AuditCounts: results.AuditCounts{Duplicates: 1, Reordered: 2},
+		Faults: []results.AuditFault{
+			{Kind: "drop", RecoveredOK: true, Recovered: 80 * time.Millisecond},
+			{Kind: "node SIGKILL", RecoveredOK: true, Recovered: 1500 * time.Millisecond},
+		}}
+	s := FromAudit(a)
+	want := map[string]float64{"delivery": 0.998, "loss": 0.002, "lost": 2, "duplicates": 1, "reordered": 2, "recovery": 1500}
+	for k, v := range want {
+		if got, ok := s.Figures[k]; !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (%v), want %v", k, got, ok, v)
+		}
+	}
+	if s.Name != "audit" || len(s.Figures) != len(want) || len(AuditMetrics) != len(want) || s.Never != nil {
+		t.Errorf("step %+v", s)
+	}
+	for _, m := range AuditMetrics {
+		if _, ok := s.Figures[m]; !ok {
+			t.Errorf("AuditMetrics names %s, which FromAudit does not give", m)
+		}
+	}
+	objs, err := Parse("recovery<2s,audit:delivery>=99.9%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := Evaluate(objs, []Step{s}); rs[0].Verdict != Met || rs[0].Value != "1.5s" || rs[1].Verdict != Missed {
+		t.Errorf("verdicts %+v", rs)
+	}
+	if _, ok := FromAudit(&results.Audit{}).Figures["recovery"]; ok {
+		t.Error("recovery measured without faults")
+	}
+	a.Faults = append(a.Faults, results.AuditFault{Kind: "Redis restart", Target: "redis"})
+	r := Evaluate(objs[:1], []Step{FromAudit(a)})[0]
+	if r.Verdict != Missed || r.Value != "never" || r.Measured != nil ||
+		r.Reason != "recovery = never: fault 3 of 3 (Redis restart on redis) was not recovered from before the audit ended" {
+		t.Errorf("an unrecovered fault: %+v", r)
+	}
+}

@@ -36,6 +36,9 @@ var Metrics = map[string]Kind{
 	"refusals":         Count,    // the server's error frames, rate_limited among them
 	"rate_limited":     Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
 	"unexpected":       Count,    // deliveries from senders or rooms the run did not create
+	"recovery":         Duration, // audit: the longest time from a fault until every client was back in its room
+	"duplicates":       Count,    // audit: deliveries received twice
+	"reordered":        Count,    // audit: deliveries below the previous seq on their connection
 }
 
 // Op compares a measured value with an objective's limit.
