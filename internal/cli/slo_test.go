@@ -98,9 +98,20 @@ func TestSLOAgainstRealServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			junit := filepath.Join(dir, "slo.xml")
-			code, stdout, stderr := loadtestAgainst(t, "--url", url, "--rooms", "2", "--room-size", "3",
-				"--msg-frequency", "100ms", "--duration", "1s", "--drain", "2s", "--out", filepath.Join(dir, "run.csv"),
-				"--slo", tt.slo, "--junit", junit)
+			var code int
+			var stdout, stderr string
+			// A generator starved by a loaded machine makes the step
+			// inconclusive, honestly: a run that must pass is tried again
+			// then (a miss, exit 3, is never retried).
+			for try := 1; try <= 3; try++ {
+				code, stdout, stderr = loadtestAgainst(t, "--url", url, "--rooms", "2", "--room-size", "3",
+					"--msg-frequency", "100ms", "--duration", "1s", "--drain", "2s", "--out", filepath.Join(dir, "run.csv"),
+					"--slo", tt.slo, "--junit", junit)
+				if code != exitInconclusive || tt.code != 0 {
+					break
+				}
+				t.Logf("try %d inconclusive (the generator saturated?):\n%s", try, stdout)
+			}
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}
