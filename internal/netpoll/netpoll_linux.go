@@ -5,18 +5,36 @@ package netpoll
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // Poller waits for readiness of many file descriptors at once.
+//
+// It never blocks its goroutine's thread in epoll_wait: it asks with a zero
+// timeout, and when nothing is ready it parks the goroutine in Go's own
+// poller until its epoll descriptor is readable (an epoll descriptor is,
+// while any of its descriptors is ready). A thread blocked in a system call
+// holds its P; Go's sysmon takes such a P back after 20 µs, wakes another
+// thread for it, and keeps polling every 20 µs while any P sits in a system
+// call: with a few loops idle between messages, that cost a node a quarter
+// of its CPU samples in context switches (docs/benchmarks.md).
 type Poller struct {
 	epfd   int
+	ep     *os.File        // epfd as Go's poller knows it: its owner, closed by Close
+	rc     syscall.RawConn // parks the goroutine until epfd is readable
 	wakefd int
 	woken  atomic.Bool // a wake-up is pending: further Wake calls need no syscall
 	raw    []unix.EpollEvent
 	ready  []Event
+	n      int   // events of the last epoll_wait
+	werr   error // its error
+	poll   func(fd uintptr) bool
 }
 
 // New creates a Poller that reports at most batch events per Wait.
@@ -33,7 +51,20 @@ func New(batch int) (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("netpoll: eventfd: %w", err)
 	}
-	p := &Poller{epfd: epfd, wakefd: wakefd, raw: make([]unix.EpollEvent, batch), ready: make([]Event, 0, batch)}
+	// Non-blocking, so that os.NewFile hands it to Go's poller.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		unix.Close(wakefd)
+		return nil, fmt.Errorf("netpoll: epoll descriptor non-blocking: %w", err)
+	}
+	p := &Poller{epfd: epfd, ep: os.NewFile(uintptr(epfd), "epoll"), wakefd: wakefd, raw: make([]unix.EpollEvent, batch), ready: make([]Event, 0, batch)}
+	p.poll = p.pollNow
+	rc, err := p.ep.SyscallConn()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("netpoll: epoll descriptor in Go's poller: %w", err)
+	}
+	p.rc = rc
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wakefd)}); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("netpoll: register eventfd: %w", err)
@@ -98,7 +129,7 @@ func (p *Poller) Wake() error {
 		return nil
 	}
 	var one = [8]byte{1}
-	_, err := unix.Write(p.wakefd, one[:])
+	_, err := Write(p.wakefd, one[:])
 	if err != nil && !errors.Is(err, unix.EAGAIN) {
 		return fmt.Errorf("netpoll: wake: %w", err)
 	}
@@ -111,22 +142,66 @@ func (p *Poller) Wake() error {
 // look at whatever it was woken for after Wait returns: wake-ups that arrive
 // from then on wake the next Wait.
 func (p *Poller) Wait(timeoutMs int) (ready []Event, woken bool, err error) {
-	var n int
-	for {
-		n, err = unix.EpollWait(p.epfd, p.raw, timeoutMs)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return nil, false, fmt.Errorf("netpoll: epoll_wait: %w", err)
+	if !p.pollNow(0) && timeoutMs != 0 {
+		if err := p.park(timeoutMs); err != nil {
+			return nil, false, err
 		}
 	}
+	if p.werr != nil {
+		return nil, false, fmt.Errorf("netpoll: epoll_wait: %w", p.werr)
+	}
+	return p.decode(p.raw[:p.n])
+}
+
+// pollNow takes what is ready without blocking (a raw system call: it never
+// waits, so the scheduler need not know) and reports whether there was
+// anything, or an error. It is the function Go's poller calls back while
+// the goroutine waits: false parks it until epfd is readable.
+func (p *Poller) pollNow(uintptr) bool {
+	for {
+		r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(p.epfd), uintptr(unsafePointer(p.raw)), uintptr(len(p.raw)), 0, 0, 0)
+		switch errno {
+		case 0:
+			p.n, p.werr = int(r), nil
+			return p.n > 0
+		case unix.EINTR:
+			continue
+		default:
+			p.n, p.werr = 0, errno
+			return true
+		}
+	}
+}
+
+// park waits in Go's poller until pollNow finds something, or timeoutMs
+// passes (-1: no limit).
+func (p *Poller) park(timeoutMs int) error {
+	var deadline time.Time
+	if timeoutMs > 0 {
+		deadline = time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	}
+	if err := p.ep.SetReadDeadline(deadline); err != nil {
+		return fmt.Errorf("netpoll: deadline: %w", err)
+	}
+	err := p.rc.Read(p.poll)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.n, p.werr = 0, nil // the timeout: nothing ready
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("netpoll: wait for epoll: %w", err)
+	}
+	return nil
+}
+
+// decode turns raw epoll events into Events, taking the wake-up out.
+func (p *Poller) decode(raw []unix.EpollEvent) (ready []Event, woken bool, err error) {
 	p.ready = p.ready[:0]
-	for _, ev := range p.raw[:n] {
+	for _, ev := range raw {
 		fd := int(ev.Fd)
 		if fd == p.wakefd {
 			var buf [8]byte
-			_, _ = unix.Read(p.wakefd, buf[:]) // EAGAIN only if already drained
+			_, _ = Read(p.wakefd, buf[:]) // EAGAIN only if already drained
 			p.woken.Store(false)
 			woken = true
 			continue
@@ -149,6 +224,9 @@ func (p *Poller) Wait(timeoutMs int) (ready []Event, woken bool, err error) {
 // Close releases the poller. Registered descriptors stay open.
 func (p *Poller) Close() error {
 	err1 := unix.Close(p.wakefd)
-	err2 := unix.Close(p.epfd)
+	err2 := p.ep.Close()
 	return errors.Join(err1, err2)
 }
+
+// unsafePointer is the address of the first event, for the raw system call.
+func unsafePointer(evs []unix.EpollEvent) unsafe.Pointer { return unsafe.Pointer(&evs[0]) }

@@ -5,6 +5,7 @@ package netpoll
 import (
 	"net"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,5 +98,70 @@ func TestAddListener(t *testing.T) {
 	}
 	if err := ps[0].Del(lfd); err != nil {
 		t.Errorf("Del: %v", err)
+	}
+}
+
+// A Wait with no limit parks until Wake, from another goroutine, and one
+// with a limit returns empty when it passes; neither returns early.
+func TestWaitParksUntilWokenOrTimedOut(t *testing.T) {
+	p := newPoller(t)
+	start := time.Now()
+	evs, woken, err := p.Wait(50)
+	if err != nil || woken || len(evs) != 0 {
+		t.Fatalf("Wait(50) = %v, %v, %v; want nothing", evs, woken, err)
+	}
+	if d := time.Since(start); d < 45*time.Millisecond {
+		t.Fatalf("Wait(50) returned after %v", d)
+	}
+	done := make(chan bool)
+	go func() {
+		_, woken, err := p.Wait(-1)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- woken
+	}()
+	select {
+	case <-done:
+		t.Fatal("Wait(-1) returned before anything happened")
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := p.Wake(); err != nil {
+		t.Fatal(err)
+	}
+	if !<-done {
+		t.Fatal("Wait(-1) returned without woken")
+	}
+}
+
+// A descriptor that becomes ready while Wait is parked ends the wait, and a
+// level-triggered one still ready is reported again without parking.
+func TestWaitSeesReadinessWhileParked(t *testing.T) {
+	lfd, addr := listenFD(t)
+	p := newPoller(t)
+	if err := p.AddListener(lfd); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []Event, 1)
+	go func() {
+		evs, _, err := p.Wait(5000)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- append([]Event(nil), evs...)
+	}()
+	time.Sleep(20 * time.Millisecond) // let it park: there is no signal for that
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	evs := <-got
+	if len(evs) != 1 || evs[0].FD != lfd || time.Since(start) > 2*time.Second {
+		t.Fatalf("Wait returned %+v after %v; want the listener at once", evs, time.Since(start))
+	}
+	if evs, _, _ := p.Wait(-1); len(evs) != 1 {
+		t.Fatalf("the connection still waits; Wait(-1) returned %+v", evs)
 	}
 }

@@ -252,7 +252,7 @@ func sockaddrString(sa unix.Sockaddr) string {
 // readHandshake reads what a handshaking connection sent and acts once
 // the request tells what it is.
 func (l *loop) readHandshake(h *handshake) {
-	n, err := unix.Read(h.fd, l.readBuf)
+	n, err := netpoll.Read(h.fd, l.readBuf)
 	if n <= 0 {
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			return

@@ -347,7 +347,7 @@ func (l *loop) stopAll() {
 func (l *loop) onReadable(c *conn) {
 	for range maxReadsPerEvent {
 		k := copy(l.readBuf, c.pending)
-		n, err := unix.Read(c.fd, l.readBuf[k:])
+		n, err := netpoll.Read(c.fd, l.readBuf[k:])
 		if n > 0 {
 			c.lastRead = l.nowNano
 			c.pinged = false
