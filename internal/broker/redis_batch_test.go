@@ -284,18 +284,8 @@ func TestRedisPersistCallReportsATakenRoomAlone(t *testing.T) {
 	a := startNode(t, rs.URL(), 100)
 	rooms := []string{"r0", "r1", "r2"}
 	ownRooms(t, a, rooms...)
-	// r1 as a takeover leaves Redis: no holder, a out of the room's nodes,
-	// the other node in.
+	a.takenOver(t, "r1")
 	ctx := context.Background()
-	if err := a.b.rdb.Del(ctx, a.b.holderKey("r1")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SRem(ctx, a.b.roomNodesKey("r1"), a.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SAdd(ctx, a.b.roomNodesKey("r1"), "othernode").Err(); err != nil {
-		t.Fatal(err)
-	}
 	before := evalshaCalls(t, a)
 	persistRound(a, rooms, 2, 3)
 	a.h.waitFor(t, 10*time.Second, "r1 to be dropped", func() bool { return a.h.rooms["r1"] == nil })

@@ -64,6 +64,22 @@ func (n *node) renewalDue(room string) {
 	n.b.subMu.Unlock()
 }
 
+// takenOver leaves the room in Redis as another node's takeover does: no
+// holder, this node out of the room's nodes, the other one in.
+func (n *node) takenOver(t testing.TB, room string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := n.b.rdb.Del(ctx, n.b.holderKey(room)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.rdb.SRem(ctx, n.b.roomNodesKey(room), n.b.id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.rdb.SAdd(ctx, n.b.roomNodesKey(room), "othernode").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // hasSeq waits until the node's room reached seq.
 func (n *node) hasSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
@@ -438,18 +454,7 @@ func TestRedisOwnerThatLostItsRoomDropsIt(t *testing.T) {
 	a.join(t, "r")
 	a.publish("r", "first")
 	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
-	// Another node took the room over while a stalled, as the takeover
-	// leaves Redis: no holder, a out of the room's nodes, the other in.
-	ctx := context.Background()
-	if err := a.b.rdb.Del(ctx, a.b.holderKey("r")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SRem(ctx, a.b.roomNodesKey("r"), a.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SAdd(ctx, a.b.roomNodesKey("r"), "othernode").Err(); err != nil {
-		t.Fatal(err)
-	}
+	a.takenOver(t, "r")    // by another node, while a stalled
 	a.publish("r", "late") // ordered here, refused by Redis
 	a.h.waitFor(t, 10*time.Second, "the room to be dropped", func() bool { return a.h.rooms["r"] == nil })
 	testsupport.Eventually(t, 5*time.Second, "the drop counted", func() bool { s := a.b.Stats(); return s.Dropped == 1 && s.Owned == 0 })
