@@ -362,3 +362,19 @@ func TestPlanKeepsEachRoomsOrder(t *testing.T) {
 		t.Errorf("%d writes made %d calls, want 2, the first of %d", len(batch), len(calls), maxPersistBatch)
 	}
 }
+
+// On a Redis Cluster the writes of owned rooms are batched per hash slot:
+// a call never crosses slots, and every room's messages land.
+func TestRedisClusterBatchesPersistsPerSlot(t *testing.T) {
+	rc := testsupport.StartRedisCluster(t, 3, 0)
+	a := startNode(t, rc.URL(), 100)
+	rooms := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+	ownRooms(t, a, rooms...)
+	persistRound(a, rooms, 2, 3)
+	for _, r := range rooms {
+		storedSeq(t, a, r, 3)
+	}
+	if s := a.b.Stats(); s.Errors != 0 || s.Dropped != 0 {
+		t.Errorf("stats %+v: a call crossed slots?", s)
+	}
+}
