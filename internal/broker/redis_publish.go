@@ -341,19 +341,8 @@ func (b *Redis) publishCmd(ctx context.Context, p redis.Pipeliner, batch []job, 
 // notes its rooms in c.rooms. Each room's messages go together, in their
 // order; the room's TTLs are renewed when any of them is due.
 func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, c *call, renew []string, rc RoomConfig) redis.Cmder {
-	at := map[string]int{} // room → its index in c.rooms and msgs
-	var msgs [][]int       // per room, its jobs' indices in batch
-	for _, i := range c.js {
-		r := batch[i].room
-		n, ok := at[r]
-		if !ok {
-			n = len(c.rooms)
-			at[r] = n
-			c.rooms = append(c.rooms, r)
-			msgs = append(msgs, nil)
-		}
-		msgs[n] = append(msgs[n], i)
-	}
+	var msgs [][]int
+	c.rooms, msgs = byRoom(batch, c.js)
 	keys := make([]string, 0, 5*len(c.rooms))
 	args := make([]any, 0, 3+2*len(c.rooms)+2*len(c.js))
 	// Renewed once a renewInterval, as publishCmd's.
@@ -428,6 +417,24 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 		}
 	}
 	return retry
+}
+
+// byRoom groups the persist jobs js of batch by room: the rooms in the
+// order of their first job, and each room's indices in batch, in order.
+func byRoom(batch []job, js []int) (rooms []string, msgs [][]int) {
+	at := map[string]int{} // room → its index in rooms and msgs
+	for _, i := range js {
+		r := batch[i].room
+		n, ok := at[r]
+		if !ok {
+			n = len(rooms)
+			at[r] = n
+			rooms = append(rooms, r)
+			msgs = append(msgs, nil)
+		}
+		msgs[n] = append(msgs[n], i)
+	}
+	return rooms, msgs
 }
 
 // settlePersists hands each room of persist call c its answer: a room
