@@ -66,6 +66,11 @@ const (
 // (lua/publish.lua): Redis serves nothing else while a script runs.
 const maxPublishBatch = 64
 
+// maxPersistBatch bounds the messages of one persistScript call
+// (lua/persist.lua), for the same reason; a stored message costs Redis
+// less than a published one (no INCR, no PUBLISH).
+const maxPersistBatch = 128
+
 func (b *Redis) holderKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:holder" }
 
 // roomNodesKey is the set of nodes that loaded the room.

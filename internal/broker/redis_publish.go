@@ -182,9 +182,10 @@ func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struc
 	}
 }
 
-// send runs one round: every job of batch in one pipeline, in order.
-// Consecutive messages of an owned room are stored by one script call, and
-// the publishes between two other jobs by one call per hash slot (round).
+// send runs one round: every job of batch in one pipeline, in order per
+// room. The messages of owned rooms are stored by one script call per hash
+// slot and RoomConfig, and the publishes between two other jobs by one call
+// per hash slot and RoomConfig (round).
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	// A publish queued before its room was blocked waits behind the held
 	// ones: sent now, it could be ordered before them.
@@ -205,14 +206,10 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		switch {
 		case j.kind == jobPublish:
 			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
-		case err != nil:
-			// The messages were delivered here already; Redis's history
-			// misses them, and the outage is handled as any other.
-			b.fail("store", err)
 		case j.kind == jobPersist:
-			if ok, _ := c.cmd.(*redis.Cmd).Int64(); ok != 1 {
-				b.lostRoom(j.room)
-			}
+			b.settlePersists(c, err)
+		case err != nil:
+			b.fail("store", err)
 		case j.kind == jobRelease:
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
 				b.lostRoom(j.room) // taken over meanwhile: what was ordered here is not the room's stream
@@ -236,90 +233,134 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 
 // call is one command of a round and the jobs of batch it carries.
 type call struct {
-	js  []int // indices in batch of the call's jobs, in order
-	cmd redis.Cmder
+	js    []int    // indices in batch of the call's jobs, in order
+	rooms []string // a persist call's rooms, in the order of its answers
+	cmd   redis.Cmder
+}
+
+// batchKey is what the rooms of one publish or persist call share: a
+// script call reaches one hash slot and takes one history size and TTL
+// (rooms of one namespace share them).
+type batchKey struct {
+	slot int
+	rc   RoomConfig
 }
 
 // round queues the commands of batch on p, in order, and returns them.
 // Persist and publish calls take more jobs until the pipeline is sent, so
 // their commands are made at the end, in their place.
 func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []call {
-	mode := b.publishMode()
-	now := time.Now()
-	deliver := b.deliveryMode()
-	var calls []call
-	// A publish call's history size and TTL are its rooms': one call per
-	// hash slot and RoomConfig (rooms of one namespace share it).
-	type publishKey struct {
-		slot int
-		rc   RoomConfig
-	}
-	persistAt := map[string]int{}     // room → index in calls of its open persist call
-	publishAt := map[publishKey]int{} // slot and RoomConfig → index in calls of its open publish call
+	// Whether each publish and persist renews its room's TTLs, and the
+	// room's RoomConfig.
 	renew := make([]string, len(batch))
 	rcs := make([]RoomConfig, len(batch))
-	for i, j := range batch {
-		switch j.kind {
-		case jobPublish:
-			delete(persistAt, j.p.Room)
-			renew[i], rcs[i] = b.renewDue(j.p.Room, now)
-			key := publishKey{b.slotOf(j.p.Room), rcs[i]}
-			if k, ok := publishAt[key]; ok && len(calls[k].js) < maxPublishBatch {
-				calls[k].js = append(calls[k].js, i)
-				continue
-			}
-			publishAt[key] = len(calls)
-		case jobPersist:
-			if k, ok := persistAt[j.room]; ok {
-				calls[k].js = append(calls[k].js, i)
-				continue
-			}
-			persistAt[j.room] = len(calls)
-		default:
-			delete(persistAt, j.room)
-		}
-		if j.kind != jobPublish {
-			clear(publishAt) // publishes after this job go after it
-		}
-		calls = append(calls, call{js: []int{i}})
-	}
-	for k, c := range calls {
+	calls := b.plan(batch, renew, rcs)
+	mode := b.publishMode()
+	for k := range calls {
+		c := &calls[k]
 		j := batch[c.js[0]]
-		rc := rcs[c.js[0]]
-		if j.kind != jobPublish {
-			rc = b.roomConfigOf(j.room)
-		}
-		hist, ttl := strconv.Itoa(rc.History), ttlArg(rc.TTL)
 		switch j.kind {
 		case jobPublish:
-			keys := make([]string, 0, 5*len(c.js))
-			args := make([]any, 0, 5+4*len(c.js))
-			// Renewed once a renewInterval, the keys live a renewInterval
-			// longer: at least the TTL after the room's last message.
-			args = append(args, hist, ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix())
-			for _, i := range c.js {
-				q := batch[i].p
-				keys = append(keys, b.publishKeys(q.Room)...)
-				dest := q.Room // "n": the room's name goes in each node's batch
-				if deliver != deliverNodes {
-					dest = b.channel(q.Room)
-				}
-				args = append(args, q.Prefix, q.Suffix, dest, renew[i])
-			}
-			calls[k].cmd = publishScript.EvalSha(ctx, p, keys, args...)
+			c.cmd = b.publishCmd(ctx, p, batch, c.js, renew, rcs[c.js[0]])
 		case jobPersist:
-			args := []any{b.id, hist, ttl}
-			for _, i := range c.js {
-				args = append(args, batch[i].e.Seq, batch[i].e.Payload)
-			}
-			calls[k].cmd = persistScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
+			c.cmd = b.persistCmd(ctx, p, batch, c, renew, rcs[c.js[0]])
 		case jobRelease:
-			calls[k].cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
+			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
+			c.cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
 		case jobPresence:
-			calls[k].cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
+			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
+			c.cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 		}
 	}
 	return calls
+}
+
+// plan splits batch into the calls of a round, in order, and fills renew
+// and rcs for its publishes and persists. A publish or persist joins the
+// open call of its slot and RoomConfig, up to its cap, which moves it ahead
+// of the calls made since that one: a publish only past other publishes
+// (the open publish calls close at any other job), a persist only when no
+// later call holds a job of its room, so that every room's jobs keep their
+// order.
+func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
+	now := time.Now()
+	var calls []call
+	publishAt := map[batchKey]int{} // index in calls of the open publish call
+	persistAt := map[batchKey]int{} // index in calls of the open persist call
+	lastAt := map[string]int{}      // room → index in calls of the last call with a job of it
+	for i, j := range batch {
+		room, limit := j.room, maxPersistBatch
+		var open map[batchKey]int // the open calls j may join; nil: none
+		switch j.kind {
+		case jobPublish:
+			room, open, limit = j.p.Room, publishAt, maxPublishBatch
+		case jobPersist:
+			open = persistAt
+			clear(publishAt) // publishes after this job go after it
+		default:
+			clear(publishAt)
+		}
+		if open != nil {
+			renew[i], rcs[i] = b.renewDue(room, now)
+			key := batchKey{b.slotOf(room), rcs[i]}
+			if k, ok := open[key]; ok && len(calls[k].js) < limit && lastAt[room] <= k {
+				calls[k].js = append(calls[k].js, i)
+				lastAt[room] = k
+				continue
+			}
+			open[key] = len(calls)
+		}
+		lastAt[room] = len(calls)
+		calls = append(calls, call{js: []int{i}})
+	}
+	return calls
+}
+
+// publishCmd queues the publish call of the jobs js of batch, whose rooms
+// share rc.
+func (b *Redis) publishCmd(ctx context.Context, p redis.Pipeliner, batch []job, js []int, renew []string, rc RoomConfig) redis.Cmder {
+	deliver := b.deliveryMode()
+	keys := make([]string, 0, 5*len(js))
+	args := make([]any, 0, 5+4*len(js))
+	// Renewed once a renewInterval, the keys live a renewInterval longer:
+	// at least the TTL after the room's last message.
+	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix())
+	for _, i := range js {
+		q := batch[i].p
+		keys = append(keys, b.publishKeys(q.Room)...)
+		dest := q.Room // "n": the room's name goes in each node's batch
+		if deliver != deliverNodes {
+			dest = b.channel(q.Room)
+		}
+		args = append(args, q.Prefix, q.Suffix, dest, renew[i])
+	}
+	return publishScript.EvalSha(ctx, p, keys, args...)
+}
+
+// persistCmd queues the persist call c of batch, whose rooms share rc, and
+// notes its rooms in c.rooms. Each room's messages go together, in their
+// order; the room's TTLs are renewed when any of them is due.
+func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, c *call, renew []string, rc RoomConfig) redis.Cmder {
+	var msgs [][]int
+	c.rooms, msgs = byRoom(batch, c.js)
+	keys := make([]string, 0, 5*len(c.rooms))
+	args := make([]any, 0, 3+2*len(c.rooms)+2*len(c.js))
+	// Renewed once a renewInterval, as publishCmd's.
+	args = append(args, b.id, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)))
+	for n, r := range c.rooms {
+		keys = append(keys, b.publishKeys(r)...)
+		flag := "0"
+		for _, i := range msgs[n] {
+			if renew[i] == "1" {
+				flag = "1"
+			}
+		}
+		args = append(args, flag, len(msgs[n]))
+		for _, i := range msgs[n] {
+			args = append(args, batch[i].e.Seq, batch[i].e.Payload)
+		}
+	}
+	return persistScript.EvalSha(ctx, p, keys, args...)
 }
 
 // slotOf is the hash slot of a room's keys in a Redis Cluster, where one
@@ -376,6 +417,50 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 		}
 	}
 	return retry
+}
+
+// byRoom groups the persist jobs js of batch by room: the rooms in the
+// order of their first job, and each room's indices in batch, in order.
+func byRoom(batch []job, js []int) (rooms []string, msgs [][]int) {
+	at := map[string]int{} // room → its index in rooms and msgs
+	for _, i := range js {
+		r := batch[i].room
+		n, ok := at[r]
+		if !ok {
+			n = len(rooms)
+			at[r] = n
+			rooms = append(rooms, r)
+			msgs = append(msgs, nil)
+		}
+		msgs[n] = append(msgs[n], i)
+	}
+	return rooms, msgs
+}
+
+// settlePersists hands each room of persist call c its answer: a room
+// another node took over meanwhile is dropped here. When Redis did not
+// answer, the messages were delivered here already; Redis's history misses
+// them, and the outage is handled as any other.
+func (b *Redis) settlePersists(c call, err error) {
+	var res []int64
+	if err == nil {
+		res, err = c.cmd.(*redis.Cmd).Int64Slice()
+		if err == nil && len(res) != len(c.rooms) {
+			err = fmt.Errorf("persist script answered %d values for %d rooms", len(res), len(c.rooms))
+		}
+	}
+	if err != nil {
+		b.fail("store", err)
+	}
+	for n, room := range c.rooms {
+		switch {
+		case err != nil:
+			b.renewFailed(room) // its TTLs may not have been renewed
+		case res[n] != 1:
+			b.renewFailed(room)
+			b.lostRoom(room)
+		}
+	}
 }
 
 // neverSent reports whether a command failed before it reached Redis: the

@@ -56,6 +56,30 @@ func (n *node) publish(room, text string) {
 	n.b.Publish(Publication{Room: room, Prefix: []byte(text + "#"), From: 3})
 }
 
+// renewalDue makes the room's next publish or write renew its keys' TTLs,
+// as when renewInterval passed since the last renewal.
+func (n *node) renewalDue(room string) {
+	n.b.subMu.Lock()
+	n.b.rooms[room].renewed = time.Now().Add(-renewInterval(n.b.rooms[room].rc.TTL))
+	n.b.subMu.Unlock()
+}
+
+// takenOver leaves the room in Redis as another node's takeover does: no
+// holder, this node out of the room's nodes, the other one in.
+func (n *node) takenOver(t testing.TB, room string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := n.b.rdb.Del(ctx, n.b.holderKey(room)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.rdb.SRem(ctx, n.b.roomNodesKey(room), n.b.id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.rdb.SAdd(ctx, n.b.roomNodesKey(room), "othernode").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // hasSeq waits until the node's room reached seq.
 func (n *node) hasSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
@@ -281,10 +305,12 @@ func TestRedisOwnedRoom(t *testing.T) {
 		return n == 6 && seq == 6
 	})
 	// Writing an owned room's messages keeps its keys alive, the set of its
-	// nodes included: a room owned longer than --redis-ttl is not lost.
+	// nodes included, once a renewInterval: a room owned longer than
+	// --redis-ttl is not lost.
 	if err := a.b.rdb.Expire(ctx, a.b.roomNodesKey("r"), 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
+	a.renewalDue("r")
 	a.publish("r", "a5")
 	testsupport.Eventually(t, 10*time.Second, "the room's nodes kept alive", func() bool {
 		return a.b.rdb.TTL(ctx, a.b.roomNodesKey("r")).Val() > time.Minute
@@ -428,18 +454,7 @@ func TestRedisOwnerThatLostItsRoomDropsIt(t *testing.T) {
 	a.join(t, "r")
 	a.publish("r", "first")
 	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
-	// Another node took the room over while a stalled, as the takeover
-	// leaves Redis: no holder, a out of the room's nodes, the other in.
-	ctx := context.Background()
-	if err := a.b.rdb.Del(ctx, a.b.holderKey("r")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SRem(ctx, a.b.roomNodesKey("r"), a.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.b.rdb.SAdd(ctx, a.b.roomNodesKey("r"), "othernode").Err(); err != nil {
-		t.Fatal(err)
-	}
+	a.takenOver(t, "r")    // by another node, while a stalled
 	a.publish("r", "late") // ordered here, refused by Redis
 	a.h.waitFor(t, 10*time.Second, "the room to be dropped", func() bool { return a.h.rooms["r"] == nil })
 	testsupport.Eventually(t, 5*time.Second, "the drop counted", func() bool { s := a.b.Stats(); return s.Dropped == 1 && s.Owned == 0 })

@@ -1,29 +1,68 @@
--- persist.lua: stores messages an owning node ordered and raises the seq
--- counter to the last; it refuses when another node took the room over.
+-- persist.lua: stores the messages an owning node ordered in its rooms and
+-- raises each room's seq counter to its last; it refuses a room another node
+-- took over. A call is what one round of a node holds for rooms of one hash
+-- slot and one history size and TTL, at most maxPersistBatch messages: one
+-- script call a round instead of one a room, since a room rarely has more
+-- than a message in a round's few milliseconds. Each room runs as if alone.
+-- The keys' TTLs are renewed only when the node asks ("1", at most every
+-- quarter TTL per room: renewDue, which passes the TTL and a quarter more),
+-- when Redis lost the holder (the re-grant) or the counter: five EXPIREs a
+-- message were most of the script's Redis CPU.
 --
--- KEYS[1..5] as publish.lua: seq, history, epoch, holder, set of nodes
+-- KEYS, five per room r (k = 5r), as publish.lua:
+--   KEYS[k+1] the room's seq counter
+--   KEYS[k+2] its history stream
+--   KEYS[k+3] its epoch
+--   KEYS[k+4] its holder (the node that owns it)
+--   KEYS[k+5] the set of nodes that loaded the room
 -- ARGV[1] the owning node
 -- ARGV[2] history size (0: keep none)
 -- ARGV[3] TTL in seconds
--- ARGV[4], ARGV[5], ... the seq and the message (JSON) of each, in seq order
+-- then, per room in the order of KEYS, from a = 4 for the first:
+--   ARGV[a]   "1" to renew the keys' TTLs
+--   ARGV[a+1] n, the room's messages in this call (at least 1)
+--   ARGV[a+2], ARGV[a+3], ... n pairs: the seq and the message (JSON) of
+--             each, in seq order
+--   the next room's from a + 2 + 2n.
 --
--- Returns 1 when stored, 0 when the room is not this node's.
-local holder = redis.call('GET', KEYS[4])
-if holder ~= ARGV[1] then
-  if holder or redis.call('SCARD', KEYS[5]) ~= 1 or redis.call('SISMEMBER', KEYS[5], ARGV[1]) ~= 1 then
-    return 0
+-- Returns, per room, 1 when stored, 0 when the room is not this node's.
+local node, hist, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+-- store writes one room's n messages, whose pairs begin at ARGV[i].
+local function store(k, renew, i, n)
+  local holder = redis.call('GET', KEYS[k+4])
+  if holder ~= node then
+    if holder or redis.call('SCARD', KEYS[k+5]) ~= 1 or redis.call('SISMEMBER', KEYS[k+5], node) ~= 1 then
+      return 0
+    end
+    redis.call('SET', KEYS[k+4], node, 'EX', ttl) -- Redis lost the keys: still ours alone
+    renew = true
   end
-  redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[3]) -- Redis lost the keys: still ours alone
-end
-local last = 0
-for i = 4, #ARGV, 2 do
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], ARGV[i] .. '-1', 'm', ARGV[i+1])
+  local last = 0
+  for j = i, i + 2 * n - 2, 2 do
+    if hist > 0 then
+      redis.call('XADD', KEYS[k+2], 'MAXLEN', ARGV[2], ARGV[j] .. '-1', 'm', ARGV[j+1])
+    end
+    last = tonumber(ARGV[j])
   end
-  last = tonumber(ARGV[i])
+  local seq = redis.call('GET', KEYS[k+1])
+  if not seq then
+    renew = true -- a new counter: its keys may have none
+  end
+  if last > tonumber(seq or '0') then
+    redis.call('SET', KEYS[k+1], last, 'KEEPTTL') -- SET alone would drop the TTL
+  end
+  if renew then
+    for e = 1, 5 do redis.call('EXPIRE', KEYS[k+e], ttl) end
+  end
+  return 1
 end
-if last > tonumber(redis.call('GET', KEYS[1]) or '0') then
-  redis.call('SET', KEYS[1], last)
+
+local res = {}
+local a = 4
+for r = 0, #KEYS / 5 - 1 do
+  local n = tonumber(ARGV[a+1])
+  res[#res+1] = store(r * 5, ARGV[a] == '1', a + 2, n)
+  a = a + 2 + 2 * n
 end
-for k = 1, 5 do redis.call('EXPIRE', KEYS[k], ARGV[3]) end
-return 1
+return res
