@@ -205,6 +205,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
 		opts.DialerRetries = 1
 		opts.PoolSize = 8
+		opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)
 		rdb = redis.NewClient(opts)
 	}
 	if cfg.Prefix == "" {

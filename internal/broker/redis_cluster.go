@@ -70,6 +70,7 @@ func parseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	// healthLoop retries, with backoff, at the broker's level.
 	opts.DialerRetries = 1
 	opts.PoolSize = 8
+	opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)
 	return opts, nil
 }
 
