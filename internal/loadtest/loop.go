@@ -288,7 +288,7 @@ func (l *loop) run() {
 		for _, ev := range evs {
 			if ev.FD == l.tfd {
 				var b [8]byte
-				_, _ = unix.Read(l.tfd, b[:])
+				_, _ = netpoll.Read(l.tfd, b[:])
 				continue
 			}
 			if ev.FD < len(l.fds) {

@@ -41,7 +41,7 @@ func (l *loop) write(c *client, b []byte) bool {
 		c.out = append(c.out, b...)
 		return true
 	}
-	n, err := unix.Write(int(c.fd), b)
+	n, err := netpoll.Write(int(c.fd), b)
 	if err != nil {
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 			l.lost(c, "write: "+err.Error())
@@ -60,7 +60,7 @@ func (l *loop) write(c *client, b []byte) bool {
 }
 
 func (l *loop) flush(c *client) bool {
-	n, err := unix.Write(int(c.fd), c.out)
+	n, err := netpoll.Write(int(c.fd), c.out)
 	if err != nil {
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			return true
@@ -86,7 +86,7 @@ func (l *loop) onReadable(c *client) {
 		if c.pend != nil {
 			off = copy(l.scratch, c.pend)
 		}
-		n, err := unix.Read(int(c.fd), l.scratch[off:])
+		n, err := netpoll.Read(int(c.fd), l.scratch[off:])
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				return
