@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// A connection from rawDialer reads and writes as a net.Conn does: the
-// bytes both ways (a write larger than the socket's buffer too), a
-// deadline as a net.Error timeout, and io.EOF when the peer closes.
-func TestRawConn(t *testing.T) {
+// rawPair dials a listener on loopback through rawDialer and returns both
+// ends: the raw connection and the peer's.
+func rawPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +34,20 @@ func TestRawConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	p := <-peer
+	t.Cleanup(func() { p.Close() })
+	return c, p
+}
+
+// A connection from rawDialer reads and writes as a net.Conn does: the
+// bytes both ways (a write larger than the socket's buffer too), a
+// deadline as a net.Error timeout, and io.EOF when the peer closes.
+func TestRawConn(t *testing.T) {
+	c, p := rawPair(t)
 	if _, ok := c.(*rawConn); !ok {
 		t.Fatalf("the dialer gave a %T", c)
 	}
-	p := <-peer
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: more than a socket holds
 	got := make(chan []byte, 1)
 	go func() {
@@ -80,22 +89,7 @@ func TestRawDialerLeavesTLS(t *testing.T) {
 // back, and is called back, and sees why, when the peer sent bytes or
 // closed.
 func TestRawConnPeek(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		peer <- c
-	}()
-	c, err := rawDialer(time.Second, false)(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := <-peer
+	c, p := rawPair(t)
 	check := func() (called bool, n int) {
 		rc, err := c.(syscall.Conn).SyscallConn()
 		if err != nil {
