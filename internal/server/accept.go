@@ -502,7 +502,7 @@ func (l *loop) refuseHeaderSize(h *handshake) {
 func (l *loop) answerAndClose(h *handshake, b []byte) {
 	l.forget(h)
 	h.slot.release()
-	if n, err := unix.Write(h.fd, b); err == nil {
+	if n, err := netpoll.Write(h.fd, b); err == nil {
 		l.srv.httpBytesOut.Add(uint64(n))
 	}
 	unix.Close(h.fd)
