@@ -181,6 +181,12 @@ type Redis struct {
 
 var _ Broker = (*Redis)(nil)
 
+// respVersion is the Redis protocol the broker speaks: RESP2. The broker
+// reads nothing RESP3 adds, and with RESP3 go-redis looks for push
+// notifications on every pipeline and every pub/sub receive (a peek and its
+// deadline each time: 6 % of a cluster node's CPU with rooms split).
+const respVersion = 2
+
 // NewRedis connects a broker to Redis for the rooms h. It fails when the URL is invalid,
 // not when Redis is down: a node starts degraded and joins the cluster when
 // Redis answers.
@@ -206,6 +212,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		opts.DialerRetries = 1
 		opts.PoolSize = 8
 		opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)
+		opts.Protocol = respVersion
 		rdb = redis.NewClient(opts)
 	}
 	if cfg.Prefix == "" {

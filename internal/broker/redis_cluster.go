@@ -71,6 +71,7 @@ func parseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	opts.DialerRetries = 1
 	opts.PoolSize = 8
 	opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)
+	opts.Protocol = respVersion
 	return opts, nil
 }
 

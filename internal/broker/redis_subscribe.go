@@ -366,7 +366,7 @@ func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1, DialerRetries: 1,
-		Dialer: rawDialer(time.Second, opts.TLSConfig != nil),
+		Dialer: rawDialer(time.Second, opts.TLSConfig != nil), Protocol: respVersion,
 	})
 	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
 	b.subs[addr] = s
