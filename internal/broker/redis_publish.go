@@ -288,6 +288,7 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 	publishAt := map[batchKey]int{} // index in calls of the open publish call
 	persistAt := map[batchKey]int{} // index in calls of the open persist call
 	lastAt := map[string]int{}      // room → index in calls of the last call with a job of it
+	keyOf := map[string]batchKey{}  // room → its call key, resolved once a round
 	for i, j := range batch {
 		room, limit := j.room, maxPersistBatch
 		var open map[batchKey]int // the open calls j may join; nil: none
@@ -301,8 +302,16 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 			clear(publishAt)
 		}
 		if open != nil {
-			renew[i], rcs[i] = b.renewDue(room, now)
-			key := batchKey{b.slotOf(room), rcs[i]}
+			// A room's RoomConfig and renewal are asked once a round (a
+			// lock each): its later jobs share the one renewal.
+			key, seen := keyOf[room]
+			if seen {
+				renew[i], rcs[i] = "0", key.rc
+			} else {
+				renew[i], rcs[i] = b.renewDue(room, now)
+				key = batchKey{b.slotOf(room), rcs[i]}
+				keyOf[room] = key
+			}
 			if k, ok := open[key]; ok && len(calls[k].js) < limit && lastAt[room] <= k {
 				calls[k].js = append(calls[k].js, i)
 				lastAt[room] = k
