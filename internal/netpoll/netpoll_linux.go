@@ -32,9 +32,9 @@ type Poller struct {
 	woken  atomic.Bool // a wake-up is pending: further Wake calls need no syscall
 	raw    []unix.EpollEvent
 	ready  []Event
-	n      int   // events of the last epoll_wait
-	werr   error // its error
-	poll   func(fd uintptr) bool
+	n      int                   // events of the last epoll_wait
+	werr   error                 // its error
+	poll   func(fd uintptr) bool // pollNow as a func value, made once: a method value made per park would allocate
 }
 
 // New creates a Poller that reports at most batch events per Wait.

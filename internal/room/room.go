@@ -168,10 +168,9 @@ func (r *Room) appendLocked(m Message, received int64, from int) {
 
 // countLocked adds what add costs the history and takes away what drop
 // cost to the room's and the hub's counts (either may be the zero entry),
-// and returns the hub's cost. The hub's counts are shared by
-// every loop: a message that evicts one of its size class (the usual
-// case once a room's history is full) changes neither, and touches
-// neither's cache line.
+// and returns the hub's cost. The hub's counts are shared by every loop: a
+// message that evicts one of its size class (the usual case once a room's
+// history is full) changes neither, and touches neither's cache line.
 func (r *Room) countLocked(add, drop entry) int64 {
 	c := r.hist.cost(add) - r.hist.cost(drop)
 	j := add.jsonLen() - drop.jsonLen()
