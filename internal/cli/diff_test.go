@@ -27,7 +27,9 @@ func loadtestRun(t *testing.T, url, dir, name, maxLoss string) string {
 // A run and a rerun of itself against a real `scalechat serve` are the
 // same; a run against one that refuses messages beyond a rate below the
 // clients' (it loses them) regressed, and the gate says so with its exit
-// code.
+// code. The rerun is gated on delivery alone: its tail latency is the
+// machine's, not the server's (CI saw p99 0.44 ms then 1.63 ms while other
+// packages' tests ran beside it), and only the gated metrics give the verdict.
 func TestDiffCommand(t *testing.T) {
 	dir := t.TempDir()
 	srv := serveReady(t)
@@ -37,8 +39,7 @@ func TestDiffCommand(t *testing.T) {
 	lossy := serveReady(t, "--rate-limit", "5", "--rate-burst", "1", "--rate-abuse", "1000000")
 	b := loadtestRun(t, lossy, dir, "lossy", "1")
 
-	gate := "delivery:-0.1pp,p99:+100%"
-	code, stdout, stderr := runCLI("diff", "--fail-on", gate, "--out", filepath.Join(dir, "same"), a, rerun)
+	code, stdout, stderr := runCLI("diff", "--fail-on", "delivery:-0.1pp", "--out", filepath.Join(dir, "same"), a, rerun)
 	if code != 0 || !strings.Contains(stdout, "\nverdict: same\n") || stderr != "" {
 		t.Fatalf("run against its rerun: code %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -52,6 +53,7 @@ func TestDiffCommand(t *testing.T) {
 		del.Verdict != results.Same {
 		t.Errorf("the delivery of the rerun is not 100 %% on both sides, the same: %+v\n%s", del, stdout)
 	}
+	gate := "delivery:-0.1pp,p99:+100%"
 	code, stdout, stderr = runCLI("diff", "--fail-on", gate, "--json", filepath.Join(dir, "lossy.json"), a, b)
 	// p99 may regress too on a busy machine: the lossy run's clients wait
 	// for refusals; the delivery must.
