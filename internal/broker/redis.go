@@ -157,26 +157,13 @@ type Redis struct {
 
 	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
-	up             atomic.Bool
-	recovering     atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
-	localMu        sync.RWMutex // held (read) by a local publish; taken to end local publishing
-	downSince      atomic.Int64
-	upWake         chan struct{}
-	published      atomic.Uint64
-	received       atomic.Uint64
-	errs           atomic.Uint64
-	local          atomic.Uint64
-	refused        atomic.Uint64
-	diverged       atomic.Uint64
-	gaps           atomic.Uint64
-	lost           atomic.Uint64
-	reconnects     atomic.Uint64
-	ownedPublished atomic.Uint64
-	releases       atomic.Uint64
-	takeovers      atomic.Uint64
-	dropped        atomic.Uint64
-	blockedRooms   atomic.Uint64
-	lastErr        atomic.Pointer[string]
+	up         atomic.Bool
+	recovering atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
+	localMu    sync.RWMutex // held (read) by a local publish; taken to end local publishing
+	downSince  atomic.Int64
+	upWake     chan struct{}
+
+	count counters // what Stats reports
 }
 
 var _ Broker = (*Redis)(nil)
@@ -265,19 +252,48 @@ func (b *Redis) roomOf(channel string) string {
 // has been checked against its stream since the last outage.
 func (b *Redis) Up() bool { return b.up.Load() && !b.recovering.Load() }
 
+// counters is what the broker counts of its work, and its last error: each
+// is added to where the work happens, by any goroutine, and read by Stats.
+// No lock: every field is atomic on its own, and Stats is no snapshot of
+// them all at one instant.
+type counters struct {
+	published      atomic.Uint64 // each as Stats names it (broker.go)
+	received       atomic.Uint64
+	errs           atomic.Uint64
+	local          atomic.Uint64
+	refused        atomic.Uint64
+	diverged       atomic.Uint64
+	gaps           atomic.Uint64
+	lost           atomic.Uint64 // Stats.Unrecovered
+	reconnects     atomic.Uint64
+	ownedPublished atomic.Uint64
+	releases       atomic.Uint64
+	takeovers      atomic.Uint64
+	dropped        atomic.Uint64
+	blockedRooms   atomic.Uint64 // rooms whose publishes waited for another node's release; not in Stats
+	lastErr        atomic.Pointer[string]
+}
+
+// read fills the counters' fields of s.
+func (c *counters) read(s *Stats) {
+	s.Published, s.Received, s.Errors = c.published.Load(), c.received.Load(), c.errs.Load()
+	s.Local, s.Gaps, s.Unrecovered = c.local.Load(), c.gaps.Load(), c.lost.Load()
+	s.Reconnects, s.OwnedPublished = c.reconnects.Load(), c.ownedPublished.Load()
+	s.Releases, s.Takeovers, s.Dropped = c.releases.Load(), c.takeovers.Load(), c.dropped.Load()
+	s.Refused, s.Diverged = c.refused.Load(), c.diverged.Load()
+	if e := c.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+}
+
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
 	b.subMu.Lock()
 	n := len(b.rooms)
 	b.subMu.Unlock()
 	held := b.grants.len()
-	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
-		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
-		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
-		Dropped: b.dropped.Load(), Refused: b.refused.Load(), Diverged: b.diverged.Load()}
-	if e := b.lastErr.Load(); e != nil {
-		s.LastError = *e
-	}
+	s := Stats{Up: b.up.Load(), Rooms: int64(n), Owned: int64(held)}
+	b.count.read(&s)
 	return s
 }
 

@@ -9,9 +9,9 @@ import (
 )
 
 func (b *Redis) fail(op string, err error) {
-	b.errs.Add(1)
+	b.count.errs.Add(1)
 	msg := op + ": " + err.Error()
-	b.lastErr.Store(&msg)
+	b.count.lastErr.Store(&msg)
 	if b.up.CompareAndSwap(true, false) {
 		b.downSince.Store(time.Now().UnixNano())
 		// Cut off, the node goes on ordering the rooms it owns, joins
@@ -105,7 +105,7 @@ func (b *Redis) healthLoop(ctx context.Context) {
 			continue // failed again while catching up
 		}
 		backoff.reset()
-		b.reconnects.Add(1)
+		b.count.reconnects.Add(1)
 		b.log.Info("redis reachable again: resuming cross-node delivery",
 			"after", time.Duration(time.Now().UnixNano()-b.downSince.Load()).Round(time.Millisecond))
 	}

@@ -75,13 +75,13 @@ func lenPrefixed(s string) (field, rest string, ok bool) {
 func (b *Redis) onBatch(ctx context.Context, payload string) {
 	recs, err := splitBatch(payload, nil)
 	if err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		b.log.Warn("a batch from Redis was dropped: its rooms fill the gap from their streams at their next message", "err", err, "bytes", len(payload))
 	}
 	if len(recs) == 0 {
 		return
 	}
-	b.received.Add(uint64(len(recs)))
+	b.count.received.Add(uint64(len(recs)))
 	if b.leaseLapsed() {
 		for _, r := range recs {
 			if b.holds(r.room) {

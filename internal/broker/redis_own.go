@@ -103,7 +103,7 @@ func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
 	if b.grants.take(room) {
-		b.releases.Add(1)
+		b.count.releases.Add(1)
 		b.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
 }
@@ -114,7 +114,7 @@ func (b *Redis) lostRoom(room string) {
 	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
-		b.dropped.Add(1)
+		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
 		b.Unsubscribe(room)
 	}
@@ -226,7 +226,7 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 			continue
 		}
 		if took == 1 {
-			b.takeovers.Add(1)
+			b.count.takeovers.Add(1)
 			b.log.Warn("room taken over from a node that did not answer", "room", name, "holder", holder)
 			if err := b.publishControl(ctx, name, "T"); err != nil {
 				b.fail("take a room over", err)
@@ -246,7 +246,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 	if b.blocks.block(name, p) {
 		return // waiting already
 	}
-	b.blockedRooms.Add(1)
+	b.count.blockedRooms.Add(1)
 	b.waitWG.Go(func() {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		holder, err := b.rdb.Get(c, b.holderKey(name)).Result()
@@ -259,7 +259,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 				// Another stream of the room from now on: its members
 				// here rejoin it.
 				if b.h.Drop(name) {
-					b.dropped.Add(1)
+					b.count.dropped.Add(1)
 					b.Unsubscribe(name)
 				}
 			} else {

@@ -109,7 +109,7 @@ func (b *Redis) onPresence(room, payload string) {
 	count, user, ok2 := strings.Cut(rest, "\x1f")
 	n, err := strconv.Atoi(count)
 	if !ok1 || !ok2 || err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
 	b.remotePresence(room, node, user, n)

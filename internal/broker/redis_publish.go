@@ -48,11 +48,11 @@ func (b *Redis) Publish(p Publication) error {
 		if !b.up.Load() {
 			defer b.localMu.RUnlock()
 			if b.h.PublishOwned(p, b.keep) {
-				b.local.Add(1)
+				b.count.local.Add(1)
 				return nil
 			}
 			b.h.Answered(p.Room) // declined, and not sent on either
-			b.refused.Add(1)
+			b.count.refused.Add(1)
 			return ErrUnavailable
 		}
 		b.localMu.RUnlock()
@@ -78,7 +78,7 @@ func (b *Redis) Publish(p Publication) error {
 // sender gets both the refusal and the message; if Redis lost the stream,
 // every member of the room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
-	b.refused.Add(1)
+	b.count.refused.Add(1)
 	b.h.Answered(p.Room)
 	if p.Done != nil {
 		p.Done(0)
@@ -90,7 +90,7 @@ func (b *Redis) unsent(p Publication) {
 // room calls it under its lock, so a room's messages queue in seq order.
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
-	b.ownedPublished.Add(1)
+	b.count.ownedPublished.Add(1)
 	b.pubMu.Lock()
 	b.pending = append(b.pending, job{kind: jobPersist, room: room, e: e})
 	b.pubMu.Unlock()
@@ -413,7 +413,7 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 		default:
 			seq := uint64(res[2*n])
 			b.h.Answered(j.p.Room)
-			b.published.Add(1)
+			b.count.published.Add(1)
 			if j.p.Done != nil {
 				j.p.Done(seq)
 			}

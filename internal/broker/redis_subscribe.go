@@ -116,15 +116,15 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 	}
 	sp := strings.IndexByte(payload, ' ')
 	if sp < 0 {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
 	seq, err := strconv.ParseUint(payload[:sp], 10, 64)
 	if err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
-	b.received.Add(1)
+	b.count.received.Add(1)
 	if b.leaseLapsed() && b.holds(name) {
 		// Woken after its lease lapsed, this node may have lost the room:
 		// a message of another stream must not reach its members.
@@ -159,12 +159,12 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	for _, e := range entries {
 		seq, payload, ok := entry(e)
 		if ok {
-			b.gaps.Add(1)
+			b.count.gaps.Add(1)
 			b.h.Deliver(name, seq, []byte(payload))
 		}
 	}
 	if cur, loaded := b.h.Seq(name); loaded && cur < to {
-		b.lost.Add(to - cur)
+		b.count.lost.Add(to - cur)
 		b.lostStream(name, "messages missing from the room's stream in Redis")
 		return false
 	}
@@ -179,7 +179,7 @@ func (b *Redis) lostStream(room, why string) {
 	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
-		b.diverged.Add(1)
+		b.count.diverged.Add(1)
 		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)
 		b.Unsubscribe(room)
 	}
