@@ -132,11 +132,7 @@ type Redis struct {
 	closed  bool               // Run ended: no new subscription connection
 	psWG    sync.WaitGroup     // the receive goroutine of every pubsub
 
-	pubMu   sync.Mutex
-	pending []job
-	pubWake chan struct{}
-	// persistWake: only writes of owned rooms are pending, which may wait.
-	persistWake chan struct{}
+	pub publisher // the jobs for the next round to Redis (redis_publish.go)
 
 	subMu   sync.Mutex
 	subCmds []subCmd
@@ -215,7 +211,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
 		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
-		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
+		pub: newPublisher(), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
 		ann:   announcer{wake: make(chan struct{}, 1)},
 		rooms: make(map[string]*roomState),
 		pres:  presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
@@ -362,15 +358,7 @@ func (b *Redis) handOver() {
 		seq, _ := b.h.Disown(r)
 		jobs = append(jobs, job{kind: jobRelease, room: r, e: Entry{Seq: seq}})
 	}
-	b.pubMu.Lock()
-	var persists []job // what is still to be written goes first
-	for _, j := range b.pending {
-		if j.kind != jobPublish {
-			persists = append(persists, j)
-		}
-	}
-	b.pubMu.Unlock()
-	jobs = append(persists, jobs...)
+	jobs = append(b.pub.writes(), jobs...) // what is still to be written goes first
 	if len(jobs) > 0 {
 		b.send(ctx, jobs, 3)
 	}

@@ -104,7 +104,7 @@ func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 func (b *Redis) release(room string, seq uint64) {
 	if b.grants.take(room) {
 		b.count.releases.Add(1)
-		b.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
+		b.pub.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
 }
 
@@ -267,14 +267,8 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 			}
 			// The held publishes go out ahead of any that comes once the
 			// room is no longer blocked: queued before the room is let go.
-			b.blocks.release(name, func(q []Publication) {
-				b.pubMu.Lock()
-				for _, p := range q {
-					b.pending = append(b.pending, job{kind: jobPublish, p: p})
-				}
-				b.pubMu.Unlock()
-			})
-			signal(b.pubWake)
+			b.blocks.release(name, b.pub.addPublishes)
+			signal(b.pub.wake)
 		}
 		if holder == "" || holder == b.id {
 			release(false) // released meanwhile

@@ -89,18 +89,14 @@ func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + r
 func (b *Redis) Presence(room, user string, count int) {
 	b.pres.report(room, user, count)
 	if b.up.Load() {
-		b.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
+		b.pub.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
 	}
 }
 
 // republishPresence writes again, after an outage, what this node reported:
 // the changes made meanwhile never reached Redis.
 func (b *Redis) republishPresence() {
-	jobs := b.pres.jobs()
-	b.pubMu.Lock()
-	b.pending = append(b.pending, jobs...)
-	b.pubMu.Unlock()
-	signal(b.pubWake)
+	b.pub.queue(b.pres.jobs()...)
 }
 
 // onPresence handles a "P node␟count␟user" announcement.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,67 @@ type job struct {
 	room string      // jobPersist, jobRelease, jobPresence
 	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
 	user string      // jobPresence
+}
+
+// publisher is the jobs waiting for the next round to Redis (publishLoop),
+// and the channels that wake that loop. Its lock is a leaf, taken under a
+// room's lock (keep), blockSet.mu and fillMu: nothing is taken under it,
+// and its wakes are sent after it is let go.
+type publisher struct {
+	mu      sync.Mutex
+	pending []job
+	wake    chan struct{} // a publish is pending: send within publishLinger
+	// persistWake: only writes of owned rooms are pending, which may wait.
+	persistWake chan struct{}
+}
+
+func newPublisher() publisher {
+	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1)}
+}
+
+// queue appends jobs to the round and wakes the loop to send it soon.
+func (q *publisher) queue(jobs ...job) {
+	q.add(jobs...)
+	signal(q.wake)
+}
+
+// add appends jobs to the round without waking the loop.
+func (q *publisher) add(jobs ...job) {
+	q.mu.Lock()
+	q.pending = append(q.pending, jobs...)
+	q.mu.Unlock()
+}
+
+// addPublishes appends publishes to the round, in order, without waking
+// the loop.
+func (q *publisher) addPublishes(ps []Publication) {
+	q.mu.Lock()
+	for _, p := range ps {
+		q.pending = append(q.pending, job{kind: jobPublish, p: p})
+	}
+	q.mu.Unlock()
+}
+
+// take returns the pending jobs and leaves into, empty, in their place.
+func (q *publisher) take(into []job) []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.pending
+	q.pending = into
+	return batch
+}
+
+// writes returns the pending jobs that are not publishes, in order.
+func (q *publisher) writes() []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ws []job
+	for _, j := range q.pending {
+		if j.kind != jobPublish {
+			ws = append(ws, j)
+		}
+	}
+	return ws
 }
 
 // Publish implements Broker. It never blocks: a message of a room this node
@@ -66,7 +128,7 @@ func (b *Redis) Publish(p Publication) error {
 	if b.blockedPublish(p) {
 		return nil
 	}
-	b.queue(job{kind: jobPublish, p: p})
+	b.pub.queue(job{kind: jobPublish, p: p})
 	return nil
 }
 
@@ -91,17 +153,8 @@ func (b *Redis) unsent(p Publication) {
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
-	b.pubMu.Lock()
-	b.pending = append(b.pending, job{kind: jobPersist, room: room, e: e})
-	b.pubMu.Unlock()
-	signal(b.persistWake)
-}
-
-func (b *Redis) queue(j job) {
-	b.pubMu.Lock()
-	b.pending = append(b.pending, j)
-	b.pubMu.Unlock()
-	signal(b.pubWake)
+	b.pub.add(job{kind: jobPersist, room: room, e: e})
+	signal(b.pub.persistWake)
 }
 
 // persistLinger is how long the writes of owned rooms wait to go out with
@@ -125,25 +178,23 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.pubWake:
+		case <-b.pub.wake:
 			// Gather the publishes of a fraction of a millisecond.
 			if !linger(ctx, t, publishLinger, nil) {
 				return
 			}
-		case <-b.persistWake:
+		case <-b.pub.persistWake:
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
 			// publish comes, which waits no longer than its own linger.
-			if !linger(ctx, t, persistLinger, b.pubWake) {
+			if !linger(ctx, t, persistLinger, b.pub.wake) {
 				return
 			}
 		}
 		if b.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
 		}
-		b.pubMu.Lock()
-		batch, b.pending = b.pending, batch[:0]
-		b.pubMu.Unlock()
+		batch = b.pub.take(batch[:0])
 		switch {
 		case len(batch) == 0:
 		case b.up.Load():
@@ -571,10 +622,7 @@ const deliverNodes = "n"
 // Delivered here under seqs of this node's own, they would name other
 // messages on the other nodes of their rooms.
 func (b *Redis) refusePending() {
-	b.pubMu.Lock()
-	batch := b.pending
-	b.pending = nil
-	b.pubMu.Unlock()
+	batch := b.pub.take(nil)
 	held := b.blocks.takeAll()
 	for _, j := range batch {
 		if j.kind == jobPublish {
