@@ -60,21 +60,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-type subCmd struct {
-	room      string
-	subscribe bool
-}
-
-// roomState is what the broker knows of a room this node subscribed to.
-type roomState struct {
-	confirmed chan struct{} // closed when Redis confirmed the subscription
-	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
-	ps        *pubsub       // the connection subscribed to the room; nil: none yet
-	leaving   bool          // Unsubscribe was called
-	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
-	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
-}
-
 // pubsub is one subscription connection: to the one Redis, or to one master
 // of a Redis Cluster for the rooms of its slots.
 type pubsub struct {
@@ -134,19 +119,15 @@ type Redis struct {
 
 	pub publisher // the jobs for the next round to Redis (redis_publish.go)
 
-	subMu   sync.Mutex
-	subCmds []subCmd
-	subWake chan struct{}
-	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
+	sub subscriptions // the rooms subscribed here (redis_subscribe.go)
 
-	id         string                     // this node's name in the rooms it owns
-	grants     grantSet                   // rooms Redis granted this node (redis_ownstate.go)
-	blocks     blockSet                   // rooms another node holds: their publishes wait
-	started    atomic.Bool                // Run has tried Redis once: until then publishes wait for it
-	awaiting   map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes), under subMu
-	waitWG     sync.WaitGroup             // awaitRelease goroutines
-	leaseUntil atomic.Int64               // unix nanoseconds: see setLease
-	leaseWake  chan struct{}              // renew the node's lease now (Redis is back)
+	id         string         // this node's name in the rooms it owns
+	grants     grantSet       // rooms Redis granted this node (redis_ownstate.go)
+	blocks     blockSet       // rooms another node holds: their publishes wait
+	started    atomic.Bool    // Run has tried Redis once: until then publishes wait for it
+	waitWG     sync.WaitGroup // awaitRelease goroutines
+	leaseUntil atomic.Int64   // unix nanoseconds: see setLease
+	leaseWake  chan struct{}  // renew the node's lease now (Redis is back)
 
 	pres presenceState // what this node reported, whom it follows (redis_presence.go)
 	ann  announcer     // this node's name and URL for the others (redis_announce.go)
@@ -210,11 +191,10 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
-		pub: newPublisher(), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
-		ann:   announcer{wake: make(chan struct{}, 1)},
-		rooms: make(map[string]*roomState),
-		pres:  presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
+		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), leaseWake: make(chan struct{}, 1),
+		pub: newPublisher(), sub: newSubscriptions(), upWake: make(chan struct{}, 1),
+		ann:  announcer{wake: make(chan struct{}, 1)},
+		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 	}
 	if cluster == nil {
 		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
@@ -284,9 +264,9 @@ func (c *counters) read(s *Stats) {
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
-	b.subMu.Lock()
-	n := len(b.rooms)
-	b.subMu.Unlock()
+	b.sub.mu.Lock()
+	n := len(b.sub.rooms)
+	b.sub.mu.Unlock()
 	held := b.grants.len()
 	s := Stats{Up: b.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)

@@ -187,13 +187,13 @@ func (b *Redis) dropShard(s *pubsub) {
 		delete(b.subs, s.addr)
 	}
 	_ = s.close() // broken already
-	b.subMu.Lock()
-	for _, st := range b.rooms {
+	b.sub.mu.Lock()
+	for _, st := range b.sub.rooms {
 		if st.ps == s {
 			st.ps = nil
 		}
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 }
 
 // clientRoutes checks that the cluster client sends each room's commands
@@ -206,12 +206,12 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.subMu.Lock()
-	channels := make([]string, 0, len(b.rooms))
-	for name := range b.rooms {
+	b.sub.mu.Lock()
+	channels := make([]string, 0, len(b.sub.rooms))
+	for name := range b.sub.rooms {
 		channels = append(channels, b.channel(name))
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	checked := map[string]bool{} // one room per master is enough
 	for _, ch := range channels {
 		want := m.master(ch)

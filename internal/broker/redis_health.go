@@ -89,13 +89,7 @@ func (b *Redis) healthLoop(ctx context.Context) {
 		b.recovering.Store(true)
 		b.up.Store(true)
 		b.localMu.Unlock()
-		b.subMu.Lock()
-		names := make([]string, 0, len(b.rooms))
-		for name := range b.rooms {
-			names = append(names, name)
-		}
-		b.subMu.Unlock()
-		for _, name := range names {
+		for _, name := range b.sub.names() {
 			b.catchUp(ctx, name)
 		}
 		b.recovering.Store(false)

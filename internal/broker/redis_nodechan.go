@@ -162,10 +162,10 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 // loadedRooms returns the rooms this node subscribed to and loaded from
 // Redis (not those loaded while it was down, nor those it is leaving).
 func (b *Redis) loadedRooms() []string {
-	b.subMu.Lock()
-	defer b.subMu.Unlock()
-	rooms := make([]string, 0, len(b.rooms))
-	for name, st := range b.rooms {
+	b.sub.mu.Lock()
+	defer b.sub.mu.Unlock()
+	rooms := make([]string, 0, len(b.sub.rooms))
+	for name, st := range b.sub.rooms {
 		if !st.unsynced && !st.leaving {
 			rooms = append(rooms, name)
 		}

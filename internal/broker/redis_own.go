@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -83,10 +82,10 @@ func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + 
 // owns records that Redis granted this node the room, whose seqs up to
 // from were handed out by Redis.
 func (b *Redis) owns(room string, from uint64) {
-	b.subMu.Lock()
-	st := b.rooms[room]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[room]
 	subscribed := st != nil && !st.leaving
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	b.grants.add(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
@@ -132,11 +131,7 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 			b.release(name, seq)
 		}
 	case "R": // the owner released the room
-		b.subMu.Lock()
-		for _, w := range b.awaiting[name] {
-			signal(w)
-		}
-		b.subMu.Unlock()
+		b.sub.released(name)
 	case "T": // taken over: an owner that missed it is no longer one
 		if b.grants.has(name) {
 			b.lostRoom(name)
@@ -154,22 +149,8 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 // or until the room is taken over from a holder that does not answer; then
 // calls done, telling whether it took the room over.
 func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(tookOver bool)) {
-	// The room's load and its held publishes may wait at once: each has
-	// its own channel.
-	w := make(chan struct{}, 1)
-	b.subMu.Lock()
-	b.awaiting[name] = append(b.awaiting[name], w)
-	b.subMu.Unlock()
-	defer func() {
-		b.subMu.Lock()
-		ws := slices.DeleteFunc(b.awaiting[name], func(x chan struct{}) bool { return x == w })
-		if len(ws) == 0 {
-			delete(b.awaiting, name)
-		} else {
-			b.awaiting[name] = ws
-		}
-		b.subMu.Unlock()
-	}()
+	w := b.sub.await(name)
+	defer b.sub.stopAwaiting(name, w)
 	ttl := int(b.roomConfigOf(name).TTL / time.Second)
 	for ctx.Err() == nil {
 		if err := b.publishControl(ctx, name, "H"); err != nil {

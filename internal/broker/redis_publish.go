@@ -564,13 +564,13 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // room it has not subscribed renews every time), else "0"; and the room's
 // RoomConfig, read under the same lock.
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
-	b.subMu.Lock()
-	st := b.rooms[room]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[room]
 	if st == nil {
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		return "1", b.roomConfig(room)
 	}
-	defer b.subMu.Unlock()
+	defer b.sub.mu.Unlock()
 	if !st.renewed.IsZero() && now.Sub(st.renewed) < renewInterval(st.rc.TTL) {
 		return "0", st.rc
 	}
@@ -581,11 +581,11 @@ func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 // renewFailed forgets a renewal whose publish Redis did not answer: the
 // room's next publish renews its TTLs again.
 func (b *Redis) renewFailed(room string) {
-	b.subMu.Lock()
-	if st := b.rooms[room]; st != nil {
+	b.sub.mu.Lock()
+	if st := b.sub.rooms[room]; st != nil {
 		st.renewed = time.Time{}
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 }
 
 func (b *Redis) publishKeys(room string) []string {

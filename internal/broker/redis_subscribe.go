@@ -4,32 +4,119 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+type subCmd struct {
+	room      string
+	subscribe bool
+}
+
+// roomState is what the broker knows of a room this node subscribed to.
+type roomState struct {
+	confirmed chan struct{} // closed when Redis confirmed the subscription
+	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
+	ps        *pubsub       // the connection subscribed to the room; nil: none yet
+	leaving   bool          // Unsubscribe was called
+	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
+	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
+}
+
+// subscriptions is the rooms this node subscribed to, the (un)subscriptions
+// queued for subscribeLoop, and who waits for a room's owner to release it.
+// rooms is written by the subscription goroutine alone and read by others
+// under mu; a roomState's fields are read and written under mu. mu is
+// taken under Redis.shardMu and fillMu, and nothing is taken under it: the
+// wakes sent under it never block.
+type subscriptions struct {
+	mu       sync.Mutex
+	cmds     []subCmd
+	wake     chan struct{} // cmds were queued
+	rooms    map[string]*roomState
+	awaiting map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes)
+}
+
+func newSubscriptions() subscriptions {
+	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{})}
+}
+
+// queue queues c for subscribeLoop and wakes it.
+func (s *subscriptions) queue(c subCmd) {
+	s.mu.Lock()
+	s.cmds = append(s.cmds, c)
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// takeCmds returns the queued commands, in order, and forgets them.
+func (s *subscriptions) takeCmds() []subCmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmds := s.cmds
+	s.cmds = nil
+	return cmds
+}
+
+// names returns the rooms subscribed here.
+func (s *subscriptions) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.rooms))
+	for name := range s.rooms {
+		names = append(names, name)
+	}
+	return names
+}
+
+// await returns a channel signalled when the room's owner released it. The
+// room's load and its held publishes may wait at once: each has its own.
+func (s *subscriptions) await(room string) chan struct{} {
+	w := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.awaiting[room] = append(s.awaiting[room], w)
+	s.mu.Unlock()
+	return w
+}
+
+// stopAwaiting forgets w, a channel of await.
+func (s *subscriptions) stopAwaiting(room string, w chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := slices.DeleteFunc(s.awaiting[room], func(x chan struct{}) bool { return x == w })
+	if len(ws) == 0 {
+		delete(s.awaiting, room)
+	} else {
+		s.awaiting[room] = ws
+	}
+}
+
+// released signals every channel awaiting the room.
+func (s *subscriptions) released(room string) {
+	s.mu.Lock()
+	for _, w := range s.awaiting[room] {
+		signal(w)
+	}
+	s.mu.Unlock()
+}
+
 // Subscribe implements Broker.
-func (b *Redis) Subscribe(room string) { b.queueSub(subCmd{room: room, subscribe: true}) }
+func (b *Redis) Subscribe(room string) { b.sub.queue(subCmd{room: room, subscribe: true}) }
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
-	b.subMu.Lock()
-	if st := b.rooms[room]; st != nil {
+	b.sub.mu.Lock()
+	if st := b.sub.rooms[room]; st != nil {
 		st.leaving = true // a grant on its way is given back (owns)
 	}
-	b.subMu.Unlock()
-	b.release(room, 0)             // when held: Redis has its seq from the writes queued before
-	b.queueSub(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
-}
-
-func (b *Redis) queueSub(c subCmd) {
-	b.subMu.Lock()
-	b.subCmds = append(b.subCmds, c)
-	b.subMu.Unlock()
-	signal(b.subWake)
+	b.sub.mu.Unlock()
+	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
+	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
 // receiveLoop reads the channels of one subscription connection and
@@ -73,10 +160,10 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 // onSubscription handles Redis's answer to a (un)subscription on s.
 func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscription, reconnected bool) {
 	name := b.roomOf(m.Channel)
-	b.subMu.Lock()
-	st := b.rooms[name]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[name]
 	if st == nil {
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		return
 	}
 	confirmed := isClosed(st.confirmed)
@@ -84,7 +171,7 @@ func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscrip
 	if (m.Kind == "subscribe" || m.Kind == "ssubscribe") && !confirmed {
 		close(st.confirmed)
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
 		if confirmed && reconnected { // resubscribed after a broken connection
@@ -193,10 +280,10 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if !loaded {
 		return
 	}
-	b.subMu.Lock()
-	st := b.rooms[name]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[name]
 	unsynced := st != nil && st.unsynced
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	if unsynced {
 		// Loaded while Redis was down: its members joined a stream of this
 		// node alone, which never had the room's history nor the messages
@@ -265,12 +352,9 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.subWake:
+		case <-b.sub.wake:
 		}
-		b.subMu.Lock()
-		cmds := b.subCmds
-		b.subCmds = nil
-		b.subMu.Unlock()
+		cmds := b.sub.takeCmds()
 		var subs []string
 		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
@@ -278,17 +362,17 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		b.shardMu.Lock()
 		for _, c := range cmds {
 			last[c.room] = c.subscribe
-			b.subMu.Lock()
-			old := b.rooms[c.room]
+			b.sub.mu.Lock()
+			old := b.sub.rooms[c.room]
 			if c.subscribe {
 				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
 				newRooms[c.room] = st
-				b.rooms[c.room] = st
+				b.sub.rooms[c.room] = st
 			} else {
 				delete(newRooms, c.room)
-				delete(b.rooms, c.room)
+				delete(b.sub.rooms, c.room)
 			}
-			b.subMu.Unlock()
+			b.sub.mu.Unlock()
 			if old != nil && old.ps != nil {
 				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
 			}
@@ -324,11 +408,11 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 			}
 			continue // left to reshard, once the cluster answers again
 		}
-		b.subMu.Lock()
-		if st := b.rooms[name]; st != nil {
+		b.sub.mu.Lock()
+		if st := b.sub.rooms[name]; st != nil {
 			st.ps = s
 		}
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		byShard[s] = append(byShard[s], b.channel(name))
 	}
 	for s, channels := range byShard {
@@ -401,8 +485,8 @@ func (b *Redis) reshard(ctx context.Context) error {
 	var moved []string
 	var waits []chan struct{}
 	unsubs := map[*pubsub][]string{}
-	b.subMu.Lock()
-	for name, st := range b.rooms {
+	b.sub.mu.Lock()
+	for name, st := range b.sub.rooms {
 		if st.ps != nil && st.ps == b.subs[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
 			continue // subscribed, and confirmed, where it lives
 		}
@@ -416,7 +500,7 @@ func (b *Redis) reshard(ctx context.Context) error {
 		waits = append(waits, st.confirmed)
 		moved = append(moved, name)
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	for s, channels := range unsubs {
 		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
@@ -447,12 +531,12 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	ok := b.up.Load()
 	if ok {
 		timeout := time.After(2 * time.Second)
-		b.subMu.Lock()
+		b.sub.mu.Lock()
 		waits := make([]chan struct{}, 0, len(rooms))
 		for _, st := range rooms {
 			waits = append(waits, st.confirmed)
 		}
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 	wait:
 		for _, w := range waits {
 			select {
@@ -501,9 +585,9 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	}
 	for name, st := range rooms {
 		if !ok {
-			b.subMu.Lock()
+			b.sub.mu.Lock()
 			st.unsynced = true
-			b.subMu.Unlock()
+			b.sub.mu.Unlock()
 			b.h.Loaded(name, NewEpoch(), 0, nil) // an island of this node: a stream of its own
 			continue
 		}
