@@ -121,24 +121,18 @@ type Redis struct {
 
 	sub subscriptions // the rooms subscribed here (redis_subscribe.go)
 
-	id         string         // this node's name in the rooms it owns
-	grants     grantSet       // rooms Redis granted this node (redis_ownstate.go)
-	blocks     blockSet       // rooms another node holds: their publishes wait
-	started    atomic.Bool    // Run has tried Redis once: until then publishes wait for it
-	waitWG     sync.WaitGroup // awaitRelease goroutines
-	leaseUntil atomic.Int64   // unix nanoseconds: see setLease
-	leaseWake  chan struct{}  // renew the node's lease now (Redis is back)
+	id     string         // this node's name in the rooms it owns
+	grants grantSet       // rooms Redis granted this node (redis_ownstate.go)
+	blocks blockSet       // rooms another node holds: their publishes wait
+	waitWG sync.WaitGroup // awaitRelease goroutines
+	lease  leaseState     // until when the rooms held here are this node's (redis_own.go)
 
 	pres presenceState // what this node reported, whom it follows (redis_presence.go)
 	ann  announcer     // this node's name and URL for the others (redis_announce.go)
 
 	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
 
-	up         atomic.Bool
-	recovering atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
-	localMu    sync.RWMutex // held (read) by a local publish; taken to end local publishing
-	downSince  atomic.Int64
-	upWake     chan struct{}
+	health healthState // whether Redis answers, and the outage (redis_health.go)
 
 	count counters // what Stats reports
 }
@@ -191,8 +185,8 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
 		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), leaseWake: make(chan struct{}, 1),
-		pub: newPublisher(), sub: newSubscriptions(), upWake: make(chan struct{}, 1),
+		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), lease: leaseState{wake: make(chan struct{}, 1)},
+		pub: newPublisher(), sub: newSubscriptions(), health: healthState{wake: make(chan struct{}, 1)},
 		ann:  announcer{wake: make(chan struct{}, 1)},
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 	}
@@ -226,7 +220,7 @@ func (b *Redis) roomOf(channel string) string {
 
 // Up implements Broker: it reports whether Redis answers and every room
 // has been checked against its stream since the last outage.
-func (b *Redis) Up() bool { return b.up.Load() && !b.recovering.Load() }
+func (b *Redis) Up() bool { return b.health.ready() }
 
 // counters is what the broker counts of its work, and its last error: each
 // is added to where the work happens, by any goroutine, and read by Stats.
@@ -268,7 +262,7 @@ func (b *Redis) Stats() Stats {
 	n := len(b.sub.rooms)
 	b.sub.mu.Unlock()
 	held := b.grants.len()
-	s := Stats{Up: b.up.Load(), Rooms: int64(n), Owned: int64(held)}
+	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)
 	return s
 }
@@ -284,9 +278,9 @@ func signal(c chan struct{}) {
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {
 	if b.checkUp(ctx) {
-		b.up.Store(true)
+		b.health.up.Store(true)
 	}
-	b.started.Store(true)
+	b.health.started.Store(true)
 	var wg sync.WaitGroup
 	wg.Go(func() { b.publishLoop(ctx) })
 	if s := b.subs[""]; s != nil {
@@ -296,7 +290,7 @@ func (b *Redis) Run(ctx context.Context) error {
 		// channel and its rooms' channels in one order. The channel is kept
 		// when Redis is down, and subscribed again with every other one, in
 		// one command, when the connection comes back.
-		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.up.Load() {
+		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err)
 		}
 		b.psWG.Go(func() { b.receiveLoop(ctx, s) })
@@ -327,7 +321,7 @@ func (b *Redis) Run(ctx context.Context) error {
 // so that the nodes their members move to load them at once, with no
 // takeover; then the node's lease ends.
 func (b *Redis) handOver() {
-	if !b.up.Load() {
+	if !b.health.up.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -82,7 +82,7 @@ func (b *Redis) onBatch(ctx context.Context, payload string) {
 		return
 	}
 	b.count.received.Add(uint64(len(recs)))
-	if b.leaseLapsed() {
+	if b.lease.lapsed() {
 		for _, r := range recs {
 			if b.holds(r.room) {
 				// Woken after its lease lapsed, this node may have lost

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -284,7 +285,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 	defer t.Stop()
 	var until time.Time
 	for {
-		if b.up.Load() && !b.recovering.Load() {
+		if b.health.ready() {
 			sent := time.Now()
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
@@ -307,7 +308,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-b.leaseWake:
+		case <-b.lease.wake:
 		}
 	}
 }
@@ -371,13 +372,21 @@ func (b *Redis) subscribers(ctx context.Context, name string) (int64, error) {
 	return n[ch], err
 }
 
+// leaseState is until when this node's held rooms are its own, read by
+// every delivery and by fail, and the wake of the loop that renews it
+// (leaseLoop). No lock: one atomic word, and a channel.
+type leaseState struct {
+	until atomic.Int64  // unix nanoseconds: see setLease
+	wake  chan struct{} // renew the node's lease now (Redis is back)
+}
+
+// lapsed reports whether this node's lease lapsed (it was stopped): rooms
+// it held may have been taken over.
+func (l *leaseState) lapsed() bool { return time.Now().UnixNano() >= l.until.Load() }
+
 // setLease says until when this node's held rooms are its own, to the
 // rooms and to the receiving side.
 func (b *Redis) setLease(until time.Time) {
-	b.leaseUntil.Store(until.UnixNano())
+	b.lease.until.Store(until.UnixNano())
 	b.h.Lease(until)
 }
-
-// leaseLapsed reports whether this node's lease lapsed (it was stopped):
-// rooms it held may have been taken over.
-func (b *Redis) leaseLapsed() bool { return time.Now().UnixNano() >= b.leaseUntil.Load() }

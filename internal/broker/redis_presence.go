@@ -88,7 +88,7 @@ func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + r
 // Presence implements Broker.
 func (b *Redis) Presence(room, user string, count int) {
 	b.pres.report(room, user, count)
-	if b.up.Load() {
+	if b.health.up.Load() {
 		b.pub.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
 	}
 }

@@ -103,12 +103,12 @@ func (q *publisher) writes() []job {
 func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
-	if !b.up.Load() && b.started.Load() {
+	if !b.health.up.Load() && b.health.started.Load() {
 		// Under localMu, so that recovery knows when the last publish
 		// of the outage is done.
-		b.localMu.RLock()
-		if !b.up.Load() {
-			defer b.localMu.RUnlock()
+		b.health.localMu.RLock()
+		if !b.health.up.Load() {
+			defer b.health.localMu.RUnlock()
 			if b.h.PublishOwned(p, b.keep) {
 				b.count.local.Add(1)
 				return nil
@@ -117,7 +117,7 @@ func (b *Redis) Publish(p Publication) error {
 			b.count.refused.Add(1)
 			return ErrUnavailable
 		}
-		b.localMu.RUnlock()
+		b.health.localMu.RUnlock()
 	}
 	if b.h.PublishOwned(p, b.keep) {
 		return nil
@@ -191,13 +191,13 @@ func (b *Redis) publishLoop(ctx context.Context) {
 				return
 			}
 		}
-		if b.recovering.Load() {
+		if b.health.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
 		}
 		batch = b.pub.take(batch[:0])
 		switch {
 		case len(batch) == 0:
-		case b.up.Load():
+		case b.health.up.Load():
 			// A round begun is finished even when the node is shutting
 			// down: cut short, its writes would be lost from Redis, and
 			// the failure would end the handover (handOver) too.

@@ -212,7 +212,7 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 		return
 	}
 	b.count.received.Add(1)
-	if b.leaseLapsed() && b.holds(name) {
+	if b.lease.lapsed() && b.holds(name) {
 		// Woken after its lease lapsed, this node may have lost the room:
 		// a message of another stream must not reach its members.
 		b.verifyHeld(ctx)
@@ -528,7 +528,7 @@ func (b *Redis) reshard(ctx context.Context) error {
 // unsynced: members join, their messages are refused until Redis is back,
 // and the room is then dropped so that they resume into Redis's stream.
 func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
-	ok := b.up.Load()
+	ok := b.health.up.Load()
 	if ok {
 		timeout := time.After(2 * time.Second)
 		b.sub.mu.Lock()
@@ -625,7 +625,7 @@ func (b *Redis) leave(ctx context.Context, last map[string]bool) {
 			rooms = append(rooms, room)
 		}
 	}
-	if len(rooms) == 0 || !b.up.Load() {
+	if len(rooms) == 0 || !b.health.up.Load() {
 		return // while Redis is down, the node stays in the sets: messages of rooms it freed reach it and are dropped
 	}
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
