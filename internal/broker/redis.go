@@ -23,7 +23,7 @@
 // The same broker runs on a Redis Cluster (redis_cluster.go): a room lives
 // in one hash slot, and its messages cross only the master that owns it.
 //
-// The files: redis.go (the type, its goroutines), redis_publish.go,
+// The files: redis.go (the type, its goroutines, its counters), redis_publish.go,
 // redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
 // gaps), redis_nodechan.go (a node's channel: its batches, rejoining the
@@ -100,7 +100,9 @@ func (s *pubsub) close() error {
 	return err
 }
 
-// Redis is a broker backed by Redis.
+// Redis is a broker backed by Redis. It holds its configuration and its
+// identity, and one field per concern: each a type that owns its state and
+// its lock (locksordering.txt says which lock may be taken under which).
 type Redis struct {
 	cfg Config
 	log *slog.Logger
@@ -108,33 +110,23 @@ type Redis struct {
 	rdb redis.UniversalClient
 	// cluster is rdb when it is a Redis Cluster; nil for one Redis.
 	cluster *redis.ClusterClient
+	id      string // this node's name in the rooms it owns
 
-	// shardMu serializes changes to subscriptions (subscribeLoop, and
-	// reshard after a failover) and guards subs and slots.
-	shardMu sync.Mutex
-	subs    map[string]*pubsub // by master address; "" is the one Redis
-	slots   slotMap            // the cluster's, as last read
-	closed  bool               // Run ended: no new subscription connection
-	psWG    sync.WaitGroup     // the receive goroutine of every pubsub
+	shards shardConns    // the subscription connections and the slot map (redis_cluster.go)
+	sub    subscriptions // the rooms subscribed here, and their queued (un)subscriptions (redis_subscribe.go)
+	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
+	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
+	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
+	grants grantSet      // rooms Redis granted this node (redis_ownstate.go)
+	blocks blockSet      // rooms another node holds: their publishes wait
+	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
+	ann    announcer     // this node's name and URL for the others (redis_announce.go)
+	count  counters      // what Stats reports
 
-	pub publisher // the jobs for the next round to Redis (redis_publish.go)
-
-	sub subscriptions // the rooms subscribed here (redis_subscribe.go)
-
-	id     string         // this node's name in the rooms it owns
-	grants grantSet       // rooms Redis granted this node (redis_ownstate.go)
-	blocks blockSet       // rooms another node holds: their publishes wait
-	waitWG sync.WaitGroup // awaitRelease goroutines
-	lease  leaseState     // until when the rooms held here are this node's (redis_own.go)
-
-	pres presenceState // what this node reported, whom it follows (redis_presence.go)
-	ann  announcer     // this node's name and URL for the others (redis_announce.go)
-
-	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
-
-	health healthState // whether Redis answers, and the outage (redis_health.go)
-
-	count counters // what Stats reports
+	// fillMu: one catch-up or gap fill at a time, never interleaved with a
+	// delivery from the channel (redis_subscribe.go, redis_nodechan.go).
+	fillMu sync.Mutex
+	waitWG sync.WaitGroup // the goroutines waiting for a room's release (awaitRelease, block)
 }
 
 var _ Broker = (*Redis)(nil)
@@ -183,15 +175,15 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Redis{
-		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
-		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), lease: leaseState{wake: make(chan struct{}, 1)},
-		pub: newPublisher(), sub: newSubscriptions(), health: healthState{wake: make(chan struct{}, 1)},
-		ann:  announcer{wake: make(chan struct{}, 1)},
+		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
+		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(),
+		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
+		grants: newGrantSet(), blocks: newBlockSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
+		ann:  announcer{wake: make(chan struct{}, 1)},
 	}
 	if cluster == nil {
-		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
+		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
 	}
 	return b, nil
 }
@@ -283,7 +275,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	b.health.started.Store(true)
 	var wg sync.WaitGroup
 	wg.Go(func() { b.publishLoop(ctx) })
-	if s := b.subs[""]; s != nil {
+	if s := b.shards.conns[""]; s != nil {
 		// Before any room's subscription, on the same connection: a node
 		// joins a room's set of nodes (and so gets its messages here) only
 		// after its room channel is confirmed, and Redis sends the node's
@@ -293,7 +285,7 @@ func (b *Redis) Run(ctx context.Context) error {
 		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err)
 		}
-		b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+		b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	}
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
@@ -301,14 +293,8 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.controlLoop(ctx) })
 	<-ctx.Done()
-	var errs []error
-	b.shardMu.Lock()
-	b.closed = true
-	for _, s := range b.subs {
-		errs = append(errs, s.close())
-	}
-	b.shardMu.Unlock()
-	b.psWG.Wait()
+	errs := b.shards.closeAll()
+	b.shards.wg.Wait()
 	wg.Wait()
 	b.waitWG.Wait()
 	b.handOver()

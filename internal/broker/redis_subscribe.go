@@ -32,7 +32,7 @@ type roomState struct {
 // queued for subscribeLoop, and who waits for a room's owner to release it.
 // rooms is written by the subscription goroutine alone and read by others
 // under mu; a roomState's fields are read and written under mu. mu is
-// taken under Redis.shardMu and fillMu, and nothing is taken under it: the
+// taken under shardConns.mu and fillMu, and nothing is taken under it: the
 // wakes sent under it never block.
 type subscriptions struct {
 	mu       sync.Mutex
@@ -359,7 +359,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
 		last := map[string]bool{} // room → whether its last command subscribes
-		b.shardMu.Lock()
+		b.shards.mu.Lock()
 		for _, c := range cmds {
 			last[c.room] = c.subscribe
 			b.sub.mu.Lock()
@@ -388,7 +388,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		if len(subs) > 0 {
 			b.subscribeRooms(ctx, subs)
 		}
-		b.shardMu.Unlock()
+		b.shards.mu.Unlock()
 		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
@@ -397,7 +397,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 }
 
 // subscribeRooms subscribes rooms on the connection of the master serving
-// each. The caller holds shardMu.
+// each. The caller holds shardConns.mu.
 func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 	byShard := map[*pubsub][]string{}
 	for _, name := range rooms {
@@ -424,26 +424,26 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 
 // shardOf returns the subscription connection for room: the one Redis's,
 // or that of the cluster master serving the room's slot, made when needed.
-// The caller holds shardMu.
+// The caller holds shardConns.mu.
 func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 	if b.cluster == nil {
-		return b.subs[""], nil
+		return b.shards.conns[""], nil
 	}
-	if b.closed {
+	if b.shards.closed {
 		return nil, redis.ErrClosed
 	}
-	if b.slots == nil {
+	if b.shards.slots == nil {
 		m, err := clusterSlots(ctx, b.cluster)
 		if err != nil {
 			return nil, err
 		}
-		b.slots = m
+		b.shards.slots = m
 	}
-	addr := b.slots.master(b.channel(room))
+	addr := b.shards.slots.master(b.channel(room))
 	if addr == "" {
 		return nil, fmt.Errorf("no master serves the slot of room %q", room)
 	}
-	if s := b.subs[addr]; s != nil {
+	if s := b.shards.conns[addr]; s != nil {
 		return s, nil
 	}
 	opts := b.cluster.Options()
@@ -453,8 +453,8 @@ func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 		Dialer: rawDialer(time.Second, opts.TLSConfig != nil), Protocol: respVersion,
 	})
 	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
-	b.subs[addr] = s
-	b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+	b.shards.conns[addr] = s
+	b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	return s, nil
 }
 
@@ -470,16 +470,16 @@ func (b *Redis) reshard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.shardMu.Lock()
-	b.slots = m
+	b.shards.mu.Lock()
+	b.shards.slots = m
 	masters := map[string]bool{}
 	for _, r := range m {
 		masters[r.addr] = true
 	}
-	for addr, s := range b.subs {
+	for addr, s := range b.shards.conns {
 		if !masters[addr] {
 			_ = s.close() // a failed master: its connection is broken anyway
-			delete(b.subs, addr)
+			delete(b.shards.conns, addr)
 		}
 	}
 	var moved []string
@@ -487,10 +487,10 @@ func (b *Redis) reshard(ctx context.Context) error {
 	unsubs := map[*pubsub][]string{}
 	b.sub.mu.Lock()
 	for name, st := range b.sub.rooms {
-		if st.ps != nil && st.ps == b.subs[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
+		if st.ps != nil && st.ps == b.shards.conns[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
 			continue // subscribed, and confirmed, where it lives
 		}
-		if st.ps != nil && b.subs[st.ps.addr] == st.ps {
+		if st.ps != nil && b.shards.conns[st.ps.addr] == st.ps {
 			unsubs[st.ps] = append(unsubs[st.ps], b.channel(name))
 		}
 		st.ps = nil
@@ -505,7 +505,7 @@ func (b *Redis) reshard(ctx context.Context) error {
 		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
 	b.subscribeRooms(ctx, moved)
-	b.shardMu.Unlock()
+	b.shards.mu.Unlock()
 	timeout := time.After(2 * time.Second)
 	for _, w := range waits {
 		select {
