@@ -19,7 +19,7 @@ import (
 // publisher.mu); nothing else is taken under it.
 type healthState struct {
 	started    atomic.Bool   // Run has tried Redis once: until then publishes wait for it
-	up         atomic.Bool   // Redis answered the last command
+	up         atomic.Bool   // true from Run's first check, false from a failed command until healthLoop finds Redis back
 	recovering atomic.Bool   // Redis is back, the rooms' counters are being raised: hold publishes
 	localMu    sync.RWMutex  // held (read) by a local publish; taken to end local publishing
 	downSince  atomic.Int64  // unix nanoseconds: when up last went false
