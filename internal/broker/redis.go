@@ -23,7 +23,7 @@
 // The same broker runs on a Redis Cluster (redis_cluster.go): a room lives
 // in one hash slot, and its messages cross only the master that owns it.
 //
-// The files: redis.go (the type, its goroutines), redis_publish.go,
+// The files: redis.go (the type, its goroutines, its counters), redis_publish.go,
 // redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
 // redis_subscribe.go (subscriptions, loading rooms, receiving and filling
 // gaps), redis_nodechan.go (a node's channel: its batches, rejoining the
@@ -58,21 +58,6 @@ type Config struct {
 	// not subscribed to.
 	Room   func(room string) RoomConfig
 	Logger *slog.Logger
-}
-
-type subCmd struct {
-	room      string
-	subscribe bool
-}
-
-// roomState is what the broker knows of a room this node subscribed to.
-type roomState struct {
-	confirmed chan struct{} // closed when Redis confirmed the subscription
-	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
-	ps        *pubsub       // the connection subscribed to the room; nil: none yet
-	leaving   bool          // Unsubscribe was called
-	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
-	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master
@@ -115,7 +100,9 @@ func (s *pubsub) close() error {
 	return err
 }
 
-// Redis is a broker backed by Redis.
+// Redis is a broker backed by Redis. It holds its configuration and its
+// identity, and one field per concern: each a type that owns its state and
+// its lock (locksordering.txt says which lock may be taken under which).
 type Redis struct {
 	cfg Config
 	log *slog.Logger
@@ -123,60 +110,23 @@ type Redis struct {
 	rdb redis.UniversalClient
 	// cluster is rdb when it is a Redis Cluster; nil for one Redis.
 	cluster *redis.ClusterClient
+	id      string // this node's name in the rooms it owns
 
-	// shardMu serializes changes to subscriptions (subscribeLoop, and
-	// reshard after a failover) and guards subs and slots.
-	shardMu sync.Mutex
-	subs    map[string]*pubsub // by master address; "" is the one Redis
-	slots   slotMap            // the cluster's, as last read
-	closed  bool               // Run ended: no new subscription connection
-	psWG    sync.WaitGroup     // the receive goroutine of every pubsub
+	shards shardConns    // the subscription connections and the slot map (redis_cluster.go)
+	sub    subscriptions // the rooms subscribed here, and their queued (un)subscriptions (redis_subscribe.go)
+	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
+	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
+	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
+	grants grantSet      // rooms Redis granted this node (redis_ownstate.go)
+	blocks blockSet      // rooms another node holds: their publishes wait
+	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
+	ann    announcer     // this node's name and URL for the others (redis_announce.go)
+	count  counters      // what Stats reports
 
-	pubMu   sync.Mutex
-	pending []job
-	pubWake chan struct{}
-	// persistWake: only writes of owned rooms are pending, which may wait.
-	persistWake chan struct{}
-
-	subMu   sync.Mutex
-	subCmds []subCmd
-	subWake chan struct{}
-	rooms   map[string]*roomState // owned by the subscription goroutine, read under subMu
-
-	id         string                     // this node's name in the rooms it owns
-	grants     grantSet                   // rooms Redis granted this node (redis_ownstate.go)
-	blocks     blockSet                   // rooms another node holds: their publishes wait
-	started    atomic.Bool                // Run has tried Redis once: until then publishes wait for it
-	awaiting   map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes), under subMu
-	waitWG     sync.WaitGroup             // awaitRelease goroutines
-	leaseUntil atomic.Int64               // unix nanoseconds: see setLease
-	leaseWake  chan struct{}              // renew the node's lease now (Redis is back)
-
-	pres presenceState // what this node reported, whom it follows (redis_presence.go)
-	ann  announcer     // this node's name and URL for the others (redis_announce.go)
-
-	fillMu sync.Mutex // one catch-up at a time, never interleaved with a delivery
-
-	up             atomic.Bool
-	recovering     atomic.Bool  // Redis is back, the rooms' counters are being raised: hold publishes
-	localMu        sync.RWMutex // held (read) by a local publish; taken to end local publishing
-	downSince      atomic.Int64
-	upWake         chan struct{}
-	published      atomic.Uint64
-	received       atomic.Uint64
-	errs           atomic.Uint64
-	local          atomic.Uint64
-	refused        atomic.Uint64
-	diverged       atomic.Uint64
-	gaps           atomic.Uint64
-	lost           atomic.Uint64
-	reconnects     atomic.Uint64
-	ownedPublished atomic.Uint64
-	releases       atomic.Uint64
-	takeovers      atomic.Uint64
-	dropped        atomic.Uint64
-	blockedRooms   atomic.Uint64
-	lastErr        atomic.Pointer[string]
+	// fillMu: one catch-up or gap fill at a time, never interleaved with a
+	// delivery from the channel (redis_subscribe.go, redis_nodechan.go).
+	fillMu sync.Mutex
+	waitWG sync.WaitGroup // the goroutines waiting for a room's release (awaitRelease, block)
 }
 
 var _ Broker = (*Redis)(nil)
@@ -225,16 +175,15 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Redis{
-		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster,
-		subs: make(map[string]*pubsub),
-		id:   NewEpoch(), grants: newGrantSet(), blocks: newBlockSet(), awaiting: make(map[string][]chan struct{}), leaseWake: make(chan struct{}, 1),
-		pubWake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), subWake: make(chan struct{}, 1), upWake: make(chan struct{}, 1),
-		ann:   announcer{wake: make(chan struct{}, 1)},
-		rooms: make(map[string]*roomState),
-		pres:  presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
+		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
+		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(),
+		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
+		grants: newGrantSet(), blocks: newBlockSet(),
+		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
+		ann:  announcer{wake: make(chan struct{}, 1)},
 	}
 	if cluster == nil {
-		b.subs[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
+		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
 	}
 	return b, nil
 }
@@ -263,21 +212,50 @@ func (b *Redis) roomOf(channel string) string {
 
 // Up implements Broker: it reports whether Redis answers and every room
 // has been checked against its stream since the last outage.
-func (b *Redis) Up() bool { return b.up.Load() && !b.recovering.Load() }
+func (b *Redis) Up() bool { return b.health.ready() }
+
+// counters is what the broker counts of its work, and its last error: each
+// is added to where the work happens, by any goroutine, and read by Stats.
+// No lock: every field is atomic on its own, and Stats is no snapshot of
+// them all at one instant.
+type counters struct {
+	published      atomic.Uint64 // each as Stats names it (broker.go)
+	received       atomic.Uint64
+	errs           atomic.Uint64
+	local          atomic.Uint64
+	refused        atomic.Uint64
+	diverged       atomic.Uint64
+	gaps           atomic.Uint64
+	lost           atomic.Uint64 // Stats.Unrecovered
+	reconnects     atomic.Uint64
+	ownedPublished atomic.Uint64
+	releases       atomic.Uint64
+	takeovers      atomic.Uint64
+	dropped        atomic.Uint64
+	blockedRooms   atomic.Uint64 // rooms whose publishes waited for another node's release; not in Stats
+	lastErr        atomic.Pointer[string]
+}
+
+// read fills the counters' fields of s.
+func (c *counters) read(s *Stats) {
+	s.Published, s.Received, s.Errors = c.published.Load(), c.received.Load(), c.errs.Load()
+	s.Local, s.Gaps, s.Unrecovered = c.local.Load(), c.gaps.Load(), c.lost.Load()
+	s.Reconnects, s.OwnedPublished = c.reconnects.Load(), c.ownedPublished.Load()
+	s.Releases, s.Takeovers, s.Dropped = c.releases.Load(), c.takeovers.Load(), c.dropped.Load()
+	s.Refused, s.Diverged = c.refused.Load(), c.diverged.Load()
+	if e := c.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+}
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
-	b.subMu.Lock()
-	n := len(b.rooms)
-	b.subMu.Unlock()
+	b.sub.mu.Lock()
+	n := len(b.sub.rooms)
+	b.sub.mu.Unlock()
 	held := b.grants.len()
-	s := Stats{Up: b.up.Load(), Published: b.published.Load(), Received: b.received.Load(), Errors: b.errs.Load(),
-		Local: b.local.Load(), Gaps: b.gaps.Load(), Unrecovered: b.lost.Load(), Rooms: int64(n), Reconnects: b.reconnects.Load(),
-		Owned: int64(held), OwnedPublished: b.ownedPublished.Load(), Releases: b.releases.Load(), Takeovers: b.takeovers.Load(),
-		Dropped: b.dropped.Load(), Refused: b.refused.Load(), Diverged: b.diverged.Load()}
-	if e := b.lastErr.Load(); e != nil {
-		s.LastError = *e
-	}
+	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
+	b.count.read(&s)
 	return s
 }
 
@@ -292,22 +270,22 @@ func signal(c chan struct{}) {
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {
 	if b.checkUp(ctx) {
-		b.up.Store(true)
+		b.health.up.Store(true)
 	}
-	b.started.Store(true)
+	b.health.started.Store(true)
 	var wg sync.WaitGroup
 	wg.Go(func() { b.publishLoop(ctx) })
-	if s := b.subs[""]; s != nil {
+	if s := b.shards.conns[""]; s != nil {
 		// Before any room's subscription, on the same connection: a node
 		// joins a room's set of nodes (and so gets its messages here) only
 		// after its room channel is confirmed, and Redis sends the node's
 		// channel and its rooms' channels in one order. The channel is kept
 		// when Redis is down, and subscribed again with every other one, in
 		// one command, when the connection comes back.
-		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.up.Load() {
+		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err)
 		}
-		b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+		b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	}
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
@@ -315,14 +293,8 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.controlLoop(ctx) })
 	<-ctx.Done()
-	var errs []error
-	b.shardMu.Lock()
-	b.closed = true
-	for _, s := range b.subs {
-		errs = append(errs, s.close())
-	}
-	b.shardMu.Unlock()
-	b.psWG.Wait()
+	errs := b.shards.closeAll()
+	b.shards.wg.Wait()
 	wg.Wait()
 	b.waitWG.Wait()
 	b.handOver()
@@ -335,7 +307,7 @@ func (b *Redis) Run(ctx context.Context) error {
 // so that the nodes their members move to load them at once, with no
 // takeover; then the node's lease ends.
 func (b *Redis) handOver() {
-	if !b.up.Load() {
+	if !b.health.up.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -346,15 +318,7 @@ func (b *Redis) handOver() {
 		seq, _ := b.h.Disown(r)
 		jobs = append(jobs, job{kind: jobRelease, room: r, e: Entry{Seq: seq}})
 	}
-	b.pubMu.Lock()
-	var persists []job // what is still to be written goes first
-	for _, j := range b.pending {
-		if j.kind != jobPublish {
-			persists = append(persists, j)
-		}
-	}
-	b.pubMu.Unlock()
-	jobs = append(persists, jobs...)
+	jobs = append(b.pub.writes(), jobs...) // what is still to be written goes first
 	if len(jobs) > 0 {
 		b.send(ctx, jobs, 3)
 	}

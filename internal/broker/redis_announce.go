@@ -47,7 +47,7 @@ func (b *Redis) announceLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		self := b.ann.get()
-		if self[0] != "" && b.up.Load() {
+		if self[0] != "" && b.health.up.Load() {
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			exp := strconv.FormatInt(time.Now().Add(announceTTL).Unix(), 10)
 			if err := b.rdb.HSet(c, b.nodesKey(), self[0], exp+" "+self[1]).Err(); err != nil && ctx.Err() == nil {

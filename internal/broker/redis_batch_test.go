@@ -185,15 +185,15 @@ func ownRooms(t testing.TB, n *node, rooms ...string) {
 // from..to as the owned rooms queue them (keep), room after room per seq:
 // one round of the publish loop takes them all.
 func persistRound(n *node, rooms []string, from, to uint64) {
-	n.b.pubMu.Lock()
+	n.b.pub.mu.Lock()
 	for seq := from; seq <= to; seq++ {
 		for _, r := range rooms {
 			payload := fmt.Sprintf(`{"room":%q,"seq":%d}`, r, seq)
-			n.b.pending = append(n.b.pending, job{kind: jobPersist, room: r, e: Entry{Seq: seq, Payload: []byte(payload)}})
+			n.b.pub.pending = append(n.b.pub.pending, job{kind: jobPersist, room: r, e: Entry{Seq: seq, Payload: []byte(payload)}})
 		}
 	}
-	n.b.pubMu.Unlock()
-	signal(n.b.persistWake)
+	n.b.pub.mu.Unlock()
+	signal(n.b.pub.persistWake)
 }
 
 // storedSeq waits until the room's counter in Redis reached seq, and

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,34 @@ import (
 // one subscription connection per master, for the rooms of that master's
 // slots; when slots move (a failover, a resharding) the node resubscribes
 // each room where it now lives and catches up from its stream.
+
+// shardConns is the node's subscription connections: the one Redis's, or
+// one per cluster master (made when a room of its slots is first
+// subscribed), and the slot map that says which master serves a room. Its
+// lock serializes changes to subscriptions (subscribeLoop, and reshard
+// after a failover) and guards conns, slots and closed; it is held across
+// Redis round trips, and subscriptions.mu is taken under it.
+type shardConns struct {
+	mu     sync.Mutex
+	conns  map[string]*pubsub // by master address; "" is the one Redis
+	slots  slotMap            // the cluster's, as last read
+	closed bool               // Run ended: no new subscription connection
+	wg     sync.WaitGroup     // the receive goroutine of every pubsub
+}
+
+func newShardConns() shardConns { return shardConns{conns: make(map[string]*pubsub)} }
+
+// closeAll closes every connection, at shutdown: none is made after it.
+func (s *shardConns) closeAll() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var errs []error
+	for _, c := range s.conns {
+		errs = append(errs, c.close())
+	}
+	return errs
+}
 
 // clusterScheme is the URL scheme of a Redis Cluster:
 // redis-cluster://[user:password@]host:port[,host:port...].
@@ -181,19 +210,19 @@ func bySlot(channels []string) [][]string {
 // cluster refuses across slots, so its rooms are subscribed anew by
 // reshard once the cluster answers.
 func (b *Redis) dropShard(s *pubsub) {
-	b.shardMu.Lock()
-	defer b.shardMu.Unlock()
-	if b.subs[s.addr] == s {
-		delete(b.subs, s.addr)
+	b.shards.mu.Lock()
+	defer b.shards.mu.Unlock()
+	if b.shards.conns[s.addr] == s {
+		delete(b.shards.conns, s.addr)
 	}
 	_ = s.close() // broken already
-	b.subMu.Lock()
-	for _, st := range b.rooms {
+	b.sub.mu.Lock()
+	for _, st := range b.sub.rooms {
 		if st.ps == s {
 			st.ps = nil
 		}
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 }
 
 // clientRoutes checks that the cluster client sends each room's commands
@@ -206,12 +235,12 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.subMu.Lock()
-	channels := make([]string, 0, len(b.rooms))
-	for name := range b.rooms {
+	b.sub.mu.Lock()
+	channels := make([]string, 0, len(b.sub.rooms))
+	for name := range b.sub.rooms {
 		channels = append(channels, b.channel(name))
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	checked := map[string]bool{} // one room per master is enough
 	for _, ch := range channels {
 		want := m.master(ch)

@@ -123,9 +123,9 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	if len(masters) < 2 {
 		t.Fatalf("the rooms all live on one master (%v): pick other names", masters)
 	}
-	a.b.shardMu.Lock()
-	conns := len(a.b.subs)
-	a.b.shardMu.Unlock()
+	a.b.shards.mu.Lock()
+	conns := len(a.b.shards.conns)
+	a.b.shards.mu.Unlock()
 	if conns != len(masters) {
 		t.Errorf("node a has %d subscription connections, want one per master with rooms (%d)", conns, len(masters))
 	}

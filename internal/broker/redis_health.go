@@ -3,27 +3,72 @@ package broker
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// healthState is whether Redis answers, and the outage in progress. up and
+// recovering are read without a lock, on every publish. localMu marks the
+// end of an outage's local publishing: a publish ordered here alone holds it
+// (read) from its check of up to the message's order, and recovery takes
+// it (write) to set up, so that it knows the last such publish is done.
+// localMu is held across a call into the rooms (Room.mu, then
+// publisher.mu); nothing else is taken under it.
+type healthState struct {
+	started    atomic.Bool   // Run has tried Redis once: until then publishes wait for it
+	up         atomic.Bool   // true from Run's first check, false from a failed command until healthLoop finds Redis back
+	recovering atomic.Bool   // Redis is back, the rooms' counters are being raised: hold publishes
+	localMu    sync.RWMutex  // held (read) by a local publish; taken to end local publishing
+	downSince  atomic.Int64  // unix nanoseconds: when up last went false
+	wake       chan struct{} // Redis failed: healthLoop checks it again, with backoff
+}
+
+// ready reports whether Redis answers and every room has been checked
+// against its stream since the last outage.
+func (h *healthState) ready() bool { return h.up.Load() && !h.recovering.Load() }
+
+// fell notes that Redis failed, and reports whether it was up until now.
+func (h *healthState) fell() bool {
+	if !h.up.CompareAndSwap(true, false) {
+		return false
+	}
+	h.downSince.Store(time.Now().UnixNano())
+	return true
+}
+
+// startRecovery waits for the last local publish of the outage, then marks
+// Redis up and the rooms recovering: publishes queue from then on, and
+// none is sent until recovering ends.
+func (h *healthState) startRecovery() {
+	h.localMu.Lock()
+	h.recovering.Store(true)
+	h.up.Store(true)
+	h.localMu.Unlock()
+}
+
+// downFor is how long Redis has been down, until now.
+func (h *healthState) downFor() time.Duration {
+	return time.Duration(time.Now().UnixNano() - h.downSince.Load())
+}
+
 func (b *Redis) fail(op string, err error) {
-	b.errs.Add(1)
+	b.count.errs.Add(1)
 	msg := op + ": " + err.Error()
-	b.lastErr.Store(&msg)
-	if b.up.CompareAndSwap(true, false) {
-		b.downSince.Store(time.Now().UnixNano())
+	b.count.lastErr.Store(&msg)
+	if b.health.fell() {
 		// Cut off, the node goes on ordering the rooms it owns, joins
 		// of them included (messages to other rooms are refused); once back, it checks which are still its
 		// own (leaseLoop). Not when the lease had lapsed already (the node
 		// was stopped, and a command failed on waking): rooms it held may
 		// be another node's by now, and their joiners wait for the check.
-		if !b.leaseLapsed() {
+		if !b.lease.lapsed() {
 			b.setLease(time.Now().Add(100 * 365 * 24 * time.Hour))
 		}
 		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
-		signal(b.upWake)
+		signal(b.health.wake)
 	}
 }
 
@@ -64,11 +109,11 @@ func (b *Redis) checkUp(ctx context.Context) bool {
 func (b *Redis) healthLoop(ctx context.Context) {
 	backoff := newBackoff()
 	for {
-		if b.up.Load() {
+		if b.health.up.Load() {
 			select {
 			case <-ctx.Done():
 				return
-			case <-b.upWake:
+			case <-b.health.wake:
 				continue
 			}
 		}
@@ -85,29 +130,20 @@ func (b *Redis) healthLoop(ctx context.Context) {
 		// From here on publishes queue for Redis, but none is sent until
 		// every room's counter is above the seqs it handed out alone: a
 		// message sent before would take one of them again.
-		b.localMu.Lock()
-		b.recovering.Store(true)
-		b.up.Store(true)
-		b.localMu.Unlock()
-		b.subMu.Lock()
-		names := make([]string, 0, len(b.rooms))
-		for name := range b.rooms {
-			names = append(names, name)
-		}
-		b.subMu.Unlock()
-		for _, name := range names {
+		b.health.startRecovery()
+		for _, name := range b.sub.names() {
 			b.catchUp(ctx, name)
 		}
-		b.recovering.Store(false)
+		b.health.recovering.Store(false)
 		b.republishPresence()
-		signal(b.leaseWake)
-		if !b.up.Load() {
+		signal(b.lease.wake)
+		if !b.health.up.Load() {
 			continue // failed again while catching up
 		}
 		backoff.reset()
-		b.reconnects.Add(1)
+		b.count.reconnects.Add(1)
 		b.log.Info("redis reachable again: resuming cross-node delivery",
-			"after", time.Duration(time.Now().UnixNano()-b.downSince.Load()).Round(time.Millisecond))
+			"after", b.health.downFor().Round(time.Millisecond))
 	}
 }
 

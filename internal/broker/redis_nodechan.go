@@ -75,14 +75,14 @@ func lenPrefixed(s string) (field, rest string, ok bool) {
 func (b *Redis) onBatch(ctx context.Context, payload string) {
 	recs, err := splitBatch(payload, nil)
 	if err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		b.log.Warn("a batch from Redis was dropped: its rooms fill the gap from their streams at their next message", "err", err, "bytes", len(payload))
 	}
 	if len(recs) == 0 {
 		return
 	}
-	b.received.Add(uint64(len(recs)))
-	if b.leaseLapsed() {
+	b.count.received.Add(uint64(len(recs)))
+	if b.lease.lapsed() {
 		for _, r := range recs {
 			if b.holds(r.room) {
 				// Woken after its lease lapsed, this node may have lost
@@ -162,10 +162,10 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 // loadedRooms returns the rooms this node subscribed to and loaded from
 // Redis (not those loaded while it was down, nor those it is leaving).
 func (b *Redis) loadedRooms() []string {
-	b.subMu.Lock()
-	defer b.subMu.Unlock()
-	rooms := make([]string, 0, len(b.rooms))
-	for name, st := range b.rooms {
+	b.sub.mu.Lock()
+	defer b.sub.mu.Unlock()
+	rooms := make([]string, 0, len(b.sub.rooms))
+	for name, st := range b.sub.rooms {
 		if !st.unsynced && !st.leaving {
 			rooms = append(rooms, name)
 		}

@@ -3,8 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,10 +83,10 @@ func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + 
 // owns records that Redis granted this node the room, whose seqs up to
 // from were handed out by Redis.
 func (b *Redis) owns(room string, from uint64) {
-	b.subMu.Lock()
-	st := b.rooms[room]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[room]
 	subscribed := st != nil && !st.leaving
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	b.grants.add(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
@@ -103,8 +103,8 @@ func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
 	if b.grants.take(room) {
-		b.releases.Add(1)
-		b.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
+		b.count.releases.Add(1)
+		b.pub.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
 }
 
@@ -114,7 +114,7 @@ func (b *Redis) lostRoom(room string) {
 	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
-		b.dropped.Add(1)
+		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
 		b.Unsubscribe(room)
 	}
@@ -132,11 +132,7 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 			b.release(name, seq)
 		}
 	case "R": // the owner released the room
-		b.subMu.Lock()
-		for _, w := range b.awaiting[name] {
-			signal(w)
-		}
-		b.subMu.Unlock()
+		b.sub.released(name)
 	case "T": // taken over: an owner that missed it is no longer one
 		if b.grants.has(name) {
 			b.lostRoom(name)
@@ -154,22 +150,8 @@ func (b *Redis) awaitRelease(ctx context.Context, name, holder string, st *roomS
 // or until the room is taken over from a holder that does not answer; then
 // calls done, telling whether it took the room over.
 func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(tookOver bool)) {
-	// The room's load and its held publishes may wait at once: each has
-	// its own channel.
-	w := make(chan struct{}, 1)
-	b.subMu.Lock()
-	b.awaiting[name] = append(b.awaiting[name], w)
-	b.subMu.Unlock()
-	defer func() {
-		b.subMu.Lock()
-		ws := slices.DeleteFunc(b.awaiting[name], func(x chan struct{}) bool { return x == w })
-		if len(ws) == 0 {
-			delete(b.awaiting, name)
-		} else {
-			b.awaiting[name] = ws
-		}
-		b.subMu.Unlock()
-	}()
+	w := b.sub.await(name)
+	defer b.sub.stopAwaiting(name, w)
 	ttl := int(b.roomConfigOf(name).TTL / time.Second)
 	for ctx.Err() == nil {
 		if err := b.publishControl(ctx, name, "H"); err != nil {
@@ -226,7 +208,7 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 			continue
 		}
 		if took == 1 {
-			b.takeovers.Add(1)
+			b.count.takeovers.Add(1)
 			b.log.Warn("room taken over from a node that did not answer", "room", name, "holder", holder)
 			if err := b.publishControl(ctx, name, "T"); err != nil {
 				b.fail("take a room over", err)
@@ -246,7 +228,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 	if b.blocks.block(name, p) {
 		return // waiting already
 	}
-	b.blockedRooms.Add(1)
+	b.count.blockedRooms.Add(1)
 	b.waitWG.Go(func() {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		holder, err := b.rdb.Get(c, b.holderKey(name)).Result()
@@ -259,7 +241,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 				// Another stream of the room from now on: its members
 				// here rejoin it.
 				if b.h.Drop(name) {
-					b.dropped.Add(1)
+					b.count.dropped.Add(1)
 					b.Unsubscribe(name)
 				}
 			} else {
@@ -267,14 +249,8 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 			}
 			// The held publishes go out ahead of any that comes once the
 			// room is no longer blocked: queued before the room is let go.
-			b.blocks.release(name, func(q []Publication) {
-				b.pubMu.Lock()
-				for _, p := range q {
-					b.pending = append(b.pending, job{kind: jobPublish, p: p})
-				}
-				b.pubMu.Unlock()
-			})
-			signal(b.pubWake)
+			b.blocks.release(name, b.pub.addPublishes)
+			signal(b.pub.wake)
 		}
 		if holder == "" || holder == b.id {
 			release(false) // released meanwhile
@@ -309,7 +285,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 	defer t.Stop()
 	var until time.Time
 	for {
-		if b.up.Load() && !b.recovering.Load() {
+		if b.health.ready() {
 			sent := time.Now()
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
@@ -332,7 +308,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-b.leaseWake:
+		case <-b.lease.wake:
 		}
 	}
 }
@@ -396,13 +372,21 @@ func (b *Redis) subscribers(ctx context.Context, name string) (int64, error) {
 	return n[ch], err
 }
 
+// leaseState is until when this node's held rooms are its own, read by
+// every delivery and by fail, and the wake of the loop that renews it
+// (leaseLoop). No lock: one atomic word, and a channel.
+type leaseState struct {
+	until atomic.Int64  // unix nanoseconds: see setLease
+	wake  chan struct{} // renew the node's lease now (Redis is back)
+}
+
+// lapsed reports whether this node's lease lapsed (it was stopped): rooms
+// it held may have been taken over.
+func (l *leaseState) lapsed() bool { return time.Now().UnixNano() >= l.until.Load() }
+
 // setLease says until when this node's held rooms are its own, to the
 // rooms and to the receiving side.
 func (b *Redis) setLease(until time.Time) {
-	b.leaseUntil.Store(until.UnixNano())
+	b.lease.until.Store(until.UnixNano())
 	b.h.Lease(until)
 }
-
-// leaseLapsed reports whether this node's lease lapsed (it was stopped):
-// rooms it held may have been taken over.
-func (b *Redis) leaseLapsed() bool { return time.Now().UnixNano() >= b.leaseUntil.Load() }

@@ -63,7 +63,7 @@ func (g *grantSet) len() int {
 // blockSet holds, per room that another node holds while this node has it
 // loaded, the publishes that wait until the holder released it (Redis.block).
 // A room's publishes leave in the order they came. Its lock may be held
-// while pubMu is taken (release), never the other way round.
+// while publisher.mu is taken (release), never the other way round.
 type blockSet struct {
 	mu    sync.Mutex
 	rooms map[string][]Publication

@@ -88,19 +88,15 @@ func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + r
 // Presence implements Broker.
 func (b *Redis) Presence(room, user string, count int) {
 	b.pres.report(room, user, count)
-	if b.up.Load() {
-		b.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
+	if b.health.up.Load() {
+		b.pub.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
 	}
 }
 
 // republishPresence writes again, after an outage, what this node reported:
 // the changes made meanwhile never reached Redis.
 func (b *Redis) republishPresence() {
-	jobs := b.pres.jobs()
-	b.pubMu.Lock()
-	b.pending = append(b.pending, jobs...)
-	b.pubMu.Unlock()
-	signal(b.pubWake)
+	b.pub.queue(b.pres.jobs()...)
 }
 
 // onPresence handles a "P node␟count␟user" announcement.
@@ -109,7 +105,7 @@ func (b *Redis) onPresence(room, payload string) {
 	count, user, ok2 := strings.Cut(rest, "\x1f")
 	n, err := strconv.Atoi(count)
 	if !ok1 || !ok2 || err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
 	b.remotePresence(room, node, user, n)

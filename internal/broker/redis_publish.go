@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,67 @@ type job struct {
 	user string      // jobPresence
 }
 
+// publisher is the jobs waiting for the next round to Redis (publishLoop),
+// and the channels that wake that loop. Its lock is a leaf, taken under a
+// room's lock (keep), blockSet.mu and fillMu: nothing is taken under it,
+// and its wakes are sent after it is let go.
+type publisher struct {
+	mu      sync.Mutex
+	pending []job
+	wake    chan struct{} // a publish is pending: send within publishLinger
+	// persistWake: only writes of owned rooms are pending, which may wait.
+	persistWake chan struct{}
+}
+
+func newPublisher() publisher {
+	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1)}
+}
+
+// queue appends jobs to the round and wakes the loop to send it soon.
+func (q *publisher) queue(jobs ...job) {
+	q.add(jobs...)
+	signal(q.wake)
+}
+
+// add appends jobs to the round without waking the loop.
+func (q *publisher) add(jobs ...job) {
+	q.mu.Lock()
+	q.pending = append(q.pending, jobs...)
+	q.mu.Unlock()
+}
+
+// addPublishes appends publishes to the round, in order, without waking
+// the loop.
+func (q *publisher) addPublishes(ps []Publication) {
+	q.mu.Lock()
+	for _, p := range ps {
+		q.pending = append(q.pending, job{kind: jobPublish, p: p})
+	}
+	q.mu.Unlock()
+}
+
+// take returns the pending jobs and leaves into, empty, in their place.
+func (q *publisher) take(into []job) []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.pending
+	q.pending = into
+	return batch
+}
+
+// writes returns the pending jobs that are not publishes, in order.
+func (q *publisher) writes() []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ws []job
+	for _, j := range q.pending {
+		if j.kind != jobPublish {
+			ws = append(ws, j)
+		}
+	}
+	return ws
+}
+
 // Publish implements Broker. It never blocks: a message of a room this node
 // owns is ordered and delivered here at once, and stored in Redis in the
 // background; any other is sent by the publishing goroutine in a pipeline
@@ -41,21 +103,21 @@ type job struct {
 func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
-	if !b.up.Load() && b.started.Load() {
+	if !b.health.up.Load() && b.health.started.Load() {
 		// Under localMu, so that recovery knows when the last publish
 		// of the outage is done.
-		b.localMu.RLock()
-		if !b.up.Load() {
-			defer b.localMu.RUnlock()
+		b.health.localMu.RLock()
+		if !b.health.up.Load() {
+			defer b.health.localMu.RUnlock()
 			if b.h.PublishOwned(p, b.keep) {
-				b.local.Add(1)
+				b.count.local.Add(1)
 				return nil
 			}
 			b.h.Answered(p.Room) // declined, and not sent on either
-			b.refused.Add(1)
+			b.count.refused.Add(1)
 			return ErrUnavailable
 		}
-		b.localMu.RUnlock()
+		b.health.localMu.RUnlock()
 	}
 	if b.h.PublishOwned(p, b.keep) {
 		return nil
@@ -66,7 +128,7 @@ func (b *Redis) Publish(p Publication) error {
 	if b.blockedPublish(p) {
 		return nil
 	}
-	b.queue(job{kind: jobPublish, p: p})
+	b.pub.queue(job{kind: jobPublish, p: p})
 	return nil
 }
 
@@ -78,7 +140,7 @@ func (b *Redis) Publish(p Publication) error {
 // sender gets both the refusal and the message; if Redis lost the stream,
 // every member of the room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
-	b.refused.Add(1)
+	b.count.refused.Add(1)
 	b.h.Answered(p.Room)
 	if p.Done != nil {
 		p.Done(0)
@@ -90,18 +152,9 @@ func (b *Redis) unsent(p Publication) {
 // room calls it under its lock, so a room's messages queue in seq order.
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
-	b.ownedPublished.Add(1)
-	b.pubMu.Lock()
-	b.pending = append(b.pending, job{kind: jobPersist, room: room, e: e})
-	b.pubMu.Unlock()
-	signal(b.persistWake)
-}
-
-func (b *Redis) queue(j job) {
-	b.pubMu.Lock()
-	b.pending = append(b.pending, j)
-	b.pubMu.Unlock()
-	signal(b.pubWake)
+	b.count.ownedPublished.Add(1)
+	b.pub.add(job{kind: jobPersist, room: room, e: e})
+	signal(b.pub.persistWake)
 }
 
 // persistLinger is how long the writes of owned rooms wait to go out with
@@ -125,28 +178,26 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.pubWake:
+		case <-b.pub.wake:
 			// Gather the publishes of a fraction of a millisecond.
 			if !linger(ctx, t, publishLinger, nil) {
 				return
 			}
-		case <-b.persistWake:
+		case <-b.pub.persistWake:
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
 			// publish comes, which waits no longer than its own linger.
-			if !linger(ctx, t, persistLinger, b.pubWake) {
+			if !linger(ctx, t, persistLinger, b.pub.wake) {
 				return
 			}
 		}
-		if b.recovering.Load() {
+		if b.health.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
 		}
-		b.pubMu.Lock()
-		batch, b.pending = b.pending, batch[:0]
-		b.pubMu.Unlock()
+		batch = b.pub.take(batch[:0])
 		switch {
 		case len(batch) == 0:
-		case b.up.Load():
+		case b.health.up.Load():
 			// A round begun is finished even when the node is shutting
 			// down: cut short, its writes would be lost from Redis, and
 			// the failure would end the handover (handOver) too.
@@ -413,7 +464,7 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 		default:
 			seq := uint64(res[2*n])
 			b.h.Answered(j.p.Room)
-			b.published.Add(1)
+			b.count.published.Add(1)
 			if j.p.Done != nil {
 				j.p.Done(seq)
 			}
@@ -513,13 +564,13 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // room it has not subscribed renews every time), else "0"; and the room's
 // RoomConfig, read under the same lock.
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
-	b.subMu.Lock()
-	st := b.rooms[room]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[room]
 	if st == nil {
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		return "1", b.roomConfig(room)
 	}
-	defer b.subMu.Unlock()
+	defer b.sub.mu.Unlock()
 	if !st.renewed.IsZero() && now.Sub(st.renewed) < renewInterval(st.rc.TTL) {
 		return "0", st.rc
 	}
@@ -530,11 +581,11 @@ func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 // renewFailed forgets a renewal whose publish Redis did not answer: the
 // room's next publish renews its TTLs again.
 func (b *Redis) renewFailed(room string) {
-	b.subMu.Lock()
-	if st := b.rooms[room]; st != nil {
+	b.sub.mu.Lock()
+	if st := b.sub.rooms[room]; st != nil {
 		st.renewed = time.Time{}
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 }
 
 func (b *Redis) publishKeys(room string) []string {
@@ -571,10 +622,7 @@ const deliverNodes = "n"
 // Delivered here under seqs of this node's own, they would name other
 // messages on the other nodes of their rooms.
 func (b *Redis) refusePending() {
-	b.pubMu.Lock()
-	batch := b.pending
-	b.pending = nil
-	b.pubMu.Unlock()
+	batch := b.pub.take(nil)
 	held := b.blocks.takeAll()
 	for _, j := range batch {
 		if j.kind == jobPublish {

@@ -4,32 +4,119 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+type subCmd struct {
+	room      string
+	subscribe bool
+}
+
+// roomState is what the broker knows of a room this node subscribed to.
+type roomState struct {
+	confirmed chan struct{} // closed when Redis confirmed the subscription
+	unsynced  bool          // loaded while Redis was down: its local seqs are not Redis's
+	ps        *pubsub       // the connection subscribed to the room; nil: none yet
+	leaving   bool          // Unsubscribe was called
+	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
+	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
+}
+
+// subscriptions is the rooms this node subscribed to, the (un)subscriptions
+// queued for subscribeLoop, and who waits for a room's owner to release it.
+// rooms is written by the subscription goroutine alone and read by others
+// under mu; a roomState's fields are read and written under mu. mu is
+// taken under shardConns.mu and fillMu, and nothing is taken under it: the
+// wakes sent under it never block.
+type subscriptions struct {
+	mu       sync.Mutex
+	cmds     []subCmd
+	wake     chan struct{} // cmds were queued
+	rooms    map[string]*roomState
+	awaiting map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes)
+}
+
+func newSubscriptions() subscriptions {
+	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{})}
+}
+
+// queue queues c for subscribeLoop and wakes it.
+func (s *subscriptions) queue(c subCmd) {
+	s.mu.Lock()
+	s.cmds = append(s.cmds, c)
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// takeCmds returns the queued commands, in order, and forgets them.
+func (s *subscriptions) takeCmds() []subCmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmds := s.cmds
+	s.cmds = nil
+	return cmds
+}
+
+// names returns the rooms subscribed here.
+func (s *subscriptions) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.rooms))
+	for name := range s.rooms {
+		names = append(names, name)
+	}
+	return names
+}
+
+// await returns a channel signalled when the room's owner released it. The
+// room's load and its held publishes may wait at once: each has its own.
+func (s *subscriptions) await(room string) chan struct{} {
+	w := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.awaiting[room] = append(s.awaiting[room], w)
+	s.mu.Unlock()
+	return w
+}
+
+// stopAwaiting forgets w, a channel of await.
+func (s *subscriptions) stopAwaiting(room string, w chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := slices.DeleteFunc(s.awaiting[room], func(x chan struct{}) bool { return x == w })
+	if len(ws) == 0 {
+		delete(s.awaiting, room)
+	} else {
+		s.awaiting[room] = ws
+	}
+}
+
+// released signals every channel awaiting the room.
+func (s *subscriptions) released(room string) {
+	s.mu.Lock()
+	for _, w := range s.awaiting[room] {
+		signal(w)
+	}
+	s.mu.Unlock()
+}
+
 // Subscribe implements Broker.
-func (b *Redis) Subscribe(room string) { b.queueSub(subCmd{room: room, subscribe: true}) }
+func (b *Redis) Subscribe(room string) { b.sub.queue(subCmd{room: room, subscribe: true}) }
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
-	b.subMu.Lock()
-	if st := b.rooms[room]; st != nil {
+	b.sub.mu.Lock()
+	if st := b.sub.rooms[room]; st != nil {
 		st.leaving = true // a grant on its way is given back (owns)
 	}
-	b.subMu.Unlock()
-	b.release(room, 0)             // when held: Redis has its seq from the writes queued before
-	b.queueSub(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
-}
-
-func (b *Redis) queueSub(c subCmd) {
-	b.subMu.Lock()
-	b.subCmds = append(b.subCmds, c)
-	b.subMu.Unlock()
-	signal(b.subWake)
+	b.sub.mu.Unlock()
+	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
+	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
 // receiveLoop reads the channels of one subscription connection and
@@ -73,10 +160,10 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 // onSubscription handles Redis's answer to a (un)subscription on s.
 func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscription, reconnected bool) {
 	name := b.roomOf(m.Channel)
-	b.subMu.Lock()
-	st := b.rooms[name]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[name]
 	if st == nil {
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		return
 	}
 	confirmed := isClosed(st.confirmed)
@@ -84,7 +171,7 @@ func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscrip
 	if (m.Kind == "subscribe" || m.Kind == "ssubscribe") && !confirmed {
 		close(st.confirmed)
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
 		if confirmed && reconnected { // resubscribed after a broken connection
@@ -116,16 +203,16 @@ func (b *Redis) onMessage(ctx context.Context, name, payload string) {
 	}
 	sp := strings.IndexByte(payload, ' ')
 	if sp < 0 {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
 	seq, err := strconv.ParseUint(payload[:sp], 10, 64)
 	if err != nil {
-		b.errs.Add(1)
+		b.count.errs.Add(1)
 		return
 	}
-	b.received.Add(1)
-	if b.leaseLapsed() && b.holds(name) {
+	b.count.received.Add(1)
+	if b.lease.lapsed() && b.holds(name) {
 		// Woken after its lease lapsed, this node may have lost the room:
 		// a message of another stream must not reach its members.
 		b.verifyHeld(ctx)
@@ -159,12 +246,12 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	for _, e := range entries {
 		seq, payload, ok := entry(e)
 		if ok {
-			b.gaps.Add(1)
+			b.count.gaps.Add(1)
 			b.h.Deliver(name, seq, []byte(payload))
 		}
 	}
 	if cur, loaded := b.h.Seq(name); loaded && cur < to {
-		b.lost.Add(to - cur)
+		b.count.lost.Add(to - cur)
 		b.lostStream(name, "messages missing from the room's stream in Redis")
 		return false
 	}
@@ -179,7 +266,7 @@ func (b *Redis) lostStream(room, why string) {
 	b.grants.take(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
-		b.diverged.Add(1)
+		b.count.diverged.Add(1)
 		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)
 		b.Unsubscribe(room)
 	}
@@ -193,10 +280,10 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if !loaded {
 		return
 	}
-	b.subMu.Lock()
-	st := b.rooms[name]
+	b.sub.mu.Lock()
+	st := b.sub.rooms[name]
 	unsynced := st != nil && st.unsynced
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	if unsynced {
 		// Loaded while Redis was down: its members joined a stream of this
 		// node alone, which never had the room's history nor the messages
@@ -265,30 +352,27 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.subWake:
+		case <-b.sub.wake:
 		}
-		b.subMu.Lock()
-		cmds := b.subCmds
-		b.subCmds = nil
-		b.subMu.Unlock()
+		cmds := b.sub.takeCmds()
 		var subs []string
 		unsubs := map[*pubsub][]string{}
 		newRooms := map[string]*roomState{}
 		last := map[string]bool{} // room → whether its last command subscribes
-		b.shardMu.Lock()
+		b.shards.mu.Lock()
 		for _, c := range cmds {
 			last[c.room] = c.subscribe
-			b.subMu.Lock()
-			old := b.rooms[c.room]
+			b.sub.mu.Lock()
+			old := b.sub.rooms[c.room]
 			if c.subscribe {
 				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
 				newRooms[c.room] = st
-				b.rooms[c.room] = st
+				b.sub.rooms[c.room] = st
 			} else {
 				delete(newRooms, c.room)
-				delete(b.rooms, c.room)
+				delete(b.sub.rooms, c.room)
 			}
-			b.subMu.Unlock()
+			b.sub.mu.Unlock()
 			if old != nil && old.ps != nil {
 				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
 			}
@@ -304,7 +388,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		if len(subs) > 0 {
 			b.subscribeRooms(ctx, subs)
 		}
-		b.shardMu.Unlock()
+		b.shards.mu.Unlock()
 		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
@@ -313,7 +397,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 }
 
 // subscribeRooms subscribes rooms on the connection of the master serving
-// each. The caller holds shardMu.
+// each. The caller holds shardConns.mu.
 func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 	byShard := map[*pubsub][]string{}
 	for _, name := range rooms {
@@ -324,11 +408,11 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 			}
 			continue // left to reshard, once the cluster answers again
 		}
-		b.subMu.Lock()
-		if st := b.rooms[name]; st != nil {
+		b.sub.mu.Lock()
+		if st := b.sub.rooms[name]; st != nil {
 			st.ps = s
 		}
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 		byShard[s] = append(byShard[s], b.channel(name))
 	}
 	for s, channels := range byShard {
@@ -340,26 +424,26 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 
 // shardOf returns the subscription connection for room: the one Redis's,
 // or that of the cluster master serving the room's slot, made when needed.
-// The caller holds shardMu.
+// The caller holds shardConns.mu.
 func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 	if b.cluster == nil {
-		return b.subs[""], nil
+		return b.shards.conns[""], nil
 	}
-	if b.closed {
+	if b.shards.closed {
 		return nil, redis.ErrClosed
 	}
-	if b.slots == nil {
+	if b.shards.slots == nil {
 		m, err := clusterSlots(ctx, b.cluster)
 		if err != nil {
 			return nil, err
 		}
-		b.slots = m
+		b.shards.slots = m
 	}
-	addr := b.slots.master(b.channel(room))
+	addr := b.shards.slots.master(b.channel(room))
 	if addr == "" {
 		return nil, fmt.Errorf("no master serves the slot of room %q", room)
 	}
-	if s := b.subs[addr]; s != nil {
+	if s := b.shards.conns[addr]; s != nil {
 		return s, nil
 	}
 	opts := b.cluster.Options()
@@ -369,8 +453,8 @@ func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 		Dialer: rawDialer(time.Second, opts.TLSConfig != nil), Protocol: respVersion,
 	})
 	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
-	b.subs[addr] = s
-	b.psWG.Go(func() { b.receiveLoop(ctx, s) })
+	b.shards.conns[addr] = s
+	b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	return s, nil
 }
 
@@ -386,27 +470,27 @@ func (b *Redis) reshard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.shardMu.Lock()
-	b.slots = m
+	b.shards.mu.Lock()
+	b.shards.slots = m
 	masters := map[string]bool{}
 	for _, r := range m {
 		masters[r.addr] = true
 	}
-	for addr, s := range b.subs {
+	for addr, s := range b.shards.conns {
 		if !masters[addr] {
 			_ = s.close() // a failed master: its connection is broken anyway
-			delete(b.subs, addr)
+			delete(b.shards.conns, addr)
 		}
 	}
 	var moved []string
 	var waits []chan struct{}
 	unsubs := map[*pubsub][]string{}
-	b.subMu.Lock()
-	for name, st := range b.rooms {
-		if st.ps != nil && st.ps == b.subs[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
+	b.sub.mu.Lock()
+	for name, st := range b.sub.rooms {
+		if st.ps != nil && st.ps == b.shards.conns[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
 			continue // subscribed, and confirmed, where it lives
 		}
-		if st.ps != nil && b.subs[st.ps.addr] == st.ps {
+		if st.ps != nil && b.shards.conns[st.ps.addr] == st.ps {
 			unsubs[st.ps] = append(unsubs[st.ps], b.channel(name))
 		}
 		st.ps = nil
@@ -416,12 +500,12 @@ func (b *Redis) reshard(ctx context.Context) error {
 		waits = append(waits, st.confirmed)
 		moved = append(moved, name)
 	}
-	b.subMu.Unlock()
+	b.sub.mu.Unlock()
 	for s, channels := range unsubs {
 		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
 	b.subscribeRooms(ctx, moved)
-	b.shardMu.Unlock()
+	b.shards.mu.Unlock()
 	timeout := time.After(2 * time.Second)
 	for _, w := range waits {
 		select {
@@ -444,15 +528,15 @@ func (b *Redis) reshard(ctx context.Context) error {
 // unsynced: members join, their messages are refused until Redis is back,
 // and the room is then dropped so that they resume into Redis's stream.
 func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
-	ok := b.up.Load()
+	ok := b.health.up.Load()
 	if ok {
 		timeout := time.After(2 * time.Second)
-		b.subMu.Lock()
+		b.sub.mu.Lock()
 		waits := make([]chan struct{}, 0, len(rooms))
 		for _, st := range rooms {
 			waits = append(waits, st.confirmed)
 		}
-		b.subMu.Unlock()
+		b.sub.mu.Unlock()
 	wait:
 		for _, w := range waits {
 			select {
@@ -501,9 +585,9 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	}
 	for name, st := range rooms {
 		if !ok {
-			b.subMu.Lock()
+			b.sub.mu.Lock()
 			st.unsynced = true
-			b.subMu.Unlock()
+			b.sub.mu.Unlock()
 			b.h.Loaded(name, NewEpoch(), 0, nil) // an island of this node: a stream of its own
 			continue
 		}
@@ -541,7 +625,7 @@ func (b *Redis) leave(ctx context.Context, last map[string]bool) {
 			rooms = append(rooms, room)
 		}
 	}
-	if len(rooms) == 0 || !b.up.Load() {
+	if len(rooms) == 0 || !b.health.up.Load() {
 		return // while Redis is down, the node stays in the sets: messages of rooms it freed reach it and are dropped
 	}
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)

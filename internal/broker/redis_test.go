@@ -59,9 +59,9 @@ func (n *node) publish(room, text string) {
 // renewalDue makes the room's next publish or write renew its keys' TTLs,
 // as when renewInterval passed since the last renewal.
 func (n *node) renewalDue(room string) {
-	n.b.subMu.Lock()
-	n.b.rooms[room].renewed = time.Now().Add(-renewInterval(n.b.rooms[room].rc.TTL))
-	n.b.subMu.Unlock()
+	n.b.sub.mu.Lock()
+	n.b.sub.rooms[room].renewed = time.Now().Add(-renewInterval(n.b.sub.rooms[room].rc.TTL))
+	n.b.sub.mu.Unlock()
 }
 
 // takenOver leaves the room in Redis as another node's takeover does: no
