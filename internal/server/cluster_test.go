@@ -243,7 +243,14 @@ func TestClusterRedisClusterMasterFailover(t *testing.T) {
 			}
 		}
 	}
-	rc.MasterOf("scalechat:{fo}:messages").Stop()
+	// Everything written so far is on the replica before its master dies
+	// (replication is asynchronous: a loaded machine lost the last writes
+	// once, and the nodes rightly closed the room's members with 1012).
+	master := rc.MasterOf("scalechat:{fo}:messages")
+	if got := master.WaitReplicas(1, 10*time.Second); got < 1 {
+		t.Fatalf("the replica did not acknowledge the writes before the failover (%d)", got)
+	}
+	master.Stop()
 	rc.WaitHealthy(30 * time.Second)
 	testsupport.Eventually(t, 30*time.Second, "both nodes back on the new master", func() bool {
 		s0, _ := nodes[0].BrokerStats()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,19 @@ func (s *Redis) cli(args ...string) string {
 		return ""
 	}
 	return string(out)
+}
+
+// WaitReplicas waits up to timeout until n replicas acknowledged every
+// write the server took before (Redis's WAIT) and reports how many did.
+// Replication is asynchronous: a master killed before its replica read
+// the last writes takes them with it, which a test of what survives a
+// failover must rule out first.
+func (s *Redis) WaitReplicas(n int, timeout time.Duration) int {
+	got, err := strconv.Atoi(strings.TrimSpace(s.cli("WAIT", strconv.Itoa(n), strconv.FormatInt(timeout.Milliseconds(), 10))))
+	if err != nil {
+		return 0
+	}
+	return got
 }
 
 // Addr returns host:port.
