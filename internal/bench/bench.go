@@ -26,13 +26,16 @@ import (
 
 // Options configure a run of the benchmarks.
 type Options struct {
-	Exe    string    // the scalechat binary started as server and generator
-	Dir    string    // folder for logs, CSV and meta.json of every child; empty: a temporary one, removed after
-	Smoke  bool      // tiny sizes: proves the command works, says nothing about speed
-	Repeat int       // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
-	JSON   string    // also write the rows as results.BenchFile to this path (scalechat plan --from)
-	Stdout io.Writer // the table
-	Stderr io.Writer // progress
+	Exe    string // the scalechat binary started as server and generator
+	Dir    string // folder for logs, CSV and meta.json of every child; empty: a temporary one, removed after
+	Smoke  bool   // tiny sizes: proves the command works, says nothing about speed
+	Repeat int    // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
+	JSON   string // also write the rows as results.BenchFile to this path (scalechat plan --from)
+	// RedisLinger, when not 0, is every cluster node's --redis-linger
+	// (the cluster scenario): what a longer round saves and costs.
+	RedisLinger time.Duration
+	Stdout      io.Writer // the table
+	Stderr      io.Writer // progress
 }
 
 // Result is one measured line of the bench table: a scenario, or one step
@@ -88,6 +91,7 @@ type runner struct {
 	smoke   bool
 	taskset string // path of taskset, empty when missing (no pinning)
 	stderr  io.Writer
+	linger  time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -160,6 +164,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		return err
 	}
 	defer cleanup()
+	r.linger = opt.RedisLinger
 	load := procstat.LoadAvg()
 	start := time.Now()
 	rows, failed, err := r.runAll(ctx, todo, repeat)
@@ -172,6 +177,9 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	if repeat > 1 {
 		mode += fmt.Sprintf(", %d runs in turn", repeat)
+	}
+	if r.linger != 0 {
+		mode += fmt.Sprintf(", cluster nodes with --redis-linger %s", r.linger)
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
 		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))

@@ -129,8 +129,12 @@ func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
 		}
 		c.redis = p
 	}
+	flags := []string{"--redis", "redis://" + c.redis.addr + "/0"}
+	if r.linger != 0 {
+		flags = append(flags, "--redis-linger", r.linger.String())
+	}
 	for len(c.nodes) < n {
-		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), "--redis", "redis://"+c.redis.addr+"/0")
+		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), flags...)
 		if err != nil {
 			return err
 		}

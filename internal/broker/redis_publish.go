@@ -161,12 +161,16 @@ func (b *Redis) keep(room string, e Entry) {
 // others: what a node that dies loses at most from Redis's history.
 const persistLinger = 5 * time.Millisecond
 
-// publishLinger is how long a publish waits for others to go out with it
-// in one round: a round costs the node a goroutine wake, a write and a
-// read, and Redis a read and a write to each subscribed node, however many
-// messages it carries. Go's timers may make it up to about a millisecond
-// on an idle node.
-const publishLinger = 500 * time.Microsecond
+// DefaultLinger is how long a publish waits for others to go out with it
+// in one round (Config.Linger): a round costs the node a goroutine wake, a
+// write and a read, and Redis a read and a write to each subscribed node,
+// however many messages it carries. Go's timers may make it up to about a
+// millisecond on an idle node.
+const DefaultLinger = 500 * time.Microsecond
+
+// MaxLinger bounds Config.Linger: a publish waits no longer than a
+// twentieth of a second for company.
+const MaxLinger = 50 * time.Millisecond
 
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
 // round.
@@ -180,14 +184,14 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			return
 		case <-b.pub.wake:
 			// Gather the publishes of a fraction of a millisecond.
-			if !linger(ctx, t, publishLinger, nil) {
+			if !linger(ctx, t, b.cfg.Linger, b.cfg.Linger, nil) {
 				return
 			}
 		case <-b.pub.persistWake:
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
 			// publish comes, which waits no longer than its own linger.
-			if !linger(ctx, t, persistLinger, b.pub.wake) {
+			if !linger(ctx, t, persistLinger, b.cfg.Linger, b.pub.wake) {
 				return
 			}
 		}
@@ -214,8 +218,9 @@ func (b *Redis) publishLoop(ctx context.Context) {
 }
 
 // linger waits for d on t, or until wake, whichever first (then for
-// publishLinger at most); it reports false when ctx ended.
-func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struct{}) bool {
+// publish at most: a publish's own linger); it reports false when ctx
+// ended.
+func linger(ctx context.Context, t *time.Timer, d, publish time.Duration, wake chan struct{}) bool {
 	t.Reset(d)
 	select {
 	case <-ctx.Done():
@@ -224,7 +229,7 @@ func linger(ctx context.Context, t *time.Timer, d time.Duration, wake chan struc
 		return true
 	case <-wake:
 	}
-	t.Reset(publishLinger)
+	t.Reset(publish)
 	select {
 	case <-ctx.Done():
 		return false

@@ -275,6 +275,28 @@ func TestRedisAnnounce(t *testing.T) {
 	})
 }
 
+// A publish to a room shared with another node waits Config.Linger for
+// company before its round goes to Redis: with 40 ms, none arrives sooner.
+func TestRedisLingerHoldsARound(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	const linger = 40 * time.Millisecond
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, Linger: linger}
+	a, b := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	a.join(t, "r")
+	b.join(t, "r")
+	for i := range 3 {
+		start := time.Now()
+		a.publish("r", fmt.Sprint(i))
+		b.hasSeq(t, "r", uint64(i+1))
+		if took := time.Since(start); took < linger {
+			t.Errorf("message %d arrived after %s, before the linger of %s", i, took, linger)
+		}
+	}
+	if _, err := NewRedis(Config{URL: rs.URL(), Linger: MaxLinger + 1}, newFakeRooms()); err == nil {
+		t.Errorf("a linger above %s was accepted", MaxLinger)
+	}
+}
+
 func TestNewRedisRejectsABadURL(t *testing.T) {
 	if _, err := NewRedis(Config{URL: "http://127.0.0.1:1"}, newFakeRooms()); err == nil {
 		t.Error("an http URL was accepted")

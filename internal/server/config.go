@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/namespace"
 )
@@ -58,6 +59,7 @@ type Config struct {
 	Compression       bool           // accept permessage-deflate offers (RFC 7692), without context takeover
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
+	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off
@@ -110,6 +112,7 @@ func (c *Config) validate() error {
 	check(c.PingInterval > 0 && c.PongTimeout > c.PingInterval, "pong timeout must be longer than the (positive) ping interval")
 	check(c.CloseTimeout > 0, "close timeout must be positive")
 	check(c.RoomGrace >= 0, "room grace must not be negative")
+	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")
