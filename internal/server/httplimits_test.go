@@ -79,12 +79,15 @@ func countStatus(res []floodResult) map[int]int {
 func wellBehaved(t *testing.T, ts *testServer) {
 	t.Helper()
 	member := connect(t, ts, "chat")
+	// Counted before the poll starts: read after, it may already count
+	// the poll, which then never waits "more" (the test hung so, once the
+	// poll was quick enough).
+	before := ts.Stats().PollsWaiting
 	got := make(chan string, 1)
 	go func() {
 		code, body := httpGet(t, "http://"+ts.addr+"/rooms/chat/messages?since=0&wait=10s", nil)
 		got <- fmt.Sprint(code, " ", body)
 	}()
-	before := ts.Stats().PollsWaiting
 	testsupport.Eventually(t, 20*time.Second, "the poll to wait", func() bool { return ts.Stats().PollsWaiting > before })
 	member.sendJSON(msg("still here"))
 	if m := member.next(); m["text"] != "still here" {
