@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package netpoll is a thin wrapper over Linux's readiness notification
-// (epoll) with a wake-up channel (eventfd), for event loops that serve many
+// (epoll) with a wake-up from any goroutine, for event loops that serve many
 // sockets from one goroutine. It builds on Linux only, and so do the server
 // and the load tester built on it; another system would need a kqueue poller.
 //

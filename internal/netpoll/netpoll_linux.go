@@ -24,17 +24,23 @@ import (
 // thread for it, and keeps polling every 20 µs while any P sits in a system
 // call: with a few loops idle between messages, that cost a node a quarter
 // of its CPU samples in context switches (docs/benchmarks.md).
+//
+// Wake needs no system call either: the waker and the waiting goroutine are
+// in one process, so Wake sets a flag and moves the parked goroutine's read
+// deadline into the past, which Go's runtime turns into a wake-up of that
+// goroutine alone. An eventfd written to wake a loop cost an event loop a
+// write, a read, an epoll_wait more and often a thread's wake-up per wake;
+// a cluster node wakes its loop once per batch from Redis.
 type Poller struct {
-	epfd   int
-	ep     *os.File        // epfd as Go's poller knows it: its owner, closed by Close
-	rc     syscall.RawConn // parks the goroutine until epfd is readable
-	wakefd int
-	woken  atomic.Bool // a wake-up is pending: further Wake calls need no syscall
-	raw    []unix.EpollEvent
-	ready  []Event
-	n      int                   // events of the last epoll_wait
-	werr   error                 // its error
-	poll   func(fd uintptr) bool // pollNow as a func value, made once: a method value made per park would allocate
+	epfd  int
+	ep    *os.File        // epfd as Go's poller knows it: its owner, closed by Close
+	rc    syscall.RawConn // parks the goroutine until epfd is readable
+	woken atomic.Bool     // a wake-up is pending: further Wake calls need nothing
+	raw   []unix.EpollEvent
+	ready []Event
+	n     int                   // events of the last epoll_wait
+	werr  error                 // its error
+	poll  func(fd uintptr) bool // pollNow as a func value, made once: a method value made per park would allocate
 }
 
 // New creates a Poller that reports at most batch events per Wait.
@@ -46,18 +52,12 @@ func New(batch int) (*Poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netpoll: epoll_create: %w", err)
 	}
-	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(epfd)
-		return nil, fmt.Errorf("netpoll: eventfd: %w", err)
-	}
 	// Non-blocking, so that os.NewFile hands it to Go's poller.
 	if err := unix.SetNonblock(epfd, true); err != nil {
 		unix.Close(epfd)
-		unix.Close(wakefd)
 		return nil, fmt.Errorf("netpoll: epoll descriptor non-blocking: %w", err)
 	}
-	p := &Poller{epfd: epfd, ep: os.NewFile(uintptr(epfd), "epoll"), wakefd: wakefd, raw: make([]unix.EpollEvent, batch), ready: make([]Event, 0, batch)}
+	p := &Poller{epfd: epfd, ep: os.NewFile(uintptr(epfd), "epoll"), raw: make([]unix.EpollEvent, batch), ready: make([]Event, 0, batch)}
 	p.poll = p.pollNow
 	rc, err := p.ep.SyscallConn()
 	if err != nil {
@@ -65,10 +65,6 @@ func New(batch int) (*Poller, error) {
 		return nil, fmt.Errorf("netpoll: epoll descriptor in Go's poller: %w", err)
 	}
 	p.rc = rc
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wakefd)}); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("netpoll: register eventfd: %w", err)
-	}
 	return p, nil
 }
 
@@ -124,17 +120,24 @@ func (p *Poller) Del(fd int) error {
 
 // Wake makes the current or next Wait return with woken set. It is cheap
 // when a wake-up is already pending.
+//
+// The flag is set before the deadline moves: a Wait that has not seen the
+// flag yet (pollNow looks at it after park set its own deadline) is parked
+// or about to park, and the past deadline, set after its own, wakes it or
+// stops it from parking. Go's poller serializes the two deadline changes.
 func (p *Poller) Wake() error {
 	if !p.woken.CompareAndSwap(false, true) {
 		return nil
 	}
-	var one = [8]byte{1}
-	_, err := Write(p.wakefd, one[:])
-	if err != nil && !errors.Is(err, unix.EAGAIN) {
+	if err := p.ep.SetReadDeadline(past); err != nil {
 		return fmt.Errorf("netpoll: wake: %w", err)
 	}
 	return nil
 }
+
+// past is a deadline long gone: set on the epoll descriptor, it wakes the
+// goroutine parked on it.
+var past = time.Unix(1, 0)
 
 // Wait blocks until a registered descriptor is ready, Wake is called, or
 // timeoutMs milliseconds pass (-1: no limit, 0: do not block). The returned
@@ -150,20 +153,21 @@ func (p *Poller) Wait(timeoutMs int) (ready []Event, woken bool, err error) {
 	if p.werr != nil {
 		return nil, false, fmt.Errorf("netpoll: epoll_wait: %w", p.werr)
 	}
-	return p.decode(p.raw[:p.n])
+	return p.decode(p.raw[:p.n]), p.woken.Swap(false), nil
 }
 
 // pollNow takes what is ready without blocking (a raw system call: it never
 // waits, so the scheduler need not know) and reports whether there was
-// anything, or an error. It is the function Go's poller calls back while
-// the goroutine waits: false parks it until epfd is readable.
+// anything, a wake-up or an error. It is the function Go's poller calls
+// back while the goroutine waits: false parks it until epfd is readable or
+// Wake moves the deadline.
 func (p *Poller) pollNow(uintptr) bool {
 	for {
 		r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(p.epfd), uintptr(unsafePointer(p.raw)), uintptr(len(p.raw)), 0, 0, 0)
 		switch errno {
 		case 0:
 			p.n, p.werr = int(r), nil
-			return p.n > 0
+			return p.n > 0 || p.woken.Load()
 		case unix.EINTR:
 			continue
 		default:
@@ -185,7 +189,9 @@ func (p *Poller) park(timeoutMs int) error {
 	}
 	err := p.rc.Read(p.poll)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		p.n, p.werr = 0, nil // the timeout: nothing ready
+		// The timeout, or Wake: look once more, as a wake-up may come
+		// with sockets ready.
+		p.pollNow(0)
 		return nil
 	}
 	if err != nil {
@@ -194,18 +200,11 @@ func (p *Poller) park(timeoutMs int) error {
 	return nil
 }
 
-// decode turns raw epoll events into Events, taking the wake-up out.
-func (p *Poller) decode(raw []unix.EpollEvent) (ready []Event, woken bool, err error) {
+// decode turns raw epoll events into Events.
+func (p *Poller) decode(raw []unix.EpollEvent) []Event {
 	p.ready = p.ready[:0]
 	for _, ev := range raw {
 		fd := int(ev.Fd)
-		if fd == p.wakefd {
-			var buf [8]byte
-			_, _ = Read(p.wakefd, buf[:]) // EAGAIN only if already drained
-			p.woken.Store(false)
-			woken = true
-			continue
-		}
 		var e uint32
 		if ev.Events&(unix.EPOLLIN|unix.EPOLLPRI) != 0 {
 			e |= Readable
@@ -218,15 +217,11 @@ func (p *Poller) decode(raw []unix.EpollEvent) (ready []Event, woken bool, err e
 		}
 		p.ready = append(p.ready, Event{FD: fd, Events: e})
 	}
-	return p.ready, woken, nil
+	return p.ready
 }
 
 // Close releases the poller. Registered descriptors stay open.
-func (p *Poller) Close() error {
-	err1 := unix.Close(p.wakefd)
-	err2 := p.ep.Close()
-	return errors.Join(err1, err2)
-}
+func (p *Poller) Close() error { return p.ep.Close() }
 
 // unsafePointer is the address of the first event, for the raw system call.
 func unsafePointer(evs []unix.EpollEvent) unsafe.Pointer { return unsafe.Pointer(&evs[0]) }
