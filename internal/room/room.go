@@ -79,7 +79,7 @@ func (r *Room) Name() string { return r.name }
 // processing time; in a cluster the clock starts when the broker brings it
 // back. from is the index of the event loop calling Publish on its own
 // goroutine, or -1: that loop drains its queue right after handling its
-// events, so it is not woken, which saves it an eventfd write and an extra
+// events, so it is not woken, which saves it a wake-up and an extra
 // epoll_wait per message.
 //
 // It returns broker.ErrUnavailable when the broker refused the message (a
