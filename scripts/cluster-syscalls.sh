@@ -66,6 +66,10 @@ measure() {
   awk -F, -v setup="$setup" -v node=$((n1 - n0)) -v rds=$((r1 - r0)) -v hz="$(getconf CLK_TCK)" '
     $1 ~ /^[0-9]+$/ { n = $3; sub("syscalls:sys_enter_", "", n); v[n] = $1 / 20000 }
     END {
+      if (!("context-switches" in v) || node == 0) {
+        print setup ": perf or /proc counted nothing (perf_event_paranoid? the nodes idle?)" > "/dev/stderr"
+        exit 1
+      }
       printf "%-22s node %5.2f µs/deliv  Redis %5.2f µs/deliv  per message: ctx switches %.2f  read %.2f  write %.2f  writev %.2f  epoll_wait %.2f  epoll_pwait %.2f  futex %.2f\n",
         setup, node * 1e6 / hz / 80000, rds * 1e6 / hz / 80000, v["context-switches"], v["read"], v["write"], v["writev"], v["epoll_wait"], v["epoll_pwait"], v["futex"]
     }' "$tmp/perf.txt"

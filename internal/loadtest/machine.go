@@ -21,7 +21,7 @@ type Machine struct {
 }
 
 // fdReserve is the descriptors a process needs besides its connections:
-// stdio, the CSV, epoll and eventfd and timerfd per loop, pipes, Go runtime.
+// stdio, the CSV, epoll and timerfd per loop, pipes, Go runtime.
 const fdReserve = 64
 
 // InspectMachine raises the soft open-file limit to the hard one and
