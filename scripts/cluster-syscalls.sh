@@ -12,6 +12,10 @@
 # redis-server) runs on CPU 0, the generators on CPU 1. The node flags
 # after BIN go to the cluster's nodes only. Needs redis-server, perf and
 # taskset; run it on an otherwise idle machine, alternating revisions.
+#
+# With DIRECT_BIN set (scripts/direct-floor.sh sets it), a third setup: two
+# nodes of that binary sending each other the messages directly, no Redis
+# (scripts/direct-floor.patch, an experiment measuring the floor).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 BIN [serve flags for the cluster nodes]" >&2; exit 2; }
 bin=$1
@@ -31,7 +35,7 @@ serve() {
   local name=$1 p
   shift
   p=$(port)
-  taskset -c 0 "$bin" serve --addr 127.0.0.1:$p --metrics-addr '' --log-level warn "$@" >"$tmp/$name.log" 2>&1 &
+  taskset -c 0 "${serve_bin:-$bin}" serve --addr 127.0.0.1:$p --metrics-addr '' --log-level warn "$@" >"$tmp/$name.log" 2>&1 &
   for _ in $(seq 100); do
     curl -fs "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break
     sleep 0.05
@@ -98,3 +102,19 @@ gen "$bp" 1/2
 measure "2 nodes, rooms split" "$r" "$a" "$b"
 kill "$a" "$b"
 redis-cli -p "$rp" shutdown nosave >/dev/null 2>&1 || true
+
+[ -n "${DIRECT_BIN:-}" ] || exit 0
+pp=$(port)
+gens=()
+serve_bin=$DIRECT_BIN
+export SCALECHAT_DIRECT_FLOOR="seq:127.0.0.1:$pp"
+read -r a ap < <(serve a)
+export SCALECHAT_DIRECT_FLOOR="dial:127.0.0.1:$pp"
+read -r b bp < <(serve b)
+unset SCALECHAT_DIRECT_FLOOR serve_bin
+pids+=("$a" "$b")
+prefix=$RANDOM
+gen "$ap" 0/2
+gen "$bp" 1/2
+measure "2 nodes, direct (floor)" - "$a" "$b"
+kill "$a" "$b"
