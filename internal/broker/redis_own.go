@@ -138,6 +138,21 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 			b.lostRoom(name)
 		}
 	}
+	if epoch, ok := strings.CutPrefix(payload, "E"); ok {
+		b.onNewStream(name, epoch)
+	}
+}
+
+// onNewStream handles "E<epoch>": the room's stream started anew in Redis
+// under epoch, its keys having been gone (expired while nodes kept the room
+// loaded, or flushed), made by a node that loaded the room or by a publish
+// (publish.lua). Its seqs start again at 1: a node that has the room under
+// another epoch would take them for messages it has, so it drops the room
+// and its members resume into the new stream and are told (reset).
+func (b *Redis) onNewStream(name, epoch string) {
+	if e := b.h.Epoch(name); e != "" && e != epoch {
+		b.lostStream(name, "Redis no longer had the room's keys (expired or flushed): it started anew")
+	}
 }
 
 // awaitRelease waits until the room's holder released it (or lost it), then

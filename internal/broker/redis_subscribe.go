@@ -550,6 +550,8 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 	}
 	type read struct {
+		made     *redis.BoolCmd // the epoch was made by this load: a new stream
+		newEpoch string
 		seq      *redis.StringCmd
 		epoch    *redis.StringCmd
 		holder   *redis.StringCmd
@@ -567,8 +569,10 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				rc := rooms[name].rc
 				p.SAdd(c, b.roomNodesKey(name), b.id)
 				p.Expire(c, b.roomNodesKey(name), rc.TTL+renewInterval(rc.TTL))
-				p.SetNX(c, b.epochKey(name), NewEpoch(), rc.TTL)
-				r := read{seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
+				epoch := NewEpoch()
+				made := p.SetNX(c, b.epochKey(name), epoch, rc.TTL)
+				r := read{made: made, newEpoch: epoch,
+					seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
 				if rc.History > 0 {
 					r.tail = p.XRevRangeN(c, b.historyKey(name), "+", "-", int64(rc.History))
@@ -582,6 +586,15 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			b.fail("load rooms", err)
 			ok = false
 		}
+	}
+	if ok {
+		made := map[string]string{}
+		for name, r := range reads {
+			if r.made.Val() {
+				made[name] = r.newEpoch
+			}
+		}
+		b.announceNewStreams(ctx, made)
 	}
 	for name, st := range rooms {
 		if !ok {
@@ -610,6 +623,32 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())
+	}
+}
+
+// announceNewStreams publishes "E<epoch>" on the channel of each room
+// whose epoch this node's load made (room → epoch): a new room, or one
+// whose keys expired or were flushed while other nodes kept it loaded with
+// seqs the new stream hands out again. Those drop it (onNewStream); a node
+// with the same epoch, or without the room, does nothing. One pipeline.
+func (b *Redis) announceNewStreams(ctx context.Context, made map[string]string) {
+	if len(made) == 0 {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
+		for name, epoch := range made {
+			if b.cluster != nil {
+				p.SPublish(c, b.channel(name), "E"+epoch)
+			} else {
+				p.Publish(c, b.channel(name), "E"+epoch)
+			}
+		}
+		return nil
+	})
+	if err := pipelineErr(cmds, err); err != nil && ctx.Err() == nil {
+		b.fail("announce new streams", err)
 	}
 }
 
