@@ -303,6 +303,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.announceLoop(ctx) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.controlLoop(ctx) })
+	wg.Go(func() { b.keepAliveLoop(ctx) })
 	<-ctx.Done()
 	errs := b.shards.closeAll()
 	b.shards.wg.Wait()

@@ -25,6 +25,7 @@ type roomState struct {
 	ps        *pubsub       // the connection subscribed to the room; nil: none yet
 	leaving   bool          // Unsubscribe was called
 	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
+	kept      time.Time     // when this node last renewed them for having the room loaded (redis_keepalive.go); zero: not loaded from Redis
 	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
 }
 
@@ -571,6 +572,10 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				p.Expire(c, b.roomNodesKey(name), rc.TTL+renewInterval(rc.TTL))
 				epoch := NewEpoch()
 				made := p.SetNX(c, b.epochKey(name), epoch, rc.TTL)
+				// Renewed here and while loaded (keepAliveLoop): the
+				// counter must not expire under the node's members.
+				p.Expire(c, b.seqKey(name), rc.TTL+renewInterval(rc.TTL))
+				p.Expire(c, b.epochKey(name), rc.TTL+renewInterval(rc.TTL))
 				r := read{made: made, newEpoch: epoch,
 					seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
@@ -612,6 +617,9 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			continue
 		}
 		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
+		b.sub.mu.Lock()
+		st.kept = time.Now() // its keys renewed by the load: kept alive from here
+		b.sub.mu.Unlock()
 		var tail []Entry
 		if r.tail != nil {
 			msgs := r.tail.Val()
