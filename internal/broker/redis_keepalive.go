@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,33 +12,111 @@ import (
 // and owned rooms' writes renew them). Its counter, epoch and set of nodes
 // must not while a node has the room loaded: the counter would start
 // again at 1 under a new epoch, and every node holding the room would take
-// the new stream's seqs for messages it has (publish.lua then tells them,
+// the new stream's seqs for messages it has (publish.lua now tells them,
 // "E", and their members start anew; before, they dropped every message in
 // silence). So each node renews those keys (and the holder of a room it
-// owns) for the rooms it has loaded, once a renewInterval, when no publish
-// of its own did. The history stream is not renewed: it expires after the
-// TTL without messages, as --redis-ttl and history_ttl promise, and a
-// member resuming past it is told (history_gap).
+// owns) once a renewInterval for every room it loaded from Redis, active
+// or not: three EXPIREs a room every quarter TTL cost Redis less than
+// knowing which rooms a publish renewed. The history stream is not
+// renewed: it expires after the TTL without messages, as --redis-ttl and
+// history_ttl promise, and a member resuming past it is told (history_gap).
 
 // keepAliveMax is the longest a node waits between two looks at its rooms;
-// keepAliveMin the shortest (many rooms due, or Redis down).
+// keepAliveMin the shortest (a short TTL, or Redis down).
 const (
 	keepAliveMax = time.Minute
 	keepAliveMin = 100 * time.Millisecond
 )
 
-// maxKeepAlive bounds the rooms renewed in one pipeline: the rest go in
-// the next, keepAliveMin later.
+// maxKeepAlive bounds the rooms renewed in one pipeline: a node with more
+// due sends several, one after another.
 const maxKeepAlive = 10_000
 
-// keptRoom is a room due for renewal and its keys' TTL.
+// keptRoom is a room whose keys this node keeps alive.
 type keptRoom struct {
-	name string
-	ttl  time.Duration
+	name  string
+	ttl   time.Duration // the keys' TTL: the room's and a renewInterval
+	every time.Duration // how often they are renewed: a renewInterval
+	due   time.Time     // when to renew them next
+}
+
+// keptRooms is the rooms this node loaded from Redis and keeps alive
+// there, in a slice so that a look reads them at a few ns a room, apart
+// from the subscriptions' map and lock, which publishes take. Its lock is a
+// leaf, taken under subscriptions.mu (add and remove follow the rooms'
+// subscriptions).
+type keptRooms struct {
+	mu    sync.Mutex
+	rooms []keptRoom
+	at    map[string]int // room → its index in rooms
+}
+
+func newKeptRooms() keptRooms { return keptRooms{at: map[string]int{}} }
+
+// add keeps room's keys alive from now, renewed first a renewInterval
+// after now (its load renewed them).
+func (k *keptRooms) add(room string, ttl time.Duration, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	every := renewInterval(ttl)
+	r := keptRoom{name: room, ttl: ttl + every, every: every, due: now.Add(every)}
+	if i, ok := k.at[room]; ok {
+		k.rooms[i] = r
+		return
+	}
+	k.at[room] = len(k.rooms)
+	k.rooms = append(k.rooms, r)
+}
+
+// remove stops keeping room's keys alive.
+func (k *keptRooms) remove(room string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	i, ok := k.at[room]
+	if !ok {
+		return
+	}
+	last := len(k.rooms) - 1
+	k.rooms[i] = k.rooms[last]
+	k.at[k.rooms[i].name] = i
+	k.rooms[last] = keptRoom{}
+	k.rooms = k.rooms[:last]
+	delete(k.at, room)
+}
+
+// take returns the rooms due at now, due again a renewInterval later, and
+// how long until the next look: until the earliest due, within
+// [keepAliveMin, keepAliveMax].
+func (k *keptRooms) take(now time.Time) ([]keptRoom, time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	next := keepAliveMax
+	var due []keptRoom
+	for i := range k.rooms {
+		r := &k.rooms[i]
+		if !now.Before(r.due) {
+			due = append(due, *r)
+			r.due = now.Add(r.every)
+		}
+		next = min(next, r.due.Sub(now))
+	}
+	return due, max(next, keepAliveMin)
+}
+
+// failed makes rooms due again at once: Redis did not answer their
+// renewal.
+func (k *keptRooms) failed(rooms []keptRoom) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range rooms {
+		if i, ok := k.at[r.name]; ok {
+			k.rooms[i].due = time.Time{}
+		}
+	}
 }
 
 // keepAliveLoop renews the keys of the rooms this node has loaded, each
-// when it is due (keepAlive), until ctx ends.
+// when it is due, until ctx ends.
 func (b *Redis) keepAliveLoop(ctx context.Context) {
 	t := time.NewTimer(keepAliveMin)
 	defer t.Stop()
@@ -51,20 +130,32 @@ func (b *Redis) keepAliveLoop(ctx context.Context) {
 	}
 }
 
-// keepAlive renews the keys of the rooms due at now, in one pipeline, and
-// returns how long to wait before the next look.
+// keepAlive renews the keys of the rooms due at now, in pipelines of at
+// most maxKeepAlive rooms, and returns how long to wait before the next
+// look.
 func (b *Redis) keepAlive(ctx context.Context, now time.Time) time.Duration {
 	if !b.health.up.Load() {
 		return keepAliveMin // recovery checks every room against Redis first
 	}
-	due, next := b.sub.dueForKeepAlive(now, maxKeepAlive)
-	if len(due) == 0 {
-		return next
+	due, next := b.sub.kept.take(now)
+	for len(due) > 0 {
+		n := min(len(due), maxKeepAlive)
+		if !b.renewKept(ctx, due[:n]) {
+			b.sub.kept.failed(due)
+			return keepAliveMin
+		}
+		due = due[n:]
 	}
+	return next
+}
+
+// renewKept renews the keys of rooms in one pipeline and reports whether
+// Redis answered.
+func (b *Redis) renewKept(ctx context.Context, rooms []keptRoom) bool {
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
-		for _, r := range due {
+		for _, r := range rooms {
 			p.Expire(c, b.seqKey(r.name), r.ttl)
 			p.Expire(c, b.epochKey(r.name), r.ttl)
 			p.Expire(c, b.roomNodesKey(r.name), r.ttl)
@@ -74,55 +165,11 @@ func (b *Redis) keepAlive(ctx context.Context, now time.Time) time.Duration {
 		}
 		return nil
 	})
-	if err := pipelineErr(cmds, err); err != nil && ctx.Err() == nil {
-		b.fail("renew the rooms' keys", err)
-		b.sub.keepFailed(due)
-		return keepAliveMin
+	if err := pipelineErr(cmds, err); err != nil {
+		if ctx.Err() == nil {
+			b.fail("renew the rooms' keys", err)
+		}
+		return false
 	}
-	return next
-}
-
-// dueForKeepAlive returns up to limit rooms loaded here whose keys nothing
-// of this node renewed for a renewInterval (a publish, a write or the last
-// keep-alive), marking them renewed at now, and how long until the next
-// look: half the shortest renewInterval among the rooms, within
-// [keepAliveMin, keepAliveMax], or keepAliveMin when limit cut the list.
-func (s *subscriptions) dueForKeepAlive(now time.Time, limit int) ([]keptRoom, time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := keepAliveMax
-	var due []keptRoom
-	for name, st := range s.rooms {
-		if st.unsynced || st.leaving || st.kept.IsZero() {
-			continue // loaded while Redis was down, leaving, or not loaded yet
-		}
-		every := renewInterval(st.rc.TTL)
-		next = min(next, every/2)
-		last := st.kept
-		if st.renewed.After(last) {
-			last = st.renewed
-		}
-		if now.Sub(last) < every {
-			continue
-		}
-		if len(due) == limit {
-			next = keepAliveMin
-			break
-		}
-		st.kept = now
-		due = append(due, keptRoom{name: name, ttl: st.rc.TTL + every})
-	}
-	return due, max(next, keepAliveMin)
-}
-
-// keepFailed forgets the renewal of rooms whose pipeline Redis did not
-// answer: they are due again at the next look.
-func (s *subscriptions) keepFailed(rooms []keptRoom) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range rooms {
-		if st := s.rooms[r.name]; st != nil {
-			st.kept = time.Unix(0, 1) // long ago, not zero (zero: not loaded)
-		}
-	}
+	return true
 }

@@ -2,71 +2,77 @@ package broker
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// TestDueForKeepAlive: which loaded rooms a look renews, and when the next
-// look comes.
-func TestDueForKeepAlive(t *testing.T) {
+// TestKeptRooms: which rooms a look renews, when they are due again, and
+// when the next look comes.
+func TestKeptRooms(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	names := func(rs []keptRoom) []string {
+		var ns []string
+		for _, r := range rs {
+			ns = append(ns, r.name)
+		}
+		slices.Sort(ns)
+		return ns
+	}
+	k := newKeptRooms()
+	if due, next := k.take(t0); len(due) != 0 || next != keepAliveMax {
+		t.Fatalf("no rooms: due %v, next look in %v", names(due), next)
+	}
+	k.add("hour", time.Hour, t0) // renewed every 15 min, to 75 min
+	k.add("short", 8*time.Second, t0)
+	k.add("gone", time.Hour, t0)
+	k.remove("gone")
+	k.remove("never added")
+	if due, next := k.take(t0.Add(time.Second)); len(due) != 0 || next != time.Second {
+		t.Fatalf("just loaded: due %v, next look in %v, want none and 1s (the short room at 2s)", names(due), next)
+	}
+	due, next := k.take(t0.Add(2 * time.Second))
+	if !slices.Equal(names(due), []string{"short"}) || due[0].ttl != 10*time.Second || next != 2*time.Second {
+		t.Fatalf("at 2s: due %v (%+v), next look in %v, want short for 10s, then 2s", names(due), due, next)
+	}
+	due, _ = k.take(t0.Add(15 * time.Minute))
+	if !slices.Equal(names(due), []string{"hour", "short"}) || due[0].ttl != 75*time.Minute && due[1].ttl != 75*time.Minute {
+		t.Fatalf("at 15 min: due %+v, want hour (for 75 min) and short", due)
+	}
+	k.failed(due)
+	if due, _ := k.take(t0.Add(15*time.Minute + time.Millisecond)); !slices.Equal(names(due), []string{"hour", "short"}) {
+		t.Fatalf("after a failed renewal: due %v, want both again", names(due))
+	}
+	k.add("tiny", 200*time.Millisecond, t0.Add(16*time.Minute))
+	if _, next := k.take(t0.Add(16 * time.Minute)); next != keepAliveMin {
+		t.Fatalf("a 50ms renewal: next look in %v, want keepAliveMin", next)
+	}
+	if len(k.rooms) != len(k.at) || len(k.rooms) != 3 {
+		t.Fatalf("%d rooms, %d indexed, want 3", len(k.rooms), len(k.at))
+	}
+	for i, r := range k.rooms {
+		if k.at[r.name] != i {
+			t.Errorf("room %s at %d, indexed at %d", r.name, i, k.at[r.name])
+		}
+	}
+}
+
+// BenchmarkKeptRoomsTake is one look over 100,000 kept rooms, none of them
+// due: what a look holds keptRooms.mu for (ns/room). Publishes never take
+// that lock; loads and unsubscriptions wait for it.
+func BenchmarkKeptRoomsTake(b *testing.B) {
 	now := time.Unix(1_000_000, 0)
-	hour := RoomConfig{TTL: time.Hour} // renewed every 15 minutes
-	tests := []struct {
-		name  string
-		rooms map[string]*roomState
-		limit int
-		due   []string
-		next  time.Duration
-	}{
-		{"none loaded", map[string]*roomState{}, 10, nil, keepAliveMax},
-		{"kept a while ago", map[string]*roomState{
-			"old":    {rc: hour, kept: now.Add(-16 * time.Minute)},
-			"recent": {rc: hour, kept: now.Add(-time.Minute)},
-		}, 10, []string{"old"}, keepAliveMax},
-		{"a publish renewed it", map[string]*roomState{
-			"r": {rc: hour, kept: now.Add(-20 * time.Minute), renewed: now.Add(-time.Minute)},
-		}, 10, nil, keepAliveMax},
-		{"not loaded, unsynced or leaving", map[string]*roomState{
-			"loading":  {rc: hour},
-			"unsynced": {rc: hour, kept: now.Add(-time.Hour), unsynced: true},
-			"leaving":  {rc: hour, kept: now.Add(-time.Hour), leaving: true},
-		}, 10, nil, keepAliveMax},
-		{"a short TTL looks sooner", map[string]*roomState{
-			"short": {rc: RoomConfig{TTL: 8 * time.Second}, kept: now.Add(-time.Second)},
-		}, 10, nil, time.Second},
-		{"a tiny TTL looks no sooner than keepAliveMin", map[string]*roomState{
-			"tiny": {rc: RoomConfig{TTL: 400 * time.Millisecond}, kept: now},
-		}, 10, nil, keepAliveMin},
-		{"the limit cuts the list", map[string]*roomState{
-			"a": {rc: hour, kept: now.Add(-time.Hour)},
-			"b": {rc: hour, kept: now.Add(-time.Hour)},
-		}, 1, []string{"?"}, keepAliveMin},
+	k := newKeptRooms()
+	const rooms = 100_000
+	for i := range rooms {
+		k.add(strconv.Itoa(i), 24*time.Hour, now)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSubscriptions()
-			s.rooms = tt.rooms
-			due, next := s.dueForKeepAlive(now, tt.limit)
-			var names []string
-			for _, r := range due {
-				names = append(names, r.name)
-				if r.ttl != s.rooms[r.name].rc.TTL+renewInterval(s.rooms[r.name].rc.TTL) {
-					t.Errorf("%s renewed for %v", r.name, r.ttl)
-				}
-				if !s.rooms[r.name].kept.Equal(now) {
-					t.Errorf("%s not marked kept at now", r.name)
-				}
-			}
-			if slices.Equal(tt.due, []string{"?"}) { // one of them, either
-				if len(names) != 1 {
-					t.Errorf("due %v, want one room", names)
-				}
-			} else if !slices.Equal(names, tt.due) {
-				t.Errorf("due %v, want %v", names, tt.due)
-			}
-			if next != tt.next {
-				t.Errorf("next look in %v, want %v", next, tt.next)
-			}
-		})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if due, _ := k.take(now); len(due) != 0 {
+			b.Fatalf("%d rooms due", len(due))
+		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rooms, "ns/room")
 }

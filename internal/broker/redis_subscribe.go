@@ -25,7 +25,6 @@ type roomState struct {
 	ps        *pubsub       // the connection subscribed to the room; nil: none yet
 	leaving   bool          // Unsubscribe was called
 	renewed   time.Time     // when this node's last publish renewed the room's TTLs in Redis
-	kept      time.Time     // when this node last renewed them for having the room loaded (redis_keepalive.go); zero: not loaded from Redis
 	rc        RoomConfig    // the room's history size and TTL, resolved when subscribed
 }
 
@@ -33,18 +32,20 @@ type roomState struct {
 // queued for subscribeLoop, and who waits for a room's owner to release it.
 // rooms is written by the subscription goroutine alone and read by others
 // under mu; a roomState's fields are read and written under mu. mu is
-// taken under shardConns.mu and fillMu, and nothing is taken under it: the
-// wakes sent under it never block.
+// taken under shardConns.mu and fillMu, and only kept's lock (a leaf) is
+// taken under it: the wakes sent under it never block.
 type subscriptions struct {
 	mu       sync.Mutex
 	cmds     []subCmd
 	wake     chan struct{} // cmds were queued
 	rooms    map[string]*roomState
 	awaiting map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes)
+	kept     keptRooms                  // the rooms loaded from Redis, whose keys this node keeps alive (redis_keepalive.go)
 }
 
 func newSubscriptions() subscriptions {
-	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{})}
+	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{}),
+		kept: newKeptRooms()}
 }
 
 // queue queues c for subscribeLoop and wakes it.
@@ -372,6 +373,7 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 			} else {
 				delete(newRooms, c.room)
 				delete(b.sub.rooms, c.room)
+				b.sub.kept.remove(c.room)
 			}
 			b.sub.mu.Unlock()
 			if old != nil && old.ps != nil {
@@ -618,7 +620,9 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
 		b.sub.mu.Lock()
-		st.kept = time.Now() // its keys renewed by the load: kept alive from here
+		if b.sub.rooms[name] == st { // still subscribed: its keys, renewed by the load, are kept alive from here
+			b.sub.kept.add(name, st.rc.TTL, time.Now())
+		}
 		b.sub.mu.Unlock()
 		var tail []Entry
 		if r.tail != nil {
