@@ -812,3 +812,44 @@ func subset(sub, set map[string]string) bool {
 	}
 	return true
 }
+
+// TestRedisNeverEvicts: every Redis the deployment files start with a
+// memory limit refuses writes when full (noeviction) rather than evict
+// keys. A room's keys all have TTLs, so volatile-* and allkeys-* policies
+// may evict its counter alone: the next publish would start its seqs again
+// under the same epoch, which nodes cannot tell from messages they have
+// (docs/cluster.md, Limits). Refused writes reach the sender (unavailable).
+func TestRedisNeverEvicts(t *testing.T) {
+	root := repoFile(t, "deploy")
+	policy := regexp.MustCompile(`"--maxmemory-policy",\s*"([^"]+)"`)
+	limited := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yml") || strings.HasSuffix(path, ".yaml")) {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `"--maxmemory"`) {
+			return nil
+		}
+		limited++
+		ms := policy.FindAllStringSubmatch(string(b), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s limits Redis's memory without --maxmemory-policy noeviction (Redis's default policy is noeviction, but say it)", path)
+		}
+		for _, m := range ms {
+			if m[1] != "noeviction" {
+				t.Errorf("%s runs Redis with --maxmemory-policy %s, want noeviction", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limited == 0 {
+		t.Fatal("no deployment file limits Redis's memory: the test checked nothing")
+	}
+}
