@@ -6,8 +6,6 @@ import (
 	"context"
 	"testing"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
@@ -52,13 +50,8 @@ func testKeysWent(t *testing.T, kind string, publish bool) {
 	j, _ := a.joined()
 	epoch := j["epoch"].(string)
 	b := connect(t, nodes[1], "k")
-	for _, text := range []string{"1", "2", "3"} {
-		a.sendJSON(msg(text))
-		a.next()
-		b.next()
-	}
-	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	sendAcross(a, b, "1", "2", "3")
+	rdb := redisClient(t, redis)
 	var keys []string
 	for _, k := range []string{"seq", "history", "epoch", "holder", "nodes"} {
 		keys = append(keys, "scalechat:{k}:"+k)

@@ -23,13 +23,8 @@ func TestClusterIdleRoomOutlivesItsTTL(t *testing.T) {
 	nodes := startCluster(t, redis.URL(), 2, func(c *Config) { c.RedisTTL = 2 * time.Second })
 	a := connect(t, nodes[0], "idle")
 	b := connect(t, nodes[1], "idle")
-	for _, text := range []string{"1", "2", "3"} {
-		a.sendJSON(msg(text))
-		a.next()
-		b.next()
-	}
-	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	sendAcross(a, b, "1", "2", "3")
+	rdb := redisClient(t, redis)
 	ctx := context.Background()
 	// The history expires after the TTL (and its quarter) without messages.
 	testsupport.Eventually(t, 10*time.Second, "the room's history to expire", func() bool {
@@ -47,4 +42,21 @@ func TestClusterIdleRoomOutlivesItsTTL(t *testing.T) {
 			t.Errorf("member %s after the idle TTL: %v, want \"after\" at seq 4", name, m)
 		}
 	}
+}
+
+// sendAcross has a send each text and waits until a and b received it.
+func sendAcross(a, b *client, texts ...string) {
+	for _, text := range texts {
+		a.sendJSON(msg(text))
+		a.next()
+		b.next()
+	}
+}
+
+// redisClient is a client of r, closed when the test ends.
+func redisClient(t *testing.T, r *testsupport.Redis) *goredis.Client {
+	t.Helper()
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
