@@ -126,6 +126,10 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		b.onPresence(name, payload)
 		return
 	}
+	if epoch, ok := strings.CutPrefix(payload, "E"); ok {
+		b.onNewStream(name, epoch)
+		return
+	}
 	switch payload {
 	case "H": // a node wants the room
 		if seq, owned := b.h.Disown(name); owned {
@@ -137,9 +141,6 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		if b.grants.has(name) {
 			b.lostRoom(name)
 		}
-	}
-	if epoch, ok := strings.CutPrefix(payload, "E"); ok {
-		b.onNewStream(name, epoch)
 	}
 }
 
@@ -282,10 +283,16 @@ func (b *Redis) blockedPublish(p Publication) bool { return b.blocks.hold(p) }
 func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	return b.controlCmd(c, b.rdb, name, msg).Err()
+}
+
+// controlCmd sends msg on the room's channel through r (the client, or a
+// pipeline): on its shard channel in a Redis Cluster.
+func (b *Redis) controlCmd(ctx context.Context, r redis.Cmdable, name, msg string) *redis.IntCmd {
 	if b.cluster != nil {
-		return b.rdb.SPublish(c, b.channel(name), msg).Err()
+		return r.SPublish(ctx, b.channel(name), msg)
 	}
-	return b.rdb.Publish(c, b.channel(name), msg).Err()
+	return r.Publish(ctx, b.channel(name), msg)
 }
 
 // isSeq reports whether a channel message is a chat message ("seq json"),

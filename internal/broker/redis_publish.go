@@ -386,11 +386,10 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 func (b *Redis) publishCmd(ctx context.Context, p redis.Pipeliner, batch []job, js []int, renew []string, rc RoomConfig) redis.Cmder {
 	deliver := b.deliveryMode()
 	keys := make([]string, 0, 5*len(js))
-	args := make([]any, 0, 7+4*len(js))
+	args := make([]any, 0, 6+4*len(js))
 	// Renewed once a renewInterval, the keys live a renewInterval longer:
 	// at least the TTL after the room's last message.
-	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix(),
-		NewEpoch(), b.cfg.Prefix+":")
+	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix(), b.cfg.Prefix)
 	for _, i := range js {
 		q := batch[i].p
 		keys = append(keys, b.publishKeys(q.Room)...)

@@ -651,11 +651,7 @@ func (b *Redis) announceNewStreams(ctx context.Context, made map[string]string) 
 	defer cancel()
 	cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 		for name, epoch := range made {
-			if b.cluster != nil {
-				p.SPublish(c, b.channel(name), "E"+epoch)
-			} else {
-				p.Publish(c, b.channel(name), "E"+epoch)
-			}
+			b.controlCmd(c, p, name, "E"+epoch)
 		}
 		return nil
 	})

@@ -33,18 +33,19 @@
 -- ARGV[3] "n", "s" or "-": how to publish (above)
 -- ARGV[4] the publishing node
 -- ARGV[5] the prefix of the nodes' channels ("n")
--- ARGV[6] a new epoch, for a room whose stream is gone (below)
--- ARGV[7] the prefix of the rooms' channels: with "{room}:messages", where
---         a room's control messages go ("n")
--- then four per message m (a = 8 + 4m):
+-- ARGV[6] the prefix of every key and channel: with ":{room}:messages",
+--         the room's channel, where its control messages go ("n")
+-- then four per message m (a = 7 + 4m):
 --   ARGV[a]   the message's JSON before the seq (prefix)
 --   ARGV[a+1] the message's JSON after the seq (suffix)
 --   ARGV[a+2] the room's channel; its name for "n"
 --   ARGV[a+3] "1" to renew the keys' TTLs
 --
 -- A stream gone (its counter new and its epoch missing: the keys expired
--- while nodes kept the room loaded, or were flushed) starts anew under
--- ARGV[6], and "E<epoch>" goes on the room's channel before the message: a node
+-- while nodes kept the room loaded, or were flushed) starts anew under an
+-- epoch made here (the node's id and Redis's clock: made only then, never
+-- sent with every call), and "E<epoch>" goes on the room's channel before
+-- the message: a node
 -- that has the room holds seqs the new stream hands out again, and would
 -- take seq 1 for a message it has, so it drops the room instead and its
 -- members resume and are told (reset). A room no node loaded yet has an
@@ -66,7 +67,7 @@ local function nodesOf(key)
   return m
 end
 for m = 0, #KEYS / 5 - 1 do
-  local k, a = m * 5, 8 + m * 4
+  local k, a = m * 5, 7 + m * 4
   local holder = redis.call('GET', KEYS[k+4])
   if holder and holder ~= node then
     res[#res+1] = 0 -- another node orders this room: not here
@@ -74,14 +75,12 @@ for m = 0, #KEYS / 5 - 1 do
   else
     local seq = redis.call('INCR', KEYS[k+1])
     if seq == 1 and redis.call('EXISTS', KEYS[k+3]) == 0 then
-      redis.call('SET', KEYS[k+3], ARGV[6], 'EX', ttl)
-      if mode == 'n' then
-        redis.call('PUBLISH', ARGV[7] .. '{' .. ARGV[a+2] .. '}:messages', 'E' .. ARGV[6])
-      elseif mode == 's' then
-        redis.call('SPUBLISH', ARGV[a+2], 'E' .. ARGV[6])
-      else
-        redis.call('PUBLISH', ARGV[a+2], 'E' .. ARGV[6])
-      end
+      local t = redis.call('TIME')
+      local epoch = node .. t[1] .. t[2]
+      redis.call('SET', KEYS[k+3], epoch, 'EX', ttl)
+      local ch = ARGV[a+2]
+      if mode == 'n' then ch = ARGV[6] .. ':{' .. ch .. '}:messages' end
+      redis.call(mode == 's' and 'SPUBLISH' or 'PUBLISH', ch, 'E' .. epoch)
     end
     local s = tostring(seq)
     local msg = ARGV[a] .. s .. ARGV[a+1]
