@@ -386,13 +386,8 @@ func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 		rows = append(rows, row)
 	}
 	_ = srv.shutdown(5 * time.Second)
-	csv := Result{Scenario: "overhead: CSV recording", Ratio: -1, Figure: "n/a", Verdict: "n/a",
-		Note: "a run measured no generator CPU (too short for the clock's 10 ms ticks, as at smoke sizes): nothing to compare"}
-	if on, off := mean(perMsg[true]), mean(perMsg[false]); on > 0 && off > 0 {
-		csv.Figure, csv.Verdict = fmt.Sprintf("%+.2f µs/msg (%+.0f%%) generator CPU", on-off, 100*(on-off)/off), ""
-		csv.Note = "generator CPU per message (sent + received) over the sending window, mean of 2 runs each"
-	}
-	rows = append(rows, csv)
+	rows = append(rows, overheadRow("overhead: CSV recording", mean(perMsg[true]), mean(perMsg[false]), "µs/msg", "generator",
+		"generator CPU per message (sent + received) over the sending window, mean of 2 runs each"))
 
 	// Metrics (the server's cost): needs a server with --metrics-addr.
 	if !r.serverHasFlag("--metrics-addr") {
@@ -423,13 +418,20 @@ func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 			rows = append(rows, pairRows[i])
 		}
 	}
-	metrics := Result{Scenario: "overhead: metrics", Ratio: -1, Figure: "n/a", Verdict: "n/a",
-		Note: "a run measured no server CPU (too short for the clock's 10 ms ticks, as at smoke sizes): nothing to compare"}
-	if on, off := mean(cpuPer[true]), mean(cpuPer[false]); on > 0 && off > 0 {
-		metrics.Figure, metrics.Verdict = fmt.Sprintf("%+.2f µs/deliv (%+.0f%%) server CPU", on-off, 100*(on-off)/off), ""
-		metrics.Note = "server CPU per delivery with the metrics listener on (scraped once a second) vs off, side by side, mean of 2 pairs"
+	return append(rows, overheadRow("overhead: metrics", mean(cpuPer[true]), mean(cpuPer[false]), "µs/deliv", "server",
+		"server CPU per delivery with the metrics listener on (scraped once a second) vs off, side by side, mean of 2 pairs")), nil
+}
+
+// overheadRow compares the CPU (of who: the server or the generator) per
+// unit with a feature on and off. It is always a row: "n/a", saying why,
+// when a side measured no CPU (runs shorter than the clock's 10 ms ticks).
+func overheadRow(scenario string, on, off float64, unit, who, note string) Result {
+	if on <= 0 || off <= 0 {
+		return Result{Scenario: scenario, Ratio: -1, Figure: "n/a", Verdict: "n/a",
+			Note: "a run measured no " + who + " CPU (too short for the clock's 10 ms ticks, as at smoke sizes): nothing to compare"}
 	}
-	return append(rows, metrics), nil
+	return Result{Scenario: scenario, Ratio: -1, Note: note,
+		Figure: fmt.Sprintf("%+.2f %s (%+.0f%%) %s CPU", on-off, unit, 100*(on-off)/off, who)}
 }
 
 func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int, dur, timeout time.Duration) (Result, error) {
