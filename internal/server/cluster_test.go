@@ -247,8 +247,8 @@ func TestClusterRedisClusterMasterFailover(t *testing.T) {
 	// (replication is asynchronous: a loaded machine lost the last writes
 	// once, and the nodes rightly closed the room's members with 1012).
 	master := rc.MasterOf("scalechat:{fo}:messages")
-	if got := master.WaitReplicas(1, 10*time.Second); got < 1 {
-		t.Fatalf("the replica did not acknowledge the writes before the failover (%d)", got)
+	if got, err := master.WaitReplicas(1, 10*time.Second); err != nil || got < 1 {
+		t.Fatalf("the replica did not acknowledge the writes before the failover (%d, %v)", got, err)
 	}
 	master.Stop()
 	rc.WaitHealthy(30 * time.Second)

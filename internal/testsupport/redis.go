@@ -71,13 +71,15 @@ func (s *Redis) cli(args ...string) string {
 // write the server took before (Redis's WAIT) and reports how many did.
 // Replication is asynchronous: a master killed before its replica read
 // the last writes takes them with it, which a test of what survives a
-// failover must rule out first.
-func (s *Redis) WaitReplicas(n int, timeout time.Duration) int {
-	got, err := strconv.Atoi(strings.TrimSpace(s.cli("WAIT", strconv.Itoa(n), strconv.FormatInt(timeout.Milliseconds(), 10))))
+// failover must rule out first. An answer that is no count (the server
+// down, an error) is an error naming it.
+func (s *Redis) WaitReplicas(n int, timeout time.Duration) (int, error) {
+	out := strings.TrimSpace(s.cli("WAIT", strconv.Itoa(n), strconv.FormatInt(timeout.Milliseconds(), 10)))
+	got, err := strconv.Atoi(out)
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("WAIT answered %q, not a count of replicas", out)
 	}
-	return got
+	return got, nil
 }
 
 // Addr returns host:port.
