@@ -34,8 +34,11 @@ type Options struct {
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
 	RedisLinger time.Duration
-	Stdout      io.Writer // the table
-	Stderr      io.Writer // progress
+	// RoomOrder, when not "", is every cluster node's --room-order (the
+	// cluster scenario): redis or owner.
+	RoomOrder string
+	Stdout    io.Writer // the table
+	Stderr    io.Writer // progress
 }
 
 // Result is one measured line of the bench table: a scenario, or one step
@@ -92,6 +95,7 @@ type runner struct {
 	taskset string // path of taskset, empty when missing (no pinning)
 	stderr  io.Writer
 	linger  time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
+	order   string        // the cluster nodes' --room-order; "": theirs by default
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -164,7 +168,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		return err
 	}
 	defer cleanup()
-	r.linger = opt.RedisLinger
+	r.linger, r.order = opt.RedisLinger, opt.RoomOrder
 	load := procstat.LoadAvg()
 	start := time.Now()
 	rows, failed, err := r.runAll(ctx, todo, repeat)
@@ -180,6 +184,9 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	if r.linger != 0 {
 		mode += fmt.Sprintf(", cluster nodes with --redis-linger %s", r.linger)
+	}
+	if r.order != "" {
+		mode += ", cluster nodes with --room-order " + r.order
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
 		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))

@@ -168,6 +168,11 @@ type OwnershipHandler interface {
 	// Drop frees the room at once: its stream here can no longer be
 	// trusted. Members rejoin a room loaded anew.
 	Drop(room string) bool
+	// Follow hands another node that starts to follow an owned room what
+	// it loads the room from (epoch, latest seq, history) through add,
+	// which runs under the room's order, so that every later message
+	// reaches it through keep; false when the room is not ordered here now.
+	Follow(room string, add func(epoch string, seq uint64, tail []Entry)) (epoch string, seq uint64, tail []Entry, ok bool)
 }
 
 // PresenceHandler learns who is in the node's rooms on the other nodes of a

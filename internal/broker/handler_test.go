@@ -144,6 +144,19 @@ func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
 	return true
 }
 
+func (f *fakeRooms) Follow(name string, add func(string, uint64, []Entry)) (string, uint64, []Entry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rooms[name]
+	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(f.lease) {
+		return "", 0, nil, false
+	}
+	tail := append([]Entry(nil), r.msgs...)
+	add(r.epoch, r.seq, tail)
+	f.note("follow " + name)
+	return r.epoch, r.seq, tail, true
+}
+
 func (f *fakeRooms) Own(name string, from uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

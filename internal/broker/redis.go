@@ -61,8 +61,14 @@ type Config struct {
 	// namespace's), in place of History and TTL: called once when the
 	// node subscribes to the room, and for publishes into a room it has
 	// not subscribed to.
-	Room   func(room string) RoomConfig
-	Logger *slog.Logger
+	Room func(room string) RoomConfig
+	// OwnerOrder gives every room one owner node that orders all its
+	// messages; the other nodes that have the room follow it, and send
+	// their members' publishes on to it (redis_follow.go). Without it, a
+	// room on several nodes is ordered by a script in Redis every round.
+	// One Redis only, for now: not a Redis Cluster.
+	OwnerOrder bool
+	Logger     *slog.Logger
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master
@@ -125,6 +131,7 @@ type Redis struct {
 	grants grantSet      // rooms Redis granted this node (redis_ownstate.go)
 	blocks blockSet      // rooms another node holds: their publishes wait
 	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
+	follow followSet     // the owner protocol's followers, owners and forwards (redis_follow.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
 	count  counters      // what Stats reports
 
@@ -185,11 +192,14 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.OwnerOrder && cluster != nil {
+		return nil, errors.New("owner order needs one Redis: it does not run on a Redis Cluster yet")
+	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		grants: newGrantSet(), blocks: newBlockSet(),
+		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 		ann:  announcer{wake: make(chan struct{}, 1)},
 	}
@@ -328,6 +338,10 @@ func (b *Redis) handOver() {
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)
+		if fs := b.follow.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
+			jobs = append(jobs, b.handoffJob(r, seq, fs))
+			continue
+		}
 		jobs = append(jobs, job{kind: jobRelease, room: r, e: Entry{Seq: seq}})
 	}
 	jobs = append(b.pub.writes(), jobs...) // what is still to be written goes first

@@ -78,6 +78,12 @@ func (b *Redis) onBatch(ctx context.Context, payload string) {
 		b.count.errs.Add(1)
 		b.log.Warn("a batch from Redis was dropped: its rooms fill the gap from their streams at their next message", "err", err, "bytes", len(payload))
 	}
+	b.deliverRecords(ctx, recs)
+}
+
+// deliverRecords delivers the messages of a batch (or of a run of an
+// owner's records) in order, filling any gap from its room's stream.
+func (b *Redis) deliverRecords(ctx context.Context, recs []record) {
 	if len(recs) == 0 {
 		return
 	}

@@ -103,6 +103,10 @@ func (b *Redis) holds(room string) bool { return b.grants.has(room) }
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
 	if b.grants.take(room) {
+		if fs := b.follow.takeFollowers(room); b.cfg.OwnerOrder && len(fs) > 0 {
+			b.handOff(room, seq, fs)
+			return
+		}
 		b.count.releases.Add(1)
 		b.pub.queue(job{kind: jobRelease, room: room, e: Entry{Seq: seq}})
 	}
@@ -131,7 +135,10 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		return
 	}
 	switch payload {
-	case "H": // a node wants the room
+	case "H": // a node wants the room (with owner order, nodes follow it instead)
+		if b.cfg.OwnerOrder {
+			return
+		}
 		if seq, owned := b.h.Disown(name); owned {
 			b.release(name, seq)
 		}
@@ -140,6 +147,9 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 	case "T": // taken over: an owner that missed it is no longer one
 		if b.grants.has(name) {
 			b.lostRoom(name)
+		}
+		if b.follow.ownerOf(name) != "" { // nor is the owner this node follows
+			b.dropFollowed(name, "taken over by another node")
 		}
 	}
 }
@@ -326,6 +336,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 				b.checkPeers(ctx)
 			}
 		}
+		b.expireForwards(time.Now())
 		select {
 		case <-ctx.Done():
 			return

@@ -152,6 +152,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 			continue
 		}
 		b.pres.forget(peer)
+		b.ownerGone(peer)
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
 		loaded := b.loadedRooms()

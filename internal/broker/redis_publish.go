@@ -20,6 +20,8 @@ const (
 	jobPersist                 // store a message an owning node ordered
 	jobRelease                 // give up the ownership of a room
 	jobPresence                // record and announce a user's connections here
+	jobSend                    // a record of the owner protocol to another node's channel
+	jobHandover                // hand an owned room to a node that follows it
 )
 
 // job is one pending request to Redis. Jobs go out in the order they were
@@ -30,6 +32,10 @@ type job struct {
 	room string      // jobPersist, jobRelease, jobPresence
 	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
 	user string      // jobPresence
+	node string      // jobSend: the node whose channel it goes to
+	rec  []byte      // jobSend: the record (redis_followwire.go)
+	// jobHandover: the new owner first, then the room's other followers
+	nodes []string
 }
 
 // publisher is the jobs waiting for the next round to Redis (publishLoop),
@@ -125,6 +131,9 @@ func (b *Redis) Publish(p Publication) error {
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
+	if b.cfg.OwnerOrder && b.forwardPublish(p) {
+		return nil
+	}
 	if b.blockedPublish(p) {
 		return nil
 	}
@@ -154,6 +163,10 @@ func (b *Redis) unsent(p Publication) {
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
 	b.pub.add(job{kind: jobPersist, room: room, e: e})
+	if b.cfg.OwnerOrder && b.keepFollowed(room, e) {
+		signal(b.pub.wake) // followers wait for it: within the publish linger
+		return
+	}
 	signal(b.pub.persistWake)
 }
 
@@ -270,6 +283,10 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
 				b.lostRoom(j.room) // taken over meanwhile: what was ordered here is not the room's stream
 			}
+		case j.kind == jobHandover:
+			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
+				b.log.Warn("an owned room was taken over before it was handed on", "room", j.room)
+			}
 		}
 	}
 	for room, seq := range granted {
@@ -326,6 +343,10 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		case jobPresence:
 			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
 			c.cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
+		case jobSend:
+			c.cmd = p.Publish(ctx, b.nodeChannelPrefix()+j.node, sendPayload(batch, c.js))
+		case jobHandover:
+			c.cmd = b.handoverCmd(ctx, p, j)
 		}
 	}
 	return calls
@@ -345,7 +366,23 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 	persistAt := map[batchKey]int{} // index in calls of the open persist call
 	lastAt := map[string]int{}      // room → index in calls of the last call with a job of it
 	keyOf := map[string]batchKey{}  // room → its call key, resolved once a round
+	sendAt := map[string]int{}      // node → index in calls of its open send call
 	for i, j := range batch {
+		if j.kind == jobSend {
+			// A node's records go out together, in their order; only a
+			// change of a room's owner closes the open sends, so that
+			// what went before it reaches every node first.
+			if k, ok := sendAt[j.node]; ok && len(calls[k].js) < maxSendBatch {
+				calls[k].js = append(calls[k].js, i)
+				continue
+			}
+			sendAt[j.node] = len(calls)
+			calls = append(calls, call{js: []int{i}})
+			continue
+		}
+		if j.kind == jobRelease || j.kind == jobHandover {
+			clear(sendAt)
+		}
 		room, limit := j.room, maxPersistBatch
 		var open map[batchKey]int // the open calls j may join; nil: none
 		switch j.kind {
@@ -552,6 +589,8 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 		s = persistScript
 	case presenceScript.Hash():
 		s = presenceScript
+	case handoverScript.Hash():
+		s = handoverScript
 	default:
 		s = releaseScript
 	}

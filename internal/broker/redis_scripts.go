@@ -27,6 +27,8 @@ var (
 	presenceLua string
 	//go:embed lua/webhook.lua
 	webhookLua string
+	//go:embed lua/handover.lua
+	handoverLua string
 )
 
 var (
@@ -51,12 +53,15 @@ var (
 	// webhookScript keeps the cluster's webhook state and appends its
 	// events, once each, to the webhook stream (lua/webhook.lua).
 	webhookScript = redis.NewScript(webhookLua)
+	// handoverScript hands an owned room to a node that follows it
+	// (lua/handover.lua).
+	handoverScript = redis.NewScript(handoverLua)
 )
 
 // scripts are every script the broker runs: loadScripts loads them all into
 // each Redis (each master of a cluster) before the node serves, so that a
 // pipelined EVALSHA finds them.
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, webhookScript}
+var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, webhookScript, handoverScript}
 
 // loadScripts loads every script into c.
 func loadScripts(ctx context.Context, c redis.Scripter) error {

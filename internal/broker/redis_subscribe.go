@@ -117,6 +117,7 @@ func (b *Redis) Unsubscribe(room string) {
 		st.leaving = true // a grant on its way is given back (owns)
 	}
 	b.sub.mu.Unlock()
+	b.unfollow(room)                // when followed: the owner sends it no more
 	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
 	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
@@ -149,7 +150,11 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if s.client == nil && m.Channel == b.nodeChannel() {
-				b.onBatch(ctx, m.Payload)
+				if rest, ok := strings.CutPrefix(m.Payload, string(followMark)); ok {
+					b.onFollow(ctx, rest)
+				} else {
+					b.onBatch(ctx, m.Payload)
+				}
 				continue
 			}
 			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
@@ -578,6 +583,12 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// counter must not expire under the node's members.
 				p.Expire(c, b.seqKey(name), rc.TTL+renewInterval(rc.TTL))
 				p.Expire(c, b.epochKey(name), rc.TTL+renewInterval(rc.TTL))
+				if b.cfg.OwnerOrder {
+					// The first node to load the room owns it; before the
+					// counter is read, so that no seq Redis hands out
+					// (publish.lua refuses a held room) is missed.
+					p.SetNX(c, b.holderKey(name), b.id, rc.TTL+renewInterval(rc.TTL))
+				}
 				r := read{made: made, newEpoch: epoch,
 					seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
@@ -612,6 +623,12 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			continue
 		}
 		r := reads[name]
+		if holder := r.holder.Val(); b.cfg.OwnerOrder && holder != "" && holder != b.id {
+			// Owned by another node: this one follows it (redis_follow.go).
+			b.loadPresence(name, r.presence.Val())
+			b.waitWG.Go(func() { b.followRoom(ctx, name, holder, st) })
+			continue
+		}
 		if holder := r.holder.Val(); holder != "" && holder != b.id {
 			// Another node owns the room and orders its messages without
 			// Redis: it must hand the room over first.
@@ -635,6 +652,9 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())
+		if b.cfg.OwnerOrder && r.holder.Val() == b.id {
+			b.owns(name, seq)
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ generator itself.`
   scalechat bench --smoke         # tiny sizes, as CI runs it
   scalechat bench --repeat 3 cluster   # the cluster table 3 times in turn, with medians
   scalechat bench --redis-linger 2ms cluster   # the same with longer rounds to Redis
+  scalechat bench --room-order owner cluster   # the same with every room ordered by its owner node
   scalechat bench --json bench.json idle rooms oneroom compression cluster transports   # then: scalechat plan --from bench.json
   scalechat bench transports --from 100 --to 500   # one scenario with its own flags`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -64,6 +65,7 @@ generator itself.`
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
 	f.StringVar(&opt.JSON, "json", "", "also write every row, with the figures scalechat plan --from reads, as JSON to this file")
 	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
+	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenario's nodes with this --room-order, redis or owner (default: serve's own, redis)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	return cmd
 }

@@ -106,6 +106,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAdvertise, "metrics-advertise", "", "host:port at which the other nodes of a cluster reach this node's metrics (for their dashboards); default: --metrics-addr, with this host's name for an unspecified host")
 	f.StringVar(&o.cfg.Redis, "redis", "", "Redis URL that ties nodes into a cluster: redis://host:port/db, or redis-cluster://host:port,host:port for a Redis Cluster; empty runs a single node")
 	f.DurationVar(&o.cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's history from Redis after this long without messages, and its seq and epoch too once no node has the room")
+	f.StringVar(&o.cfg.RoomOrder, "room-order", "redis", "who orders a room whose members are on several nodes: redis (a script in Redis a round) or owner (the node that owns the room orders it, the others send their publishes on to it: Redis carries batches and stores history, no script a message; one Redis, not a Redis Cluster; docs/cluster.md)")
 	f.DurationVar(&o.cfg.RedisLinger, "redis-linger", broker.DefaultLinger, "how long a message to a room shared with other nodes waits for others to go to Redis with it, at most 50ms: longer spends less CPU a message on the nodes and in Redis, and adds latency (docs/cluster.md)")
 	f.IntVar(&o.cfg.Loops, "loops", o.cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
 	f.StringVar(&o.jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")

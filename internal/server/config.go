@@ -60,6 +60,7 @@ type Config struct {
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
+	RoomOrder         string         // who orders a room on several nodes: "redis" (a script a round; "" too) or "owner" (the node that owns it; one Redis)
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off
@@ -113,6 +114,8 @@ func (c *Config) validate() error {
 	check(c.CloseTimeout > 0, "close timeout must be positive")
 	check(c.RoomGrace >= 0, "room grace must not be negative")
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
+	check(c.RoomOrder == "" || c.RoomOrder == "redis" || c.RoomOrder == "owner", "the room order must be redis or owner, not %q", c.RoomOrder)
+	check(c.RoomOrder != "owner" || !strings.HasPrefix(c.Redis, "redis-cluster://"), "the owner room order needs one Redis, not a Redis Cluster (not yet)")
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")

@@ -1,0 +1,521 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One owner per room (Config.OwnerOrder): every room a node loads has an
+// owner, the node that claimed its holder key first, and the owner orders
+// every message of the room itself, as it does for a room whose members
+// are all its own. Redis carries what nodes send each other on their node
+// channels, in batches, and stores the history behind; no script runs for
+// a message.
+//
+//   - Following. A node that loads a room another node holds sends it F on
+//     the owner's channel; the owner answers, under the room's order, with
+//     a snapshot of the room (epoch, seq, history) and from then on sends
+//     every message it orders there (M records, batched per round and per
+//     node). Both travel through one Redis, which writes a subscriber's
+//     messages in the order it ran the PUBLISHes: the follower sees the
+//     snapshot, then each message once, in seq order.
+//   - Publishing. A follower forwards its members' publishes to the owner
+//     (P), which orders them like its own and answers with the seq (A;
+//     0 when it no longer orders the room: the sender is refused).
+//   - Leaving. A follower that frees the room tells the owner (U). An owner
+//     that frees it hands it to one of its followers (handover.lua: the
+//     holder key moves only from this node, and the new owner and the
+//     others are told by Redis in the same script, after every message
+//     this node sent them).
+//   - Failure. A follower whose owner's lease ended (checkPeers) drops the
+//     room: its members resume (1012), the next load finds the dead holder,
+//     asks it, and takes the room over after a second without an answer
+//     under a new epoch (takeover.lua): the members get reset and the
+//     history Redis holds. An owner stopped past its lease orders nothing
+//     until it checked its rooms (verifyHeld), as before.
+
+// followWait is how long a node waits for an owner's snapshot before it
+// checks the owner's lease.
+const followWait = time.Second
+
+// forwardTimeout is how long a forwarded publish waits for the owner's
+// answer before its sender is refused: the owner was stopped or cut off.
+const forwardTimeout = 3 * time.Second
+
+// forward is a publish sent on to its room's owner, waiting for its seq.
+type forward struct {
+	p     Publication
+	owner string
+	sent  time.Time
+}
+
+// followSet is this node's side of the owner protocol: the followers of
+// each room it owns, the owner of each room it follows, the loads waiting
+// for an owner's snapshot and the forwarded publishes waiting for their
+// seq. Its lock is a leaf, taken under a room's lock (keep, Follow's add).
+type followSet struct {
+	mu        sync.Mutex
+	followers map[string][]string       // room owned here → the nodes that follow it
+	owners    map[string]string         // room followed here → its owner
+	waiting   map[string]chan followRec // room loading from its owner → its answer
+	pending   map[uint64]forward        // forwarded publishes by request id
+	nextReq   uint64
+}
+
+func newFollowSet() followSet {
+	return followSet{followers: map[string][]string{}, owners: map[string]string{},
+		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}}
+}
+
+// addFollower records that node follows room, owned here.
+func (f *followSet) addFollower(room, node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.followers[room] {
+		if n == node {
+			return
+		}
+	}
+	f.followers[room] = append(f.followers[room], node)
+}
+
+func (f *followSet) removeFollower(room, node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.followers[room]
+	for i, n := range fs {
+		if n == node {
+			fs = append(fs[:i:i], fs[i+1:]...)
+			break
+		}
+	}
+	if len(fs) == 0 {
+		delete(f.followers, room)
+	} else {
+		f.followers[room] = fs
+	}
+}
+
+// followersOf returns the nodes following room; the slice is not to be
+// changed.
+func (f *followSet) followersOf(room string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.followers[room]
+}
+
+// takeFollowers returns and forgets the followers of room.
+func (f *followSet) takeFollowers(room string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.followers[room]
+	delete(f.followers, room)
+	return fs
+}
+
+func (f *followSet) setFollowers(room string, nodes []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(nodes) == 0 {
+		delete(f.followers, room)
+		return
+	}
+	f.followers[room] = nodes
+}
+
+func (f *followSet) ownerOf(room string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.owners[room]
+}
+
+// setOwner records room's owner; "" forgets it.
+func (f *followSet) setOwner(room, owner string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if owner == "" {
+		delete(f.owners, room)
+	} else {
+		f.owners[room] = owner
+	}
+}
+
+// followedFrom returns the rooms followed here whose owner is node.
+func (f *followSet) followedFrom(node string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var rooms []string
+	for r, o := range f.owners {
+		if o == node {
+			rooms = append(rooms, r)
+		}
+	}
+	return rooms
+}
+
+// await returns the channel a load of room waits on for its owner's answer.
+func (f *followSet) await(room string) chan followRec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := make(chan followRec, 1)
+	f.waiting[room] = w
+	return w
+}
+
+func (f *followSet) stopAwaiting(room string, w chan followRec) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.waiting[room] == w {
+		delete(f.waiting, room)
+	}
+}
+
+// answer hands rec to the load of its room waiting for it, if any.
+func (f *followSet) answer(rec followRec) {
+	f.mu.Lock()
+	w := f.waiting[rec.room]
+	f.mu.Unlock()
+	if w != nil {
+		select {
+		case w <- rec:
+		default: // an answer to an earlier ask, still unread: this one is stale
+		}
+	}
+}
+
+// addPending records a forwarded publish and returns its request id.
+func (f *followSet) addPending(p Publication, owner string, now time.Time) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextReq++
+	f.pending[f.nextReq] = forward{p: p, owner: owner, sent: now}
+	return f.nextReq
+}
+
+func (f *followSet) takePending(req uint64) (Publication, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fw, ok := f.pending[req]
+	delete(f.pending, req)
+	return fw.p, ok
+}
+
+// takeExpired returns and forgets the forwarded publishes sent before
+// deadline, or to owner when owner is not "".
+func (f *followSet) takeExpired(deadline time.Time, owner string) []Publication {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ps []Publication
+	for req, fw := range f.pending {
+		if fw.sent.Before(deadline) || owner != "" && fw.owner == owner {
+			ps = append(ps, fw.p)
+			delete(f.pending, req)
+		}
+	}
+	return ps
+}
+
+// sendTo queues rec (a record of redis_followwire.go) for node's channel,
+// in the next round.
+func (b *Redis) sendTo(node string, rec []byte) {
+	b.pub.queue(job{kind: jobSend, node: node, rec: rec})
+}
+
+// keepFollowed is keep's part for a room with followers: each gets the
+// message. The caller holds the room's lock, so they queue in seq order.
+func (b *Redis) keepFollowed(room string, e Entry) bool {
+	fs := b.follow.followersOf(room)
+	if len(fs) == 0 {
+		return false
+	}
+	rec := encMessage(room, e.Seq, e.Payload)
+	jobs := make([]job, len(fs))
+	for i, n := range fs {
+		jobs[i] = job{kind: jobSend, node: n, rec: rec}
+	}
+	b.pub.add(jobs...)
+	return true
+}
+
+// forwardPublish sends p on to the owner of its room, if this node follows
+// the room, and reports whether it did.
+func (b *Redis) forwardPublish(p Publication) bool {
+	owner := b.follow.ownerOf(p.Room)
+	if owner == "" {
+		return false
+	}
+	p.From, p.Target = -1, nil
+	req := b.follow.addPending(p, owner, time.Now())
+	b.sendTo(owner, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
+	return true
+}
+
+// onFollow handles a payload of owner-protocol records from the node's
+// channel, in order: runs of messages are delivered as a batch's are.
+func (b *Redis) onFollow(ctx context.Context, payload string) {
+	recs, err := splitFollow(payload, nil)
+	if err != nil {
+		b.count.errs.Add(1)
+		b.log.Warn("owner-protocol records were dropped: their rooms fill the gap from their streams at their next message", "err", err, "bytes", len(payload))
+	}
+	var run []record
+	for _, r := range recs {
+		if r.kind == recMessage {
+			run = append(run, record{room: r.room, seq: r.seq, json: r.json})
+			continue
+		}
+		if len(run) > 0 {
+			b.deliverRecords(ctx, run)
+			run = run[:0]
+		}
+		b.onFollowRec(r)
+	}
+	if len(run) > 0 {
+		b.deliverRecords(ctx, run)
+	}
+}
+
+// onFollowRec handles one record that is not a message.
+func (b *Redis) onFollowRec(r followRec) {
+	switch r.kind {
+	case recAck:
+		p, ok := b.follow.takePending(r.req)
+		switch {
+		case !ok: // refused already: it waited too long
+		case r.seq == 0:
+			b.unsent(p)
+		default:
+			b.count.published.Add(1)
+			b.h.Answered(p.Room)
+			if p.Done != nil {
+				p.Done(r.seq)
+			}
+		}
+	case recSnapshot, recNotOwner:
+		b.follow.answer(r)
+	case recFollow:
+		b.onFollowAsk(r.room, r.node)
+	case recUnfollow:
+		b.follow.removeFollower(r.room, r.node)
+	case recForward:
+		b.onForward(r)
+	case recOwn:
+		b.follow.setOwner(r.room, "")
+		b.follow.setFollowers(r.room, r.nodes)
+		b.owns(r.room, r.seq)
+	case recOwner:
+		if b.follow.ownerOf(r.room) != "" {
+			b.follow.setOwner(r.room, r.node)
+		}
+	}
+}
+
+// onFollowAsk answers a node that asks to follow a room: its snapshot,
+// taken under the room's order, or N when this node does not order it now.
+func (b *Redis) onFollowAsk(room, node string) {
+	_, _, _, ok := b.h.Follow(room, func(epoch string, seq uint64, tail []Entry) {
+		b.follow.addFollower(room, node)
+		b.sendTo(node, encSnapshot(room, epoch, seq, tail))
+	})
+	if !ok {
+		b.sendTo(node, encNotOwner(room))
+	}
+}
+
+// onForward orders a follower's publish as this node's own, and answers
+// the follower with its seq (after the message itself, which keep sent it
+// under the room's order), or 0 when the room is not ordered here.
+func (b *Redis) onForward(r followRec) {
+	node, req := r.node, r.req
+	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1,
+		Done: func(seq uint64) { b.sendTo(node, encAck(req, seq)) }}
+	if !b.h.PublishOwned(p, b.keep) {
+		b.h.Answered(r.room) // declined, and not sent on
+		b.sendTo(node, encAck(req, 0))
+	}
+}
+
+// followRoom loads a room another node holds from that node: it asks to
+// follow, and waits for the snapshot. An owner that does not answer within
+// followWait while its lease is gone is taken over, and the room loaded
+// again (now this node's). It runs on its own goroutine, one per room.
+func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomState) {
+	w := b.follow.await(name)
+	defer b.follow.stopAwaiting(name, w)
+	for ctx.Err() == nil && b.stillSubscribed(name, st) {
+		b.sendTo(owner, encRoomNode(recFollow, name, b.id))
+		t := time.NewTimer(followWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case r := <-w:
+			t.Stop()
+			if r.kind == recNotOwner {
+				b.reload(ctx, name, st, 50*time.Millisecond)
+				return
+			}
+			b.followed(name, owner, st, r)
+			return
+		case <-t.C:
+		}
+		now, reload := b.checkOwner(ctx, name, owner)
+		if reload {
+			b.reload(ctx, name, st, 0)
+			return
+		}
+		owner = now
+	}
+}
+
+// followed finishes a room's load from its owner's snapshot.
+func (b *Redis) followed(name, owner string, st *roomState, r followRec) {
+	if !b.stillSubscribed(name, st) {
+		b.sendTo(owner, encRoomNode(recUnfollow, name, b.id))
+		return
+	}
+	b.follow.setOwner(name, owner)
+	b.sub.mu.Lock()
+	if b.sub.rooms[name] == st {
+		b.sub.kept.add(name, st.rc.TTL, time.Now())
+	}
+	b.sub.mu.Unlock()
+	b.h.Loaded(name, r.epoch, r.seq, r.tail)
+}
+
+// checkOwner reads the room's holder after its owner did not answer: it
+// returns the owner to ask next, or reload when the room is to be loaded
+// again (nobody holds it, or this node does, or it took the room over from
+// an owner whose lease is gone).
+func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string, reload bool) {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	now, err := b.rdb.Get(c, b.holderKey(name)).Result()
+	switch {
+	case err != nil && !errorsIsNil(err):
+		b.fail("read a room's holder", err)
+		return owner, false
+	case now == "" || now == b.id:
+		return "", true
+	case now != owner:
+		return now, false
+	}
+	alive, err := b.rdb.Exists(c, b.leaseKey(owner)).Result()
+	if err != nil || alive == 1 {
+		return owner, false
+	}
+	ttl := int(b.roomConfigOf(name).TTL / time.Second)
+	if err := takeoverScript.Run(c, b.rdb, b.publishKeys(name), owner, NewEpoch(), ttl).Err(); err != nil {
+		b.fail("take a room over", err)
+		return owner, false
+	}
+	b.count.takeovers.Add(1)
+	b.log.Warn("room taken over from an owner whose lease ended", "room", name, "owner", owner)
+	if err := b.publishControl(ctx, name, "T"); err != nil {
+		b.fail("take a room over", err)
+	}
+	return "", true
+}
+
+// reload loads the room again after wait, if it is still subscribed.
+func (b *Redis) reload(ctx context.Context, name string, st *roomState, wait time.Duration) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	if b.stillSubscribed(name, st) {
+		b.load(ctx, map[string]*roomState{name: st})
+	}
+}
+
+func (b *Redis) stillSubscribed(name string, st *roomState) bool {
+	b.sub.mu.Lock()
+	defer b.sub.mu.Unlock()
+	return b.sub.rooms[name] == st && !st.leaving
+}
+
+// unfollow tells a room's owner that this node frees the room.
+func (b *Redis) unfollow(room string) {
+	if owner := b.follow.ownerOf(room); owner != "" {
+		b.follow.setOwner(room, "")
+		b.sendTo(owner, encRoomNode(recUnfollow, room, b.id))
+	}
+}
+
+// ownerGone drops the rooms this node follows from node, whose lease
+// ended: their members resume, and the next load takes the room over.
+// The publishes forwarded to it are refused.
+func (b *Redis) ownerGone(node string) {
+	for _, room := range b.follow.followedFrom(node) {
+		b.dropFollowed(room, "its owner's lease ended")
+	}
+	for _, p := range b.follow.takeExpired(time.Time{}, node) {
+		b.unsent(p)
+	}
+}
+
+// dropFollowed drops a room followed here: its members resume into the
+// room loaded anew.
+func (b *Redis) dropFollowed(room, why string) {
+	b.follow.setOwner(room, "")
+	if b.h.Drop(room) {
+		b.count.dropped.Add(1)
+		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
+		b.Unsubscribe(room)
+	}
+}
+
+// expireForwards refuses the forwarded publishes whose owner has not
+// answered within forwardTimeout.
+func (b *Redis) expireForwards(now time.Time) {
+	for _, p := range b.follow.takeExpired(now.Add(-forwardTimeout), "") {
+		b.unsent(p)
+	}
+}
+
+// maxSendBatch bounds the records of one PUBLISH to a node's channel.
+const maxSendBatch = 256
+
+// sendPayload joins the records of the send jobs js of batch into one
+// payload for their node's channel.
+func sendPayload(batch []job, js []int) []byte {
+	n := 1
+	for _, i := range js {
+		n += len(batch[i].rec)
+	}
+	payload := append(make([]byte, 0, n), followMark)
+	for _, i := range js {
+		payload = append(payload, batch[i].rec...)
+	}
+	return payload
+}
+
+// handOff hands an owned room this node frees to the first of its
+// followers, telling the others who owns it now.
+func (b *Redis) handOff(room string, seq uint64, followers []string) {
+	b.count.releases.Add(1)
+	b.pub.queue(b.handoffJob(room, seq, followers))
+}
+
+func (b *Redis) handoffJob(room string, seq uint64, followers []string) job {
+	return job{kind: jobHandover, room: room, e: Entry{Seq: seq}, nodes: followers}
+}
+
+// handoverCmd queues handover.lua for job j on p.
+func (b *Redis) handoverCmd(ctx context.Context, p redis.Pipeliner, j job) redis.Cmder {
+	to, others := j.nodes[0], j.nodes[1:]
+	ttl := ttlArg(b.roomConfigOf(j.room).TTL + renewInterval(b.roomConfigOf(j.room).TTL))
+	args := []any{b.id, to, ttl, j.e.Seq, b.nodeChannelPrefix() + to, append([]byte{followMark}, encOwn(j.room, j.e.Seq, others)...)}
+	for _, n := range others {
+		args = append(args, b.nodeChannelPrefix()+n, append([]byte{followMark}, encRoomNode(recOwner, j.room, to)...))
+	}
+	return handoverScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
+}

@@ -1,0 +1,29 @@
+package room
+
+import "github.com/scalechat/scalechat/internal/broker"
+
+// Follow hands a node that starts to follow a room this node owns what it
+// loads the room from: the room's epoch, latest seq and history, handed to
+// add, which runs under the room's lock, where the room orders its messages, so that every
+// message after seq reaches the follower (the broker's keep sends it on)
+// and none before. It reports false when the room is not ordered here now
+// (not owned, not loaded, waiting for seqs from Redis, or the node's lease
+// lapsed): the follower asks again.
+func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []broker.Entry)) (epoch string, seq uint64, tail []broker.Entry, ok bool) {
+	r := h.lookup([]byte(name))
+	if r == nil {
+		return "", 0, nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !h.leased() {
+		return "", 0, nil, false
+	}
+	msgs := r.hist.appendLast(nil, r.hist.n)
+	tail = make([]broker.Entry, len(msgs))
+	for i, m := range msgs {
+		tail[i] = broker.Entry{Seq: m.Seq, Payload: m.JSON()}
+	}
+	add(r.epoch, r.seq, tail)
+	return r.epoch, r.seq, tail, true
+}
