@@ -250,12 +250,20 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	if err != nil {
 		b.fail("fetch history", err)
 	}
+	next := from + 1
 	for _, e := range entries {
 		seq, payload, ok := entry(e)
-		if ok {
-			b.count.gaps.Add(1)
-			b.h.Deliver(name, seq, []byte(payload))
+		if !ok || seq < next {
+			continue
 		}
+		if seq > next {
+			// A hole: the stream no longer holds next (it fell out of
+			// the history). Delivering past it would skip it in silence.
+			break
+		}
+		b.count.gaps.Add(1)
+		b.h.Deliver(name, seq, []byte(payload))
+		next = seq + 1
 	}
 	if cur, loaded := b.h.Seq(name); loaded && cur < to {
 		b.count.lost.Add(to - cur)
@@ -271,6 +279,7 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 // the stream holds, instead of missing messages in silence.
 func (b *Redis) lostStream(room, why string) {
 	b.grants.take(room)
+	b.refuseForwards(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.count.diverged.Add(1)

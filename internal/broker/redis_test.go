@@ -596,3 +596,37 @@ func TestPipelineErr(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisFillStopsAtAHole: a gap filled from a stream that no longer
+// holds its first messages (they fell out of the history) drops the room,
+// so that its members resume and are told; delivering what the stream
+// still holds would skip the others in silence (a node paused past its
+// lease once did).
+func TestRedisFillStopsAtAHole(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	n := startNode(t, rs.URL(), 10)
+	n.join(t, "hole")
+	ctx := context.Background()
+	for seq := 4; seq <= 6; seq++ { // 1..3 are gone
+		if err := n.b.rdb.XAdd(ctx, &redis.XAddArgs{Stream: n.b.historyKey("hole"), ID: fmt.Sprintf("%d-1", seq), Values: []string{"m", fmt.Sprint(seq)}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.b.fillMu.Lock()
+	found := n.b.fill(ctx, "hole", 0, 6)
+	n.b.fillMu.Unlock()
+	if found {
+		t.Fatal("fill found every message of a stream missing seqs 1 to 3")
+	}
+	n.h.mu.Lock()
+	defer n.h.mu.Unlock()
+	if _, ok := n.h.rooms["hole"]; ok || !slices.Contains(n.h.calls, "drop hole") {
+		t.Errorf("the room was not dropped: %v", n.h.calls)
+	}
+	for _, c := range n.h.calls {
+		if strings.HasPrefix(c, "deliver hole") {
+			t.Errorf("delivered past the hole: %v", n.h.calls)
+			break
+		}
+	}
+}
