@@ -14,7 +14,7 @@ import (
 // check computes the result once every client has stopped.
 func (a *auditor) check() *results.Audit {
 	res := &results.Audit{Protocol: a.cfg.Protocol, Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr,
-		SeqsTwoMessages: int64(len(a.twice)), SeqTwoExample: a.twiceExample}
+		SeqsTwoMessages: int64(len(a.twice)), SeqTwoExample: a.twiceExample, AfterReset: a.afterReset}
 	res.Faults = a.sortedFaults()
 	blame := func(c *client, t time.Time) *results.AuditCounts { return blameFor(res, c.name, t) }
 	for _, c := range a.clients {
@@ -50,6 +50,9 @@ func (a *auditor) check() *results.Audit {
 				res.UnconfirmedSends++
 			default:
 				res.LostSends++
+				if res.LostExample == "" {
+					res.LostExample = fmt.Sprintf("%s's message %d in room %s, sent at %s", c.name, n, c.room, at.Format("15:04:05.000"))
+				}
 			}
 		}
 	}
@@ -81,6 +84,10 @@ func (a *auditor) checkOwed(res *results.Audit, c *client, blame func(*client, t
 			res.Flagged++
 		case owedMissing:
 			blame(c, m.first).Missing++
+			if res.MissingExample == "" {
+				res.MissingExample = fmt.Sprintf("%s missed a%d's message %d (%s, first received at %s)",
+					c.name, k.sender, k.counter, positions(m.at), m.first.Format("15:04:05.000"))
+			}
 		}
 		res.Expected++
 	}
@@ -131,9 +138,9 @@ func guarantees(res *results.Audit) []results.Guarantee {
 		{Name: "no loss: every message of a room reaches every member, or the member is told (history_gap)",
 			Held: res.Missing == 0 && res.LostSends == 0,
 			What: fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap, %d missed while away (no resume in the protocol); %d sends lost, %d unconfirmed (connection ended within 1 s), %d refused with an error frame",
-				res.Missing, res.Expected, res.Flagged, res.MissedAway, res.LostSends, res.UnconfirmedSends, res.RefusedSends)},
+				res.Missing, res.Expected, res.Flagged, res.MissedAway, res.LostSends, res.UnconfirmedSends, res.RefusedSends) + lostWhat(res)},
 		{Name: "no duplicates: a member receives each message once, resumes included", Held: res.Duplicates == 0,
-			What: fmt.Sprintf("%d duplicate deliveries", res.Duplicates)},
+			What: fmt.Sprintf("%d duplicate deliveries; %d received again after a reset (the room started anew: told, not counted)", res.Duplicates, res.AfterReset)},
 		{Name: "order: one order per room, seen by every member in seq order", Held: res.Reordered == 0 && res.Conflicts == 0 && res.SeqsTwoMessages == 0,
 			What: orderWhat(res)},
 		{Name: "isolation: a member receives only its rooms' messages", Held: res.Foreign == 0,
@@ -141,6 +148,30 @@ func guarantees(res *results.Audit) []results.Guarantee {
 		{Name: "recovery: after every fault, every client is back in its room", Held: recovered == len(res.Faults),
 			What: fmt.Sprintf("%d of %d faults recovered from", recovered, len(res.Faults))},
 	}
+}
+
+// lostWhat names the first missing delivery and the first lost send,
+// when there are.
+func lostWhat(res *results.Audit) string {
+	var eg []string
+	for _, e := range []string{res.MissingExample, res.LostExample} {
+		if e != "" {
+			eg = append(eg, e)
+		}
+	}
+	if len(eg) == 0 {
+		return ""
+	}
+	return " (e.g. " + strings.Join(eg, "; ") + ")"
+}
+
+// positions names where a message was received: room, epoch and seq.
+func positions(at []position) string {
+	s := make([]string, len(at))
+	for i, p := range at {
+		s[i] = fmt.Sprintf("seq %d of epoch %s in %s", p.seq, p.epoch, p.room)
+	}
+	return strings.Join(s, " and ")
 }
 
 func orderWhat(res *results.Audit) string {

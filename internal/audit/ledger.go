@@ -40,6 +40,12 @@ type ledger struct {
 	// received at another position: a duplicate the per-seq count cannot
 	// see (the same message ordered twice).
 	again map[int][]time.Time
+	// afterReset counts the messages a client received again under
+	// another epoch: the room started anew (a takeover, Redis's data lost)
+	// and the client, told so with reset, got the new stream's history,
+	// which holds what it had. The protocol tells it (reset); a client
+	// that must not show a message twice drops them by message_id.
+	afterReset int64
 	// twiceExample describes the first position found naming two messages.
 	twiceExample string
 }
@@ -62,6 +68,9 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 	}
 	pos := position{room, epoch, seq}
 	if had, ok := a.got[client][k]; !ok {
+		a.got[client][k] = pos
+	} else if had.epoch != pos.epoch {
+		a.afterReset++
 		a.got[client][k] = pos
 	} else if had != pos {
 		a.again[client] = append(a.again[client], t)

@@ -203,6 +203,20 @@ func (f *followSet) takePending(req uint64) (Publication, bool) {
 	return fw.p, ok
 }
 
+// takeRoom returns and forgets the forwarded publishes of room.
+func (f *followSet) takeRoom(room string) []Publication {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ps []Publication
+	for req, fw := range f.pending {
+		if fw.p.Room == room {
+			ps = append(ps, fw.p)
+			delete(f.pending, req)
+		}
+	}
+	return ps
+}
+
 // takeExpired returns and forgets the forwarded publishes sent before
 // deadline, or to owner when owner is not "".
 func (f *followSet) takeExpired(deadline time.Time, owner string) []Publication {
@@ -404,6 +418,16 @@ func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string
 		return now, false
 	}
 	alive, err := b.rdb.Exists(c, b.leaseKey(owner)).Result()
+	if err == nil && alive == 1 {
+		// A live lease whose node listens to nothing: it died (Redis
+		// dropped its subscription at once) or lost Redis; either way it
+		// answers no one.
+		var n map[string]int64
+		n, err = b.rdb.PubSubNumSub(c, b.nodeChannelPrefix()+owner).Result()
+		if n[b.nodeChannelPrefix()+owner] == 0 {
+			alive = 0
+		}
+	}
 	if err != nil || alive == 1 {
 		return owner, false
 	}
@@ -466,10 +490,71 @@ func (b *Redis) ownerGone(node string) {
 // room loaded anew.
 func (b *Redis) dropFollowed(room, why string) {
 	b.follow.setOwner(room, "")
+	b.refuseForwards(room)
 	if b.h.Drop(room) {
 		b.count.dropped.Add(1)
 		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
 		b.Unsubscribe(room)
+	}
+}
+
+// unheard handles a node whose channel nobody listens to (a PUBLISH to it
+// reached no one): it died, or lost its connection to Redis. What was
+// forwarded to it is refused at once, and the rooms followed from it are
+// dropped: their members resume, and the next load takes the room over
+// once the owner is found gone (checkOwner).
+func (b *Redis) unheard(node string) {
+	for _, p := range b.follow.takeExpired(time.Time{}, node) {
+		b.unsent(p)
+	}
+	for _, room := range b.follow.followedFrom(node) {
+		b.dropFollowed(room, "its owner no longer listens to Redis")
+	}
+}
+
+// forwardToHolder sends a publish that publish.lua refused (another node
+// holds its room, which this node has not loaded: the server API's) on to
+// the room's holder, or refuses it when none is found.
+func (b *Redis) forwardToHolder(ctx context.Context, p Publication) {
+	b.waitWG.Go(func() {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		holder, err := b.rdb.Get(c, b.holderKey(p.Room)).Result()
+		cancel()
+		if err != nil || holder == "" || holder == b.id {
+			if err != nil && !errorsIsNil(err) {
+				b.fail("read a room's holder", err)
+			}
+			b.unsent(p)
+			return
+		}
+		req := b.follow.addPending(p, holder, time.Now())
+		b.sendTo(holder, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
+	})
+}
+
+// sendFailed refuses at once the publishes forwarded in the send jobs js
+// of batch, which did not reach Redis: waiting for an answer that cannot
+// come, their senders could be gone (their room dropped) before being told.
+func (b *Redis) sendFailed(batch []job, js []int) {
+	for _, i := range js {
+		rec := batch[i].rec
+		if len(rec) == 0 || rec[0] != recForward {
+			continue
+		}
+		if rs, err := splitFollow(string(rec), nil); err == nil && len(rs) == 1 {
+			if p, ok := b.follow.takePending(rs[0].req); ok {
+				b.unsent(p)
+			}
+		}
+	}
+}
+
+// refuseForwards refuses the publishes of room still waiting for its
+// owner's answer, before the room is dropped here: their senders are told
+// before their connections close.
+func (b *Redis) refuseForwards(room string) {
+	for _, p := range b.follow.takeRoom(room) {
+		b.unsent(p)
 	}
 }
 

@@ -323,6 +323,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
 			cancel()
 			lapsed := !until.IsZero() && sent.After(until)
+			wasLapsed := sent.After(until)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -333,6 +334,13 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 			default:
 				until = sent.Add(nodeLease - leaseMargin)
 				b.setLease(until)
+				if wasLapsed {
+					// Joins that came between the check and the new lease
+					// waited on the lapsed one: they go on now.
+					for _, r := range b.grants.rooms() {
+						b.h.Verified(r)
+					}
+				}
 				b.checkPeers(ctx)
 			}
 		}

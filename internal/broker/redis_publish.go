@@ -220,9 +220,12 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			// the failure would end the handover (handOver) too.
 			b.send(context.WithoutCancel(ctx), batch, 0)
 		default: // queued while the node recovered, which failed
-			for _, j := range batch {
-				if j.kind == jobPublish {
+			for i, j := range batch {
+				switch j.kind {
+				case jobPublish:
 					b.unsent(j.p)
+				case jobSend:
+					b.sendFailed(batch, []int{i})
 				}
 			}
 		}
@@ -265,6 +268,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		return nil
 	})
 	granted := map[string]uint64{}
+	unheard := map[string]bool{} // nodes nobody listens for: their channel's PUBLISH reached no one
 	var retry []job
 	for _, c := range calls {
 		err := c.cmd.Err()
@@ -277,11 +281,18 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
 		case j.kind == jobPersist:
 			b.settlePersists(c, err)
+		case err != nil && j.kind == jobSend:
+			b.fail("send to a node", err)
+			b.sendFailed(batch, c.js)
 		case err != nil:
 			b.fail("store", err)
 		case j.kind == jobRelease:
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
 				b.lostRoom(j.room) // taken over meanwhile: what was ordered here is not the room's stream
+			}
+		case j.kind == jobSend:
+			if n, _ := c.cmd.(*redis.IntCmd).Result(); n == 0 {
+				unheard[j.node] = true
 			}
 		case j.kind == jobHandover:
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
@@ -291,6 +302,9 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	}
 	for room, seq := range granted {
 		b.owns(room, seq)
+	}
+	for node := range unheard {
+		b.unheard(node)
 	}
 	if len(retry) > 0 {
 		b.cluster.ReloadState(ctx)
@@ -500,6 +514,9 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 			b.fail("publish", err)
 			b.renewFailed(j.p.Room)
 			b.unsent(j.p)
+		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there
+			b.renewFailed(j.p.Room)
+			b.forwardToHolder(ctx, j.p)
 		case res[2*n+1] == -1: // another node holds the room: not published
 			b.renewFailed(j.p.Room)
 			b.block(ctx, j.p.Room, &j.p)

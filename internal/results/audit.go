@@ -45,11 +45,21 @@ type Audit struct {
 	// never delivered to anyone; UnconfirmedSends were written within a
 	// second before their connection ended (they may never have reached
 	// the server: the protocol has no acknowledgement).
-	LostSends        int64 `json:"lost_sends"`
-	UnconfirmedSends int64 `json:"unconfirmed_sends"`
-	RefusedSends     int64 `json:"refused_sends"` // refused by the server with an error frame: the sender was told
-	SendErrors       int64 `json:"send_errors"`
-	NewStreams       int64 `json:"new_streams"` // a room that started anew under a client (another epoch)
+	LostSends int64 `json:"lost_sends"`
+	// LostExample names the first lost send: its sender, id, room and
+	// when it was written, to find in the nodes' logs.
+	LostExample string `json:"lost_example,omitempty"`
+	// MissingExample names the first delivery owed and missing without a
+	// gap: who missed which message, and where the others got it.
+	MissingExample   string `json:"missing_example,omitempty"`
+	UnconfirmedSends int64  `json:"unconfirmed_sends"`
+	RefusedSends     int64  `json:"refused_sends"` // refused by the server with an error frame: the sender was told
+	SendErrors       int64  `json:"send_errors"`
+	NewStreams       int64  `json:"new_streams"` // a room that started anew under a client (another epoch)
+	// AfterReset counts messages a client received again under a new
+	// epoch of its room, after it was told reset: not duplicates of one
+	// stream (the protocol tells the client), counted apart.
+	AfterReset int64 `json:"after_reset"`
 
 	Faults []AuditFault `json:"faults"`
 	// BeforeFaults counts what went wrong before the first fault (or in a
