@@ -48,6 +48,14 @@ type publisher struct {
 	wake    chan struct{} // a publish is pending: send within publishLinger
 	// persistWake: only writes of owned rooms are pending, which may wait.
 	persistWake chan struct{}
+	// persistAt is when the oldest write of an owned room pending was
+	// queued (zero: none), and handing whether a room's release or handover
+	// is pending: until persistLinger passed, or a room changes hands
+	// (whose writes must go first), writes wait out the rounds that carry
+	// other jobs (takeRound), so that a round of a room with followers, every
+	// Linger, does not cost Redis a script.
+	persistAt time.Time
+	handing   bool
 }
 
 func newPublisher() publisher {
@@ -64,7 +72,42 @@ func (q *publisher) queue(jobs ...job) {
 func (q *publisher) add(jobs ...job) {
 	q.mu.Lock()
 	q.pending = append(q.pending, jobs...)
+	for _, j := range jobs {
+		switch j.kind {
+		case jobPersist:
+			if q.persistAt.IsZero() {
+				q.persistAt = time.Now()
+			}
+		case jobRelease, jobHandover:
+			q.handing = true
+		}
+	}
 	q.mu.Unlock()
+}
+
+// takeRound returns the jobs of the next round and leaves into, empty, in
+// their place: all of them, or, while the writes of owned rooms pending
+// are younger than persistLinger and no room changes hands, all but those
+// writes, which stay for a later round (held).
+func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.persistAt.IsZero() || q.handing || now.Sub(q.persistAt) >= persistLinger {
+		batch, q.pending = q.pending, into
+		q.persistAt, q.handing = time.Time{}, false
+		return batch, false
+	}
+	var writes []job
+	batch = into
+	for _, j := range q.pending {
+		if j.kind == jobPersist {
+			writes = append(writes, j)
+		} else {
+			batch = append(batch, j)
+		}
+	}
+	q.pending = writes
+	return batch, true
 }
 
 // addPublishes appends publishes to the round, in order, without waking
@@ -83,6 +126,7 @@ func (q *publisher) take(into []job) []job {
 	defer q.mu.Unlock()
 	batch := q.pending
 	q.pending = into
+	q.persistAt, q.handing = time.Time{}, false
 	return batch
 }
 
@@ -211,7 +255,11 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		if b.health.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
 		}
-		batch = b.pub.take(batch[:0])
+		var held bool
+		batch, held = b.pub.takeRound(batch[:0], time.Now())
+		if held {
+			signal(b.pub.persistWake) // the writes held go out within persistLinger more
+		}
 		switch {
 		case len(batch) == 0:
 		case b.health.up.Load():
