@@ -141,6 +141,9 @@ func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
 	r.msgs = append(r.msgs, Entry{r.seq, payload})
 	keep(p.Room, Entry{r.seq, payload})
 	f.note(fmt.Sprintf("owned %s %d", p.Room, r.seq))
+	if p.Done != nil {
+		p.Done(r.seq) // as the hub's room does, under its order
+	}
 	return true
 }
 

@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+// startOwnerNodes starts two brokers with owner order on one Redis: the
+// first loads the rooms first and owns them, the second follows.
+func startOwnerNodes(t testing.TB, rooms []string) (owner, follower *node) {
+	t.Helper()
+	rs := testsupport.StartRedis(t)
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true}
+	owner, follower = startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	for _, r := range rooms {
+		owner.join(t, r)
+		owner.h.waitFor(t, 10*time.Second, r+" owned", func() bool { return owner.h.rooms[r].owned })
+		follower.join(t, r)
+	}
+	return owner, follower
+}
+
+// TestRedisOwnerOrdersWhatItsFollowersSend: a follower's publishes go to
+// the owner, which orders them with its own; both nodes get every message
+// once, in one order, and the follower's senders get their seq (Done). No
+// publish script runs: Redis only carries the records.
+func TestRedisOwnerOrdersWhatItsFollowersSend(t *testing.T) {
+	owner, follower := startOwnerNodes(t, []string{"r"})
+	scripts := evalshaCalls(t, owner)
+	const each = 20
+	acked := make(chan uint64, each)
+	for i := range each {
+		owner.publish("r", fmt.Sprintf("o%d", i))
+		follower.b.Publish(Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3, Done: func(seq uint64) { acked <- seq }})
+	}
+	owner.hasSeq(t, "r", 2*each)
+	follower.hasSeq(t, "r", 2*each)
+	po, pf := owner.h.payloads("r"), follower.h.payloads("r")
+	if !slices.Equal(po, pf) || len(po) != 2*each {
+		t.Fatalf("the nodes disagree:\n owner    %q\n follower %q", po, pf)
+	}
+	next := map[byte]int{} // each sender's messages in the order sent
+	for i, p := range po {
+		_, text, _ := strings.Cut(p, ":")
+		if want := fmt.Sprintf("%c%d#%d", text[0], next[text[0]], i+1); text != want {
+			t.Errorf("seq %d is %q, want %q", i+1, text, want)
+		}
+		next[text[0]]++
+	}
+	for range each {
+		select {
+		case seq := <-acked:
+			if seq == 0 || seq > 2*each {
+				t.Errorf("a forwarded publish answered seq %d", seq)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a forwarded publish got no answer")
+		}
+	}
+	// Only the writes behind may run a script (persist.lua, at most one a
+	// round of 5 ms): never one a message.
+	if n := evalshaCalls(t, owner) - scripts; n > each {
+		t.Errorf("%d script calls for %d messages", n, 2*each)
+	}
+}
+
+// BenchmarkRedisOwnerForward is the follower's side of a message of a room
+// owned by another node: forwarded, ordered there, and back in a batch.
+func BenchmarkRedisOwnerForward(b *testing.B) {
+	rooms := make([]string, 16)
+	for i := range rooms {
+		rooms[i] = fmt.Sprintf("r%d", i)
+	}
+	owner, follower := startOwnerNodes(b, rooms)
+	publishes := commandCalls(b, owner, "publish")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		follower.publish(rooms[i%len(rooms)], "m")
+	}
+	for i, r := range rooms {
+		want := uint64(b.N / len(rooms))
+		if i < b.N%len(rooms) {
+			want++
+		}
+		follower.hasSeq(b, r, want)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(commandCalls(b, owner, "publish")-publishes)/float64(b.N), "publish/msg")
+}
+
+// BenchmarkFollowRecords is a round's records for a node: a message
+// encoded, and the payload split on the other side.
+func BenchmarkFollowRecords(b *testing.B) {
+	json := []byte(`{"type":"message","room":"room-1234","seq":12345,"sender":"alice","text":"` + string(make([]byte, 200)) + `"}`)
+	var recs []followRec
+	b.ReportAllocs()
+	for i := range b.N {
+		payload := sendPayload([]job{{kind: jobSend, rec: encMessage("room-1234", uint64(i), json)}}, []int{0})
+		var err error
+		recs, err = splitFollow(string(payload[1:]), recs[:0])
+		if err != nil || len(recs) != 1 {
+			b.Fatal(err)
+		}
+	}
+}
