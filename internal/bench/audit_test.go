@@ -42,6 +42,17 @@ func TestAuditLocalCluster(t *testing.T) {
 		// Issue 28: the nodes' webhooks go to the audit's receiver, which
 		// checks them once the clients have left: a killed node's rooms
 		// vacated after its lease, a new epoch after Redis lost the state.
+		// Issue 33: with --room-order owner every room has an owner node
+		// the other follows; a killed or stopped owner is taken over under
+		// a new epoch (its members told reset), a drained one hands its
+		// rooms to a follower, and while Redis is away the followers'
+		// messages are refused.
+		{"owner order: node SIGKILL, SIGTERM and SIGSTOP, connections cut", []string{"--room-order", "owner", "--node-kill", "1s", "--node-term", "2500ms", "--node-pause", "4s", "--drop-every", "300ms"}, true,
+			[]string{"1 × node SIGKILL", "1 × node SIGTERM", "1 × node SIGSTOP", "verdict: every guarantee held"}},
+		{"owner order: node SIGSTOP past its lease", []string{"--room-order", "owner", "--node-pause", "1s", "--node-down", "5s"}, true,
+			[]string{"1 × node SIGSTOP", "0 sends lost", "verdict: every guarantee held"}},
+		{"owner order: Redis restart", []string{"--room-order", "owner", "--redis-restart", "1500ms"}, true,
+			[]string{"1 × Redis restart", "refused with an error frame", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
 		{"webhooks under a node SIGKILL and a Redis restart", []string{"--webhooks", "--node-kill", "1s", "--redis-restart", "3500ms"}, true,
 			[]string{"webhooks: ", "2 epochs", "no transition twice in a row (per epoch):    held", "every room vacated once all clients left:    held"}},
 	} {

@@ -139,6 +139,9 @@ type Redis struct {
 	// delivery from the channel (redis_subscribe.go, redis_nodechan.go).
 	fillMu sync.Mutex
 	waitWG sync.WaitGroup // the goroutines waiting for a room's release (awaitRelease, block)
+	// base is Run's context, for the work Run's goroutines hand on (a
+	// forwarded publish sent again); set before they start.
+	base context.Context
 }
 
 var _ Broker = (*Redis)(nil)
@@ -201,7 +204,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
-		ann:  announcer{wake: make(chan struct{}, 1)},
+		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
 	if cluster == nil {
 		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
@@ -290,6 +293,7 @@ func signal(c chan struct{}) {
 // Run implements Broker: it works until ctx is done, then closes the
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {
+	b.base = ctx
 	if b.checkUp(ctx) {
 		b.health.up.Store(true)
 	}
@@ -314,6 +318,9 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.controlLoop(ctx) })
 	wg.Go(func() { b.keepAliveLoop(ctx) })
+	if b.cfg.OwnerOrder {
+		wg.Go(func() { b.forwardSweepLoop(ctx) })
+	}
 	<-ctx.Done()
 	errs := b.shards.closeAll()
 	b.shards.wg.Wait()

@@ -43,14 +43,43 @@ const followWait = time.Second
 
 // forwardTimeout is how long a forwarded publish waits for the owner's
 // answer before its sender is refused: the owner was stopped or cut off.
-const forwardTimeout = 3 * time.Second
+// Well within the owner's lease, so that the sender is told while its
+// connection is still up (the room is dropped, and its members closed,
+// once the lease ended); an owner that answers later still delivers the
+// message, as the refusal says it may.
+const forwardTimeout = time.Second
+
+// forwardSweepLoop refuses the forwarded publishes that waited longer than
+// forwardTimeout, checking four times a timeout.
+func (b *Redis) forwardSweepLoop(ctx context.Context) {
+	t := time.NewTicker(forwardTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			b.expireForwards(now)
+		}
+	}
+}
 
 // forward is a publish sent on to its room's owner, waiting for its seq.
 type forward struct {
 	p     Publication
 	owner string
 	sent  time.Time
+	tries int // sent this many times (to the room's holder of the moment)
 }
+
+// maxForwardTries is how often a publish is sent on before its sender is
+// refused, when the owner answered that it does not order the room now
+// (loading it, just taken over) or the room was dropped here meanwhile;
+// retryWait apart.
+const (
+	maxForwardTries = 3
+	retryWait       = 100 * time.Millisecond
+)
 
 // followSet is this node's side of the owner protocol: the followers of
 // each room it owns, the owner of each room it follows, the loads waiting
@@ -187,49 +216,35 @@ func (f *followSet) answer(rec followRec) {
 }
 
 // addPending records a forwarded publish and returns its request id.
-func (f *followSet) addPending(p Publication, owner string, now time.Time) uint64 {
+func (f *followSet) addPending(p Publication, owner string, now time.Time, tries int) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextReq++
-	f.pending[f.nextReq] = forward{p: p, owner: owner, sent: now}
+	f.pending[f.nextReq] = forward{p: p, owner: owner, sent: now, tries: tries}
 	return f.nextReq
 }
 
-func (f *followSet) takePending(req uint64) (Publication, bool) {
+func (f *followSet) takePending(req uint64) (forward, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fw, ok := f.pending[req]
 	delete(f.pending, req)
-	return fw.p, ok
-}
-
-// takeRoom returns and forgets the forwarded publishes of room.
-func (f *followSet) takeRoom(room string) []Publication {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ps []Publication
-	for req, fw := range f.pending {
-		if fw.p.Room == room {
-			ps = append(ps, fw.p)
-			delete(f.pending, req)
-		}
-	}
-	return ps
+	return fw, ok
 }
 
 // takeExpired returns and forgets the forwarded publishes sent before
 // deadline, or to owner when owner is not "".
-func (f *followSet) takeExpired(deadline time.Time, owner string) []Publication {
+func (f *followSet) takeExpired(deadline time.Time, owner string) []forward {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var ps []Publication
+	var fws []forward
 	for req, fw := range f.pending {
 		if fw.sent.Before(deadline) || owner != "" && fw.owner == owner {
-			ps = append(ps, fw.p)
+			fws = append(fws, fw)
 			delete(f.pending, req)
 		}
 	}
-	return ps
+	return fws
 }
 
 // sendTo queues rec (a record of redis_followwire.go) for node's channel,
@@ -262,7 +277,7 @@ func (b *Redis) forwardPublish(p Publication) bool {
 		return false
 	}
 	p.From, p.Target = -1, nil
-	req := b.follow.addPending(p, owner, time.Now())
+	req := b.follow.addPending(p, owner, time.Now(), 1)
 	b.sendTo(owner, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	return true
 }
@@ -296,11 +311,12 @@ func (b *Redis) onFollow(ctx context.Context, payload string) {
 func (b *Redis) onFollowRec(r followRec) {
 	switch r.kind {
 	case recAck:
-		p, ok := b.follow.takePending(r.req)
+		fw, ok := b.follow.takePending(r.req)
+		p := fw.p
 		switch {
 		case !ok: // refused already: it waited too long
 		case r.seq == 0:
-			b.unsent(p)
+			b.retryForward(fw)
 		default:
 			b.count.published.Add(1)
 			b.h.Answered(p.Room)
@@ -481,8 +497,8 @@ func (b *Redis) ownerGone(node string) {
 	for _, room := range b.follow.followedFrom(node) {
 		b.dropFollowed(room, "its owner's lease ended")
 	}
-	for _, p := range b.follow.takeExpired(time.Time{}, node) {
-		b.unsent(p)
+	for _, fw := range b.follow.takeExpired(time.Time{}, node) {
+		b.unsent(fw.p)
 	}
 }
 
@@ -490,7 +506,6 @@ func (b *Redis) ownerGone(node string) {
 // room loaded anew.
 func (b *Redis) dropFollowed(room, why string) {
 	b.follow.setOwner(room, "")
-	b.refuseForwards(room)
 	if b.h.Drop(room) {
 		b.count.dropped.Add(1)
 		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
@@ -499,14 +514,12 @@ func (b *Redis) dropFollowed(room, why string) {
 }
 
 // unheard handles a node whose channel nobody listens to (a PUBLISH to it
-// reached no one): it died, or lost its connection to Redis. What was
-// forwarded to it is refused at once, and the rooms followed from it are
-// dropped: their members resume, and the next load takes the room over
-// once the owner is found gone (checkOwner).
+// reached no one): it died, or lost its connection to Redis. The rooms
+// followed from it are dropped: their members resume, and the next load
+// takes the room over once the owner is found gone (checkOwner). What was
+// forwarded to it in earlier rounds waits for its answer or forwardTimeout:
+// it may have been ordered.
 func (b *Redis) unheard(node string) {
-	for _, p := range b.follow.takeExpired(time.Time{}, node) {
-		b.unsent(p)
-	}
 	for _, room := range b.follow.followedFrom(node) {
 		b.dropFollowed(room, "its owner no longer listens to Redis")
 	}
@@ -515,8 +528,12 @@ func (b *Redis) unheard(node string) {
 // forwardToHolder sends a publish that publish.lua refused (another node
 // holds its room, which this node has not loaded: the server API's) on to
 // the room's holder, or refuses it when none is found.
-func (b *Redis) forwardToHolder(ctx context.Context, p Publication) {
+func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 	b.waitWG.Go(func() {
+		if tries > 1 && !sleepFor(ctx, retryWait) {
+			b.unsent(p)
+			return
+		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		holder, err := b.rdb.Get(c, b.holderKey(p.Room)).Result()
 		cancel()
@@ -527,42 +544,79 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication) {
 			b.unsent(p)
 			return
 		}
-		req := b.follow.addPending(p, holder, time.Now())
+		req := b.follow.addPending(p, holder, time.Now(), tries)
 		b.sendTo(holder, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	})
 }
 
-// sendFailed refuses at once the publishes forwarded in the send jobs js
-// of batch, which did not reach Redis: waiting for an answer that cannot
-// come, their senders could be gone (their room dropped) before being told.
-func (b *Redis) sendFailed(batch []job, js []int) {
+// retryForward sends a forwarded publish again, to the room's holder of
+// the moment, after retryWait; after maxForwardTries its sender is
+// refused. Only for a publish no owner ordered (its owner answered that it
+// does not order the room now, loading it or having lost it; or its
+// record reached nobody): sent again, it may be ordered by the room's next
+// owner instead of refused. One that may have been ordered is never sent
+// again: it would be ordered twice.
+func (b *Redis) retryForward(fw forward) {
+	if fw.tries >= maxForwardTries {
+		b.unsent(fw.p)
+		return
+	}
+	b.forwardToHolder(b.base, fw.p, fw.tries+1)
+}
+
+// sleepFor waits d, and reports false when ctx ended first.
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// sendUnheard sends again, to the holder of the moment, the publishes
+// forwarded in the send jobs js of batch, whose PUBLISH reached nobody:
+// no owner got them, so none ordered them.
+func (b *Redis) sendUnheard(batch []job, js []int) {
+	for _, fw := range b.forwardsIn(batch, js) {
+		b.retryForward(fw)
+	}
+}
+
+// forwardsIn takes the pending forwards whose records are in the send
+// jobs js of batch.
+func (b *Redis) forwardsIn(batch []job, js []int) []forward {
+	var fws []forward
 	for _, i := range js {
 		rec := batch[i].rec
 		if len(rec) == 0 || rec[0] != recForward {
 			continue
 		}
 		if rs, err := splitFollow(string(rec), nil); err == nil && len(rs) == 1 {
-			if p, ok := b.follow.takePending(rs[0].req); ok {
-				b.unsent(p)
+			if fw, ok := b.follow.takePending(rs[0].req); ok {
+				fws = append(fws, fw)
 			}
 		}
 	}
+	return fws
 }
 
-// refuseForwards refuses the publishes of room still waiting for its
-// owner's answer, before the room is dropped here: their senders are told
-// before their connections close.
-func (b *Redis) refuseForwards(room string) {
-	for _, p := range b.follow.takeRoom(room) {
-		b.unsent(p)
+// sendFailed refuses at once the publishes forwarded in the send jobs js
+// of batch, which did not reach Redis: waiting for an answer that cannot
+// come, their senders could be gone (their room dropped) before being told.
+func (b *Redis) sendFailed(batch []job, js []int) {
+	for _, fw := range b.forwardsIn(batch, js) {
+		b.unsent(fw.p)
 	}
 }
 
 // expireForwards refuses the forwarded publishes whose owner has not
 // answered within forwardTimeout.
 func (b *Redis) expireForwards(now time.Time) {
-	for _, p := range b.follow.takeExpired(now.Add(-forwardTimeout), "") {
-		b.unsent(p)
+	for _, fw := range b.follow.takeExpired(now.Add(-forwardTimeout), "") {
+		b.unsent(fw.p)
 	}
 }
 

@@ -344,7 +344,6 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 				b.checkPeers(ctx)
 			}
 		}
-		b.expireForwards(time.Now())
 		select {
 		case <-ctx.Done():
 			return

@@ -341,6 +341,7 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case j.kind == jobSend:
 			if n, _ := c.cmd.(*redis.IntCmd).Result(); n == 0 {
 				unheard[j.node] = true
+				b.sendUnheard(batch, c.js)
 			}
 		case j.kind == jobHandover:
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
@@ -564,7 +565,7 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 			b.unsent(j.p)
 		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there
 			b.renewFailed(j.p.Room)
-			b.forwardToHolder(ctx, j.p)
+			b.forwardToHolder(ctx, j.p, 1)
 		case res[2*n+1] == -1: // another node holds the room: not published
 			b.renewFailed(j.p.Room)
 			b.block(ctx, j.p.Room, &j.p)
