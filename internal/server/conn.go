@@ -329,9 +329,18 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		}
 	}
 	if r == nil {
-		c.sendError("not_joined", "not a member of this room", f)
+		if !c.hold(f, data) {
+			c.sendError("not_joined", "not a member of this room", f)
+		}
 		return
 	}
+	c.publishIn(f, data, r)
+}
+
+// publishIn publishes a chat message in r, a room c is a member of, as the
+// room's namespace and hooks allow.
+func (c *conn) publishIn(f *protocol.Frame, data []byte, r *room.Room) {
+	l := c.loop
 	if r.Options().BackendOnly {
 		l.stats.dropped[DropBackendOnly].Add(1)
 		c.sendError(codeBackendOnly, "only the backend publishes in this room's namespace", f)
@@ -470,6 +479,9 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	if res.Pending {
 		c.waiting = append(c.waiting, r.Name())
 		l.pending[r] = append(l.pending[r], pendingJoin{c: c, rs: rs, url: url})
+		if url {
+			c.holdWhileLoading(r.Name())
+		}
 		return
 	}
 	l.hist = res.History
@@ -492,6 +504,9 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 		c.enqueueShared(c.frameOf(&res.History[i]))
 	}
 	clear(l.hist)
+	if url {
+		c.releaseHeld()
+	}
 }
 
 // leave removes c from c.rooms[i] and returns the room's latest seq.
