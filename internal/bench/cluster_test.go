@@ -128,9 +128,10 @@ func TestClusterSmoke(t *testing.T) {
 		t.Errorf("no row %q", name)
 		return -1, ""
 	}
-	num := `(\d+\.\d\d|n/a)`
+	// "–": a CPU figure of fewer than 10 clock ticks, as smoke sizes give.
+	num := `(\d+\.\d\d|n/a|–)`
 	alone := regexp.MustCompile(`nodes ×1 \(the reference\): ` + num + ` µs/deliv`)
-	nodes := regexp.MustCompile(`nodes (×\d+\.\d\d|n/a) vs 1 node.*; Redis (\d+\.\d\d µs/deliv = \S+ deliv/s per Redis core|n/a µs/deliv)`)
+	nodes := regexp.MustCompile(`nodes (×\d+\.\d\d|n/a|–) vs 1 node.*; Redis (\d+\.\d\d µs/deliv = \S+ deliv/s per Redis core|n/a µs/deliv|– µs/deliv)`)
 	latency := regexp.MustCompile(`cross-node p50 (×\d+\.\d\d|n/a) vs same node`)
 	judged := regexp.MustCompile(`  (met|MISSED \(.+\)|n/a)( \(generator saturated\))?\s*$`)
 	type row struct {
@@ -193,5 +194,22 @@ func TestClusterSmoke(t *testing.T) {
 		if m, _ := filepath.Glob(filepath.Join(dir, run, "*.meta.json")); len(m) < 17 {
 			t.Errorf("%d meta files in %s, want one per generator (17)", len(m), run)
 		}
+	}
+}
+
+// A run whose CPU held too few clock ticks is "–" in the list of runs and
+// left out of the median; the median is "–" only when no run measured it.
+func TestClusterMediansOfTooFewTicks(t *testing.T) {
+	fig := func(node, redis float64) []Result {
+		return []Result{{Scenario: "cluster 5×4: 2 nodes, rooms split", cluster: &clusterFig{small: true, setup: setupSplit2,
+			node: node, nodeUS: 20 * node, redisUS: redis, nodeShort: node == 0, redisShort: redis == 0}}}
+	}
+	got := clusterMedians([][]Result{fig(0, 0), fig(1.5, 2)})
+	if f := got[0].Figure; !strings.HasPrefix(f, "nodes ×1.50 vs 1 node; Redis 2.00 µs/deliv") || !strings.HasSuffix(f, "runs – / – µs, ×1.50 / 2.00 µs") {
+		t.Errorf("one run of too few ticks: %q", f)
+	}
+	got = clusterMedians([][]Result{fig(0, 0), fig(0, 0)})
+	if f := got[0].Figure; !strings.HasPrefix(f, "nodes – vs 1 node; Redis – µs/deliv") || got[0].Verdict != "n/a" {
+		t.Errorf("every run of too few ticks: %q, verdict %q", f, got[0].Verdict)
 	}
 }
