@@ -236,7 +236,7 @@ func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
 
 // A scenario whose server CPU held too few clock ticks shows "–" for its
 // µs per delivery, in the figure and the table, with the reason under it
-// and in the JSON file, and its CPU target is not judged.
+// and in the JSON file.
 func TestCPUPerDeliveryOfTooFewTicks(t *testing.T) {
 	tests := []struct {
 		name       string
