@@ -7,6 +7,14 @@
 #   scripts/autobahn.sh                 cases 1-7, 9 and 10 (9.*: up to 16 MiB, about 15 s)
 #   scripts/autobahn.sh --compression   the same plus 12.* and 13.*, server started with --compression
 #
+# With --client it is the other way round: the suite's fuzzing server
+# drives the lab's WebSocket client (internal/loadtest's event loop, through
+# TestAutobahnFuzzingServer, which echoes every message) through the same
+# cases, and the same verdicts apply:
+#
+#   scripts/autobahn.sh --client                 cases 1-7, 9 and 10 (about 20 s)
+#   scripts/autobahn.sh --client --compression   the same plus 12.* and 13.*, offering permessage-deflate (6-12 min)
+#
 # The suite needs Python 2.7: it is installed once, from PyPI with pinned
 # versions (shared/autobahn/requirements-py27.txt, copied to
 # scripts/autobahn-requirements-py27.txt), into $AUTOBAHN_HOME
@@ -16,7 +24,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 compression=0
-[ "${1:-}" = "--compression" ] && compression=1
+client=0
+for arg in "$@"; do
+  case $arg in
+    --compression) compression=1 ;;
+    --client) client=1 ;;
+    *) echo "usage: scripts/autobahn.sh [--client] [--compression]" >&2; exit 2 ;;
+  esac
+done
 
 home=${AUTOBAHN_HOME:-$HOME/.cache/scalechat/autobahn}
 out=${AUTOBAHN_OUT:-results/autobahn}
@@ -40,40 +55,63 @@ if [ ! -x "$home/venv27/bin/wstest" ]; then
   [ -x "$home/venv27/bin/wstest" ] || { echo "autobahn: install failed" >&2; exit 1; }
 fi
 
-bin=$(mktemp -d)/scalechat
-go build -o "$bin" ./cmd/scalechat
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-flags=(--addr "127.0.0.1:$port" --metrics-addr "" --echo-endpoint --log-level warn)
-[ $compression = 1 ] && flags+=(--compression)
-"$bin" serve "${flags[@]}" &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-
 cases='"1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"'
 exclude=''
 if [ $compression = 1 ]; then
   cases="$cases, \"12.*\", \"13.*\""
 fi
-agent=scalechat
-[ $compression = 1 ] && agent=scalechat-compression
-rm -rf "$out/$agent"
-mkdir -p "$out"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 spec=$(mktemp)
-cat >"$spec" <<EOF
+start=$(date +%s)
+
+if [ $client = 1 ]; then
+  agent=scalechat-loadtest
+  [ $compression = 1 ] && agent=scalechat-loadtest-compression
+  rm -rf "${out:?}/$agent"
+  cat >"$spec" <<EOF
+{"url": "ws://127.0.0.1:$port", "outdir": "$out/$agent", "cases": [$cases], "exclude-cases": [$exclude], "exclude-agent-cases": {}}
+EOF
+  echo "== autobahn fuzzingserver against the lab's client, $agent (cases: $cases; excluded: ${exclude:-none})"
+  # --webport 0: no report web server (it would take port 8080).
+  (cd "$(dirname "$spec")" && exec "$home/venv27/bin/wstest" -m fuzzingserver -s "$spec" --webport 0) >"$out/$agent.log" 2>&1 &
+  fuzzer=$!
+  trap 'kill $fuzzer 2>/dev/null; wait $fuzzer 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  SCALECHAT_AUTOBAHN_URL="ws://127.0.0.1:$port" SCALECHAT_AUTOBAHN_AGENT=$agent SCALECHAT_AUTOBAHN_COMPRESSION=$compression \
+    go test -count=1 -timeout 30m -run '^TestAutobahnFuzzingServer$' ./internal/loadtest >"$out/$agent.client.log" 2>&1 || {
+    tail -20 "$out/$agent.client.log" >&2
+    echo "autobahn: the client's run failed" >&2
+    exit 1
+  }
+else
+  bin=$(mktemp -d)/scalechat
+  go build -o "$bin" ./cmd/scalechat
+  flags=(--addr "127.0.0.1:$port" --metrics-addr "" --echo-endpoint --log-level warn)
+  [ $compression = 1 ] && flags+=(--compression)
+  "$bin" serve "${flags[@]}" &
+  server=$!
+  trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  agent=scalechat
+  [ $compression = 1 ] && agent=scalechat-compression
+  rm -rf "${out:?}/$agent"
+  cat >"$spec" <<EOF
 {"outdir": "$out/$agent", "servers": [{"agent": "$agent", "url": "ws://127.0.0.1:$port/echo"}],
  "cases": [$cases], "exclude-cases": [$exclude], "exclude-agent-cases": {}}
 EOF
-echo "== autobahn fuzzingclient against $agent (cases: $cases; excluded: ${exclude:-none})"
-start=$(date +%s)
-(cd "$(dirname "$spec")" && "$home/venv27/bin/wstest" -m fuzzingclient -s "$spec") >"$out/$agent.log" 2>&1 || {
-  tail -20 "$out/$agent.log" >&2
-  echo "autobahn: wstest failed" >&2
-  exit 1
-}
+  echo "== autobahn fuzzingclient against $agent (cases: $cases; excluded: ${exclude:-none})"
+  (cd "$(dirname "$spec")" && "$home/venv27/bin/wstest" -m fuzzingclient -s "$spec") >"$out/$agent.log" 2>&1 || {
+    tail -20 "$out/$agent.log" >&2
+    echo "autobahn: wstest failed" >&2
+    exit 1
+  }
+fi
 echo "   took $(($(date +%s) - start)) s"
 
 # Judge the report: behavior (the case) and behaviorClose (the closing

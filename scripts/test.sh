@@ -6,7 +6,8 @@
 # loopback, and drive headless Chromium, Node, Redis, HAProxy and nginx
 # where installed), the allocation tests without the race detector and
 # every Go benchmark once, a short run of each fuzz target, and the Autobahn
-# testsuite against the server (scripts/autobahn.sh; needs Python 2.7).
+# testsuite against the server and against the load tester's client
+# (scripts/autobahn.sh, with and without --client; needs Python 2.7).
 # Node packages come from the lockfiles of clients/js, deploy/socketio and deploy/bun (npm ci).
 #
 #   scripts/test.sh            all of it
@@ -100,11 +101,13 @@ done < <(grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while rea
   done
 done)
 
-echo "== autobahn (RFC 6455 and 7692 conformance of the server)"
+echo "== autobahn (RFC 6455 and 7692 conformance of the server, and of the lab's client)"
 # Needs Python 2.7 (pyenv's 2.7.18 on these machines); CI always runs it.
 if [ -n "${CI:-}" ] || [ -x "$(pyenv root 2>/dev/null)/versions/2.7.18/bin/python2" ] || command -v python2.7 >/dev/null; then
   scripts/autobahn.sh
   scripts/autobahn.sh --compression
+  scripts/autobahn.sh --client
+  scripts/autobahn.sh --client --compression
 else
   echo "skipped: no Python 2.7 for the Autobahn testsuite (pyenv install 2.7.18)"
 fi

@@ -51,7 +51,8 @@ type Result struct {
 	P50, P99   float64 // ms
 	Max        float64 // ms
 	ServerCPU  float64 // seconds over the measured window
-	CPUPerDel  float64 // µs of server CPU per delivery; 0: not applicable
+	CPUPerDel  float64 // µs of server CPU per delivery; 0: not applicable, or CPUNote
+	CPUNote    string  // why CPUPerDel is 0 though measured: too few clock ticks (results.CPUTooFew)
 	RSS        int64   // server bytes, largest in the window
 	GenCPU     float64 // seconds, whole generator process(es)
 	Saturated  bool
@@ -278,7 +279,7 @@ func PrintTable(w io.Writer, rows []Result) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.Scenario, intOrDash(r.Clients), rate(r.PerSecond), ratio(r.Ratio), ms(r.P50), ms(r.P99), ms(r.Max),
-			secs(r.ServerCPU), us(r.CPUPerDel), mib(r.RSS), secs(r.GenCPU), sat, dash(r.Figure), dash(r.Target), dash(r.Verdict))
+			secs(r.ServerCPU), usOrShort(r), mib(r.RSS), secs(r.GenCPU), sat, dash(r.Figure), dash(r.Target), dash(r.Verdict))
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -288,10 +289,39 @@ func PrintTable(w io.Writer, rows []Result) {
 		}
 	}
 	for _, r := range rows {
-		if r.Note != "" {
-			fmt.Fprintf(w, "  %s: %s\n", r.Scenario, r.Note)
+		if note := joinNote(r.Note, r.CPUNote); note != "" {
+			fmt.Fprintf(w, "  %s: %s\n", r.Scenario, note)
 		}
 	}
+}
+
+// usOrShort formats a row's µs of server CPU per delivery: "–" when its CPU
+// held too few clock ticks to be read (the row's note says so).
+func usOrShort(r Result) string {
+	if r.CPUNote != "" {
+		return "–"
+	}
+	return us(r.CPUPerDel)
+}
+
+// perDelFigure is a row's CPU per delivery as its figure column says it.
+func perDelFigure(r Result) string {
+	if r.CPUNote != "" {
+		return "– µs/deliv"
+	}
+	return fmt.Sprintf("%.2f µs/deliv", r.CPUPerDel)
+}
+
+// perDelivery returns cpu in µs per delivery, or 0 and the reason when cpu
+// holds too few clock ticks to be read to 10 %.
+func perDelivery(cpu time.Duration, deliveries int64) (float64, string) {
+	switch {
+	case deliveries <= 0:
+		return 0, ""
+	case !results.CPUReadable(cpu):
+		return 0, results.CPUTooFew("CPU/delivery", cpu)
+	}
+	return float64(cpu.Nanoseconds()) / 1e3 / float64(deliveries), ""
 }
 
 func dash(s string) string {

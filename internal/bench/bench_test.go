@@ -233,3 +233,44 @@ func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
 		}
 	}
 }
+
+// A scenario whose server CPU held too few clock ticks shows "–" for its
+// µs per delivery, in the figure and the table, with the reason under it
+// and in the JSON file.
+func TestCPUPerDeliveryOfTooFewTicks(t *testing.T) {
+	tests := []struct {
+		name       string
+		cpu        time.Duration
+		deliveries int64
+		want       float64
+		short      bool
+	}{
+		{"no delivery", time.Second, 0, 0, false},
+		{"one tick", 10 * time.Millisecond, 80, 0, true},
+		{"nine ticks", 90 * time.Millisecond, 80, 0, true},
+		{"ten ticks", 100 * time.Millisecond, 80, 1250, false},
+	}
+	for _, tt := range tests {
+		got, note := perDelivery(tt.cpu, tt.deliveries)
+		if got != tt.want || (note != "") != tt.short {
+			t.Errorf("%s: perDelivery = %v, %q", tt.name, got, note)
+		}
+	}
+	_, note := perDelivery(20*time.Millisecond, 160)
+	row := Result{Scenario: "rooms 10×4", Ratio: 1, CPUNote: note}
+	row.Figure = perDelFigure(row)
+	var b bytes.Buffer
+	PrintTable(&b, []Result{row})
+	out := b.String()
+	for _, want := range []string{"– µs/deliv", "  rooms 10×4: CPU/delivery: – (2 CPU clock ticks of 10 ms, fewer than the 10 that read it to 10 %)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "125") {
+		t.Errorf("the figure of two ticks is printed:\n%s", out)
+	}
+	if f := benchFile([]Result{row}, time.Now(), "", false, true); f.Rows[0].CPUNote != note || f.Rows[0].CPUPerDel != 0 {
+		t.Errorf("bench JSON row %+v", f.Rows[0])
+	}
+}

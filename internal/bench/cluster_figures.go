@@ -27,6 +27,9 @@ type clusterFig struct {
 	node    float64 // nodeUS ÷ one node alone's
 	redisUS float64 // µs of Redis CPU per delivery
 	vsTwo   float64 // 3 nodes: node ÷ the 2-node split's node
+	// The node's (or the one node alone's) and Redis's CPU held too few
+	// clock ticks to be read to 10 %: their figures are "–".
+	nodeShort, redisShort bool
 	// Latency rows only: cross-node p50 ÷ same-node p50.
 	latency  bool
 	crossP50 float64
@@ -72,9 +75,7 @@ func mergedRow(name string, gens []*genRun, counted []*proc, redis *proc, dur ti
 			row.RSS += p.maxRSS(from, to)
 		}
 		row.ServerCPU = cpu.Seconds()
-		if fig.deliveries > 0 {
-			row.CPUPerDel = float64(cpu.Microseconds()) / float64(fig.deliveries)
-		}
+		row.CPUPerDel, row.CPUNote = perDelivery(cpu, fig.deliveries)
 		if redis != nil {
 			fig.redisCPU = redis.cpuBetween(from, to)
 		}
@@ -92,11 +93,16 @@ func mergedRow(name string, gens []*genRun, counted []*proc, redis *proc, dur ti
 func clusterFigures(row *Result, base Result, two *clusterFig) *clusterFig {
 	f := row.cluster
 	f.nodeUS = row.CPUPerDel
+	f.nodeShort = row.CPUNote != "" || base.CPUNote != ""
 	if f.deliveries > 0 && row.CPUPerDel > 0 && base.CPUPerDel > 0 {
 		f.node = row.CPUPerDel / base.CPUPerDel
 	}
 	if f.deliveries > 0 && f.redisCPU > 0 {
-		f.redisUS = float64(f.redisCPU.Nanoseconds()) / 1e3 / float64(f.deliveries)
+		var note string
+		if f.redisUS, note = perDelivery(f.redisCPU, f.deliveries); note != "" {
+			f.redisShort = true
+			addNote(row, "Redis "+note)
+		}
 	}
 	if f.setup == setupSplit3 && two != nil && two.node > 0 && f.node > 0 {
 		f.vsTwo = f.node / two.node
@@ -125,13 +131,13 @@ func (f *clusterFig) describe() string {
 		return "cross-node p50 " + times(f.crossP50) + " vs same node"
 	}
 	if f.setup.place == alone {
-		return "nodes ×1 (the reference): " + usOrNA(f.nodeUS) + " µs/deliv"
+		return "nodes ×1 (the reference): " + shortOr(f.nodeShort, usOrNA(f.nodeUS)) + " µs/deliv"
 	}
-	s := "nodes " + times(f.node) + " vs 1 node"
+	s := "nodes " + shortOr(f.nodeShort, times(f.node)) + " vs 1 node"
 	if f.setup == setupSplit3 {
-		s += " (" + times(f.vsTwo) + " vs 2 nodes)"
+		s += " (" + shortOr(f.nodeShort, times(f.vsTwo)) + " vs 2 nodes)"
 	}
-	s += "; Redis " + usOrNA(f.redisUS) + " µs/deliv"
+	s += "; Redis " + shortOr(f.redisShort, usOrNA(f.redisUS)) + " µs/deliv"
 	if f.redisUS > 0 {
 		s += " = " + rate(1e6/f.redisUS) + " deliv/s per Redis core"
 	}
@@ -187,6 +193,15 @@ func (f *clusterFig) judge() (target, result string) {
 		return target, verdict(true, f.saturated)
 	}
 	return target, strings.Replace(verdict(false, f.saturated), "MISSED", "MISSED ("+strings.Join(missed, ", ")+")", 1)
+}
+
+// shortOr is "–" for a figure made of too few CPU clock ticks (the row's
+// note says so), else s.
+func shortOr(short bool, s string) string {
+	if short {
+		return "–"
+	}
+	return s
 }
 
 func times(v float64) string {

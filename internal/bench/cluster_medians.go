@@ -60,6 +60,13 @@ func medianFig(fs []*clusterFig) *clusterFig {
 	m.vsTwo = pick(func(f *clusterFig) float64 { return f.vsTwo })
 	m.crossP50 = pick(func(f *clusterFig) float64 { return f.crossP50 })
 	m.saturated = slices.ContainsFunc(fs, func(f *clusterFig) bool { return f.saturated })
+	// "–" only where no run measured the figure and one had too few ticks.
+	nodeFigure := m.node
+	if m.setup.place == alone {
+		nodeFigure = m.nodeUS
+	}
+	m.nodeShort = nodeFigure == 0 && slices.ContainsFunc(fs, func(f *clusterFig) bool { return f.nodeShort })
+	m.redisShort = m.redisUS == 0 && slices.ContainsFunc(fs, func(f *clusterFig) bool { return f.redisShort })
 	return &m
 }
 
@@ -72,9 +79,9 @@ func runList(fs []*clusterFig, m *clusterFig) string {
 		case m.latency:
 			parts = append(parts, times(f.crossP50))
 		case m.setup.place == alone:
-			parts = append(parts, usOrNA(f.nodeUS)+" µs")
+			parts = append(parts, shortOr(f.nodeShort, usOrNA(f.nodeUS))+" µs")
 		default:
-			parts = append(parts, times(f.node)+" / "+usOrNA(f.redisUS)+" µs")
+			parts = append(parts, shortOr(f.nodeShort, times(f.node))+" / "+shortOr(f.redisShort, usOrNA(f.redisUS))+" µs")
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -26,18 +26,20 @@ func TestClusterFigures(t *testing.T) {
 	}{
 		{"rooms of 4 split, both missed", clusterFig{small: true, setup: setupSplit2, redisCPU: 220 * time.Millisecond, deliveries: 10000}, 44, base,
 			"nodes ×2.20 vs 1 node; Redis 22.00 µs/deliv = 45.5k deliv/s per Redis core", "nodes ≤ ×1.3; Redis ≤ 3 µs/deliv", "MISSED (nodes, Redis)"},
-		{"rooms of 4 split, met", clusterFig{small: true, setup: setupSplit2, redisCPU: 20 * time.Millisecond, deliveries: 10000}, 25, base,
+		{"rooms of 4 split, met", clusterFig{small: true, setup: setupSplit2, redisCPU: 200 * time.Millisecond, deliveries: 100000}, 25, base,
 			"nodes ×1.25 vs 1 node; Redis 2.00 µs/deliv = 500.0k deliv/s per Redis core", "nodes ≤ ×1.3; Redis ≤ 3 µs/deliv", "met"},
 		{"rooms of 4 on A, nodes missed", clusterFig{small: true, setup: setupOnA, redisCPU: 100 * time.Millisecond, deliveries: 10000}, 24, base,
 			"nodes ×1.20 vs 1 node; Redis 10.00 µs/deliv = 100.0k deliv/s per Redis core", "nodes ≤ ×1.1", "MISSED (nodes)"},
 		{"rooms of 4 on A, met on a saturated generator", clusterFig{small: true, setup: setupOnA, redisCPU: 100 * time.Millisecond, deliveries: 10000, saturated: true}, 21, base,
 			"nodes ×1.05 vs 1 node; Redis 10.00 µs/deliv = 100.0k deliv/s per Redis core", "nodes ≤ ×1.1", "met (generator saturated)"},
-		{"rooms of 50 on 3 nodes, missed against 2", clusterFig{setup: setupSplit3, redisCPU: 10 * time.Millisecond, deliveries: 10000}, 48, base,
+		{"rooms of 50 on 3 nodes, missed against 2", clusterFig{setup: setupSplit3, redisCPU: 100 * time.Millisecond, deliveries: 100000}, 48, base,
 			"nodes ×2.40 vs 1 node (×1.20 vs 2 nodes); Redis 1.00 µs/deliv = 1.00M deliv/s per Redis core", "≤ ×1.15 of 2 nodes", "MISSED (3 nodes vs 2)"},
-		{"rooms of 50 split over 2: figures, no target", clusterFig{setup: setupSplit2, redisCPU: 10 * time.Millisecond, deliveries: 10000}, 20, base,
+		{"rooms of 50 split over 2: figures, no target", clusterFig{setup: setupSplit2, redisCPU: 100 * time.Millisecond, deliveries: 100000}, 20, base,
 			"nodes ×1.00 vs 1 node; Redis 1.00 µs/deliv = 1.00M deliv/s per Redis core", "", ""},
-		{"smoke: the single node measured nothing", clusterFig{small: true, setup: setupSplit2, redisCPU: 10 * time.Millisecond, deliveries: 80}, 250, Result{},
-			"nodes n/a vs 1 node; Redis 125.00 µs/deliv = 8000 deliv/s per Redis core", "nodes ≤ ×1.3; Redis ≤ 3 µs/deliv", "n/a"},
+		{"smoke: the single node measured nothing, Redis one tick", clusterFig{small: true, setup: setupSplit2, redisCPU: 10 * time.Millisecond, deliveries: 80}, 250, Result{},
+			"nodes n/a vs 1 node; Redis – µs/deliv", "nodes ≤ ×1.3; Redis ≤ 3 µs/deliv", "n/a"},
+		{"smoke: the single node's CPU two ticks", clusterFig{small: true, setup: setupSplit2, redisCPU: time.Second, deliveries: 100000}, 25, Result{CPUNote: "CPU/delivery: – (2 …)"},
+			"nodes – vs 1 node; Redis 10.00 µs/deliv = 100.0k deliv/s per Redis core", "nodes ≤ ×1.3; Redis ≤ 3 µs/deliv", "n/a"},
 		{"smoke: Redis measured nothing", clusterFig{small: true, setup: setupSplit3, deliveries: 80}, 40, base,
 			"nodes ×2.00 vs 1 node (×1.00 vs 2 nodes); Redis n/a µs/deliv", "≤ ×1.15 of 2 nodes; Redis ≤ 3 µs/deliv", "n/a"},
 		{"one node alone", clusterFig{setup: setupAlone, deliveries: 10000}, 20, base,
@@ -126,9 +128,10 @@ func TestClusterSmoke(t *testing.T) {
 		t.Errorf("no row %q", name)
 		return -1, ""
 	}
-	num := `(\d+\.\d\d|n/a)`
+	// "–": a CPU figure of fewer than 10 clock ticks, as smoke sizes give.
+	num := `(\d+\.\d\d|n/a|–)`
 	alone := regexp.MustCompile(`nodes ×1 \(the reference\): ` + num + ` µs/deliv`)
-	nodes := regexp.MustCompile(`nodes (×\d+\.\d\d|n/a) vs 1 node.*; Redis (\d+\.\d\d µs/deliv = \S+ deliv/s per Redis core|n/a µs/deliv)`)
+	nodes := regexp.MustCompile(`nodes (×\d+\.\d\d|n/a|–) vs 1 node.*; Redis (\d+\.\d\d µs/deliv = \S+ deliv/s per Redis core|n/a µs/deliv|– µs/deliv)`)
 	latency := regexp.MustCompile(`cross-node p50 (×\d+\.\d\d|n/a) vs same node`)
 	judged := regexp.MustCompile(`  (met|MISSED \(.+\)|n/a)( \(generator saturated\))?\s*$`)
 	type row struct {
@@ -191,5 +194,22 @@ func TestClusterSmoke(t *testing.T) {
 		if m, _ := filepath.Glob(filepath.Join(dir, run, "*.meta.json")); len(m) < 17 {
 			t.Errorf("%d meta files in %s, want one per generator (17)", len(m), run)
 		}
+	}
+}
+
+// A run whose CPU held too few clock ticks is "–" in the list of runs and
+// left out of the median; the median is "–" only when no run measured it.
+func TestClusterMediansOfTooFewTicks(t *testing.T) {
+	fig := func(node, redis float64) []Result {
+		return []Result{{Scenario: "cluster 5×4: 2 nodes, rooms split", cluster: &clusterFig{small: true, setup: setupSplit2,
+			node: node, nodeUS: 20 * node, redisUS: redis, nodeShort: node == 0, redisShort: redis == 0}}}
+	}
+	got := clusterMedians([][]Result{fig(0, 0), fig(1.5, 2)})
+	if f := got[0].Figure; !strings.HasPrefix(f, "nodes ×1.50 vs 1 node; Redis 2.00 µs/deliv") || !strings.HasSuffix(f, "runs – / – µs, ×1.50 / 2.00 µs") {
+		t.Errorf("one run of too few ticks: %q", f)
+	}
+	got = clusterMedians([][]Result{fig(0, 0), fig(0, 0)})
+	if f := got[0].Figure; !strings.HasPrefix(f, "nodes – vs 1 node; Redis – µs/deliv") || got[0].Verdict != "n/a" {
+		t.Errorf("every run of too few ticks: %q, verdict %q", f, got[0].Verdict)
 	}
 }

@@ -199,6 +199,24 @@ func (r *runner) compareTarget(ctx context.Context, t loadtest.Target, steps str
 	return rows, nil
 }
 
+// cpuPer returns cpu in µs per n, or 0 and true, with the reason added to
+// row's CPUNote, when cpu holds too few clock ticks to be read to 10 %.
+func cpuPer(row *results.TargetRow, what string, cpu time.Duration, n int64) (float64, bool) {
+	if !results.CPUReadable(cpu) {
+		row.CPUNote = joinNote(row.CPUNote, results.CPUTooFew(what, cpu))
+		return 0, true
+	}
+	return float64(cpu.Nanoseconds()) / 1e3 / float64(n), false
+}
+
+// joinNote adds note to notes, "; " between.
+func joinNote(notes, note string) string {
+	if notes == "" {
+		return note
+	}
+	return notes + "; " + note
+}
+
 // targetRow reads one step's figures: the generator's from its meta.json,
 // the server's from its samples over the step's sending window.
 func targetRow(t loadtest.Target, s results.StepMeta, g *genRun, srv *sampler, base sample) results.TargetRow {
@@ -214,16 +232,15 @@ func targetRow(t loadtest.Target, s results.StepMeta, g *genRun, srv *sampler, b
 		}
 	}
 	if srv != nil && !s.SendStartedAt.IsZero() {
-		cpu := srv.cpuBetween(s.SendStartedAt, s.SendEndedAt)
 		if s.ReceivedAll > 0 {
-			row.CPUPerDelivery = float64(cpu.Nanoseconds()) / 1e3 / float64(s.ReceivedAll)
+			row.CPUPerDelivery, row.CPUDeliveryTooFew = cpuPer(&row, "CPU/delivery", srv.cpuBetween(s.SendStartedAt, s.SendEndedAt), s.ReceivedAll)
 		}
 		row.RSS = srv.maxRSS(s.SendStartedAt, s.SendEndedAt)
 		if s.Joined > 0 && row.RSS > 0 {
 			row.RSSPerConn = float64(row.RSS-base.rss) / float64(s.Joined)
 		}
 		if s.Joined > 0 && !s.StartedAt.IsZero() {
-			row.CPUPerConnect = float64(srv.cpuBetween(s.StartedAt, s.SendStartedAt).Nanoseconds()) / 1e3 / float64(s.Joined)
+			row.CPUPerConnect, row.CPUConnectTooFew = cpuPer(&row, "CPU/connect", srv.cpuBetween(s.StartedAt, s.SendStartedAt), s.Joined)
 		}
 	}
 	var notes []string
@@ -303,13 +320,20 @@ func printTargets(w io.Writer, t *results.Targets) {
 		}
 		p50, p99, hi, cpu, mem := "–", "–", "–", "–", "–"
 		if r.Measured() {
-			p50, p99, hi, cpu = ms(r.P50), ms(r.P99), ms(r.Max), us(r.CPUPerDelivery)
+			p50, p99, hi = ms(r.P50), ms(r.P99), ms(r.Max)
+			if !r.CPUDeliveryTooFew {
+				cpu = us(r.CPUPerDelivery)
+			}
 		}
 		if r.MemoryMeasured() {
 			mem = kib(r.RSSPerConn)
 		}
+		connect := perConnect(r.CPUPerConnect)
+		if r.CPUConnectTooFew {
+			connect = "–"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, dash(r.Step), r.Clients, rate(r.PerSecond),
-			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, perConnect(r.CPUPerConnect), mem, gen, r.Note)
+			fmt.Sprintf("%.3f%%", 100*r.Ratio), r.Unexpected, p50, p99, hi, cpu, connect, mem, gen, joinNote(r.Note, r.CPUNote))
 	}
 	tw.Flush()
 	printRatios(w, t.Rows)

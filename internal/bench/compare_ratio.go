@@ -35,10 +35,12 @@ func perConnect(v float64) string {
 
 // ratioRow is one target's server figures over the first target's, in one
 // step: how many times the first's cost the other one pays (0: not
-// measured on one side).
+// measured on one side; a CPU ratio of a side whose CPU held too few clock
+// ticks is withheld, *TooFew).
 type ratioRow struct {
 	target, base, step            string
 	cpuDelivery, cpuConnect, rssC float64
+	deliveryTooFew, connectTooFew bool
 }
 
 // targetRatios compares every target after the first with the first, step
@@ -61,7 +63,8 @@ func targetRatios(rows []results.TargetRow) []ratioRow {
 		if r.Target == first || !ok || r.Failure() != "" || b.Failure() != "" {
 			continue
 		}
-		x := ratioRow{target: r.Target, base: first, step: r.Step, cpuConnect: over(r.CPUPerConnect, b.CPUPerConnect), rssC: over(r.RSSPerConn, b.RSSPerConn)}
+		x := ratioRow{target: r.Target, base: first, step: r.Step, cpuConnect: over(r.CPUPerConnect, b.CPUPerConnect), rssC: over(r.RSSPerConn, b.RSSPerConn),
+			deliveryTooFew: r.CPUDeliveryTooFew || b.CPUDeliveryTooFew, connectTooFew: r.CPUConnectTooFew || b.CPUConnectTooFew}
 		if r.Measured() && b.Measured() {
 			x.cpuDelivery = over(r.CPUPerDelivery, b.CPUPerDelivery)
 		}
@@ -88,8 +91,22 @@ func printRatios(w io.Writer, rows []results.TargetRow) {
 	fmt.Fprintln(w, "server costs over the first target's (×1 = the same; n/a = not measured on one side):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tover\tstep\tCPU/delivery\tCPU/connect\tRSS/conn\t")
+	short := false
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.target, r.base, r.step, times(r.cpuDelivery), times(r.cpuConnect), times(r.rssC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.target, r.base, r.step,
+			cpuTimes(r.cpuDelivery, r.deliveryTooFew), cpuTimes(r.cpuConnect, r.connectTooFew), times(r.rssC))
+		short = short || r.deliveryTooFew || r.connectTooFew
 	}
 	tw.Flush()
+	if short {
+		fmt.Fprintf(w, "– = a side's CPU time held fewer than %d clock ticks of 10 ms, too few to read it to 10 %% (see its row's note)\n", results.MinCPUTicks)
+	}
+}
+
+// cpuTimes formats a CPU ratio: "–" when a side's CPU held too few ticks.
+func cpuTimes(v float64, tooFew bool) string {
+	if tooFew {
+		return "–"
+	}
+	return times(v)
 }

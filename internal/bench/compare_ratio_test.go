@@ -4,6 +4,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -90,5 +91,65 @@ func TestTargetRatios(t *testing.T) {
 	printRatios(&b, rows[:2])
 	if b.Len() != 0 {
 		t.Errorf("one target printed ratios:\n%s", b.String())
+	}
+}
+
+// A CPU figure made of fewer than ten 10 ms clock ticks is withheld: "–"
+// with the reason in the table, the ratios and targets.json, never a
+// number such as 125 vs 62.5 µs per delivery, "×0.50", read off one or two
+// ticks.
+func TestCPUFiguresOfTooFewTicksAreWithheld(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	step := results.StepMeta{Name: "s1", Clients: 4, Joined: 4, Sent: 40, Received: 160, ReceivedAll: 160, DeliveryRatio: 1,
+		StartedAt: t0, SendStartedAt: t0.Add(time.Second), SendEndedAt: t0.Add(2 * time.Second)}
+	row := func(name string, connectCPU, sendCPU time.Duration) results.TargetRow {
+		srv := &sampler{samples: []sample{
+			{at: t0, cpu: 0},
+			{at: t0.Add(time.Second), cpu: connectCPU},
+			{at: t0.Add(2 * time.Second), cpu: connectCPU + sendCPU},
+		}}
+		return targetRow(loadtest.Target{Name: name}, step, &genRun{name: name}, srv, sample{})
+	}
+	tests := []struct {
+		name                        string
+		connect, send               time.Duration
+		delivery, perConnect        float64
+		deliveryShort, connectShort bool
+	}{
+		{"both readable", 400 * time.Millisecond, 160 * time.Millisecond, 1000, 100000, false, false},
+		{"two ticks while sending", 400 * time.Millisecond, 20 * time.Millisecond, 0, 100000, true, false},
+		{"one tick while connecting", 10 * time.Millisecond, 160 * time.Millisecond, 1000, 0, false, true},
+		{"nine ticks each", 90 * time.Millisecond, 90 * time.Millisecond, 0, 0, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := row("a", tt.connect, tt.send)
+			if math.Abs(r.CPUPerDelivery-tt.delivery) > 1e-6 || math.Abs(r.CPUPerConnect-tt.perConnect) > 1e-6 ||
+				r.CPUDeliveryTooFew != tt.deliveryShort || r.CPUConnectTooFew != tt.connectShort {
+				t.Fatalf("row %+v", r)
+			}
+			if short := tt.deliveryShort || tt.connectShort; short != strings.Contains(r.CPUNote, "fewer than the 10 that read it to 10 %") {
+				t.Errorf("CPUNote %q", r.CPUNote)
+			}
+		})
+	}
+
+	// Two targets, the second's sending window two ticks long.
+	rows := []results.TargetRow{row("a", 400*time.Millisecond, 160*time.Millisecond), row("b", 400*time.Millisecond, 20*time.Millisecond)}
+	var b bytes.Buffer
+	printTargets(&b, &results.Targets{Rows: rows})
+	out := b.String()
+	for _, want := range []string{"CPU/delivery: – (2 CPU clock ticks of 10 ms", "– = a side's CPU time held fewer than 10 clock ticks"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "×0.") || strings.Contains(out, "125.00") {
+		t.Errorf("a ratio or a figure of two ticks is printed:\n%s", out)
+	}
+	var back results.TargetRow
+	j, _ := json.Marshal(rows[1])
+	if err := json.Unmarshal(j, &back); err != nil || !back.CPUDeliveryTooFew || back.CPUPerDelivery != 0 || back.CPUNote != rows[1].CPUNote {
+		t.Errorf("targets.json row %s, read back %+v (%v)", j, back, err)
 	}
 }

@@ -22,7 +22,7 @@ func benchFile(rows []Result, start time.Time, load string, pinned, smoke bool) 
 	for _, r := range rows {
 		row := results.BenchRow{Scenario: r.Scenario, Clients: r.Clients, PerSecond: r.PerSecond, Ratio: r.Ratio,
 			P50: r.P50, P99: r.P99, ServerCPU: r.ServerCPU, CPUPerDel: r.CPUPerDel, RSS: r.RSS,
-			Saturated: r.Saturated, Figure: r.Figure, Target: r.Target, Verdict: r.Verdict, Note: r.Note}
+			Saturated: r.Saturated, Figure: r.Figure, Target: r.Target, Verdict: r.Verdict, Note: r.Note, CPUNote: r.CPUNote}
 		if c := r.cluster; c != nil {
 			row.RedisPerDel, row.NodeRatio = c.redisUS, c.node
 		}

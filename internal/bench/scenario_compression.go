@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Scenario: permessage-deflate on vs off.
@@ -30,15 +32,17 @@ func runCompression(ctx context.Context, r *runner) ([]Result, error) {
 		}
 		off, on := perDel[false], perDel[true]
 		if off[1] > 0 {
-			// A run too short for the CPU clock's ticks (--smoke) measures
-			// no CPU: its ratio is n/a, the bytes' still holds.
-			cpu := "n/a"
-			if off[0] > 0 {
+			// A run whose CPU held too few of the clock's ticks (--smoke)
+			// has no CPU figure: its ratio is "–", the bytes' still holds.
+			cpu := "–"
+			note := "server CPU and bytes written per delivery; the generator's text is one letter repeated, so bytes shrink far more than real chat text would"
+			if off[0] > 0 && on[0] > 0 {
 				cpu = fmt.Sprintf("×%.2f", on[0]/off[0])
+			} else {
+				note += fmt.Sprintf("; CPU: – (a run's CPU held fewer than %d clock ticks of 10 ms, too few to read to 10 %%)", results.MinCPUTicks)
 			}
 			rows = append(rows, Result{Scenario: fmt.Sprintf("compression %d B: on vs off", size), Ratio: -1,
-				Figure: fmt.Sprintf("CPU %s, bytes ×%.2f", cpu, on[1]/off[1]),
-				Note:   "server CPU and bytes written per delivery; the generator's text is one letter repeated, so bytes shrink far more than real chat text would"})
+				Figure: fmt.Sprintf("CPU %s, bytes ×%.2f", cpu, on[1]/off[1]), Note: note})
 		}
 	}
 	return rows, nil

@@ -56,9 +56,7 @@ func trafficRow(name string, g *genRun, servers ...*proc) Result {
 		}
 	}
 	row.ServerCPU = cpu.Seconds()
-	if s.ReceivedAll > 0 {
-		row.CPUPerDel = float64(cpu.Microseconds()) / float64(s.ReceivedAll)
-	}
+	row.CPUPerDel, row.CPUNote = perDelivery(cpu, s.ReceivedAll)
 	var notes []string
 	if n := s.ConnectErrors + s.Disconnects; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d connection errors (first: %s)", n, s.FirstError))
@@ -174,7 +172,7 @@ func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 		return append(rows, sum), nil
 	}
 	b := rows[bestRow]
-	sum.Clients, sum.PerSecond, sum.CPUPerDel = best, b.PerSecond, b.CPUPerDel
+	sum.Clients, sum.PerSecond, sum.CPUPerDel, sum.CPUNote = best, b.PerSecond, b.CPUPerDel, b.CPUNote
 	sum.Figure = "N = " + itoa(best)
 	lower := satAt != 0 && satAt <= sizes[min(len(rows), len(sizes)-1)]
 	if lower {
@@ -189,8 +187,8 @@ func runOneRoom(ctx context.Context, r *runner) ([]Result, error) {
 		addNote(&sum, fmt.Sprintf("the generator saturated from N=%d on, so the server's limit lies above what was measured", satAt))
 	}
 	if first != nil {
-		addNote(&sum, fmt.Sprintf("server CPU per delivery %.2f µs at N=%d, %.2f µs at N=%d (aim ≈ 6 at 200, well below at large N)",
-			first.CPUPerDel, sizes[0], b.CPUPerDel, best))
+		addNote(&sum, fmt.Sprintf("server CPU per delivery %s at N=%d, %s at N=%d (aim ≈ 6 µs/deliv at 200, well below at large N)",
+			perDelFigure(*first), sizes[0], perDelFigure(b), best))
 	}
 	return append(rows, sum), nil
 }
@@ -218,8 +216,11 @@ func runRooms(ctx context.Context, r *runner) ([]Result, error) {
 	s := g.step()
 	row := trafficRow(fmt.Sprintf("rooms %d×4", rooms), g, srv)
 	row.Target = "100 %, p99 < 50ms, ≤ 10 µs/deliv"
-	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	row.Figure = perDelFigure(row)
 	row.Verdict = verdict(lossless(s) && s.LatencyMs.P99 < 50 && row.CPUPerDel <= 10, s.Saturated)
+	if row.CPUNote != "" {
+		row.Verdict = "–" // its CPU figure cannot be read: the target is not judged
+	}
 	return []Result{row}, nil
 }
 
@@ -343,7 +344,7 @@ func runTopics(ctx context.Context, r *runner) ([]Result, error) {
 	s := g.step()
 	row := trafficRow(fmt.Sprintf("topics %d×%d/%d", clients, per, rooms), g, srv)
 	row.Target = "100 %, p99 < 50ms"
-	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	row.Figure = perDelFigure(row)
 	row.Verdict = verdict(lossless(s) && s.LatencyMs.P99 < 50, s.Saturated)
 	addNote(&row, fmt.Sprintf("%d of %d clients send 10 msg/s round robin over their %d rooms; %d messages in, %d deliveries",
 		senders, clients, per, s.Sent, s.ReceivedAll))
@@ -427,8 +428,8 @@ func runOverhead(ctx context.Context, r *runner) ([]Result, error) {
 // when a side measured no CPU (runs shorter than the clock's 10 ms ticks).
 func overheadRow(scenario string, on, off float64, unit, who, note string) Result {
 	if on <= 0 || off <= 0 {
-		return Result{Scenario: scenario, Ratio: -1, Figure: "n/a", Verdict: "n/a",
-			Note: "a run measured no " + who + " CPU (too short for the clock's 10 ms ticks, as at smoke sizes): nothing to compare"}
+		return Result{Scenario: scenario, Ratio: -1, Figure: "–", Verdict: "n/a",
+			Note: fmt.Sprintf("a run's %s CPU held fewer than %d clock ticks of 10 ms (too few to read to 10 %%, as at smoke sizes): nothing to compare", who, results.MinCPUTicks)}
 	}
 	return Result{Scenario: scenario, Ratio: -1, Note: note,
 		Figure: fmt.Sprintf("%+.2f %s (%+.0f%%) %s CPU", on-off, unit, 100*(on-off)/off, who)}
@@ -485,7 +486,7 @@ func (r *runner) metricsRun(ctx context.Context, name string, on bool, rooms int
 		return Result{}, err
 	}
 	row := trafficRow("overhead: metrics "+onOff(on), g, srv)
-	row.Figure = fmt.Sprintf("%.2f µs/deliv", row.CPUPerDel)
+	row.Figure = perDelFigure(row)
 	if on {
 		addNote(&row, fmt.Sprintf("%d scrapes of /metrics, %d failed", scrapes, failures))
 	}

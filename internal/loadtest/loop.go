@@ -25,6 +25,11 @@ const (
 	tickUs         = 100_000     // housekeeping period
 	maxSendsPerRun = 8192        // sends before looking at sockets again
 	histMaxUs      = 100_000_000 // latencies above 100 s are recorded as 100 s
+	// closeWaitUs bounds how long a client waits, once its closing
+	// handshake is done, for the server to close TCP first (RFC 6455
+	// section 7.1.1), and how long the end of a step waits for the answers
+	// to its close frames.
+	closeWaitUs = 2_000_000
 )
 
 // clock gives microseconds since the Unix epoch from the monotonic clock,
@@ -82,7 +87,15 @@ type client struct {
 	pend    []byte    // start of an incomplete frame
 	out     []byte    // bytes the socket did not take yet
 	rd      ws.Reader // holds a fragmented message being assembled
+	// lingerUs is set once the client's closing handshake is done (or its
+	// close frame is out after a failure): its socket stays open until the
+	// server closes TCP or until then (µs), see awaitServerClose.
+	lingerUs int64
 }
+
+// gone reports whether c may send nothing more: its socket is closed, or it
+// only waits for the server to close it.
+func (c *client) gone() bool { return c.fd < 0 || c.lingerUs != 0 }
 
 // loopStep is a loop's share of one step. Owned by the loop goroutine
 // except where noted.
@@ -189,6 +202,7 @@ type loop struct {
 	wbuf      []byte
 	fds       []*client
 	bufs      [][]byte
+	lingering []*client // clients waiting for the server to close TCP (awaitServerClose)
 	rng       uint64
 
 	wire       wire        // the protocol the clients speak
@@ -197,6 +211,12 @@ type loop struct {
 	inflater   ws.Inflater // compressed messages: no context carries over, one serves every client
 	inflated   []byte
 	nextTick   int64
+	// echoFrames sends every message back as it came, instead of reading
+	// it as the wire's: the Autobahn fuzzingserver's cases (autobahn_test.go).
+	echoFrames bool
+	// socketClosed, when set, is told of every client whose socket closes
+	// (autobahn_test.go waits for each case's connection with it).
+	socketClosed func(*client)
 
 	cmdMu sync.Mutex
 	cmds  []func()
@@ -239,7 +259,7 @@ func newLoop(id int, cfg *Config, tgt target, clk *clock, rec *Recorder) (*loop,
 		lat:  newHist(), lag: newHist(), stepLat: newHist(), stepLag: newHist(), stepConn: newHist(), pubLat: newHist(), pubLag: newHist(),
 	}
 	if cfg.Compression {
-		l.extensions = ws.DeflateExtension
+		l.extensions = ws.DeflateClientOffer
 	}
 
 	l.rows = rec.Buffer()
@@ -367,13 +387,12 @@ func (l *loop) housekeep(now int64) {
 		}
 		if st.closing && now >= st.closeDL {
 			for _, c := range st.clients {
-				if c.fd >= 0 {
-					l.closeFD(c)
-				}
+				l.forceClose(c)
 			}
 			l.checkClosed()
 		}
 	}
+	l.expireLingering(now)
 	l.publish()
 	if len(l.rows) > 0 && now-l.lastFlush >= 1_000_000 {
 		l.flushRows(now)
@@ -547,10 +566,9 @@ func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogra
 	l.publish()
 	st := l.st
 	for _, c := range st.clients {
-		if c.fd >= 0 {
-			l.closeFD(c)
-		}
+		l.forceClose(c)
 	}
+	l.lingering = l.lingering[:0]
 	lat, lag, conn = newHist(), newHist(), newHist()
 	lat.Merge(l.stepLat)
 	lag.Merge(l.stepLag)
@@ -565,9 +583,7 @@ func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogra
 func (l *loop) shutdown() {
 	if st := l.st; st != nil {
 		for _, c := range st.clients {
-			if c.fd >= 0 {
-				l.closeFD(c)
-			}
+			l.forceClose(c)
 		}
 	}
 	l.rec.Submit(l.rows)

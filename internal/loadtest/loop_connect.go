@@ -143,8 +143,17 @@ func (l *loop) ready(c *client) {
 	l.checkSettled()
 }
 
-// lost handles a connection that ended without our close handshake.
+// lost handles a connection that ended without our close handshake: the
+// socket is of no more use, there is nothing to wait for.
 func (l *loop) lost(c *client, why string) {
+	c.lingerUs = 0
+	l.ended(c, why)
+}
+
+// ended counts a connection the server ended, or that failed, and closes
+// it (closeFD: a client that waits for the server to close TCP keeps its
+// socket until then).
+func (l *loop) ended(c *client, why string) {
 	switch c.state {
 	case csClosing:
 		l.closeFD(c)
@@ -160,21 +169,16 @@ func (l *loop) lost(c *client, why string) {
 	}
 }
 
+// closeFD ends c: its state and the step's counts change now; its socket
+// closes now, or, while c waits for the server to close TCP
+// (awaitServerClose), when the server does or the wait ends.
 func (l *loop) closeFD(c *client) {
 	if c.fd < 0 {
 		return
 	}
-	fd := int(c.fd)
-	unix.Close(fd)
-	if fd < len(l.fds) {
-		l.fds[fd] = nil
+	if c.lingerUs == 0 {
+		l.closeSocket(c)
 	}
-	c.fd = -1
-	if c.pend != nil {
-		l.putBuf(c.pend)
-	}
-	c.pend, c.out, c.key = nil, nil, ""
-	c.rd.Reset()
 	switch c.state {
 	case csClosing:
 		c.state = csClosed
@@ -187,13 +191,86 @@ func (l *loop) closeFD(c *client) {
 	}
 }
 
-// goodbye sends an upgraded client's close frame (1000) before its socket
-// is closed without waiting for the answer, so that the server sees a
-// clean close rather than 1006.
+// forceClose closes c's socket now, whatever it waits for.
+func (l *loop) forceClose(c *client) {
+	c.lingerUs = 0
+	l.closeFD(c)
+}
+
+// awaitServerClose keeps c's socket open once its closing handshake is done
+// (or its close frame is out after a failure) until the server closes TCP,
+// at most until deadline (µs): RFC 6455 section 7.1.1 wants the server to
+// close first, so that TIME_WAIT stays on the server and not on the
+// generator, which is short of ports. What the server sends meanwhile is
+// read and dropped.
+func (l *loop) awaitServerClose(c *client, deadline int64) {
+	if c.gone() {
+		return
+	}
+	c.lingerUs = deadline
+	l.lingering = append(l.lingering, c)
+}
+
+// drainLinger reads what comes on a client that waits for the server to
+// close TCP, and closes the socket once the server has (or failed).
+func (l *loop) drainLinger(c *client) {
+	for range 4 {
+		n, err := netpoll.Read(int(c.fd), l.scratch)
+		switch {
+		case err != nil && (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)):
+			return
+		case err == nil && n > 0:
+			continue // the server's last frames: nothing to do with them now
+		}
+		l.forceClose(c) // EOF: the server closed first
+		return
+	}
+}
+
+// expireLingering closes the sockets of clients whose wait for the server
+// to close TCP has ended.
+func (l *loop) expireLingering(now int64) {
+	kept := l.lingering[:0]
+	for _, c := range l.lingering {
+		switch {
+		case c.fd < 0 || c.lingerUs == 0:
+		case now >= c.lingerUs:
+			l.forceClose(c)
+		default:
+			kept = append(kept, c)
+		}
+	}
+	clear(l.lingering[len(kept):])
+	l.lingering = kept
+}
+
+// closeSocket closes c's socket and lets go of its buffers.
+func (l *loop) closeSocket(c *client) {
+	fd := int(c.fd)
+	unix.Close(fd)
+	if fd < len(l.fds) {
+		l.fds[fd] = nil
+	}
+	c.fd = -1
+	if c.pend != nil {
+		l.putBuf(c.pend)
+	}
+	c.pend, c.out, c.key = nil, nil, ""
+	c.rd.Reset()
+	if l.socketClosed != nil {
+		l.socketClosed(c)
+	}
+}
+
+// goodbye sends the close frame (1000) of an upgraded client given up
+// before it got into its rooms, so that the server sees a clean close
+// rather than 1006, and waits a while for the server to close TCP.
 func (l *loop) goodbye(c *client) {
-	if c.state != csJoining || c.fd < 0 {
+	if c.state != csJoining || c.gone() {
 		return
 	}
 	var fr [16]byte
-	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, ws.CloseNormal, ""), l.maskKey()))
+	if l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, ws.CloseNormal, ""), l.maskKey())) {
+		l.awaitServerClose(c, l.clock.now()+closeWaitUs)
+	}
 }

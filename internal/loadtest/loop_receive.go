@@ -26,6 +26,12 @@ func (l *loop) handle(c *client, events uint32) {
 			return
 		}
 	}
+	if c.lingerUs != 0 {
+		if events&(netpoll.Readable|netpoll.Hangup) != 0 {
+			l.drainLinger(c)
+		}
+		return
+	}
 	if events&(netpoll.Readable|netpoll.Hangup) != 0 {
 		l.onReadable(c)
 	}
@@ -34,7 +40,7 @@ func (l *loop) handle(c *client, events uint32) {
 // write sends b or queues what the socket does not take. It reports false
 // when the connection is gone.
 func (l *loop) write(c *client, b []byte) bool {
-	if c.fd < 0 {
+	if c.gone() {
 		return false
 	}
 	if len(c.out) > 0 {
@@ -167,7 +173,7 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		c.key = ""
 		used = n
 		l.upgraded(c, now)
-		if c.fd < 0 {
+		if c.gone() {
 			return used, 0, false
 		}
 	}
@@ -191,7 +197,12 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 		}
 		switch f.OpCode {
 		case ws.OpText, ws.OpBinary:
-			l.onMessage(c, f.Payload, now)
+			if l.echoFrames {
+				l.wbuf = ws.AppendMaskedFrame(l.wbuf[:0], f.OpCode, true, f.Payload, l.maskKey())
+				l.write(c, l.wbuf)
+			} else {
+				l.onMessage(c, f.Payload, now)
+			}
 		case ws.OpPing:
 			var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
 			l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpPong, true, f.Payload, l.maskKey()))
@@ -199,33 +210,50 @@ func (l *loop) consume(c *client, buf []byte, now int64) (used, need int, alive 
 			l.onClose(c, f.Payload)
 			return used, 0, false
 		}
-		if c.fd < 0 {
+		if c.gone() {
 			return used, 0, false
 		}
 	}
 	return used, 0, true
 }
 
+// protocolError fails the connection (RFC 6455 section 7.1.7): the close
+// frame with code, then a wait for the server to close TCP.
 func (l *loop) protocolError(c *client, code ws.StatusCode, why string) {
-	var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
-	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, code, ""), l.maskKey()))
+	l.sendClose(c, code)
 	l.st.counts.Invalid++
-	l.lost(c, "protocol error: "+why)
+	l.ended(c, "protocol error: "+why)
 }
 
+// onClose handles the server's close frame: the answer to ours, or its own,
+// answered with the code ws.CloseReply gives (1002 for a malformed one,
+// 1007 for a reason that is not UTF-8). Either way the server then closes
+// TCP, and c waits for it.
 func (l *loop) onClose(c *client, payload []byte) {
 	if c.state == csClosing {
-		l.closeFD(c)
+		l.awaitServerClose(c, l.st.closeDL)
 		return
 	}
-	code, _, _ := ws.ParseClosePayload(payload)
-	var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
-	reply := ws.CloseNormal
-	if code.ValidOnWire() {
-		reply = code
+	reply, code, err := ws.CloseReply(payload)
+	if err != nil {
+		l.protocolError(c, reply, err.Error())
+		return
 	}
-	l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, reply, ""), l.maskKey()))
-	l.lost(c, "the server closed the connection with code "+strconv.Itoa(int(code)))
+	l.sendClose(c, reply)
+	l.ended(c, "the server closed the connection with code "+strconv.Itoa(int(code)))
+}
+
+// sendClose sends c's close frame, unless it is out already, and waits for
+// the server to close TCP.
+func (l *loop) sendClose(c *client, code ws.StatusCode) {
+	if c.state == csClosing {
+		l.awaitServerClose(c, l.st.closeDL)
+		return
+	}
+	var fr [ws.MaxHeaderSize + ws.MaxControlPayload]byte
+	if l.write(c, ws.AppendMaskedFrame(fr[:0], ws.OpClose, true, ws.AppendClosePayload(nil, code, ""), l.maskKey())) {
+		l.awaitServerClose(c, l.clock.now()+closeWaitUs)
+	}
 }
 
 func (c *client) membership(room int) *membership {
@@ -264,7 +292,7 @@ func (l *loop) onMessage(c *client, p []byte, now int64) {
 	l.inb = l.wire.decode(p, l.inb[:0])
 	for i := range l.inb {
 		l.onInbound(c, &l.inb[i], p, now)
-		if c.fd < 0 {
+		if c.gone() {
 			return
 		}
 	}
@@ -375,7 +403,7 @@ func (l *loop) joinedRoom(c *client, m *membership, r int, now int64) {
 	l.rowDone()
 	if c.nJoined == 1 && len(c.rooms) > 1 && l.wire.start() == startURL {
 		l.sendJoins(c, 1)
-		if c.fd < 0 {
+		if c.gone() {
 			return
 		}
 	}

@@ -290,7 +290,7 @@ func (p *part) runStep(ctx, hard context.Context, k int, idOffset uint64) (*Part
 	// Close with 1000 and wait for the answers.
 	if hard.Err() == nil {
 		p.setPhase(s.Name, phaseClosing, 0)
-		deadline := p.clock.now() + 2_000_000
+		deadline := p.clock.now() + closeWaitUs
 		closed := make([]chan struct{}, len(steps))
 		for i, l := range p.loops {
 			ls := steps[i]

@@ -46,6 +46,9 @@ func writeTargetsReport(t *testing.T) string {
 				RSS: 64 << 20, RSSPerConn: 6144, GeneratorCPU: 0.4, Saturated: k == 1 && i == 1})
 		}
 	}
+	// The other target's first step: two clock ticks of CPU, withheld.
+	short := &tg.Rows[2]
+	short.CPUPerDelivery, short.CPUDeliveryTooFew, short.CPUNote = 0, true, results.CPUTooFew("CPU/delivery", 20*time.Millisecond)
 	out := t.TempDir()
 	if _, err := WriteTargets(tg, Options{Out: out}); err != nil {
 		t.Fatal(err)
@@ -73,7 +76,8 @@ func TestPagesReadable(t *testing.T) {
 			`<dd><span title="1234567">1.23 M</span></dd>`, "<dd>2025-11-21 10:00:00.000 UTC</dd>",
 			`<td>node SIGKILL</td><td>node 1</td><td>1.5s</td><td>7</td>`, "1 dropped connections that recovered"}},
 		"targets": {writeTargetsReport(t), []string{`<tr class="saturated"><td>other</td>`, "<td>123 k</td>", "<td>6 KiB</td>",
-			`<div class="wide"><table id="targets">`, "Warning: the load generator was saturated"}},
+			`<div class="wide"><table id="targets">`, "Warning: the load generator was saturated",
+			"<td>–</td><td>6 KiB</td><td>40%</td><td>CPU/delivery: – (2 CPU clock ticks of 10 ms, fewer than the 10 that read it to 10 %)</td>"}},
 	}
 	for name, pg := range pages {
 		b, err := os.ReadFile(filepath.Join(pg.dir, "index.html"))

@@ -245,7 +245,8 @@ func targetsPage(t *results.Targets) page {
 }
 
 // targetsTmpl is the targets comparison page's parts. targetLat and
-// perDelivery show "–" for a row that delivered nothing, and memory per
+// perDelivery show "–" for a row that delivered nothing or whose CPU held too
+// few clock ticks (its note says so), and memory per
 // connection is "–" for a row that did not measure it: their zeros are no
 // measurement.
 var targetsTmpl = template.Must(template.Must(skeleton.Clone()).Funcs(template.FuncMap{
@@ -256,7 +257,7 @@ var targetsTmpl = template.Must(template.Must(skeleton.Clone()).Funcs(template.F
 		return fmtMs(v)
 	},
 	"perDelivery": func(r results.TargetRow, v float64) string {
-		if !r.Measured() {
+		if !r.Measured() || r.CPUDeliveryTooFew {
 			return "–"
 		}
 		return fmtNumber(v)
@@ -273,6 +274,6 @@ load generator on another core.</p>
 <ul>{{range .}}<li><b>{{.Target}}</b>{{with .Step}}, step {{.}}{{end}}: {{.Failure}}. {{.Note}}</li>{{end}}</ul></div>{{end}}
 <div class="wide"><table id="targets">
 <tr><th>target</th><th>protocol</th><th>step</th><th>clients</th><th>deliveries/s</th><th>delivery</th><th>unexpected</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>server CPU µs/delivery</th><th>server memory/conn</th><th>generator CPU</th><th>note</th></tr>
-{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{count .Clients}}</td><td>{{num .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{count .Unexpected}}</td><td>{{count .Errors}}</td><td>{{targetLat . .P50}}</td><td>{{targetLat . .P90}}</td><td>{{targetLat . .P99}}</td><td>{{targetLat . .Max}}</td><td>{{perDelivery . .CPUPerDelivery}}</td><td>{{if .MemoryMeasured}}{{bytes .RSSPerConn}}{{else}}–{{end}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}</td></tr>
+{{range .Rows}}<tr{{if .Saturated}} class="saturated"{{end}}><td>{{.Target}}</td><td>{{.Protocol}}</td><td>{{.Step}}</td><td>{{count .Clients}}</td><td>{{num .PerSecond}}</td><td>{{pct .Ratio}}</td><td>{{count .Unexpected}}</td><td>{{count .Errors}}</td><td>{{targetLat . .P50}}</td><td>{{targetLat . .P90}}</td><td>{{targetLat . .P99}}</td><td>{{targetLat . .Max}}</td><td>{{perDelivery . .CPUPerDelivery}}</td><td>{{if .MemoryMeasured}}{{bytes .RSSPerConn}}{{else}}–{{end}}</td><td>{{pct .GeneratorCPU}}</td><td>{{.Note}}{{if and .Note .CPUNote}}; {{end}}{{.CPUNote}}</td></tr>
 {{end}}</table></div>
 {{end}}`))

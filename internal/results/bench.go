@@ -30,8 +30,9 @@ type BenchRow struct {
 	Ratio       float64 `json:"delivery_ratio"` // < 0: not applicable
 	P50         float64 `json:"p50_ms"`
 	P99         float64 `json:"p99_ms"`
-	ServerCPU   float64 `json:"server_cpu_seconds"` // over the measured window
-	CPUPerDel   float64 `json:"server_us_per_delivery"`
+	ServerCPU   float64 `json:"server_cpu_seconds"`        // over the measured window
+	CPUPerDel   float64 `json:"server_us_per_delivery"`    // 0: not applicable, or CPUNote
+	CPUNote     string  `json:"server_cpu_note,omitempty"` // why CPUPerDel is 0 though measured: too few clock ticks (CPUTooFew)
 	RSS         int64   `json:"server_rss_bytes"`
 	RedisPerDel float64 `json:"redis_us_per_delivery,omitempty"` // cluster rows
 	NodeRatio   float64 `json:"node_cpu_vs_one_node,omitempty"`  // cluster rows: node CPU per delivery ÷ one node alone's

@@ -56,6 +56,15 @@ type TargetRow struct {
 	// accepting, upgrading and joining a connection costs (0 when the
 	// process is not known or nobody joined).
 	CPUPerConnect float64 `json:"server_cpu_us_per_connect"`
+
+	// CPUNote says why CPUPerDelivery or CPUPerConnect is 0 though the
+	// server was sampled: the CPU time it is made of held fewer clock ticks
+	// than read it to 10 % (CPUTooFew, one reason per figure, "; " between).
+	// Every table, page and ratio shows such a figure as "–" with this.
+	CPUNote string `json:"server_cpu_note,omitempty"`
+	// Which of the two is withheld so.
+	CPUDeliveryTooFew bool `json:"server_cpu_us_per_delivery_too_few_ticks,omitempty"`
+	CPUConnectTooFew  bool `json:"server_cpu_us_per_connect_too_few_ticks,omitempty"`
 }
 
 // Failure says, in a few words, why a row measured nothing: its target's
@@ -118,7 +127,7 @@ type Targets struct {
 // TargetsHeader is the header row of targets.csv.
 const TargetsHeader = "target,protocol,step,clients,joined,sent,expected,received,unexpected,errors,delivery_ratio," +
 	"deliveries_per_second,p50_ms,p90_ms,p99_ms,max_ms,server_cpu_us_per_delivery,server_rss_bytes," +
-	"server_rss_bytes_per_connection,generator_cpu_share,saturated,server_cpu_us_per_connect,note"
+	"server_rss_bytes_per_connection,generator_cpu_share,saturated,server_cpu_us_per_connect,note,server_cpu_note"
 
 // WriteTargetsCSV writes rows with the header.
 func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
@@ -131,7 +140,7 @@ func WriteTargetsCSV(w io.Writer, rows []TargetRow) error {
 	for _, r := range rows {
 		if err := cw.Write([]string{r.Target, r.Protocol, r.Step, i(r.Clients), i(r.Joined), i(r.Sent), i(r.Expected), i(r.Received),
 			i(r.Unexpected), i(r.Errors), strconv.FormatFloat(r.Ratio, 'f', 6, 64), f(r.PerSecond), f(r.P50), f(r.P90), f(r.P99), f(r.Max),
-			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated), f(r.CPUPerConnect), r.Note}); err != nil {
+			f(r.CPUPerDelivery), i(r.RSS), f(r.RSSPerConn), f(r.GeneratorCPU), strconv.FormatBool(r.Saturated), f(r.CPUPerConnect), r.Note, r.CPUNote}); err != nil {
 			return err
 		}
 	}

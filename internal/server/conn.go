@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -170,9 +171,7 @@ func (c *conn) onFrame(f ws.Frame) {
 	}
 	switch f.OpCode {
 	case ws.OpText, ws.OpBinary:
-		if f.OpCode == ws.OpBinary && !c.echo {
-			c.loop.stats.dropped[DropInvalid].Add(1)
-			c.closeWith(ws.CloseUnsupportedData, "binary frames are not supported")
+		if f.OpCode == ws.OpBinary && !c.echo && !c.binaryAsText(f.Payload) {
 			return
 		}
 		c.onMessage(f.OpCode, f.Payload)
@@ -203,6 +202,27 @@ func (c *conn) onFrame(f ws.Frame) {
 	case ws.OpPong:
 		// lastRead, set by every read, is all a pong is for.
 	}
+}
+
+// binaryAsText reports whether a binary chat message may be read as the
+// text it holds. The original five-field server decodes every message
+// whatever its opcode, and clients written for it (Tsung sends binary
+// frames by default) rely on that, so a five-field client's binary message
+// is read as text, once its bytes are checked to be the UTF-8 a text frame
+// would have been checked for (what it broadcasts goes out as text). A
+// client of protocol.Subprotocol is held to text frames: 1003.
+func (c *conn) binaryAsText(p []byte) bool {
+	switch {
+	case c.control:
+		c.loop.stats.dropped[DropInvalid].Add(1)
+		c.closeWith(ws.CloseUnsupportedData, "binary frames are not supported")
+		return false
+	case !utf8.Valid(p):
+		c.loop.stats.dropped[DropInvalid].Add(1)
+		c.closeWith(ws.CloseInvalidPayload, "a binary message read as text must be UTF-8")
+		return false
+	}
+	return true
 }
 
 // inflate decompresses a compressed message in place of its payload, with
@@ -240,7 +260,8 @@ func (c *conn) messageLimit() int64 {
 	return int64(c.loop.srv.cfg.MaxMessageSize)
 }
 
-// onMessage handles one complete message: text, or binary on /echo.
+// onMessage handles one complete message: text, or binary on /echo or
+// from a five-field client (see binaryAsText).
 func (c *conn) onMessage(op ws.OpCode, data []byte) {
 	if c.state != stateOpen {
 		return
@@ -308,9 +329,18 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		}
 	}
 	if r == nil {
-		c.sendError("not_joined", "not a member of this room", f)
+		if !c.hold(f, data) {
+			c.sendError("not_joined", "not a member of this room", f)
+		}
 		return
 	}
+	c.publishIn(f, data, r)
+}
+
+// publishIn publishes a chat message in r, a room c is a member of, as the
+// room's namespace and hooks allow.
+func (c *conn) publishIn(f *protocol.Frame, data []byte, r *room.Room) {
+	l := c.loop
 	if r.Options().BackendOnly {
 		l.stats.dropped[DropBackendOnly].Add(1)
 		c.sendError(codeBackendOnly, "only the backend publishes in this room's namespace", f)
@@ -449,6 +479,9 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 	if res.Pending {
 		c.waiting = append(c.waiting, r.Name())
 		l.pending[r] = append(l.pending[r], pendingJoin{c: c, rs: rs, url: url})
+		if url {
+			c.holdWhileLoading(r.Name())
+		}
 		return
 	}
 	l.hist = res.History
@@ -471,6 +504,9 @@ func (c *conn) join(name []byte, rs room.Resume, url bool) {
 		c.enqueueShared(c.frameOf(&res.History[i]))
 	}
 	clear(l.hist)
+	if url {
+		c.releaseHeld()
+	}
 }
 
 // leave removes c from c.rooms[i] and returns the room's latest seq.

@@ -4,9 +4,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	gws "github.com/gobwas/ws"
 	"github.com/scalechat/scalechat/internal/protocol"
 )
@@ -102,5 +104,70 @@ func TestSubprotocolIsNegotiated(t *testing.T) {
 	}
 	if _, proto := dialLegacy(t, ts.url("/ws/n"), "Scalechat.V1"); proto != "" {
 		t.Errorf("subprotocol tokens compare exactly; got %q", proto)
+	}
+}
+
+// A five-field client that sends its JSON in binary frames (Tsung's
+// default, and the original server reads them) is read as if they were
+// text; it and everyone else get the chat message back as text. A client
+// of the subprotocol is still held to text frames.
+func TestLegacyBinaryFramesAreReadAsText(t *testing.T) {
+	ts := startServer(t, nil)
+	w := connect(t, ts, "bin")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, ts.url("/ws/bin"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageBinary, []byte(`{"message_id":3,"sender":"tsung","text":"héllo","room":"bin"}`)); err != nil {
+		t.Fatal(err)
+	}
+	typ, data, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); typ != websocket.MessageText || err != nil || m["text"] != "héllo" || m["seq"] != 1.0 || m["message_id"] != 3.0 {
+		t.Fatalf("echo: %v %s (%v), want the chat message as text", typ, data, err)
+	}
+	if m := w.next(); m["text"] != "héllo" || m["sender"] != "tsung" {
+		t.Fatalf("the other member got %v", m)
+	}
+
+	tests := []struct {
+		name    string
+		control bool
+		payload []byte
+		code    websocket.StatusCode
+	}{
+		{"five-field, not UTF-8", false, []byte("{\"text\":\"\xff\"}"), websocket.StatusInvalidFramePayloadData},
+		{"five-field, not JSON", false, []byte("hello"), websocket.StatusInvalidFramePayloadData},
+		{"subprotocol", true, []byte(`{"text":"x"}`), websocket.StatusUnsupportedData},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts *websocket.DialOptions
+			if tt.control {
+				opts = &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}}
+			}
+			c, _, err := websocket.Dial(ctx, ts.url("/ws/bin"), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseNow()
+			if err := c.Write(ctx, websocket.MessageBinary, tt.payload); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, _, err = c.Read(ctx); err != nil {
+					break // the joined frame and the history come first
+				}
+			}
+			if got := websocket.CloseStatus(err); got != tt.code {
+				t.Fatalf("closed with %d (%v), want %d", got, err, tt.code)
+			}
+		})
 	}
 }

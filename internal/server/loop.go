@@ -105,6 +105,7 @@ type loop struct {
 	rooms      map[*room.Room]*localRoom
 	pending    map[*room.Room][]pendingJoin
 	hooked     map[*conn]*connHooks // connections with hook data or messages waiting for the publish hook
+	held       map[*conn]*heldChat  // five-field connections whose URL's room loads (held.go)
 	dirty      []*conn              // connections with frames to write
 	slow       []*conn              // slow consumers to close once delivery is done
 	deliveries []room.Delivery
@@ -155,6 +156,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
 		hooked:       make(map[*conn]*connHooks),
+		held:         make(map[*conn]*heldChat),
 		shakes:       make(map[int]*handshake),
 		readBuf:      make([]byte, max(readBufferSize, srv.cfg.largestMessage()+ws.MaxHeaderSize+readBufferSize/2)),
 		iov:          make([]unix.Iovec, maxIovecs),
@@ -613,6 +615,7 @@ func (l *loop) closeFD(c *conn) {
 	l.conns[c.fd] = nil
 	l.nconns--
 	delete(l.hooked, c)
+	delete(l.held, c)
 	if err := unix.Close(c.fd); err != nil {
 		l.srv.log.Debug("close socket", "err", err)
 	}

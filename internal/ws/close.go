@@ -82,3 +82,21 @@ func AppendCloseFrame(dst []byte, code StatusCode, reason string) []byte {
 	var p [MaxControlPayload]byte
 	return AppendFrame(dst, OpClose, true, AppendClosePayload(p[:0], code, reason))
 }
+
+// CloseReply returns the code an endpoint answers a peer's close frame
+// with (RFC 6455 sections 5.5.1 and 7.4): the peer's own code, 1000 when it
+// gave none, 1002 for a payload that is no close payload (one byte, a code
+// no peer may send), 1007 for a reason that is not UTF-8; and the peer's
+// code (CloseNoStatus when it gave none) with the error, if any.
+func CloseReply(p []byte) (reply, code StatusCode, err error) {
+	code, _, err = ParseClosePayload(p)
+	switch {
+	case errors.Is(err, ErrCloseReason):
+		return CloseInvalidPayload, code, err
+	case err != nil:
+		return CloseProtocolError, code, err
+	case code == CloseNoStatus:
+		return CloseNormal, code, nil
+	}
+	return code, code, nil
+}

@@ -52,6 +52,29 @@ func TestParseClosePayload(t *testing.T) {
 	}
 }
 
+func TestCloseReply(t *testing.T) {
+	tests := []struct {
+		name        string
+		p           []byte
+		reply, code StatusCode
+		err         error
+	}{
+		{"no code", nil, CloseNormal, CloseNoStatus, nil},
+		{"normal", []byte{0x03, 0xe8}, CloseNormal, CloseNormal, nil},
+		{"going away", append([]byte{0x03, 0xe9}, "bye"...), CloseGoingAway, CloseGoingAway, nil},
+		{"private code", []byte{0x0f, 0xa0}, 4000, 4000, nil},
+		{"one byte", []byte{0x03}, CloseProtocolError, 0, ErrCloseLength},
+		{"code no peer sends", []byte{0x03, 0xed}, CloseProtocolError, CloseNoStatus, ErrCloseCode},
+		{"reason not UTF-8", []byte{0x03, 0xe8, 0xce, 0xba, 0xe1, 0xbd}, CloseInvalidPayload, CloseNormal, ErrCloseReason},
+	}
+	for _, tt := range tests {
+		reply, code, err := CloseReply(tt.p)
+		if reply != tt.reply || code != tt.code || err != tt.err {
+			t.Errorf("%s: CloseReply(% x) = %d, %d, %v, want %d, %d, %v", tt.name, tt.p, reply, code, err, tt.reply, tt.code, tt.err)
+		}
+	}
+}
+
 func TestAppendClosePayload(t *testing.T) {
 	tests := []struct {
 		name   string

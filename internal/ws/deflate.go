@@ -16,9 +16,15 @@ import (
 // compressed once and shared by every member, and a connection keeps no
 // compression state (no 32 KiB window per connection).
 
-// DeflateExtension is the Sec-WebSocket-Extensions value a client of this
-// package offers, and the one a server answers an accepted offer with.
+// DeflateExtension is the Sec-WebSocket-Extensions value a server answers
+// an accepted offer with.
 const DeflateExtension = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+
+// DeflateClientOffer is what a client of this package offers: no context
+// takeover either way, and client_max_window_bits, since a window the
+// server limits costs such a client nothing (it may compress what it sends
+// with any window, or not at all).
+const DeflateClientOffer = DeflateExtension + "; client_max_window_bits"
 
 // rsv1 is the RSV1 bit as Header.Rsv holds it: set on the first frame of a
 // compressed message.
@@ -83,8 +89,10 @@ func windowBits(v string) bool {
 }
 
 // ClientAcceptedDeflate reports whether a server's Sec-WebSocket-Extensions
-// answer to DeflateExtension enables permessage-deflate. It fails for an answer
-// the offer does not allow.
+// answer to DeflateClientOffer enables permessage-deflate. It fails for an
+// answer the offer does not allow, and for one without
+// server_no_context_takeover: a server that keeps its compression context
+// sends messages an Inflater, which keeps none, cannot read.
 func ClientAcceptedDeflate(value string) (bool, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
@@ -94,10 +102,13 @@ func ClientAcceptedDeflate(value string) (bool, error) {
 	if strings.TrimSpace(params[0]) != "permessage-deflate" || strings.Contains(value, ",") {
 		return false, errors.New("ws: the server answered with an extension that was not offered")
 	}
+	noContext := false
 	for _, p := range params[1:] {
 		name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
 		switch strings.TrimSpace(name) {
-		case "server_no_context_takeover", "client_no_context_takeover":
+		case "server_no_context_takeover":
+			noContext = true
+		case "client_no_context_takeover":
 		case "server_max_window_bits", "client_max_window_bits":
 			if !windowBits(strings.Trim(strings.TrimSpace(value), `"`)) {
 				return false, errors.New("ws: bad window bits in the server's permessage-deflate answer")
@@ -105,6 +116,9 @@ func ClientAcceptedDeflate(value string) (bool, error) {
 		default:
 			return false, errors.New("ws: unknown parameter in the server's permessage-deflate answer")
 		}
+	}
+	if !noContext {
+		return false, errors.New("ws: the server's permessage-deflate answer keeps its compression context (no server_no_context_takeover)")
 	}
 	return true, nil
 }

@@ -37,7 +37,10 @@ func TestAcceptDeflate(t *testing.T) {
 	}{
 		{"", false, false},
 		{DeflateExtension, true, false},
-		{"permessage-deflate; server_max_window_bits=12", true, false},
+		{"permessage-deflate; server_no_context_takeover; server_max_window_bits=12", true, false},
+		{"permessage-deflate; server_no_context_takeover; client_max_window_bits=9", true, false},
+		{"permessage-deflate; server_max_window_bits=12", false, true}, // the server keeps its context
+		{"permessage-deflate", false, true},
 		{"permessage-deflate; bogus", false, true},
 		{"x-other", false, true},
 	} {
