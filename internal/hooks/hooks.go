@@ -190,7 +190,10 @@ func New(cfg Config, node string) (*Client, error) {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr}}
+	// A redirect is not followed: a 302 would turn the call into a bodiless
+	// GET whose answer would be applied, a 307 would send the body and its
+	// signature elsewhere. The 3xx comes back as an answer, a failed call.
+	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 	for k, u := range cfg.urls() {
 		if u != "" {
 			c.hooks[k] = &hook{kind: Kind(k), url: u, mode: cfg.Fail[k],
@@ -300,7 +303,7 @@ func (c *Client) post(ctx context.Context, h *hook, req, ans any) error {
 		return fmt.Errorf("the %s hook's answer: %w", h.kind, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the %s hook answered HTTP %d", h.kind, resp.StatusCode)
+		return statusError(h.kind, resp)
 	}
 	if len(b) > maxAnswer {
 		return fmt.Errorf("the %s hook's answer is larger than %d bytes", h.kind, maxAnswer)
@@ -326,6 +329,19 @@ func Sign(secret string, body []byte) string {
 // secret, in constant time: what a backend checks.
 func Verify(secret string, body []byte, sig string) bool {
 	return hmac.Equal([]byte(Sign(secret, body)), []byte(sig))
+}
+
+// noRedirect is an http.Client's CheckRedirect that follows none: the
+// redirect itself is the answer.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// statusError says which status a hook answered, and where a redirect
+// pointed: the operator sees the URL to fix.
+func statusError(k Kind, resp *http.Response) error {
+	if loc := resp.Header.Get("Location"); loc != "" {
+		return fmt.Errorf("the %s hook answered HTTP %d, a redirect to %q (not followed: fix the hook's URL)", k, resp.StatusCode, loc)
+	}
+	return fmt.Errorf("the %s hook answered HTTP %d", k, resp.StatusCode)
 }
 
 func validURL(s string) bool {

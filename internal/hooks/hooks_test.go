@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -294,5 +295,28 @@ func TestConfigValidate(t *testing.T) {
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestRedirectIsAFailedCall: a hook that answers a redirect is a failed
+// call (docs/hooks.md: any status but 200), its Location in the error, and
+// the redirect's target never sees the call: a 302 is not followed as a
+// bodiless GET whose answer would be applied, a 307 does not re-send the
+// body and its signature elsewhere.
+func TestRedirectIsAFailedCall(t *testing.T) {
+	target := newBackend(t, func(string, []byte) (int, string) { return 200, `{"allow":true}` })
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			b := httptest.NewServer(http.RedirectHandler(target.URL+"/join", status))
+			t.Cleanup(b.Close)
+			c := newClient(t, Config{JoinURL: b.URL})
+			v := c.Join(context.Background(), JoinRequest{Room: "a"})
+			if v.Allow || v.Outcome != Error || v.Err == nil || !strings.Contains(v.Err.Error(), target.URL+"/join") {
+				t.Errorf("verdict %+v, want a failed call naming the Location", v)
+			}
+		})
+	}
+	if n := target.calls.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d calls, want 0", n)
 	}
 }

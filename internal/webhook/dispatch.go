@@ -23,7 +23,9 @@ type DispatcherConfig struct {
 	// MinBackoff and MaxBackoff bound the wait before a failed request is
 	// sent again (doubling, with jitter); 0: 100 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
-	Client                 *http.Client // nil: one with Timeout, keep-alive
+	// Client, when nil, is one with Timeout, keep-alive, no proxy from the
+	// environment and no redirect followed (newClient).
+	Client *http.Client
 	// Send, when not nil, says which events go to the backend: the others
 	// are committed unsent (counted as Filtered, not Dropped). The events
 	// are decided whole and filtered here, so that what is left out (a
@@ -61,7 +63,7 @@ func NewDispatcher(src Source, cfg DispatcherConfig) *Dispatcher {
 		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+		cfg.Client = newClient(cfg.Timeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -151,9 +153,24 @@ func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
 		return fmt.Errorf("webhook answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return fmt.Errorf("the backend answered %s, a redirect to %q (not followed: fix --webhook-url)", resp.Status, loc)
+		}
 		return errors.New("the backend answered " + resp.Status)
 	}
 	return nil
+}
+
+// newClient returns the dispatcher's HTTP client. It follows no redirect:
+// a 301 or 302 would turn the POST into a bodiless GET whose 2xx would mark
+// the events delivered, a 307 would send them and their signature
+// elsewhere; the 3xx is a failed request instead. It takes no proxy from
+// the environment: the backend is the operator's own, as for the hooks.
+func newClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	return &http.Client{Timeout: timeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Stats returns the dispatcher's counters and its source's.

@@ -2,11 +2,14 @@ package webhook
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,4 +294,72 @@ func TestDispatcherSendFilters(t *testing.T) {
 	if n := requests.Load(); n != 3 {
 		t.Errorf("%d requests, want 3: a batch filtered whole costs none", n)
 	}
+}
+
+// TestDispatcherFollowsNoRedirect: a backend that answers a redirect has
+// not taken the events. Followed, a 301 or 302 would turn the POST into a
+// bodiless GET whose 2xx marks them sent, lost in silence; a 307 would send
+// them and their signature elsewhere. The request fails (its Location
+// logged), nothing is committed, the target is never asked.
+func TestDispatcherFollowsNoRedirect(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer target.Close()
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL+"/moved", status)
+			}))
+			defer srv.Close()
+			var logged strings.Builder
+			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+			m := NewMemory("e", 10, nil)
+			d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), MinBackoff: time.Hour, Logger: log})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); d.Run(ctx) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for st := d.Stats(); st.Failed == 0 && st.Sent == 0 && time.Now().Before(deadline); st = d.Stats() {
+				time.Sleep(5 * time.Millisecond) // the dispatcher's counters signal nothing
+			}
+			cancel()
+			<-done
+			if st := d.Stats(); st.Failed != 1 || st.Sent != 0 || st.Queued != 1 {
+				t.Errorf("stats %+v: want 1 failed, nothing sent, the reset still queued", st)
+			}
+			if !strings.Contains(logged.String(), target.URL+"/moved") {
+				t.Errorf("log %q does not name the Location", logged.String())
+			}
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect's target was reached %d times", n)
+	}
+}
+
+// TestDispatcherTakesNoProxyFromTheEnvironment: like the hooks' client,
+// the dispatcher's reaches the operator's backend directly. (Loopback
+// never goes through a proxy, so this is checked on the transport.)
+func TestDispatcherTakesNoProxyFromTheEnvironment(t *testing.T) {
+	d := NewDispatcher(NewMemory("e", 1, nil), DispatcherConfig{URL: "http://127.0.0.1:1"})
+	tr, ok := d.cfg.Client.Transport.(*http.Transport)
+	if !ok || tr.Proxy != nil {
+		t.Errorf("transport %T with a proxy function: want an *http.Transport without one", d.cfg.Client.Transport)
+	}
+}
+
+// lockedWriter is an io.Writer safe for a logger written from another
+// goroutine than the test's.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
