@@ -150,11 +150,11 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 // turned off, until the command's context ends.
 func runServe(cmd *cobra.Command, o *serveFlags) error {
 	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
-	if err != nil {
-		return err
+	if err != nil { // configErrors says so, with the others
+		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := o.serverConfig(logger); err != nil {
-		return err
+	if errs := o.configErrors(cmd, logger); len(errs) > 0 {
+		return invalidConfig(cmd.ErrOrStderr(), o.config.path, errs)
 	}
 	srv, err := server.New(o.cfg)
 	if err != nil {
@@ -164,33 +164,44 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 }
 
 // serverConfig completes o.cfg from the flags that are not its fields
-// (sizes, keys and certificates read from files, the namespaces).
+// (sizes, keys and certificates read from files, the namespaces), and
+// returns every error of those flags, joined.
 func (o *serveFlags) serverConfig(logger *slog.Logger) error {
-	var err error
+	var errs []error
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
 	o.cfg.Namespaces = o.config.file.namespaces
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	o.cfg.MaxBodyBytes = int64(o.maxBody)
+	var err error
 	if o.cfg.Auth, err = verifier(o.jwtSecret, o.jwtPublicKey, o.jwksFile); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if o.cfg.TLS, err = tlsConfig(o.tlsCert, o.tlsKey); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if err := o.hookModes(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	if o.apiKeyFile != "" {
-		if o.cfg.APIKey != "" {
-			return errors.New("give the API key once: --api-key or --api-key-file, not both")
-		}
-		b, err := os.ReadFile(o.apiKeyFile)
-		if err != nil {
-			return fmt.Errorf("cannot read the API key: %w", err)
-		}
-		o.cfg.APIKey = strings.TrimSpace(string(b))
+	if err := o.readAPIKey(); err != nil {
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
+}
+
+// readAPIKey sets the API key from --api-key-file.
+func (o *serveFlags) readAPIKey() error {
+	if o.apiKeyFile == "" {
+		return nil
+	}
+	if o.cfg.APIKey != "" {
+		return errors.New("give the API key once: --api-key or --api-key-file, not both")
+	}
+	b, err := os.ReadFile(o.apiKeyFile)
+	if err != nil {
+		return fmt.Errorf("cannot read the API key: %w", err)
+	}
+	o.cfg.APIKey = strings.TrimSpace(string(b))
 	return nil
 }
 

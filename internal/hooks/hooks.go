@@ -125,7 +125,7 @@ func (c *Config) SetFail(m Mode) {
 func (c *Config) Validate() error {
 	var errs []error
 	for k, u := range c.urls() {
-		if u != "" && !validURL(u) {
+		if u != "" && !ValidURL(u) {
 			errs = append(errs, fmt.Errorf("the %s hook's URL %q is not an http:// or https:// URL", Kind(k), u))
 		}
 	}
@@ -344,7 +344,11 @@ func statusError(k Kind, resp *http.Response) error {
 	return fmt.Errorf("the %s hook answered HTTP %d", k, resp.StatusCode)
 }
 
-func validURL(s string) bool {
+// ValidURL reports whether s parses as an absolute http:// or https:// URL
+// that a request can be made to (no bad escape, no control character, a
+// host): what a hook's or the webhook's URL must be before the server
+// starts, not found out at its first call.
+func ValidURL(s string) bool {
 	r, err := http.NewRequest(http.MethodPost, s, nil)
 	return err == nil && (r.URL.Scheme == "http" || r.URL.Scheme == "https") && r.URL.Host != ""
 }

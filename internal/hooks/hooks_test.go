@@ -286,6 +286,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{ConnectURL: "ftp://x"}, "not an http"},
 		{Config{JoinURL: "http://"}, "not an http"},
+		{Config{JoinURL: "http://h/%zz"}, "not an http"},
+		{Config{PublishURL: "http://h/a\r\nX-Evil: 1"}, "not an http"},
 		{Config{PublishURL: "http://127.0.0.1:1/p", Secret: "short"}, "at least 16"},
 		{Config{Timeout: -1}, "negative"},
 		{Config{PublishURL: "https://backend.example/p", Secret: secret}, ""},

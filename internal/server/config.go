@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
@@ -124,7 +123,7 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.namespaceErrors()...)
-	check(c.Webhook.URL == "" || strings.HasPrefix(c.Webhook.URL, "http://") || strings.HasPrefix(c.Webhook.URL, "https://"), "the webhook URL must start with http:// or https://")
+	check(c.Webhook.URL == "" || hooks.ValidURL(c.Webhook.URL), "the webhook URL %q is not an http:// or https:// URL", c.Webhook.URL)
 	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
 	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
