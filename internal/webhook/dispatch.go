@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -114,13 +115,12 @@ func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
 	if err != nil { // cannot happen: events are plain data
 		panic(fmt.Sprintf("webhook: encode events: %v", err))
 	}
-	sig := Sign(d.cfg.Secret, body)
 	wait := d.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			d.retried.Add(1)
 		}
-		err := d.post(ctx, body, sig)
+		err := d.post(ctx, body)
 		if err == nil {
 			d.sent.Add(uint64(len(evs)))
 			return true
@@ -137,13 +137,17 @@ func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
 	}
 }
 
-func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
+// post sends body once, signed with the time it is sent: a retry an hour
+// later is not refused as stale.
+func (d *Dispatcher) post(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, sig)
+	ts := time.Now().Unix()
+	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
+	req.Header.Set(SignatureHeader, Sign(d.cfg.Secret, body, ts))
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)

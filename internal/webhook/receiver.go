@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Receiver is a backend's end of the webhooks, for tests and audits: an
@@ -16,7 +18,9 @@ import (
 // and leaves a room in turn, goes online and offline in turn, starting
 // with occupied, joined and online.
 type Receiver struct {
-	secret []byte
+	secret    []byte
+	tolerance time.Duration
+	now       func() time.Time // the receiver's clock: a test moves it
 
 	mu         sync.Mutex
 	seen       map[string]bool
@@ -24,6 +28,7 @@ type Receiver struct {
 	duplicates int
 	requests   int
 	badSigs    int
+	stale      int
 	violations []string
 	epoch      string
 	rooms      map[string]bool
@@ -34,13 +39,14 @@ type Receiver struct {
 
 // NewReceiver returns a receiver of requests signed with secret.
 func NewReceiver(secret []byte) *Receiver {
-	r := &Receiver{secret: secret, seen: map[string]bool{}, changed: make(chan struct{})}
+	r := &Receiver{secret: secret, tolerance: DefaultTolerance, now: time.Now, seen: map[string]bool{}, changed: make(chan struct{})}
 	r.resetLocked("")
 	return r
 }
 
 // ServeHTTP implements http.Handler: 204 for a request taken, 401 for a bad
-// signature, 400 for a body that is not events.
+// signature or a timestamp outside DefaultTolerance, 400 for a body that
+// is not events.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
 	if err != nil {
@@ -51,9 +57,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer r.mu.Unlock()
 	defer func() { close(r.changed); r.changed = make(chan struct{}) }()
 	r.requests++
-	if !Verify(r.secret, body, req.Header.Get(SignatureHeader)) {
+	switch err := Verify(r.secret, body, req.Header.Get(TimestampHeader), req.Header.Get(SignatureHeader), r.now(), r.tolerance); {
+	case errors.Is(err, ErrStale):
+		r.stale++
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	case err != nil:
 		r.badSigs++
-		http.Error(w, "bad signature", http.StatusUnauthorized)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
 	var b Body
@@ -130,6 +141,7 @@ type View struct {
 // ReceiverStats is what a receiver took.
 type ReceiverStats struct {
 	Requests, BadSignatures, Duplicates, Events int
+	Stale                                       int // requests refused for their timestamp
 	Violations                                  []string
 }
 
@@ -159,7 +171,7 @@ func (r *Receiver) View() View {
 func (r *Receiver) Stats() ReceiverStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates,
+	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates, Stale: r.stale,
 		Events: len(r.events), Violations: append([]string(nil), r.violations...)}
 }
 

@@ -14,6 +14,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"time"
 )
 
 // The events' names.
@@ -31,9 +33,28 @@ const (
 	Reset = "reset"
 )
 
-// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the request's
-// body keyed with the shared secret.
+// SignatureHeader carries "sha256=" and the hex HMAC-SHA256, keyed with the
+// shared secret, of TimestampHeader's value, a dot, and the request's body.
 const SignatureHeader = "X-Scalechat-Signature"
+
+// TimestampHeader carries when the request was sent, Unix seconds. It is
+// signed with the body: a receiver refuses a request whose timestamp is
+// further than its tolerance from its clock, so that a request captured
+// and replayed later is refused (a replay within the tolerance is a
+// duplicate of ids it has seen).
+const TimestampHeader = "X-Scalechat-Timestamp"
+
+// DefaultTolerance is how far from its clock a receiver takes a request's
+// timestamp, as Stripe's and Svix's receivers do: wide enough for clocks a
+// little apart, narrow enough that a receiver keeps the ids it has seen
+// for that long to refuse every replay.
+const DefaultTolerance = 5 * time.Minute
+
+// The errors of Verify.
+var (
+	ErrBadSignature = errors.New("the webhook request's signature does not match its body and timestamp")
+	ErrStale        = errors.New("the webhook request's timestamp is outside the tolerance: a replay, or a clock far off")
+)
 
 // Event is one webhook event.
 type Event struct {
@@ -60,17 +81,29 @@ type Body struct {
 	Events []Event `json:"events"`
 }
 
-// Sign returns the SignatureHeader value of body under secret.
-func Sign(secret, body []byte) string {
+// Sign returns the SignatureHeader value of body sent at ts (Unix
+// seconds, TimestampHeader's value) under secret.
+func Sign(secret, body []byte, ts int64) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write(strconv.AppendInt(nil, ts, 10))
+	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify reports whether sig is body's signature under secret, in constant
-// time: what a receiver checks before it trusts a request.
-func Verify(secret, body []byte, sig string) bool {
-	return hmac.Equal([]byte(sig), []byte(Sign(secret, body)))
+// Verify checks what a receiver must before it trusts a request: that sig
+// (SignatureHeader) signs body and ts (TimestampHeader) under secret,
+// compared in constant time, and that ts is within tolerance of now. It
+// returns ErrBadSignature or ErrStale.
+func Verify(secret, body []byte, ts, sig string, now time.Time, tolerance time.Duration) error {
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || !hmac.Equal([]byte(sig), []byte(Sign(secret, body, t))) {
+		return ErrBadSignature
+	}
+	if d := now.Sub(time.Unix(t, 0)); d > tolerance || d < -tolerance {
+		return ErrStale
+	}
+	return nil
 }
 
 // Tracker is where a node reports what its connections do; it decides the

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -100,23 +101,85 @@ func TestMemoryDropsWhenFullAndCounts(t *testing.T) {
 
 func TestSignature(t *testing.T) {
 	body := []byte(`{"events":[]}`)
-	sig := Sign([]byte("s3cret"), body)
-	// openssl dgst -sha256 -hmac s3cret on the same bytes
-	if !strings.HasPrefix(sig, "sha256=") || len(sig) != 7+64 {
+	sig := Sign([]byte("s3cret"), body, 1795000000)
+	// Pinned against an independent computation:
+	// printf '%s' '1795000000.{"events":[]}' | openssl dgst -sha256 -hmac s3cret
+	if sig != "sha256=b34be80bbaf4e603d48cd99f6ed18846b88f762504c8ab67ee5d918d715a3f8f" {
 		t.Fatalf("signature %q", sig)
 	}
+	at := time.Unix(1795000000, 0)
 	for _, tc := range []struct {
-		secret, body, sig string
-		ok                bool
+		name, secret, body, ts, sig string
+		now                         time.Time
+		want                        error
 	}{
-		{"s3cret", string(body), sig, true},
-		{"other", string(body), sig, false},
-		{"s3cret", `{"events":[ ]}`, sig, false},
-		{"s3cret", string(body), strings.ToUpper(sig), false},
+		{"good", "s3cret", string(body), "1795000000", sig, at, nil},
+		{"clocks 4 min apart", "s3cret", string(body), "1795000000", sig, at.Add(-4 * time.Minute), nil},
+		{"another secret", "other", string(body), "1795000000", sig, at, ErrBadSignature},
+		{"another body", "s3cret", `{"events":[ ]}`, "1795000000", sig, at, ErrBadSignature},
+		{"upper case", "s3cret", string(body), "1795000000", strings.ToUpper(sig), at, ErrBadSignature},
+		{"another timestamp", "s3cret", string(body), "1795000300", sig, at.Add(300 * time.Second), ErrBadSignature},
+		{"no timestamp", "s3cret", string(body), "", sig, at, ErrBadSignature},
+		{"replayed 6 min later", "s3cret", string(body), "1795000000", sig, at.Add(6 * time.Minute), ErrStale},
+		{"from 6 min ahead", "s3cret", string(body), "1795000000", sig, at.Add(-6 * time.Minute), ErrStale},
 	} {
-		if got := Verify([]byte(tc.secret), []byte(tc.body), tc.sig); got != tc.ok {
-			t.Errorf("Verify(%q, %q) = %v, want %v", tc.secret, tc.body, got, tc.ok)
+		if err := Verify([]byte(tc.secret), []byte(tc.body), tc.ts, tc.sig, tc.now, DefaultTolerance); err != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestReceiverRefusesAReplay: a request a dispatcher sent, captured and
+// sent again, is a duplicate within the tolerance (its events not applied
+// twice) and refused as stale after it; its timestamp changed to now, its
+// signature no longer matches.
+func TestReceiverRefusesAReplay(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	var captured atomic.Pointer[http.Request]
+	var body atomic.Pointer[[]byte]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		body.Store(&b)
+		captured.Store(r.Clone(context.Background()))
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		rcv.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	m := NewMemory("e", 10, nil)
+	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k")})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	<-rcv.Changed()
+	cancel()
+	<-done
+	replay := func(after time.Duration, ts string) int {
+		rcv.mu.Lock()
+		rcv.now = func() time.Time { return time.Now().Add(after) }
+		rcv.mu.Unlock()
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(*body.Load()))
+		r.Header = captured.Load().Header.Clone()
+		if ts != "" {
+			r.Header.Set(TimestampHeader, ts)
+		}
+		w := httptest.NewRecorder()
+		rcv.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := replay(60*time.Second, ""); code != http.StatusNoContent {
+		t.Errorf("replayed after 60 s: %d, want 204 (a duplicate)", code)
+	}
+	if code := replay(6*time.Minute, ""); code != http.StatusUnauthorized {
+		t.Errorf("replayed after 6 min: %d, want 401", code)
+	}
+	if code := replay(6*time.Minute, strconv.FormatInt(time.Now().Add(6*time.Minute).Unix(), 10)); code != http.StatusUnauthorized {
+		t.Errorf("replayed after 6 min with a new timestamp: %d, want 401", code)
+	}
+	if st := rcv.Stats(); st.Events != 1 || st.Duplicates != 1 || st.Stale != 1 || st.BadSignatures != 1 {
+		t.Errorf("receiver %+v: want 1 event, 1 duplicate, 1 stale, 1 bad signature", st)
 	}
 }
 
