@@ -80,13 +80,18 @@ func (c *Client) Connect(ctx context.Context, req ConnectRequest) (ConnectAnswer
 
 // JoinRequest is the body of a join call: a connection asks to join a room.
 type JoinRequest struct {
-	Hook       string          `json:"hook"`
-	Node       string          `json:"node"`
-	Time       int64           `json:"time"`
-	Connection string          `json:"connection"` // the connection's id (as in the joined frame and the server API)
-	User       string          `json:"user"`       // who it is ("" when anonymous)
-	Room       string          `json:"room"`
-	Data       json.RawMessage `json:"data,omitempty"` // the connect hook's data for this connection
+	Hook       string `json:"hook"`
+	Node       string `json:"node"`
+	Time       int64  `json:"time"`
+	Connection string `json:"connection"` // the connection's id (as in the joined frame and the server API)
+	// User is who it is, verified: the token's subject or the connect
+	// hook's user; "" when neither names it.
+	User string `json:"user"`
+	// Name is the ?name= the client gave itself, unverified, when no token
+	// nor connect hook names it: never called user.
+	Name string          `json:"name,omitempty"`
+	Room string          `json:"room"`
+	Data json.RawMessage `json:"data,omitempty"` // the connect hook's data for this connection
 }
 
 // JoinAnswer is the backend's answer to a join call.
@@ -111,7 +116,8 @@ type PublishRequest struct {
 	Node       string          `json:"node"`
 	Time       int64           `json:"time"`
 	Connection string          `json:"connection"`
-	User       string          `json:"user"`
+	User       string          `json:"user"`           // as in JoinRequest: verified, or ""
+	Name       string          `json:"name,omitempty"` // as in JoinRequest: the unverified ?name=
 	Room       string          `json:"room"`
 	Message    json.RawMessage `json:"message"` // the client's JSON object, as it sent it
 	Data       json.RawMessage `json:"data,omitempty"`

@@ -120,9 +120,11 @@ func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *r
 	if !s.hooks.On(hooks.Connect) && !joinHook {
 		return nil
 	}
-	user := u.name
+	// One notion of the user on every transport: verified (the token's
+	// subject, the connect hook's user) or "", the client's ?name= apart.
+	user, name := "", u.name
 	if cmd.claims != nil {
-		user = cmd.claims.Subject
+		user, name = cmd.claims.Subject, ""
 	}
 	if s.hooks.On(hooks.Connect) {
 		req := hooks.ConnectRequest{Room: u.room, Name: u.name, Remote: cmd.ip.String(), Origin: r.Header.Get("Origin")}
@@ -139,12 +141,12 @@ func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *r
 			return ref
 		}
 		if ans.User != "" {
-			user, cmd.hookUser = ans.User, ans.User
+			user, name, cmd.hookUser = ans.User, "", ans.User
 		}
 		cmd.hookData, cmd.hookRooms = ans.Data, ans.Rooms
 	}
 	if joinHook {
-		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: user, Room: u.room, Data: cmd.hookData})
+		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: user, Name: name, Room: u.room, Data: cmd.hookData})
 		if v.Failed() {
 			s.hookLog.failed(time.Now(), hooks.Join, v.Err)
 		}
@@ -207,7 +209,8 @@ func (l *loop) hooksOf(c *conn) *connHooks {
 }
 
 // addHooked applies what the connect hook named to a connection being
-// added: its user, its data, and the rooms it joins besides the URL's.
+// added: its user, its data, and the rooms it joins besides the URL's
+// (each checked like a join frame's, but for the join hook).
 func (l *loop) addHooked(c *conn, cmd *command) {
 	if len(cmd.hookData) > 0 {
 		l.hooksOf(c).data = cmd.hookData
@@ -219,11 +222,16 @@ func (l *loop) addHooked(c *conn, cmd *command) {
 		if c.membershipOf([]byte(name)) >= 0 || c.isWaiting([]byte(name)) {
 			continue
 		}
+		f := &protocol.Frame{Room: []byte(name)}
 		if len(c.rooms)+len(c.waiting) >= l.srv.cfg.MaxRoomsPerConn {
-			c.sendError("too_many_rooms", l.roomsMessage, &protocol.Frame{Room: []byte(name)})
+			c.sendError("too_many_rooms", l.roomsMessage, f)
 			return
 		}
-		c.join([]byte(name), room.Resume{}, false)
+		// The backend named the room, so the join hook is not asked; the
+		// token and the namespace are, as for any join.
+		if c.mayJoin(f) {
+			c.join(f.Room, room.Resume{}, false)
+		}
 	}
 }
 
@@ -232,8 +240,9 @@ func (l *loop) addHooked(c *conn, cmd *command) {
 func (c *conn) joinHooked(f *protocol.Frame, rs room.Resume) {
 	l := c.loop
 	name := string(f.Room)
+	user, uname := c.hookIdentity()
 	job := hookJob{c: c, kind: hooks.Join, room: name, resume: rs,
-		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: c.user, Room: name, Data: l.hooked[c].dataOrNil()}}
+		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: user, Name: uname, Room: name, Data: l.hooked[c].dataOrNil()}}
 	if !l.srv.submitHook(job) {
 		l.stats.dropped[DropHook].Add(1)
 		c.sendError(protocol.CodeUnavailable, overloadedMessage, f)
@@ -268,8 +277,9 @@ func (c *conn) nextHooked(h *connHooks) {
 	l := c.loop
 	for !h.busy && len(h.queue) > 0 && c.state == stateOpen {
 		p := h.queue[0]
+		user, name := c.hookIdentity()
 		job := hookJob{c: c, kind: hooks.Publish, room: p.room.Name(), publish: hooks.PublishRequest{
-			Connection: l.srv.connID(c.id), User: c.user, Room: p.room.Name(), Message: p.msg, Data: h.data}}
+			Connection: l.srv.connID(c.id), User: user, Name: name, Room: p.room.Name(), Message: p.msg, Data: h.data}}
 		if l.srv.submitHook(job) {
 			h.busy = true
 			return
