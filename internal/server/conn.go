@@ -659,6 +659,7 @@ func (c *conn) fail(code ws.StatusCode, reason string) {
 // closing.
 func (c *conn) finishClosing(reason string) {
 	l := c.loop
+	l.hookGone(c)
 	c.leaveAll()
 	c.rd.Reset()
 	c.push(ws.AppendCloseFrame(nil, c.closeCode, reason))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,7 @@ const maxHookQueue = 64
 // hookJob is a join or publish call a loop hands to the hook workers.
 type hookJob struct {
 	c       *conn
+	gone    *atomic.Bool // the connection's connHooks.gone: a worker drops the job, uncalled
 	kind    hooks.Kind
 	room    string
 	resume  room.Resume          // join
@@ -62,6 +64,10 @@ type connHooks struct {
 	data  json.RawMessage
 	queue []pendingPublish
 	busy  bool
+	// gone is set on the loop when the connection stops being open; the
+	// workers read it before each call: a closed connection's jobs cost
+	// the backend nothing, and the live ones behind them do not wait.
+	gone atomic.Bool
 }
 
 type pendingPublish struct {
@@ -76,6 +82,10 @@ func (s *Server) runHookWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case job := <-s.hookJobs:
+			if job.gone.Load() { // its verdict would be dropped on the loop
+				s.hookJobsGone.Add(1)
+				continue
+			}
 			res := &hookResult{kind: job.kind, room: job.room, resume: job.resume}
 			switch job.kind {
 			case hooks.Join:
@@ -198,6 +208,13 @@ func (s *Server) refuseUpgraded(w http.ResponseWriter, r *http.Request, key stri
 	}
 }
 
+// hookGone marks c's jobs as a closed connection's: the workers drop them.
+func (l *loop) hookGone(c *conn) {
+	if h := l.hooked[c]; h != nil {
+		h.gone.Store(true)
+	}
+}
+
 // hooksOf returns c's hook state, creating it.
 func (l *loop) hooksOf(c *conn) *connHooks {
 	h := l.hooked[c]
@@ -241,21 +258,15 @@ func (c *conn) joinHooked(f *protocol.Frame, rs room.Resume) {
 	l := c.loop
 	name := string(f.Room)
 	user, uname := c.hookIdentity()
-	job := hookJob{c: c, kind: hooks.Join, room: name, resume: rs,
-		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: user, Name: uname, Room: name, Data: l.hooked[c].dataOrNil()}}
+	h := l.hooksOf(c)
+	job := hookJob{c: c, gone: &h.gone, kind: hooks.Join, room: name, resume: rs,
+		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: user, Name: uname, Room: name, Data: h.data}}
 	if !l.srv.submitHook(job) {
 		l.stats.dropped[DropHook].Add(1)
 		c.sendError(protocol.CodeUnavailable, overloadedMessage, f)
 		return
 	}
 	c.waiting = append(c.waiting, name)
-}
-
-func (h *connHooks) dataOrNil() json.RawMessage {
-	if h == nil {
-		return nil
-	}
-	return h.data
 }
 
 // publishHooked queues a chat message for the publish hook.
@@ -278,7 +289,7 @@ func (c *conn) nextHooked(h *connHooks) {
 	for !h.busy && len(h.queue) > 0 && c.state == stateOpen {
 		p := h.queue[0]
 		user, name := c.hookIdentity()
-		job := hookJob{c: c, kind: hooks.Publish, room: p.room.Name(), publish: hooks.PublishRequest{
+		job := hookJob{c: c, gone: &h.gone, kind: hooks.Publish, room: p.room.Name(), publish: hooks.PublishRequest{
 			Connection: l.srv.connID(c.id), User: user, Name: name, Room: p.room.Name(), Message: p.msg, Data: h.data}}
 		if l.srv.submitHook(job) {
 			h.busy = true

@@ -5,11 +5,13 @@ package server
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/hooks"
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // TestHookUserIsVerifiedOnEveryTransport: the join and publish hooks get
@@ -99,5 +101,50 @@ func TestConnectHookRoomsCheckedLikeAnyJoin(t *testing.T) {
 		if got != w {
 			t.Errorf("frame %d: %v, want %s", i, f, w)
 		}
+	}
+}
+
+// TestHookJobsOfClosedConnectionsAreDropped: with the one hook worker
+// busy, five connections queue a message each and close; a worker drops
+// their jobs without calling the backend, and a new connection's message
+// is the next call, not behind five.
+func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
+	inCall, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	b := newHookBackend(t, func(string, map[string]any) any {
+		first.Do(func() { close(inCall); <-release })
+		return map[string]any{"allow": true}
+	})
+	ts := startServer(t, func(c *Config) {
+		hooksOn(b.URL, hooks.Publish)(c)
+		c.Hooks.Workers, c.Hooks.Timeout = 1, 30*time.Second
+	})
+	a := connect(t, ts, "lobby")
+	a.sendJSON(msg("first"))
+	<-inCall
+	var closing []*client
+	for range 5 {
+		c := connect(t, ts, "lobby")
+		c.sendJSON(msg("from a connection about to close"))
+		closing = append(closing, c)
+	}
+	testsupport.Eventually(t, 10*time.Second, "five jobs queued", func() bool { return len(ts.hookJobs) == 5 })
+	for _, c := range closing {
+		c.conn.Close()
+	}
+	testsupport.Eventually(t, 10*time.Second, "the five to close", func() bool { return ts.Stats().Connections == 1 })
+	live := connect(t, ts, "lobby")
+	live.sendJSON(msg("live"))
+	close(release)
+	for _, want := range []string{"first", "live"} {
+		if m := live.nextChat(); m["text"] != want {
+			t.Fatalf("the live connection got %v, want %q", m, want)
+		}
+	}
+	if n := len(b.requests("publish")); n != 2 {
+		t.Errorf("the backend got %d publish calls, want 2 (the closed connections' dropped)", n)
+	}
+	if n := ts.Stats().HookJobsGone; n != 5 {
+		t.Errorf("%d jobs dropped, want 5", n)
 	}
 }

@@ -612,6 +612,7 @@ func (l *loop) closeFD(c *conn) {
 	l.stats.disconnects[closeCodeIndex(c.closeCode)].Add(1)
 	l.conns[c.fd] = nil
 	l.nconns--
+	l.hookGone(c)
 	delete(l.hooked, c)
 	if err := unix.Close(c.fd); err != nil {
 		l.srv.log.Debug("close socket", "err", err)
