@@ -47,6 +47,11 @@ type Dispatcher struct {
 	failed   atomic.Uint64
 	filtered atomic.Uint64
 	fails    dropLog
+	// batch is how many events the next request holds at most: Batch,
+	// halved by each request that timed out, doubled back by each taken,
+	// so that a backend slower than Timeout for Batch events still takes
+	// fewer at a time and the events move on. Run's goroutine alone uses it.
+	batch int
 }
 
 // NewDispatcher returns a dispatcher of src's events.
@@ -69,13 +74,13 @@ func NewDispatcher(src Source, cfg DispatcherConfig) *Dispatcher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, src: src}
+	return &Dispatcher{cfg: cfg, src: src, batch: cfg.Batch}
 }
 
 // Run sends events until ctx is done.
 func (d *Dispatcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		evs, err := d.src.Next(ctx, d.cfg.Batch)
+		evs, err := d.src.Next(ctx, d.batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.warn("webhook events could not be read: trying again", "err", err)
@@ -83,8 +88,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		if out := d.keep(evs); len(out) > 0 && !d.deliver(ctx, out) {
-			return
+		if out := d.keep(evs); len(out) > 0 {
+			switch d.deliver(ctx, out) {
+			case stopped:
+				return
+			case shrunk: // the same events again, fewer at a time
+				continue
+			}
 		}
 		if err := d.src.Commit(ctx, evs); err != nil && ctx.Err() == nil {
 			// Another node sends them again: at least once.
@@ -108,9 +118,19 @@ func (d *Dispatcher) keep(evs []Event) []Event {
 	return out
 }
 
-// deliver posts evs until the backend takes them; false when ctx ended
-// first.
-func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
+// outcome is how deliver ended.
+type outcome uint8
+
+const (
+	delivered outcome = iota // the backend took the events
+	shrunk                   // a request timed out: fewer events at a time, from the same first one
+	stopped                  // ctx ended
+)
+
+// deliver posts evs until the backend takes them. A request that timed out
+// with more than one event halves the batch instead, after the backoff:
+// the caller reads the same first events again, fewer of them.
+func (d *Dispatcher) deliver(ctx context.Context, evs []Event) outcome {
 	body, err := json.Marshal(Body{Events: evs})
 	if err != nil { // cannot happen: events are plain data
 		panic(fmt.Sprintf("webhook: encode events: %v", err))
@@ -123,15 +143,23 @@ func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
 		err := d.post(ctx, body)
 		if err == nil {
 			d.sent.Add(uint64(len(evs)))
-			return true
+			d.batch = min(2*d.batch, d.cfg.Batch)
+			return delivered
 		}
 		if ctx.Err() != nil {
-			return false
+			return stopped
 		}
 		d.failed.Add(1)
-		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait)
+		timedOut := isTimeout(err) && len(evs) > 1
+		if timedOut {
+			d.batch = max(1, min(d.batch, len(evs))/2)
+		}
+		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait, "batch", d.batch)
 		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
-			return false
+			return stopped
+		}
+		if timedOut {
+			return shrunk
 		}
 		wait = min(2*wait, d.cfg.MaxBackoff)
 	}
@@ -163,6 +191,12 @@ func (d *Dispatcher) post(ctx context.Context, body []byte) error {
 		return errors.New("the backend answered " + resp.Status)
 	}
 	return nil
+}
+
+// isTimeout reports whether err is a request that ran out of time.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }
 
 // newClient returns the dispatcher's HTTP client. It follows no redirect:

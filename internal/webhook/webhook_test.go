@@ -426,3 +426,55 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestDispatcherSlowReceiverMakesProgress: a backend that needs 10 ms an
+// event, against a 200 ms timeout, never takes a batch of 61: the
+// dispatcher halves the batch after each timeout until one fits, and every
+// event arrives, once, in order.
+func TestDispatcherSlowReceiverMakesProgress(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		n := strings.Count(string(b), `"id":`)
+		select {
+		case <-r.Context().Done(): // the dispatcher gave up: nothing taken
+			return
+		case <-time.After(time.Duration(n) * 10 * time.Millisecond): // the backend's work, per event
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		rcv.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	m := NewMemory("e", 1000, nil)
+	for i := range 60 {
+		m.Published("r", uint64(i+1), []byte(`{"text":"hi"}`))
+	}
+	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Timeout: 200 * time.Millisecond,
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for rcv.Stats().Events < 61 && time.Now().Before(deadline) {
+		select {
+		case <-rcv.Changed():
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	evs := rcv.Events()
+	if len(evs) != 61 {
+		t.Fatalf("received %d events of 61, dispatcher %+v", len(evs), d.Stats())
+	}
+	for i, e := range evs[1:] {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i+1, e.Seq)
+		}
+	}
+	if st := d.Stats(); st.Failed == 0 {
+		t.Errorf("dispatcher %+v: want some requests timed out first", st)
+	}
+}
