@@ -51,6 +51,7 @@ type RedisWebhooks struct {
 	pending []whItem                  // changes not yet in Redis, in order
 	gen     uint64                    // bumped when pending is given up
 	resync  bool                      // Redis must get the whole state
+	givenUp int                       // messages given up with pending: the resync tells Redis, which counts them in a dropped event
 	wake    chan struct{}
 
 	leadMu   sync.Mutex
@@ -126,7 +127,7 @@ func newWebhookClient(url string) (redis.UniversalClient, error) {
 func (w *RedisWebhooks) keysFor(node string) []string {
 	p := w.cfg.Prefix + ":{webhooks}:"
 	return []string{p + "epoch", p + "stream", p + "nodes", p + "rooms", p + "members", p + "users",
-		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor"}
+		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor", p + "gap"}
 }
 
 // ID returns the node's name in the webhook state.
@@ -179,6 +180,7 @@ func (w *RedisWebhooks) pushLocked(it whItem) {
 		n++
 	}
 	w.dropped.Add(uint64(n))
+	w.givenUp += n
 	w.errs.warn(w.cfg.Logger, "webhook changes given up: Redis unreachable too long; the node sends its whole state when it is back",
 		"pending", len(w.pending), "messages_dropped", n)
 	w.pending, w.resync = nil, true
@@ -232,11 +234,14 @@ func (w *RedisWebhooks) flushLoop(ctx context.Context) {
 // reports whether it did and there is more.
 func (w *RedisWebhooks) flush(ctx context.Context) bool {
 	w.mu.Lock()
-	gen, resync := w.gen, w.resync
+	gen, resync, givenUp := w.gen, w.resync, w.givenUp
 	var args []any
 	n := 0
 	if resync { // the state holds every change pending so far
 		n = len(w.pending)
+		if givenUp > 0 {
+			args = append(args, "d", "", strconv.Itoa(givenUp), "")
+		}
 		for room, users := range w.state {
 			for u, c := range users {
 				args = append(args, "p", room, u, strconv.Itoa(c))
@@ -277,6 +282,9 @@ func (w *RedisWebhooks) flush(ctx context.Context) bool {
 	if res[0] == -1 { // Redis forgot this node: send it all
 		w.resync = true
 		return true
+	}
+	if resync {
+		w.givenUp -= givenUp // Redis counted them
 	}
 	if gen == w.gen {
 		w.pending = w.pending[n:]
@@ -417,6 +425,7 @@ func streamEvent(m redis.XMessage) webhook.Event {
 	e.ID = e.Epoch + ":" + m.ID
 	e.TimeMS, _ = strconv.ParseInt(s("time"), 10, 64)
 	e.Seq, _ = strconv.ParseUint(s("seq"), 10, 64)
+	e.Count, _ = strconv.ParseUint(s("count"), 10, 64)
 	if msg := s("msg"); msg != "" {
 		e.Message = []byte(msg)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -296,5 +297,71 @@ func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
 	}
 	if v, _ := w.rdb.Get(ctx, w.keys[7]).Int(); v != 6 {
 		t.Errorf("the cluster's dropped counter is %d, want 6", v)
+	}
+}
+
+// TestRedisWebhooksGapIsSeen: events the full stream dropped leave a gap
+// the backend sees: once the dispatcher has sent what was there, the next
+// event appended follows a dropped event counting them; messages a node
+// gave up (Redis unreachable too long) are counted in one too.
+func TestRedisWebhooksGapIsSeen(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.rdb.Close()
+	ctx := context.Background()
+	run := func(op string, items ...any) {
+		t.Helper()
+		if _, err := w.run(ctx, w.keys, op, w.id, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []webhook.Event {
+		t.Helper()
+		ms, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []webhook.Event
+		for _, m := range ms {
+			evs = append(evs, streamEvent(m))
+		}
+		return evs
+	}
+	names := func() []string { // the stream's events
+		t.Helper()
+		var got []string
+		for _, e := range read() {
+			s := e.Name
+			if e.Count > 0 {
+				s += " " + strconv.FormatUint(e.Count, 10)
+			}
+			got = append(got, s)
+		}
+		return got
+	}
+	for _, step := range []struct {
+		sent  bool // the dispatcher sent the stream before (the stream is emptied)
+		op    string
+		items []any
+		want  []string
+	}{
+		{false, "sync", []any{"p", "r", "u", "1"}, []string{"reset", "user_online", "room_occupied", "member_joined"}},
+		{false, "apply", []any{"p", "r", "u", "0"}, []string{"reset", "user_online", "room_occupied", "member_joined"}}, // full: left, vacated, offline dropped
+		{true, "apply", []any{"p", "r", "u", "1"}, []string{"dropped 3", "user_online", "room_occupied", "member_joined"}},
+		{true, "sync", []any{"d", "", "5", "", "p", "r", "u", "1"}, nil}, // a node gave up 5 messages, resyncs: nothing changed
+		{false, "apply", []any{"m", "r", "7", "{}"}, []string{"dropped 5", "message_published"}},
+	} {
+		if step.sent {
+			if err := w.rdb.Del(ctx, w.keys[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(step.op, step.items...)
+		if got := names(); !slices.Equal(got, step.want) {
+			t.Errorf("after %s %v: stream\n got %q\nwant %q", step.op, step.items, got, step.want)
+		}
 	}
 }

@@ -25,6 +25,7 @@ type Memory struct {
 	queue   []Event                   // queue[head:] wait to be sent
 	head    int                       // events before it were sent
 	next    uint64                    // the next event's number
+	gap     uint64                    // events dropped since the last one queued: a Dropped event goes first
 	wake    chan struct{}             // signalled when events are queued
 	dropped atomic.Uint64
 	drops   dropLog
@@ -129,13 +130,29 @@ func (m *Memory) Published(room string, seq uint64, message []byte) {
 	m.mu.Unlock()
 }
 
-// emitLocked queues e, or counts it dropped when the queue is full.
+// emitLocked queues e, or counts it dropped when the queue is full. The
+// first event queued after drops follows a Dropped event that counts them:
+// the backend sees the gap.
 func (m *Memory) emitLocked(e Event) {
-	if len(m.queue)-m.head >= m.max {
+	free := m.max - (len(m.queue) - m.head)
+	if m.gap > 0 {
+		free-- // the Dropped event's place
+	}
+	if free <= 0 {
+		m.gap++
 		m.dropped.Add(1)
 		m.drops.note(m.log, e.Name)
 		return
 	}
+	if m.gap > 0 {
+		m.appendLocked(Event{Name: Dropped, Count: m.gap})
+		m.gap = 0
+	}
+	m.appendLocked(e)
+}
+
+// appendLocked numbers e and queues it.
+func (m *Memory) appendLocked(e Event) {
 	m.next++
 	e.ID = m.epoch + "-" + strconv.FormatUint(m.next, 10)
 	e.Epoch = m.epoch

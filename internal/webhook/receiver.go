@@ -34,7 +34,13 @@ type Receiver struct {
 	rooms      map[string]bool
 	members    map[[2]string]bool
 	users      map[string]bool
-	changed    chan struct{}
+	gaps       int
+	// unsure is set by a Dropped event: the view may be wrong until the
+	// next reset, and a key's first event after the gap (in touched) is
+	// taken whatever it says, as a backend that fetched the state would.
+	unsure  bool
+	touched map[string]bool
+	changed chan struct{}
 }
 
 // NewReceiver returns a receiver of requests signed with secret.
@@ -87,12 +93,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *Receiver) resetLocked(epoch string) {
 	r.epoch = epoch
 	r.rooms, r.members, r.users = map[string]bool{}, map[[2]string]bool{}, map[string]bool{}
+	r.unsure, r.touched = false, nil
+}
+
+// sure reports whether the view of key can be held to the rules: no gap
+// since the reset, or an event of key seen since the gap.
+func (r *Receiver) sure(key string) bool {
+	if !r.unsure {
+		return true
+	}
+	seen := r.touched[key]
+	r.touched[key] = true
+	return seen
 }
 
 // applyLocked moves the receiver's view by e and notes what breaks a rule.
 func (r *Receiver) applyLocked(e Event) {
-	if e.Name == Reset {
+	switch e.Name {
+	case Reset:
 		r.resetLocked(e.Epoch)
+		return
+	case Dropped:
+		r.gaps++
+		r.unsure, r.touched = true, map[string]bool{}
 		return
 	}
 	if e.Epoch != r.epoch {
@@ -100,7 +123,7 @@ func (r *Receiver) applyLocked(e Event) {
 		r.resetLocked(e.Epoch)
 	}
 	turn := func(m map[string]bool, k string, on bool, what string) {
-		if m[k] == on {
+		if r.sure(what[:4]+"\x00"+k) && m[k] == on {
 			r.violations = append(r.violations, fmt.Sprintf("%s %s %q twice in a row", e.ID, what, k))
 		}
 		if on {
@@ -116,12 +139,13 @@ func (r *Receiver) applyLocked(e Event) {
 		turn(r.users, e.User, e.Name == UserOnline, e.Name)
 	case MemberJoined, MemberLeft:
 		k := [2]string{e.Room, e.User}
-		if r.members[k] == (e.Name == MemberJoined) {
+		sure := r.sure("memb\x00" + e.Room + "\x00" + e.User)
+		if sure && r.members[k] == (e.Name == MemberJoined) {
 			r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q twice in a row", e.ID, e.Name, e.Room, e.User))
 		}
 		if e.Name == MemberJoined {
 			r.members[k] = true
-			if !r.rooms[e.Room] || !r.users[e.User] {
+			if sure && (!r.rooms[e.Room] || !r.users[e.User]) {
 				r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q in a room not occupied or by a user not online", e.ID, e.Name, e.Room, e.User))
 			}
 		} else {
@@ -142,6 +166,7 @@ type View struct {
 type ReceiverStats struct {
 	Requests, BadSignatures, Duplicates, Events int
 	Stale                                       int // requests refused for their timestamp
+	Gaps                                        int // dropped events taken: the view was unsure after each
 	Violations                                  []string
 }
 
@@ -171,7 +196,7 @@ func (r *Receiver) View() View {
 func (r *Receiver) Stats() ReceiverStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates, Stale: r.stale,
+	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates, Stale: r.stale, Gaps: r.gaps,
 		Events: len(r.events), Violations: append([]string(nil), r.violations...)}
 }
 

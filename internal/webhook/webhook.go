@@ -31,6 +31,12 @@ const (
 	// void (Redis lost the webhook state, or the single node started); the
 	// occupied, online and joined events of what is there now follow.
 	Reset = "reset"
+	// Dropped says that Count events were dropped just before it (the
+	// queue, or the cluster's stream, was full): within the epoch, what the
+	// backend knows of who is where may be wrong from here, and messages
+	// are missing. It fetches the current state (the server API's rooms and
+	// presence, the rooms' history) and goes on.
+	Dropped = "dropped"
 )
 
 // SignatureHeader carries "sha256=" and the hex HMAC-SHA256, keyed with the
@@ -70,6 +76,8 @@ type Event struct {
 	// chat JSON, as members receive it.
 	Seq     uint64          `json:"seq,omitempty"`
 	Message json.RawMessage `json:"message,omitempty"`
+	// Count is a Dropped event's number of events dropped.
+	Count uint64 `json:"count,omitempty"`
 	// TimeMS is when the event was decided, unix milliseconds.
 	TimeMS int64 `json:"time_ms"`
 	// Node is the node whose change made the event (for debugging).

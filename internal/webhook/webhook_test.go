@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -476,5 +477,53 @@ func TestDispatcherSlowReceiverMakesProgress(t *testing.T) {
 	}
 	if st := d.Stats(); st.Failed == 0 {
 		t.Errorf("dispatcher %+v: want some requests timed out first", st)
+	}
+}
+
+// TestAGapIsSeen: events dropped from a full queue leave a gap the
+// receiver sees: the next event queued follows a dropped event counting
+// them. Without it the receiver went on believing ann online and r
+// occupied, then saw them online and occupied twice in a row.
+func TestAGapIsSeen(t *testing.T) {
+	rcv := NewReceiver([]byte("k"))
+	m := NewMemory("e", 5, nil)
+	take := func() { // what the dispatcher would send now
+		t.Helper()
+		evs, err := m.Next(context.Background(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := json.Marshal(Body{Events: evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		ts := time.Now().Unix()
+		r.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
+		r.Header.Set(SignatureHeader, Sign([]byte("k"), body, ts))
+		rcv.ServeHTTP(httptest.NewRecorder(), r)
+		if err := m.Commit(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Presence("r", "ann", 1) // reset, online, occupied, joined
+	m.Presence("r", "ann", 0) // left fits; vacated and offline are dropped
+	take()
+	m.Presence("r", "ann", 1)
+	take()
+	got := names(rcv.Events())
+	want := []string{"reset", "user_online ann", "room_occupied r", "member_joined r ann", "member_left r ann",
+		"dropped", "user_online ann", "room_occupied r", "member_joined r ann"}
+	if !slices.Equal(got, want) {
+		t.Errorf("received\n got %q\nwant %q", got, want)
+	}
+	if evs := rcv.Events(); len(evs) > 5 && evs[5].Count != 2 {
+		t.Errorf("the dropped event counts %d, want 2", evs[5].Count)
+	}
+	if st := rcv.Stats(); st.Gaps != 1 || len(st.Violations) != 0 {
+		t.Errorf("receiver %+v: want one gap, no rule broken", st)
+	}
+	if st := m.Stats(); st.Dropped != 2 {
+		t.Errorf("memory %+v: want 2 dropped", st)
 	}
 }

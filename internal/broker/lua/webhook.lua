@@ -17,6 +17,9 @@
 -- KEYS[8]  dropped: events not appended because the stream was full
 -- KEYS[9]  the dispatcher's lease (its node)
 -- KEYS[10] the cursor: the last stream entry the backend took
+-- KEYS[11] gap: events dropped since the last one appended; the next one
+--          appended follows a "dropped" event with their count, so the
+--          backend sees the gap
 --
 -- ARGV[1] op: "apply", "sync", "renew", "gone", "leave", "lead", "commit"
 -- ARGV[2] the node calling (for "gone", the dead node)
@@ -24,8 +27,10 @@
 -- ARGV[4] the stream's most entries
 -- ARGV[5] a new epoch, used when KEYS[1] is missing
 -- ARGV[6...] items: for "apply" and "sync", four each: "p", room, user, the
---            node's count, or "m", room, seq, the message; "sync" sets
---            every count of the node not among them to 0;
+--            node's count, or "m", room, seq, the message, or "d", "", n,
+--            "": n events the node gave up (Redis unreachable too long),
+--            counted in the next "dropped" event; "sync" sets every count
+--            of the node not among them to 0;
 --            for "commit", the last entry sent
 --
 -- Returns {status, appended, dropped, ...}: status -1 when the node is not
@@ -59,12 +64,7 @@ end
 local appended, dropped = 0, 0
 local epoch = redis.call('GET', KEYS[1])
 
-local function emit(fields)
-  if redis.call('XLEN', KEYS[2]) >= maxlen then
-    dropped = dropped + 1
-    redis.call('INCR', KEYS[8])
-    return
-  end
+local function append(fields)
   local f = {'name', fields[1], 'epoch', epoch, 'time', tostring(now), 'node', node}
   for i = 2, #fields, 2 do
     f[#f + 1] = fields[i]
@@ -74,9 +74,29 @@ local function emit(fields)
   appended = appended + 1
 end
 
+-- emit appends an event, after a "dropped" one when events were dropped
+-- since the last, or drops it (counted) when the stream is full.
+local function emit(fields)
+  local gap = tonumber(redis.call('GET', KEYS[11]) or '0')
+  local need = 1
+  if gap > 0 then need = 2 end
+  if redis.call('XLEN', KEYS[2]) + need > maxlen then
+    dropped = dropped + 1
+    redis.call('INCR', KEYS[8])
+    redis.call('INCR', KEYS[11])
+    return
+  end
+  if gap > 0 then
+    append({'dropped', 'count', tostring(gap)})
+    redis.call('DEL', KEYS[11])
+  end
+  append(fields)
+end
+
 if not epoch then
   epoch = ARGV[5]
   redis.call('SET', KEYS[1], epoch)
+  redis.call('DEL', KEYS[11]) -- a reset says more than any gap before it
   emit({'reset'})
 end
 
@@ -162,6 +182,11 @@ if op == 'apply' and not known then
   return {-1, appended, dropped}
 end
 redis.call('ZADD', KEYS[3], now + lease, node)
+for i = 6, #ARGV, 4 do
+  if ARGV[i] == 'd' then -- before the events it precedes
+    redis.call('INCRBY', KEYS[11], tonumber(ARGV[i + 2]))
+  end
+end
 if op == 'sync' then
   local keep = {}
   for i = 6, #ARGV, 4 do
@@ -174,7 +199,7 @@ end
 for i = 6, #ARGV, 4 do
   if ARGV[i] == 'p' then
     set(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]))
-  else
+  elseif ARGV[i] == 'm' then
     emit({'message_published', 'room', ARGV[i + 1], 'seq', ARGV[i + 2], 'msg', ARGV[i + 3]})
   end
 end
