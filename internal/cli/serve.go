@@ -140,7 +140,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	}
 	f.IntVar(&o.cfg.Hooks.Failures, "hook-breaker-failures", hooks.DefaultFailures, "failed calls in a row that open a hook's circuit: then it fails at once, without calling, for --hook-breaker-cooldown")
 	f.DurationVar(&o.cfg.Hooks.Cooldown, "hook-breaker-cooldown", hooks.DefaultCooldown, "how long an open circuit stays open before one trial call")
-	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend)")
+	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend), and connect hook calls; at most 4096")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 	o.config.define(f)

@@ -97,7 +97,9 @@ type Config struct {
 	Fail                            [numKinds]Mode
 	Failures                        int           // failures in a row that open a hook's circuit; 0: DefaultFailures
 	Cooldown                        time.Duration // how long an open circuit stays open; 0: DefaultCooldown
-	Workers                         int           // publish and join calls in flight at once; 0: DefaultWorkers
+	// Workers is how many publish and join calls are in flight at once,
+	// and how many connect calls: 0: DefaultWorkers, at most MaxWorkers.
+	Workers int
 }
 
 // Defaults of Config's zero fields.
@@ -106,6 +108,11 @@ const (
 	DefaultFailures = 5
 	DefaultCooldown = 5 * time.Second
 	DefaultWorkers  = 64
+	// MaxWorkers bounds Workers: each worker is a goroutine, a kept-alive
+	// connection to the backend and 16 queued calls; 100,000 of them cost
+	// half a gigabyte idle, and a backend does not take that many calls at
+	// once anyway.
+	MaxWorkers = 4096
 )
 
 // MinSecret is the shortest secret accepted.
@@ -135,6 +142,9 @@ func (c *Config) Validate() error {
 	if c.Timeout < 0 || c.Cooldown < 0 || c.Failures < 0 || c.Workers < 0 {
 		errs = append(errs, errors.New("hook timeout, cooldown, failures and workers must not be negative"))
 	}
+	if c.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("hook workers must be at most %d, got %d", MaxWorkers, c.Workers))
+	}
 	return errors.Join(errs...)
 }
 
@@ -163,6 +173,9 @@ type Client struct {
 	node  string
 	http  *http.Client
 	hooks [numKinds]*hook
+	// connects holds a token per connect call in flight: at most Workers,
+	// like the join and publish calls, whatever the upgrades coming in.
+	connects chan struct{}
 }
 
 // hook is one hook's URL, breaker and counters; nil when the hook is off.
@@ -193,7 +206,8 @@ func New(cfg Config, node string) (*Client, error) {
 	// A redirect is not followed: a 302 would turn the call into a bodiless
 	// GET whose answer would be applied, a 307 would send the body and its
 	// signature elsewhere. The 3xx comes back as an answer, a failed call.
-	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		connects: make(chan struct{}, cfg.Workers)}
 	for k, u := range cfg.urls() {
 		if u != "" {
 			c.hooks[k] = &hook{kind: Kind(k), url: u, mode: cfg.Fail[k],

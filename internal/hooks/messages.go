@@ -66,6 +66,17 @@ func (a *ConnectAnswer) check() (Outcome, error) {
 // Connect asks the backend whether a connection may open. It blocks for up
 // to the timeout: never call it on an event loop.
 func (c *Client) Connect(ctx context.Context, req ConnectRequest) (ConnectAnswer, Verdict) {
+	// Wait for a turn (Workers in flight at most) within the timeout: a
+	// call that gets none failed, as if the backend had not answered.
+	turn, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	select {
+	case c.connects <- struct{}{}:
+		defer func() { <-c.connects }()
+	case <-turn.Done():
+		h := c.hooks[Connect]
+		return ConnectAnswer{}, h.fail(Timeout, fmt.Errorf("the connect hook had %d calls in flight for %s: %w", c.cfg.Workers, c.cfg.Timeout, turn.Err()))
+	}
 	req.Hook, req.Node, req.Time = Connect.String(), c.node, nowMilli()
 	var a ConnectAnswer
 	v := c.call(ctx, Connect, &req, &a, a.check)
