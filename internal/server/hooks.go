@@ -33,9 +33,15 @@ import (
 // backend refused; the error's message is the backend's reason.
 const CodeRefused = "refused"
 
-// maxHookQueue bounds the messages of one connection waiting for the
-// publish hook; more are refused (rate_limited).
-const maxHookQueue = 64
+// maxHookQueue and maxHookQueueBytes bound the messages of one connection
+// waiting for the publish hook, in number and in bytes (but one message of
+// the largest size always fits); more are refused (rate_limited), counted
+// and logged. Without the bytes, 64 messages of 16 KiB held 1 MiB a
+// connection.
+const (
+	maxHookQueue      = 64
+	maxHookQueueBytes = 64 << 10
+)
 
 // hookJob is a join or publish call a loop hands to the hook workers.
 type hookJob struct {
@@ -63,6 +69,7 @@ type hookResult struct {
 type connHooks struct {
 	data  json.RawMessage
 	queue []pendingPublish
+	bytes int // of the messages in queue
 	busy  bool
 	// gone is set on the loop when the connection stops being open; the
 	// workers read it before each call: a closed connection's jobs cost
@@ -263,6 +270,7 @@ func (c *conn) joinHooked(f *protocol.Frame, rs room.Resume) {
 		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: user, Name: uname, Room: name, Data: h.data}}
 	if !l.srv.submitHook(job) {
 		l.stats.dropped[DropHook].Add(1)
+		l.srv.hookLog.refused(time.Now(), hooks.Join, "hook calls refused: all workers busy and their queue full")
 		c.sendError(protocol.CodeUnavailable, overloadedMessage, f)
 		return
 	}
@@ -273,12 +281,14 @@ func (c *conn) joinHooked(f *protocol.Frame, rs room.Resume) {
 func (c *conn) publishHooked(f *protocol.Frame, data []byte, r *room.Room) {
 	l := c.loop
 	h := l.hooksOf(c)
-	if len(h.queue) >= maxHookQueue {
+	if len(h.queue) >= maxHookQueue || len(h.queue) > 0 && h.bytes+len(data) > maxHookQueueBytes {
 		l.stats.dropped[DropRateLimit].Add(1)
-		c.sendError(protocol.CodeRateLimited, fmt.Sprintf("more than %d messages wait for the application's backend", maxHookQueue), f)
+		l.srv.hookLog.refused(time.Now(), hooks.Publish, "a connection's messages waiting for the publish hook are at their bound", "messages", len(h.queue), "bytes", h.bytes)
+		c.sendError(protocol.CodeRateLimited, fmt.Sprintf("more than %d messages or %d KiB wait for the application's backend", maxHookQueue, maxHookQueueBytes>>10), f)
 		return
 	}
 	h.queue = append(h.queue, pendingPublish{room: r, msg: bytes.Clone(data)})
+	h.bytes += len(data)
 	c.nextHooked(h)
 }
 
@@ -295,8 +305,9 @@ func (c *conn) nextHooked(h *connHooks) {
 			h.busy = true
 			return
 		}
-		h.queue = h.queue[1:]
+		h.pop()
 		l.stats.dropped[DropHook].Add(1)
+		l.srv.hookLog.refused(time.Now(), hooks.Publish, "hook calls refused: all workers busy and their queue full")
 		c.refuseHooked(p.msg, protocol.CodeUnavailable, overloadedMessage)
 	}
 }
@@ -349,9 +360,7 @@ func (l *loop) hookPublished(c *conn, res *hookResult) {
 	if h == nil || len(h.queue) == 0 {
 		return
 	}
-	p := h.queue[0]
-	h.queue[0] = pendingPublish{}
-	h.queue = h.queue[1:]
+	p := h.pop()
 	h.busy = false
 	switch {
 	case l.quiet || l.draining:
@@ -371,6 +380,15 @@ func (l *loop) hookPublished(c *conn, res *hookResult) {
 		c.publish(f, res.message, p.room)
 	}
 	c.nextHooked(h)
+}
+
+// pop takes the first waiting message off the queue.
+func (h *connHooks) pop() pendingPublish {
+	p := h.queue[0]
+	h.queue[0] = pendingPublish{}
+	h.queue = h.queue[1:]
+	h.bytes -= len(p.msg)
+	return p
 }
 
 // hookCode is the error code of a hook's refusal: refused when the
@@ -402,6 +420,16 @@ type hookLog struct {
 }
 
 func (h *hookLog) failed(now time.Time, k hooks.Kind, err error) {
+	h.warn(now, k, "hook failed", "err", err)
+}
+
+// refused logs calls not made, and messages not queued, because too many
+// wait: the same limit of a line a second per hook.
+func (h *hookLog) refused(now time.Time, k hooks.Kind, msg string, args ...any) {
+	h.warn(now, k, msg, args...)
+}
+
+func (h *hookLog) warn(now time.Time, k hooks.Kind, msg string, args ...any) {
 	h.mu.Lock()
 	if now.Sub(h.last[k]) < time.Second {
 		h.suppressed[k]++
@@ -412,5 +440,5 @@ func (h *hookLog) failed(now time.Time, k hooks.Kind, err error) {
 	n := h.suppressed[k]
 	h.suppressed[k] = 0
 	h.mu.Unlock()
-	h.log.Warn("hook failed", "hook", k.String(), "err", err, "suppressed", n)
+	h.log.Warn(msg, append(args, "hook", k.String(), "suppressed", n)...)
 }

@@ -115,6 +115,9 @@ func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
 		first.Do(func() { close(inCall); <-release })
 		return map[string]any{"allow": true}
 	})
+	var released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	defer let() // a failed test does not leave the backend holding the server's stop
 	ts := startServer(t, func(c *Config) {
 		hooksOn(b.URL, hooks.Publish)(c)
 		c.Hooks.Workers, c.Hooks.Timeout = 1, 30*time.Second
@@ -135,7 +138,7 @@ func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
 	testsupport.Eventually(t, 10*time.Second, "the five to close", func() bool { return ts.Stats().Connections == 1 })
 	live := connect(t, ts, "lobby")
 	live.sendJSON(msg("live"))
-	close(release)
+	let()
 	for _, want := range []string{"first", "live"} {
 		if m := live.nextChat(); m["text"] != want {
 			t.Fatalf("the live connection got %v, want %q", m, want)
@@ -146,5 +149,43 @@ func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
 	}
 	if n := ts.Stats().HookJobsGone; n != 5 {
 		t.Errorf("%d jobs dropped, want 5", n)
+	}
+}
+
+// TestHookQueueBoundedInBytes: a connection's messages waiting for the
+// publish hook are bounded in bytes, not only in number: with the first
+// one held by the backend, five of 12 KiB fit in 64 KiB, the next three
+// are refused with rate_limited; released, the others are published.
+func TestHookQueueBoundedInBytes(t *testing.T) {
+	inCall, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	b := newHookBackend(t, func(string, map[string]any) any {
+		first.Do(func() { close(inCall); <-release })
+		return map[string]any{"allow": true}
+	})
+	var released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	defer let() // a failed test does not leave the backend holding the server's stop
+	ts := startServer(t, func(c *Config) {
+		hooksOn(b.URL, hooks.Publish)(c)
+		c.RateLimit, c.RateBurst = 1000, 1000
+	})
+	c := connect(t, ts, "lobby")
+	c.sendJSON(msg("first", "message_id", 0))
+	<-inCall
+	big := strings.Repeat("x", 12<<10)
+	for i := 1; i <= 8; i++ {
+		c.sendJSON(msg(big, "message_id", i))
+	}
+	for i := 6; i <= 8; i++ {
+		if e := c.next(); e["type"] != "error" || e["code"] != "rate_limited" || e["message_id"] != float64(i) {
+			t.Fatalf("message %d: %v, want rate_limited", i, e)
+		}
+	}
+	let()
+	for i := 0; i <= 5; i++ {
+		if m := c.nextChat(); m["message_id"] != float64(i) {
+			t.Fatalf("published %v, want message %d", m["message_id"], i)
+		}
 	}
 }
