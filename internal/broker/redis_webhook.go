@@ -33,10 +33,15 @@ type RedisWebhooksConfig struct {
 	// MaxStream is how many events the stream holds unsent before new ones
 	// are dropped (counted, logged); 0: 100000.
 	MaxStream int
+	// MaxStreamBytes bounds the stream in bytes too (what its entries
+	// hold, messages included); 0: webhook.DefaultQueueBytes.
+	MaxStreamBytes int64
 	// MaxPending is how many changes wait on this node (Redis unreachable)
 	// before they are given up for a full resync; 0: 100000.
 	MaxPending int
-	Logger     *slog.Logger
+	// MaxPendingBytes bounds them in bytes too; 0: webhook.DefaultQueueBytes.
+	MaxPendingBytes int64
+	Logger          *slog.Logger
 }
 
 // RedisWebhooks is a cluster node's webhook.Tracker and webhook.Source.
@@ -46,13 +51,14 @@ type RedisWebhooks struct {
 	id   string
 	keys []string // webhookScript's KEYS, KEYS[7] this node's
 
-	mu      sync.Mutex
-	state   map[string]map[string]int // room → user → this node's connections
-	pending []whItem                  // changes not yet in Redis, in order
-	gen     uint64                    // bumped when pending is given up
-	resync  bool                      // Redis must get the whole state
-	givenUp int                       // messages given up with pending: the resync tells Redis, which counts them in a dropped event
-	wake    chan struct{}
+	mu           sync.Mutex
+	state        map[string]map[string]int // room → user → this node's connections
+	pending      []whItem                  // changes not yet in Redis, in order
+	pendingBytes int64                     // what pending holds (whItem.size)
+	gen          uint64                    // bumped when pending is given up
+	resync       bool                      // Redis must get the whole state
+	givenUp      int                       // messages given up with pending: the resync tells Redis, which counts them in a dropped event
+	wake         chan struct{}
 
 	leadMu   sync.Mutex
 	leader   bool
@@ -93,6 +99,12 @@ func NewRedisWebhooks(cfg RedisWebhooksConfig) (*RedisWebhooks, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 100000
 	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = webhook.DefaultQueueBytes
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = webhook.DefaultQueueBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,7 +139,7 @@ func newWebhookClient(url string) (redis.UniversalClient, error) {
 func (w *RedisWebhooks) keysFor(node string) []string {
 	p := w.cfg.Prefix + ":{webhooks}:"
 	return []string{p + "epoch", p + "stream", p + "nodes", p + "rooms", p + "members", p + "users",
-		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor", p + "gap"}
+		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor", p + "gap", p + "bytes"}
 }
 
 // ID returns the node's name in the webhook state.
@@ -161,13 +173,20 @@ func (w *RedisWebhooks) Published(room string, seq uint64, message []byte) {
 	signal(w.wake)
 }
 
-// pushLocked queues it, or, when MaxPending changes wait already (Redis
-// has been unreachable a while), gives them all up for a resync of the
-// whole state: the backend then gets where things are, not every step on
-// the way, and the published messages among them are lost (counted).
+// size is what a change holds waiting, roughly.
+func (it *whItem) size() int64 {
+	return int64(len(it.room)+len(it.a)+len(it.b)+len(it.payload)) + 96
+}
+
+// pushLocked queues it, or, when MaxPending changes (or MaxPendingBytes)
+// wait already (Redis has been unreachable a while), gives them all up for
+// a resync of the whole state: the backend then gets where things are, not
+// every step on the way, and the published messages among them are lost
+// (counted, and told to the backend in a dropped event).
 func (w *RedisWebhooks) pushLocked(it whItem) {
-	if len(w.pending) < w.cfg.MaxPending {
+	if len(w.pending) < w.cfg.MaxPending && (len(w.pending) == 0 || w.pendingBytes+it.size() <= w.cfg.MaxPendingBytes) {
 		w.pending = append(w.pending, it)
+		w.pendingBytes += it.size()
 		return
 	}
 	n := 0
@@ -183,7 +202,7 @@ func (w *RedisWebhooks) pushLocked(it whItem) {
 	w.givenUp += n
 	w.errs.warn(w.cfg.Logger, "webhook changes given up: Redis unreachable too long; the node sends its whole state when it is back",
 		"pending", len(w.pending), "messages_dropped", n)
-	w.pending, w.resync = nil, true
+	w.pending, w.pendingBytes, w.resync = nil, 0, true
 	w.gen++
 }
 
@@ -287,6 +306,9 @@ func (w *RedisWebhooks) flush(ctx context.Context) bool {
 		w.givenUp -= givenUp // Redis counted them
 	}
 	if gen == w.gen {
+		for i := range w.pending[:n] {
+			w.pendingBytes -= w.pending[i].size()
+		}
 		w.pending = w.pending[n:]
 		if resync {
 			w.resync = false
@@ -297,7 +319,7 @@ func (w *RedisWebhooks) flush(ctx context.Context) bool {
 
 // run calls webhookScript and counts the events it dropped.
 func (w *RedisWebhooks) run(ctx context.Context, keys []string, op, node string, items []any) ([]int64, error) {
-	args := append([]any{op, node, int(nodeLease / time.Millisecond), w.cfg.MaxStream, NewEpoch()}, items...)
+	args := append([]any{op, node, int(nodeLease / time.Millisecond), w.cfg.MaxStream, NewEpoch(), w.cfg.MaxStreamBytes}, items...)
 	v, err := webhookScript.Run(ctx, w.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("webhook script %s: %w", op, err)
@@ -362,7 +384,7 @@ func (w *RedisWebhooks) tick(ctx context.Context) {
 		w.mu.Unlock()
 		signal(w.wake)
 	}
-	v, err := webhookScript.Run(c, w.rdb, w.keys, "lead", w.id, int(nodeLease/time.Millisecond), w.cfg.MaxStream, "").Slice()
+	v, err := webhookScript.Run(c, w.rdb, w.keys, "lead", w.id, int(nodeLease/time.Millisecond), w.cfg.MaxStream, "", w.cfg.MaxStreamBytes).Slice()
 	w.leadMu.Lock()
 	defer w.leadMu.Unlock()
 	was := w.leader
@@ -457,9 +479,9 @@ func (w *RedisWebhooks) Commit(ctx context.Context, evs []webhook.Event) error {
 // Stats implements webhook.Source.
 func (w *RedisWebhooks) Stats() webhook.Stats {
 	w.mu.Lock()
-	q := len(w.pending)
+	q, b := len(w.pending), w.pendingBytes
 	w.mu.Unlock()
-	return webhook.Stats{Queued: int64(q), Dropped: w.dropped.Load()}
+	return webhook.Stats{Queued: int64(q), QueuedBytes: b, Dropped: w.dropped.Load()}
 }
 
 // rateLog writes a warning at most once every ten seconds.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -363,5 +364,54 @@ func TestRedisWebhooksGapIsSeen(t *testing.T) {
 		if got := names(); !slices.Equal(got, step.want) {
 			t.Errorf("after %s %v: stream\n got %q\nwant %q", step.op, step.items, got, step.want)
 		}
+	}
+}
+
+// TestRedisWebhooksStreamBoundedInBytes: the cluster's stream is bounded
+// in bytes as well as in entries: of ten 16 KiB messages, those that fit
+// in 50 KiB are appended, the others dropped; the entries the dispatcher
+// commits give their bytes back, and the next message follows a dropped
+// event.
+func TestRedisWebhooksStreamBoundedInBytes(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 1000, MaxStreamBytes: 50 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.rdb.Close()
+	ctx := context.Background()
+	msg := `{"text":"` + strings.Repeat("x", 16<<10) + `"}`
+	var items []any
+	for i := range 10 {
+		items = append(items, "m", "r", strconv.Itoa(i+1), msg)
+	}
+	if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); len(ms) != 4 || st.Dropped != 7 { // the reset and 3 messages
+		t.Fatalf("%d entries, %d dropped; want 4 and 7", len(ms), st.Dropped)
+	}
+	if n, _ := w.rdb.Get(ctx, w.keys[11]).Int64(); n > 50<<10 || n < 3*16<<10 {
+		t.Errorf("the stream holds %d bytes by its count, want 48–50 KiB", n)
+	}
+	if _, err := w.run(ctx, w.keys, "lead", w.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(ctx, w.keys, "commit", w.id, []any{ms[len(ms)-1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.rdb.Exists(ctx, w.keys[11]).Result(); err != nil || n != 0 {
+		t.Errorf("the bytes of a stream sent whole are still counted (%d, %v)", n, err)
+	}
+	if _, err := w.run(ctx, w.keys, "apply", w.id, []any{"m", "r", "11", msg}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+	if err != nil || len(ms) != 2 || streamEvent(ms[0]).Name != webhook.Dropped || streamEvent(ms[0]).Count != 7 || streamEvent(ms[1]).Seq != 11 {
+		t.Errorf("after the commit: %v %v, want a dropped event counting 7, then message 11", ms, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/webhook"
 )
 
 func newServeCmd() *cobra.Command {
@@ -57,6 +58,7 @@ func newServeFlags() *serveFlags {
 		logLevel: "info", logFormat: "text",
 	}
 	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	o.webhookQueueBytes = webhook.DefaultQueueBytes
 	return o
 }
 
@@ -74,6 +76,7 @@ type serveFlags struct {
 	apiKeyFile                        string
 	tlsCert, tlsKey                   string
 	maxHistory, maxBody               byteSize
+	webhookQueueBytes                 byteSize
 	addr, metricsAddr                 string
 	metricsAdvertise                  string
 	maxMsg, maxQueue, echoMaxMsg      byteSize
@@ -118,6 +121,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.Webhook.Publish, "webhook-publish", false, "also send a message_published event for every message of the rooms whose namespace has no webhooks key (costs a copy of each; docs/config.md)")
 	f.DurationVar(&o.cfg.Webhook.Timeout, "webhook-timeout", 5*time.Second, "time allowed to one webhook request; a failed one is retried with backoff")
 	f.IntVar(&o.cfg.Webhook.Queue, "webhook-queue", 100000, "webhook events waiting (a cluster: in Redis, and changes on a node cut off from it) beyond which new ones are dropped, counted and logged")
+	f.Var(&o.webhookQueueBytes, "webhook-queue-bytes", "bytes the webhook events waiting may hold (messages included) beyond which new ones are dropped, counted and logged, like --webhook-queue")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// (TLS 1.2+)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.IntVar(&o.cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections, WebSocket and HTTP, from one address (HTTP 429 beyond); 0 means no limit")
@@ -173,6 +177,7 @@ func (o *serveFlags) serverConfig(logger *slog.Logger) error {
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	o.cfg.MaxBodyBytes = int64(o.maxBody)
+	o.cfg.Webhook.QueueBytes = int64(o.webhookQueueBytes)
 	var err error
 	if o.cfg.Auth, err = verifier(o.jwtSecret, o.jwtPublicKey, o.jwksFile); err != nil {
 		errs = append(errs, err)

@@ -125,7 +125,7 @@ func (c *Config) validate() error {
 	errs = append(errs, c.namespaceErrors()...)
 	check(c.Webhook.URL == "" || hooks.ValidURL(c.Webhook.URL), "the webhook URL %q is not an http:// or https:// URL", c.Webhook.URL)
 	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
-	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0, "the webhook timeout and queue must not be negative")
+	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0 && c.Webhook.QueueBytes >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
 }
 

@@ -145,11 +145,13 @@ var ErrNotDispatcher = errors.New("this node is no longer the cluster's webhook 
 
 // Stats counts a node's webhooks.
 type Stats struct {
-	Queued  int64  // events (or, in a cluster, changes) waiting on this node
-	Sent    uint64 // events the backend took (2xx)
-	Retried uint64 // requests sent again after a failure
-	Failed  uint64 // requests that failed (an error, a timeout or a non-2xx answer)
-	Dropped uint64 // events never queued: the queue (or the cluster's stream) was full
+	Queued int64 // events (or, in a cluster, changes) waiting on this node
+	// QueuedBytes is what they hold, roughly (strings, messages, structs).
+	QueuedBytes int64
+	Sent        uint64 // events the backend took (2xx)
+	Retried     uint64 // requests sent again after a failure
+	Failed      uint64 // requests that failed (an error, a timeout or a non-2xx answer)
+	Dropped     uint64 // events never queued: the queue (or the cluster's stream) was full
 	// Filtered counts events left unsent by design (DispatcherConfig.Send:
 	// a namespace's webhooks list), not lost.
 	Filtered uint64

@@ -81,7 +81,7 @@ func TestMemoryTransitions(t *testing.T) {
 		{"an unchanged count is no event", []change{{"r", "ann", 0}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMemory("e", 100, nil)
+			m := NewMemory("e", 100, 0, nil)
 			for _, c := range tc.changes {
 				m.Presence(c.room, c.user, c.count)
 			}
@@ -93,8 +93,8 @@ func TestMemoryTransitions(t *testing.T) {
 }
 
 func TestMemoryDropsWhenFullAndCounts(t *testing.T) {
-	m := NewMemory("e", 3, nil) // the reset takes one place
-	m.Presence("r", "ann", 1)   // online and occupied fit, joined does not
+	m := NewMemory("e", 3, 0, nil) // the reset takes one place
+	m.Presence("r", "ann", 1)      // online and occupied fit, joined does not
 	if st := m.Stats(); st.Queued != 3 || st.Dropped != 1 {
 		t.Fatalf("queued %d dropped %d, want 3 and 1", st.Queued, st.Dropped)
 	}
@@ -149,7 +149,7 @@ func TestReceiverRefusesAReplay(t *testing.T) {
 		rcv.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	m := NewMemory("e", 10, nil)
+	m := NewMemory("e", 10, 0, nil)
 	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k")})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -202,7 +202,7 @@ func TestDispatcherRetriesInOrder(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	m := NewMemory("e", 1000, nil)
+	m := NewMemory("e", 1000, 0, nil)
 	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Batch: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	m.Presence("r", "ann", 1) // queued before the dispatcher starts: its first batch is the reset and online
 	m.Presence("r", "ann", 0)
@@ -231,7 +231,7 @@ func TestReceiverRefusesABadSignature(t *testing.T) {
 	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	m := NewMemory("e", 10, nil)
+	m := NewMemory("e", 10, 0, nil)
 	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("wrong"), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -280,7 +280,7 @@ func TestReceiverRules(t *testing.T) {
 // TestMemoryQueueKeepsOrderAcrossCommits sends a backlog in small batches:
 // every event once, in the order queued, whatever the compaction.
 func TestMemoryQueueKeepsOrderAcrossCommits(t *testing.T) {
-	m := NewMemory("e", 10000, nil)
+	m := NewMemory("e", 10000, 0, nil)
 	seen := 0
 	for i := range 500 {
 		m.Presence("r", "u", 1-i%2) // 1, 0, 1...: three events each change
@@ -320,7 +320,7 @@ func TestDispatcherSendFilters(t *testing.T) {
 		rcv.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	m := NewMemory("e", 1000, nil)
+	m := NewMemory("e", 1000, 0, nil)
 	hidden := func(e Event) bool { return e.Room != "hidden" }
 	d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), Batch: 2, Send: hidden})
 	// Batches of two: [reset, online ann], [occupied, joined] and [left,
@@ -380,7 +380,7 @@ func TestDispatcherFollowsNoRedirect(t *testing.T) {
 			defer srv.Close()
 			var logged strings.Builder
 			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
-			m := NewMemory("e", 10, nil)
+			m := NewMemory("e", 10, 0, nil)
 			d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), MinBackoff: time.Hour, Logger: log})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
@@ -408,7 +408,7 @@ func TestDispatcherFollowsNoRedirect(t *testing.T) {
 // the dispatcher's reaches the operator's backend directly. (Loopback
 // never goes through a proxy, so this is checked on the transport.)
 func TestDispatcherTakesNoProxyFromTheEnvironment(t *testing.T) {
-	d := NewDispatcher(NewMemory("e", 1, nil), DispatcherConfig{URL: "http://127.0.0.1:1"})
+	d := NewDispatcher(NewMemory("e", 1, 0, nil), DispatcherConfig{URL: "http://127.0.0.1:1"})
 	tr, ok := d.cfg.Client.Transport.(*http.Transport)
 	if !ok || tr.Proxy != nil {
 		t.Errorf("transport %T with a proxy function: want an *http.Transport without one", d.cfg.Client.Transport)
@@ -449,7 +449,7 @@ func TestDispatcherSlowReceiverMakesProgress(t *testing.T) {
 		rcv.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	m := NewMemory("e", 1000, nil)
+	m := NewMemory("e", 1000, 0, nil)
 	for i := range 60 {
 		m.Published("r", uint64(i+1), []byte(`{"text":"hi"}`))
 	}
@@ -486,7 +486,7 @@ func TestDispatcherSlowReceiverMakesProgress(t *testing.T) {
 // occupied, then saw them online and occupied twice in a row.
 func TestAGapIsSeen(t *testing.T) {
 	rcv := NewReceiver([]byte("k"))
-	m := NewMemory("e", 5, nil)
+	m := NewMemory("e", 5, 0, nil)
 	take := func() { // what the dispatcher would send now
 		t.Helper()
 		evs, err := m.Next(context.Background(), 100)
@@ -525,5 +525,33 @@ func TestAGapIsSeen(t *testing.T) {
 	}
 	if st := m.Stats(); st.Dropped != 2 {
 		t.Errorf("memory %+v: want 2 dropped", st)
+	}
+}
+
+// TestMemoryQueueBoundedInBytes: the queue is bounded in bytes as well as
+// in events: twenty 16 KiB messages against 100 KiB queue six of them
+// (beside the reset), the rest dropped and counted; once sent, there is
+// room again, after a dropped event.
+func TestMemoryQueueBoundedInBytes(t *testing.T) {
+	m := NewMemory("e", 1000, 100<<10, nil)
+	msg := []byte(`{"text":"` + strings.Repeat("x", 16<<10) + `"}`)
+	for i := range 20 {
+		m.Published("r", uint64(i+1), msg)
+	}
+	st := m.Stats()
+	if st.Queued != 7 || st.Dropped != 14 || st.QueuedBytes > 100<<10 {
+		t.Fatalf("stats %+v: want 7 queued (the reset and 6 messages) in at most 100 KiB, 14 dropped", st)
+	}
+	drain(t, m)
+	if st := m.Stats(); st.QueuedBytes != 0 {
+		t.Fatalf("%d bytes queued once all is sent", st.QueuedBytes)
+	}
+	m.Published("r", 21, msg)
+	evs, err := m.Next(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(evs); !slices.Equal(got, []string{"dropped", "message_published r"}) || evs[0].Count != 14 {
+		t.Errorf("after the drops: %q (count %d), want a dropped event counting 14, then the message", got, evs[0].Count)
 	}
 }
