@@ -27,7 +27,7 @@ func TestHookUserIsVerifiedOnEveryTransport(t *testing.T) {
 	})
 	ts := startServer(t, hooksOn(b.URL, hooks.Connect, hooks.Join, hooks.Publish))
 	for _, tc := range []struct{ name, user, wantName string }{
-		{"ann", "", "ann"},           // nobody verified ann: she is a name
+		{"ann", "", "ann"},            // nobody verified ann: she is a name
 		{"vera", "vera-verified", ""}, // the backend said who she is
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gws "github.com/gobwas/ws"
 
@@ -39,7 +40,7 @@ func TestMaxMembersOvershootAcrossNodes(t *testing.T) {
 				return
 			}
 			for {
-				f, err := c.readFrame(10e9)
+				f, err := c.readFrame(10 * time.Second)
 				switch {
 				case err != nil:
 					t.Errorf("read: %v", err)
