@@ -25,8 +25,6 @@ var (
 	streamLua string
 	//go:embed lua/presence.lua
 	presenceLua string
-	//go:embed lua/webhook.lua
-	webhookLua string
 )
 
 var (
@@ -48,15 +46,12 @@ var (
 	// presenceScript records and announces a node's connections of a user
 	// in a room (lua/presence.lua).
 	presenceScript = redis.NewScript(presenceLua)
-	// webhookScript keeps the cluster's webhook state and appends its
-	// events, once each, to the webhook stream (lua/webhook.lua).
-	webhookScript = redis.NewScript(webhookLua)
 )
 
 // scripts are every script the broker runs: loadScripts loads them all into
 // each Redis (each master of a cluster) before the node serves, so that a
 // pipelined EVALSHA finds them.
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, webhookScript}
+var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript}
 
 // loadScripts loads every script into c.
 func loadScripts(ctx context.Context, c redis.Scripter) error {

@@ -94,7 +94,7 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	w := &webhooks{cfg: wc}
 	var src webhook.Source
 	if cfg.Redis != "" {
-		r, err := broker.NewRedisWebhooks(broker.RedisWebhooksConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
+		r, err := webhook.NewRedis(webhook.RedisConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
 			MaxStream: wc.Queue, MaxStreamBytes: wc.QueueBytes, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err

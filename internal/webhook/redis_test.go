@@ -1,4 +1,4 @@
-package broker
+package webhook
 
 import (
 	"context"
@@ -13,25 +13,24 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
-	"github.com/scalechat/scalechat/internal/webhook"
 )
 
 // whNode is a cluster node's webhooks in the test's process: its tracker
 // and its dispatcher, each running until stop.
 type whNode struct {
-	w    *RedisWebhooks
-	d    *webhook.Dispatcher
+	w    *Redis
+	d    *Dispatcher
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
 
 func startWebhookNode(t *testing.T, url, receiver string) *whNode {
 	t.Helper()
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: url, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	w, err := NewRedis(RedisConfig{URL: url, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &whNode{w: w, d: webhook.NewDispatcher(w, webhook.DispatcherConfig{URL: receiver, Secret: []byte("k"),
+	n := &whNode{w: w, d: NewDispatcher(w, DispatcherConfig{URL: receiver, Secret: []byte("k"),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
@@ -57,7 +56,7 @@ func (n *whNode) leader() bool {
 
 // waitView waits until the receiver believes want, and fails with what it
 // got after timeout.
-func waitView(t *testing.T, rcv *webhook.Receiver, want webhook.View, timeout time.Duration) {
+func waitView(t *testing.T, rcv *Receiver, want View, timeout time.Duration) {
 	t.Helper()
 	if want.Members == nil {
 		want.Members = map[string][]string{}
@@ -87,14 +86,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestRedisWebhooksAcrossNodes runs two nodes' webhooks on a real
+// TestRedisAcrossNodes runs two nodes' webhooks on a real
 // redis-server and a real HTTP receiver: users come and go on both nodes,
 // the dispatching node is killed (its lease then ends) and Redis restarts
 // empty. After deduplication by ID the receiver never sees a transition
 // twice in a row, and it ends believing what is true.
-func TestRedisWebhooksAcrossNodes(t *testing.T) {
+func TestRedisAcrossNodes(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	rcv := webhook.NewReceiver([]byte("k"))
+	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 
@@ -106,18 +105,18 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	b.w.Presence("r1", "bob", 1)
 	b.w.Presence("r1", "ann", 1)
 	b.w.Presence("r2", "", 1)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
+	waitView(t, rcv, View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
 		Members: map[string][]string{"r1": {"ann", "bob"}}}, 10*time.Second)
 
 	a.w.Presence("r1", "ann", 0) // ann is still in r1 on b: no event
 	a.w.Presence("r3", "cat", 1)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
+	waitView(t, rcv, View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
 		Members: map[string][]string{"r1": {"ann", "bob"}, "r3": {"cat"}}}, 10*time.Second)
 
 	// b dies with ann and bob in r1 and an anonymous connection in r2: once
 	// its lease ends a takes over both its counts and the dispatching.
 	b.crash()
-	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat"},
+	waitView(t, rcv, View{Rooms: []string{"r3"}, Users: []string{"cat"},
 		Members: map[string][]string{"r3": {"cat"}}}, 15*time.Second)
 	if !a.leader() {
 		t.Error("a is not the dispatcher after b died")
@@ -127,11 +126,11 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	rs.Stop()
 	a.w.Presence("r3", "dan", 1) // while Redis is down
 	rs.Restart()
-	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
+	waitView(t, rcv, View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
 		Members: map[string][]string{"r3": {"cat", "dan"}}}, 15*time.Second)
 	a.w.Presence("r3", "cat", 0)
 	a.w.Presence("r3", "dan", 0)
-	waitView(t, rcv, webhook.View{}, 10*time.Second)
+	waitView(t, rcv, View{}, 10*time.Second)
 
 	st := rcv.Stats()
 	if len(st.Violations) > 0 || st.BadSignatures > 0 {
@@ -140,9 +139,9 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	resets, vacated := 0, map[string]int{}
 	for _, e := range rcv.Events() {
 		switch e.Name {
-		case webhook.Reset:
+		case Reset:
 			resets++
-		case webhook.RoomVacated:
+		case RoomVacated:
 			vacated[e.Room]++
 		}
 	}
@@ -160,12 +159,12 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
+// TestRedisOnRedisCluster runs the webhooks on a Redis Cluster of 3
 // masters (every key in the {webhooks} slot): a user on two nodes, a
 // published message, the node that had her last connection killed.
-func TestRedisWebhooksOnRedisCluster(t *testing.T) {
+func TestRedisOnRedisCluster(t *testing.T) {
 	rc := testsupport.StartRedisCluster(t, 3, 0)
-	rcv := webhook.NewReceiver([]byte("k"))
+	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	a := startWebhookNode(t, rc.URL(), srv.URL)
@@ -175,15 +174,15 @@ func TestRedisWebhooksOnRedisCluster(t *testing.T) {
 	b.w.Presence("r", "ann", 2)
 	b.w.Published("r", 7, []byte(`{"room":"r","seq":7,"text":"hi"}`))
 	a.w.Presence("r", "ann", 0)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
+	waitView(t, rcv, View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
 	b.crash()
-	waitView(t, rcv, webhook.View{}, 15*time.Second)
+	waitView(t, rcv, View{}, 15*time.Second)
 
 	var got []string
-	var pub webhook.Event
+	var pub Event
 	for _, e := range rcv.Events() {
 		got = append(got, e.Name)
-		if e.Name == webhook.MessagePublished {
+		if e.Name == MessagePublished {
 			pub = e
 		}
 	}
@@ -239,7 +238,7 @@ func TestWebhookScript(t *testing.T) {
 			[]string{"reset", "message_published r"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
+			w, err := NewRedis(RedisConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,12 +271,12 @@ func TestWebhookScript(t *testing.T) {
 	}
 }
 
-// TestRedisWebhooksCountWhatTheFullStreamDrops pins that a full stream (no
+// TestRedisCountWhatTheFullStreamDrops pins that a full stream (no
 // dispatcher, the backend away) drops new events, and that the node counts
 // each one.
-func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
+func TestRedisCountWhatTheFullStreamDrops(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
+	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,13 +300,13 @@ func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
 	}
 }
 
-// TestRedisWebhooksGapIsSeen: events the full stream dropped leave a gap
+// TestRedisGapIsSeen: events the full stream dropped leave a gap
 // the backend sees: once the dispatcher has sent what was there, the next
 // event appended follows a dropped event counting them; messages a node
 // gave up (Redis unreachable too long) are counted in one too.
-func TestRedisWebhooksGapIsSeen(t *testing.T) {
+func TestRedisGapIsSeen(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
+	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,13 +318,13 @@ func TestRedisWebhooksGapIsSeen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func() []webhook.Event {
+	read := func() []Event {
 		t.Helper()
 		ms, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var evs []webhook.Event
+		var evs []Event
 		for _, m := range ms {
 			evs = append(evs, streamEvent(m))
 		}
@@ -367,14 +366,14 @@ func TestRedisWebhooksGapIsSeen(t *testing.T) {
 	}
 }
 
-// TestRedisWebhooksStreamBoundedInBytes: the cluster's stream is bounded
+// TestRedisStreamBoundedInBytes: the cluster's stream is bounded
 // in bytes as well as in entries: of ten 16 KiB messages, those that fit
 // in 50 KiB are appended, the others dropped; the entries the dispatcher
 // commits give their bytes back, and the next message follows a dropped
 // event.
-func TestRedisWebhooksStreamBoundedInBytes(t *testing.T) {
+func TestRedisStreamBoundedInBytes(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 1000, MaxStreamBytes: 50 << 10})
+	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 1000, MaxStreamBytes: 50 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +410,7 @@ func TestRedisWebhooksStreamBoundedInBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms, err = w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
-	if err != nil || len(ms) != 2 || streamEvent(ms[0]).Name != webhook.Dropped || streamEvent(ms[0]).Count != 7 || streamEvent(ms[1]).Seq != 11 {
+	if err != nil || len(ms) != 2 || streamEvent(ms[0]).Name != Dropped || streamEvent(ms[0]).Count != 7 || streamEvent(ms[1]).Seq != 11 {
 		t.Errorf("after the commit: %v %v, want a dropped event counting 7, then message 11", ms, err)
 	}
 }
