@@ -109,14 +109,7 @@ func TestConnectHookRoomsCheckedLikeAnyJoin(t *testing.T) {
 // their jobs without calling the backend, and a new connection's message
 // is the next call, not behind five.
 func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
-	inCall, release := make(chan struct{}), make(chan struct{})
-	var first sync.Once
-	b := newHookBackend(t, func(string, map[string]any) any {
-		first.Do(func() { close(inCall); <-release })
-		return map[string]any{"allow": true}
-	})
-	var released sync.Once
-	let := func() { released.Do(func() { close(release) }) }
+	b, inCall, let := heldBackend(t)
 	defer let() // a failed test does not leave the backend holding the server's stop
 	ts := startServer(t, func(c *Config) {
 		hooksOn(b.URL, hooks.Publish)(c)
@@ -157,14 +150,7 @@ func TestHookJobsOfClosedConnectionsAreDropped(t *testing.T) {
 // one held by the backend, five of 12 KiB fit in 64 KiB, the next three
 // are refused with rate_limited; released, the others are published.
 func TestHookQueueBoundedInBytes(t *testing.T) {
-	inCall, release := make(chan struct{}), make(chan struct{})
-	var first sync.Once
-	b := newHookBackend(t, func(string, map[string]any) any {
-		first.Do(func() { close(inCall); <-release })
-		return map[string]any{"allow": true}
-	})
-	var released sync.Once
-	let := func() { released.Do(func() { close(release) }) }
+	b, inCall, let := heldBackend(t)
 	defer let() // a failed test does not leave the backend holding the server's stop
 	ts := startServer(t, func(c *Config) {
 		hooksOn(b.URL, hooks.Publish)(c)
@@ -188,4 +174,17 @@ func TestHookQueueBoundedInBytes(t *testing.T) {
 			t.Fatalf("published %v, want message %d", m["message_id"], i)
 		}
 	}
+}
+
+// heldBackend is a hook backend that allows everything but holds its first
+// call: inCall is closed when that call arrives, let answers it (and may
+// be called again).
+func heldBackend(t *testing.T) (b *hookBackend, inCall <-chan struct{}, let func()) {
+	in, release := make(chan struct{}), make(chan struct{})
+	var first, released sync.Once
+	b = newHookBackend(t, func(string, map[string]any) any {
+		first.Do(func() { close(in); <-release })
+		return map[string]any{"allow": true}
+	})
+	return b, in, func() { released.Do(func() { close(release) }) }
 }

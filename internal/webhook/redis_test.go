@@ -86,12 +86,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestRedisAcrossNodes runs two nodes' webhooks on a real
+// TestRedisWebhooksAcrossNodes runs two nodes' webhooks on a real
 // redis-server and a real HTTP receiver: users come and go on both nodes,
 // the dispatching node is killed (its lease then ends) and Redis restarts
 // empty. After deduplication by ID the receiver never sees a transition
 // twice in a row, and it ends believing what is true.
-func TestRedisAcrossNodes(t *testing.T) {
+func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
@@ -159,10 +159,10 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// TestRedisOnRedisCluster runs the webhooks on a Redis Cluster of 3
+// TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
 // masters (every key in the {webhooks} slot): a user on two nodes, a
 // published message, the node that had her last connection killed.
-func TestRedisOnRedisCluster(t *testing.T) {
+func TestRedisWebhooksOnRedisCluster(t *testing.T) {
 	rc := testsupport.StartRedisCluster(t, 3, 0)
 	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
@@ -271,16 +271,11 @@ func TestWebhookScript(t *testing.T) {
 	}
 }
 
-// TestRedisCountWhatTheFullStreamDrops pins that a full stream (no
+// TestRedisWebhooksCountWhatTheFullStreamDrops pins that a full stream (no
 // dispatcher, the backend away) drops new events, and that the node counts
 // each one.
-func TestRedisCountWhatTheFullStreamDrops(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.rdb.Close()
+func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
+	w := startTestRedis(t, RedisConfig{MaxStream: 4})
 	ctx := context.Background()
 	for _, items := range [][]any{nil, {"p", "r", "u", "1"}, {"p", "s", "v", "1"}} { // reset, 3 events, 3 more
 		if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
@@ -300,17 +295,12 @@ func TestRedisCountWhatTheFullStreamDrops(t *testing.T) {
 	}
 }
 
-// TestRedisGapIsSeen: events the full stream dropped leave a gap
+// TestRedisWebhooksGapIsSeen: events the full stream dropped leave a gap
 // the backend sees: once the dispatcher has sent what was there, the next
 // event appended follows a dropped event counting them; messages a node
 // gave up (Redis unreachable too long) are counted in one too.
-func TestRedisGapIsSeen(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.rdb.Close()
+func TestRedisWebhooksGapIsSeen(t *testing.T) {
+	w := startTestRedis(t, RedisConfig{MaxStream: 4})
 	ctx := context.Background()
 	run := func(op string, items ...any) {
 		t.Helper()
@@ -366,18 +356,13 @@ func TestRedisGapIsSeen(t *testing.T) {
 	}
 }
 
-// TestRedisStreamBoundedInBytes: the cluster's stream is bounded
+// TestRedisWebhooksStreamBoundedInBytes: the cluster's stream is bounded
 // in bytes as well as in entries: of ten 16 KiB messages, those that fit
 // in 50 KiB are appended, the others dropped; the entries the dispatcher
 // commits give their bytes back, and the next message follows a dropped
 // event.
-func TestRedisStreamBoundedInBytes(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	w, err := NewRedis(RedisConfig{URL: rs.URL(), MaxStream: 1000, MaxStreamBytes: 50 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.rdb.Close()
+func TestRedisWebhooksStreamBoundedInBytes(t *testing.T) {
+	w := startTestRedis(t, RedisConfig{MaxStream: 1000, MaxStreamBytes: 50 << 10})
 	ctx := context.Background()
 	msg := `{"text":"` + strings.Repeat("x", 16<<10) + `"}`
 	var items []any
@@ -413,4 +398,17 @@ func TestRedisStreamBoundedInBytes(t *testing.T) {
 	if err != nil || len(ms) != 2 || streamEvent(ms[0]).Name != Dropped || streamEvent(ms[0]).Count != 7 || streamEvent(ms[1]).Seq != 11 {
 		t.Errorf("after the commit: %v %v, want a dropped event counting 7, then message 11", ms, err)
 	}
+}
+
+// startTestRedis returns a node's webhooks, not running, on a redis-server
+// of its own: for the tests that call the script step by step.
+func startTestRedis(t *testing.T, cfg RedisConfig) *Redis {
+	t.Helper()
+	cfg.URL = testsupport.StartRedis(t).URL()
+	w, err := NewRedis(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.rdb.Close() })
+	return w
 }

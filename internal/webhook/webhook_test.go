@@ -11,10 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func names(evs []Event) []string {
@@ -378,8 +379,8 @@ func TestDispatcherFollowsNoRedirect(t *testing.T) {
 				http.Redirect(w, r, target.URL+"/moved", status)
 			}))
 			defer srv.Close()
-			var logged strings.Builder
-			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+			var logged testsupport.SyncBuffer
+			log := slog.New(slog.NewTextHandler(&logged, nil))
 			m := NewMemory("e", 10, 0, nil)
 			d := NewDispatcher(m, DispatcherConfig{URL: srv.URL, Secret: []byte("k"), MinBackoff: time.Hour, Logger: log})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -413,19 +414,6 @@ func TestDispatcherTakesNoProxyFromTheEnvironment(t *testing.T) {
 	if !ok || tr.Proxy != nil {
 		t.Errorf("transport %T with a proxy function: want an *http.Transport without one", d.cfg.Client.Transport)
 	}
-}
-
-// lockedWriter is an io.Writer safe for a logger written from another
-// goroutine than the test's.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // TestDispatcherSlowReceiverMakesProgress: a backend that needs 10 ms an
