@@ -154,11 +154,6 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	t.Logf("receiver %+v, dispatcher a %+v", st, a.d.Stats())
 }
 
-// testWriter writes a node's log into the test's.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 // TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
 // masters (every key in the {webhooks} slot): a user on two nodes, a
 // published message, the node that had her last connection killed.
