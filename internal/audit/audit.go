@@ -41,6 +41,9 @@ type Config struct {
 	RoomPrefix string        // room names are RoomPrefix-r<index>
 	Seed       uint64        // seeds the faults' choice of clients and the send phases
 	Log        io.Writer     // progress lines; nil: none
+	// Names gives each client its sender as ?name= (WebSocket protocols),
+	// so that it is a user to presence and webhooks (audit --webhooks).
+	Names bool
 
 	// Process faults, each once at its offset from the start of sending
 	// (0: none), on a node chosen at random; they need Cluster.

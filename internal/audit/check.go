@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ func (a *auditor) check() *results.Audit {
 		res.Missing += f.Missing
 		res.Duplicates += f.Duplicates
 		res.Reordered += f.Reordered
+	}
+	for k := range a.msgs {
+		res.Accepted = append(res.Accepted, "a"+strconv.Itoa(k.sender)+"/"+strconv.FormatUint(k.counter, 10))
 	}
 	res.Guarantees = guarantees(res)
 	for _, g := range res.Guarantees {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,9 @@ func (c *client) session(ctx context.Context) error {
 	u, err := scclient.RoomURL(base, c.room, since, has, epoch)
 	if err != nil {
 		return err
+	}
+	if c.a.cfg.Names {
+		u = withName(u, c.name)
 	}
 	conn, err := dial(ctx, u, opts)
 	if err != nil {
@@ -339,4 +343,14 @@ func dial(ctx context.Context, u string, opts *websocket.DialOptions) (*websocke
 	}
 	conn.SetReadLimit(1 << 20)
 	return conn, nil
+}
+
+// withName returns the room URL u with ?name= set to name (a plain
+// "a<id>": no escaping needed beyond the query's).
+func withName(u, name string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "name=" + url.QueryEscape(name)
 }

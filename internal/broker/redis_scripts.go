@@ -25,8 +25,6 @@ var (
 	streamLua string
 	//go:embed lua/presence.lua
 	presenceLua string
-	//go:embed lua/webhook.lua
-	webhookLua string
 	//go:embed lua/handover.lua
 	handoverLua string
 )
@@ -50,9 +48,6 @@ var (
 	// presenceScript records and announces a node's connections of a user
 	// in a room (lua/presence.lua).
 	presenceScript = redis.NewScript(presenceLua)
-	// webhookScript keeps the cluster's webhook state and appends its
-	// events, once each, to the webhook stream (lua/webhook.lua).
-	webhookScript = redis.NewScript(webhookLua)
 	// handoverScript hands an owned room to a node that follows it
 	// (lua/handover.lua).
 	handoverScript = redis.NewScript(handoverLua)
@@ -61,7 +56,7 @@ var (
 // scripts are every script the broker runs: loadScripts loads them all into
 // each Redis (each master of a cluster) before the node serves, so that a
 // pipelined EVALSHA finds them.
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, webhookScript, handoverScript}
+var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, handoverScript}
 
 // loadScripts loads every script into c.
 func loadScripts(ctx context.Context, c redis.Scripter) error {

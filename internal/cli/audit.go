@@ -65,10 +65,14 @@ each, real redis-server in cluster mode, created with redis-cli) instead of one 
                       CLUSTER FAILOVER: a crash is what a deployment meets, and a manual
                       failover hands the slots over with the master's consent, losing nothing
 The recovery time of a process fault is until every client is back in its room.
-  --webhooks          the nodes POST their webhooks (docs/hooks.md) to a receiver the audit
-                      runs on loopback; after the run it checks them: every request signed,
-                      no room occupied or vacated twice in a row (per epoch, after dropping
-                      duplicates by id), every room vacated within 15 s once the clients left
+  --webhooks          the nodes POST their webhooks (docs/hooks.md), message_published
+                      included, to a receiver the audit runs on loopback; the clients are
+                      users (?name=); after the run it checks them: every request signed,
+                      no room, member or user transition twice in a row (per epoch, after
+                      dropping duplicates by id), every room vacated and every user offline
+                      within 15 s once the clients left, and a message_published for every
+                      message the clients received (reported, not judged, after a node kill
+                      or a Redis restart, which lose the events not yet in Redis)
 
 The verdict lists each guarantee (docs/guarantees.md) as held or BROKEN; the exit code is 1
 when one is broken. --slo judges the audit, as one step named audit, against objectives on
@@ -125,7 +129,8 @@ An audit holds at most 5,000 clients.`,
 						return &exitError{code: exitFailed, err: err}
 					}
 					defer wa.stop()
-					hooks, flags = wa, wa.flags()
+					hooks, flags = wa, append(flags, wa.flags()...)
+					cfg.Names = true // the clients are users: their online and offline are checked too
 				}
 				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr(), flags...)
 				if err != nil {
@@ -159,7 +164,8 @@ An audit holds at most 5,000 clients.`,
 			}
 			// The nodes' leases last 3 s: a killed node's rooms are
 			// vacated within about 4 s of its death, sent soon after.
-			hooksBroken := hooks != nil && hooks.check(c.Context(), 15*time.Second, c.OutOrStdout())
+			lossy := cfg.NodeKillAt > 0 || cfg.RedisRestartAt > 0 || cfg.RedisFailoverAt > 0
+			hooksBroken := hooks != nil && hooks.check(c.Context(), 15*time.Second, c.OutOrStdout(), res.Accepted, lossy)
 			return sf.auditExit(c.OutOrStdout(), res, hooksBroken)
 		},
 	}
@@ -182,7 +188,7 @@ An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
-	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md) to a receiver the audit runs, which checks them after the run: signed, no room occupied or vacated twice in a row after dropping duplicates by id, every room vacated once the clients left")
+	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md, message_published included) to a receiver the audit runs, which checks them after the run: signed, no room, member or user transition twice in a row after dropping duplicates by id, every room vacated and user offline once the clients left, a message_published for every message received")
 	f.StringVar(&roomOrder, "room-order", "", "with --cluster: start the nodes with this --room-order, redis or owner (default: serve's own, redis)")
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,9 +19,13 @@ import (
 
 // webhookAudit is audit --webhooks: a backend's end of the cluster's
 // webhooks (webhook.Receiver on a loopback port), checked after the run
-// against what happened: every room the clients were in vacated once they
-// all left (a killed node's after its lease ended), and, after dropping
-// duplicates by id, no room occupied or vacated twice in a row.
+// against what happened. The clients are users (?name=) and the nodes send
+// message_published: after dropping duplicates by id, no room, member or
+// user transition twice in a row; every room vacated, every member left and
+// every user offline once they all left (a killed node's after its lease
+// ended); a message_published for every message the clients received,
+// unless a fault lost the events not yet in Redis (a node killed, Redis
+// restarted), where the count is reported.
 type webhookAudit struct {
 	rcv    *webhook.Receiver
 	srv    *http.Server
@@ -43,9 +49,10 @@ func startWebhookAudit() (*webhookAudit, error) {
 	return w, nil
 }
 
-// flags are the nodes' flags that send their webhooks here.
+// flags are the nodes' flags that send their webhooks here, messages
+// included.
 func (w *webhookAudit) flags() []string {
-	return []string{"--webhook-url", "http://" + w.addr + "/", "--webhook-secret", w.secret}
+	return []string{"--webhook-url", "http://" + w.addr + "/", "--webhook-secret", w.secret, "--webhook-publish"}
 }
 
 // stop closes the receiver.
@@ -54,50 +61,29 @@ func (w *webhookAudit) stop() {
 	w.wg.Wait()
 }
 
-// check waits up to wait for every room to be vacated (the clients have
-// all left), writes the verdict to out and reports whether a rule was
-// broken. A run whose receiver got nothing is broken: it measured nothing.
-func (w *webhookAudit) check(ctx context.Context, wait time.Duration, out io.Writer) bool {
-	deadline := time.After(wait)
-	waiting := true
-	for waiting {
-		changed := w.rcv.Changed()
-		if len(w.rcv.View().Rooms) == 0 {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			waiting = false
-		case <-ctx.Done():
-			waiting = false
-		}
-	}
+// check waits up to wait for every room to be vacated and every user to
+// go offline (the clients have all left), writes the verdict to out and
+// reports whether a rule was broken. accepted names the messages the
+// clients received ("sender/message_id"); lossy says a fault may have lost
+// events not yet in Redis, so a missing message_published is reported, not
+// judged. A run whose receiver got nothing is broken: it measured nothing.
+func (w *webhookAudit) check(ctx context.Context, wait time.Duration, out io.Writer, accepted []string, lossy bool) bool {
+	w.waitEmpty(ctx, wait)
 	st, v := w.rcv.Stats(), w.rcv.View()
-	occupied, vacated, resets := 0, 0, 0
-	for _, e := range w.rcv.Events() {
-		switch e.Name {
-		case webhook.RoomOccupied:
-			occupied++
-		case webhook.RoomVacated:
-			vacated++
-		case webhook.Reset:
-			resets++
-		}
-	}
+	n := w.count(accepted)
 	verdict := func(ok bool) string {
 		if ok {
 			return "held"
 		}
 		return "BROKEN"
 	}
-	fmt.Fprintf(out, "webhooks: %d events in %d requests (%d duplicates dropped by id), %d epochs; rooms occupied %d times, vacated %d times\n",
-		st.Events, st.Requests, st.Duplicates, resets, occupied, vacated)
-	nothing := st.Events == 0 || occupied == 0
+	fmt.Fprintf(out, "webhooks: %d events in %d requests (%d duplicates dropped by id), %d epochs, %d gaps; rooms occupied %d times, vacated %d; users online %d times, offline %d; %d messages published\n",
+		st.Events, st.Requests, st.Duplicates, n.resets, st.Gaps, n.occupied, n.vacated, n.online, n.offline, n.published)
+	nothing := st.Events == 0 || n.occupied == 0 || n.online == 0
 	if nothing {
-		fmt.Fprintln(out, "  BROKEN: no room occupied event arrived: the run measured nothing")
+		fmt.Fprintln(out, "  BROKEN: no room occupied or user online event arrived: the run measured nothing")
 	}
-	fmt.Fprintf(out, "  every request signed:                        %s (%d bad signatures)\n", verdict(st.BadSignatures == 0), st.BadSignatures)
+	fmt.Fprintf(out, "  every request signed:                        %s (%d bad signatures, %d stale)\n", verdict(st.BadSignatures == 0 && st.Stale == 0), st.BadSignatures, st.Stale)
 	fmt.Fprintf(out, "  no transition twice in a row (per epoch):    %s\n", verdict(len(st.Violations) == 0))
 	for i, s := range st.Violations {
 		if i == 10 {
@@ -106,10 +92,79 @@ func (w *webhookAudit) check(ctx context.Context, wait time.Duration, out io.Wri
 		}
 		fmt.Fprintln(out, "    "+s)
 	}
-	fmt.Fprintf(out, "  every room vacated once all clients left:    %s", verdict(len(v.Rooms) == 0))
-	if len(v.Rooms) > 0 {
-		fmt.Fprintf(out, " (still occupied after %s: %s)", wait, strings.Join(v.Rooms, ", "))
+	left := len(v.Rooms) == 0 && len(v.Users) == 0 && len(v.Members) == 0
+	fmt.Fprintf(out, "  every room vacated, user offline at the end: %s", verdict(left))
+	if !left {
+		fmt.Fprintf(out, " (after %s: rooms %s; users %s)", wait, strings.Join(v.Rooms, ", "), strings.Join(v.Users, ", "))
 	}
 	fmt.Fprintln(out)
-	return nothing || st.BadSignatures > 0 || len(st.Violations) > 0 || len(v.Rooms) > 0
+	missing := len(accepted) - n.matched
+	fmt.Fprintf(out, "  message_published for every message:         ")
+	switch {
+	case missing == 0:
+		fmt.Fprintf(out, "held (%d of %d)\n", n.matched, len(accepted))
+	case lossy:
+		fmt.Fprintf(out, "reported: %d of %d (a node killed or Redis restarted loses the events not yet in Redis)\n", n.matched, len(accepted))
+	default:
+		fmt.Fprintf(out, "BROKEN: %d of %d\n", n.matched, len(accepted))
+	}
+	return nothing || st.BadSignatures > 0 || st.Stale > 0 || len(st.Violations) > 0 || !left || missing > 0 && !lossy
+}
+
+// waitEmpty waits up to wait for the receiver to believe nobody is anywhere.
+func (w *webhookAudit) waitEmpty(ctx context.Context, wait time.Duration) {
+	deadline := time.After(wait)
+	for {
+		changed := w.rcv.Changed()
+		if v := w.rcv.View(); len(v.Rooms) == 0 && len(v.Users) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// eventCounts are the receiver's events by kind, and how many of the
+// accepted messages have a message_published.
+type eventCounts struct {
+	occupied, vacated, online, offline, resets, published, matched int
+}
+
+func (w *webhookAudit) count(accepted []string) eventCounts {
+	var n eventCounts
+	got := map[string]bool{}
+	for _, e := range w.rcv.Events() {
+		switch e.Name {
+		case webhook.RoomOccupied:
+			n.occupied++
+		case webhook.RoomVacated:
+			n.vacated++
+		case webhook.UserOnline:
+			n.online++
+		case webhook.UserOffline:
+			n.offline++
+		case webhook.Reset:
+			n.resets++
+		case webhook.MessagePublished:
+			n.published++
+			var m struct {
+				Sender string `json:"sender"`
+				ID     uint64 `json:"message_id"`
+			}
+			if json.Unmarshal(e.Message, &m) == nil {
+				got[m.Sender+"/"+strconv.FormatUint(m.ID, 10)] = true
+			}
+		}
+	}
+	for _, k := range accepted {
+		if got[k] {
+			n.matched++
+		}
+	}
+	return n
 }

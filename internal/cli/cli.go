@@ -72,6 +72,8 @@ loadtest, analyze, report and bench.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag that does not parse is a bad flag like any other: exit 2.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

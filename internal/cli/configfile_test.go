@@ -228,3 +228,49 @@ func TestShippedConfigIsValid(t *testing.T) {
 		t.Errorf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
 }
+
+// TestServeAndCheckConfigSayTheSame: a setting serve cannot start with (a
+// file that is not there, a URL no request can be made to) is found by
+// --check-config, and serve refuses it with the same sentences and the
+// same exit code, 2, without starting.
+func TestServeAndCheckConfigSayTheSame(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "good.yaml")
+	if err := os.WriteFile(file, []byte("history: 10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.pem")
+	secret := []string{"--webhook-secret", "sixteen-bytes-or-more"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in the lines, in order
+	}{
+		{"TLS files not there", []string{"--tls-cert", missing, "--tls-key", missing}, []string{"load the TLS certificate"}},
+		{"JWT key not there", []string{"--auth-jwt-public-key", missing}, []string{"read the JWT public key"}},
+		{"API key file not there", []string{"--api-key-file", missing}, []string{"cannot read the API key"}},
+		{"hook URL with a bad escape", []string{"--hook-connect", "http://h/%zz"}, []string{`the connect hook's URL "http://h/%zz" is not an http:// or https:// URL`}},
+		{"webhook URL with a bad escape", append([]string{"--webhook-url", "http://h/%zz"}, secret...), []string{`the webhook URL "http://h/%zz" is not an http:// or https:// URL`}},
+		{"webhook URL with CR LF", append([]string{"--webhook-url", "http://h/a\r\nX-Evil: 1"}, secret...), []string{"the webhook URL"}},
+		{"two at once", append([]string{"--tls-cert", missing, "--tls-key", missing, "--webhook-url", "http://h/%zz"}, secret...), []string{"load the TLS certificate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cout, cerr bytes.Buffer
+			ccode := run(context.Background(), append([]string{"serve", "--check-config", file}, tc.args...), nil, &cout, &cerr)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var sout, serr bytes.Buffer
+			scode := run(ctx, append([]string{"serve", "--config", file, "--addr", "127.0.0.1:0", "--metrics-addr", ""}, tc.args...), nil, &sout, &serr)
+			if ccode != 2 || scode != 2 {
+				t.Fatalf("exit %d (--check-config) and %d (serve), want 2 and 2; serve said %q", ccode, scode, serr.String())
+			}
+			if serr.String() != cout.String()+cerr.String() {
+				t.Errorf("serve said\n%s\n--check-config said\n%s%s", serr.String(), cout.String(), cerr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(cout.String(), file+": "+w) {
+					t.Errorf("--check-config said %q, want a line %q", cout.String(), file+": "+w)
+				}
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/metrics"
 	"github.com/scalechat/scalechat/internal/server"
+	"github.com/scalechat/scalechat/internal/webhook"
 )
 
 func newServeCmd() *cobra.Command {
@@ -57,6 +58,7 @@ func newServeFlags() *serveFlags {
 		logLevel: "info", logFormat: "text",
 	}
 	o.maxMsg, o.maxQueue, o.echoMaxMsg = byteSize(o.cfg.MaxMessageSize), byteSize(o.cfg.MaxQueue), byteSize(o.cfg.EchoMaxMessage)
+	o.webhookQueueBytes = webhook.DefaultQueueBytes
 	return o
 }
 
@@ -74,6 +76,7 @@ type serveFlags struct {
 	apiKeyFile                        string
 	tlsCert, tlsKey                   string
 	maxHistory, maxBody               byteSize
+	webhookQueueBytes                 byteSize
 	addr, metricsAddr                 string
 	metricsAdvertise                  string
 	maxMsg, maxQueue, echoMaxMsg      byteSize
@@ -119,6 +122,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.Webhook.Publish, "webhook-publish", false, "also send a message_published event for every message of the rooms whose namespace has no webhooks key (costs a copy of each; docs/config.md)")
 	f.DurationVar(&o.cfg.Webhook.Timeout, "webhook-timeout", 5*time.Second, "time allowed to one webhook request; a failed one is retried with backoff")
 	f.IntVar(&o.cfg.Webhook.Queue, "webhook-queue", 100000, "webhook events waiting (a cluster: in Redis, and changes on a node cut off from it) beyond which new ones are dropped, counted and logged")
+	f.Var(&o.webhookQueueBytes, "webhook-queue-bytes", "bytes the webhook events waiting may hold (messages included) beyond which new ones are dropped, counted and logged, like --webhook-queue")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// (TLS 1.2+)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.IntVar(&o.cfg.MaxConnsPerIP, "max-connections-per-ip", 0, "open connections, WebSocket and HTTP, from one address (HTTP 429 beyond); 0 means no limit")
@@ -141,7 +145,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	}
 	f.IntVar(&o.cfg.Hooks.Failures, "hook-breaker-failures", hooks.DefaultFailures, "failed calls in a row that open a hook's circuit: then it fails at once, without calling, for --hook-breaker-cooldown")
 	f.DurationVar(&o.cfg.Hooks.Cooldown, "hook-breaker-cooldown", hooks.DefaultCooldown, "how long an open circuit stays open before one trial call")
-	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend)")
+	f.IntVar(&o.cfg.Hooks.Workers, "hook-workers", hooks.DefaultWorkers, "join and publish hook calls in flight at once (each a kept-alive connection to the backend), and connect hook calls; at most 4096")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 	o.config.define(f)
@@ -151,11 +155,11 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 // turned off, until the command's context ends.
 func runServe(cmd *cobra.Command, o *serveFlags) error {
 	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
-	if err != nil {
-		return err
+	if err != nil { // configErrors says so, with the others
+		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := o.serverConfig(logger); err != nil {
-		return err
+	if errs := o.configErrors(cmd, logger); len(errs) > 0 {
+		return invalidConfig(cmd.ErrOrStderr(), o.config.path, errs)
 	}
 	srv, err := server.New(o.cfg)
 	if err != nil {
@@ -165,33 +169,45 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 }
 
 // serverConfig completes o.cfg from the flags that are not its fields
-// (sizes, keys and certificates read from files, the namespaces).
+// (sizes, keys and certificates read from files, the namespaces), and
+// returns every error of those flags, joined.
 func (o *serveFlags) serverConfig(logger *slog.Logger) error {
-	var err error
+	var errs []error
 	o.cfg.MaxMessageSize, o.cfg.MaxQueue, o.cfg.Logger = int(o.maxMsg), int(o.maxQueue), logger
 	o.cfg.Namespaces = o.config.file.namespaces
 	o.cfg.EchoMaxMessage = int(o.echoMaxMsg)
 	o.cfg.MaxHistoryBytes = int64(o.maxHistory)
 	o.cfg.MaxBodyBytes = int64(o.maxBody)
+	o.cfg.Webhook.QueueBytes = int64(o.webhookQueueBytes)
+	var err error
 	if o.cfg.Auth, err = verifier(o.jwtSecret, o.jwtPublicKey, o.jwksFile); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if o.cfg.TLS, err = tlsConfig(o.tlsCert, o.tlsKey); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if err := o.hookModes(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	if o.apiKeyFile != "" {
-		if o.cfg.APIKey != "" {
-			return errors.New("give the API key once: --api-key or --api-key-file, not both")
-		}
-		b, err := os.ReadFile(o.apiKeyFile)
-		if err != nil {
-			return fmt.Errorf("cannot read the API key: %w", err)
-		}
-		o.cfg.APIKey = strings.TrimSpace(string(b))
+	if err := o.readAPIKey(); err != nil {
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
+}
+
+// readAPIKey sets the API key from --api-key-file.
+func (o *serveFlags) readAPIKey() error {
+	if o.apiKeyFile == "" {
+		return nil
+	}
+	if o.cfg.APIKey != "" {
+		return errors.New("give the API key once: --api-key or --api-key-file, not both")
+	}
+	b, err := os.ReadFile(o.apiKeyFile)
+	if err != nil {
+		return fmt.Errorf("cannot read the API key: %w", err)
+	}
+	o.cfg.APIKey = strings.TrimSpace(string(b))
 	return nil
 }
 

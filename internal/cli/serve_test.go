@@ -167,7 +167,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"serve", "--hook-publish", "http://127.0.0.1:1/p", "--hook-secret", "short"},
 	} {
 		var stderr strings.Builder
-		if code := run(context.Background(), args, nil, io.Discard, &stderr); code == 0 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
+		if code := run(context.Background(), args, nil, io.Discard, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q: want one clear line", args, code, stderr.String())
 		}
 	}

@@ -5,6 +5,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -37,8 +38,8 @@ func serveArgs(o *serveFlags) cobra.PositionalArgs {
 }
 
 // readConfig reads the configuration file, if any, into the flags that the
-// command line and the environment left. Its errors stop serve (exit 2);
-// --check-config prints them instead.
+// command line and the environment left. Its errors are kept: serve and
+// --check-config report them with the settings' (configErrors).
 func (o *serveFlags) readConfig(cmd *cobra.Command, args []string) error {
 	c := &o.config
 	if len(args) == 1 {
@@ -54,27 +55,34 @@ func (o *serveFlags) readConfig(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	c.file, c.errs = applyConfigFile(cmd.Flags(), c.path)
-	if len(c.errs) > 0 && !c.check {
-		return &exitError{code: exitUsage, err: fmt.Errorf("the configuration file %s is not valid:\n%s", c.path, errorLines(c.path, c.errs))}
-	}
 	return nil
 }
 
-// checkConfig validates the file and the settings it makes with the
-// command line and the environment, as serve would start with them, and
-// prints one line per error, or that the file is valid.
-func checkConfig(cmd *cobra.Command, o *serveFlags) error {
+// configErrors returns every error of the file and of the settings it
+// makes with the command line and the environment, as serve would start
+// with them: serve and --check-config report the same ones.
+func (o *serveFlags) configErrors(cmd *cobra.Command, logger *slog.Logger) []error {
 	// A value the file got wrong left its flag as it was (valid): the
 	// settings are checked with the others all the same.
-	errs := o.config.errs
-	if err := o.serverConfig(slog.New(slog.DiscardHandler)); err != nil {
-		errs = append(errs, err)
+	errs := append([]error(nil), o.config.errs...)
+	if err := o.serverConfig(logger); err != nil {
+		// The server's checks would follow from what is missing (no
+		// verifier: "checks no token"): they wait for these to be fixed.
+		errs = append(errs, unjoin(err)...)
 	} else if err := o.cfg.Validate(); err != nil {
 		errs = append(errs, unjoin(err)...)
 	}
 	if _, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat); err != nil {
 		errs = append(errs, err)
 	}
+	return errs
+}
+
+// checkConfig validates the file and the settings it makes with the
+// command line and the environment, as serve would start with them, and
+// prints one line per error, or that the file is valid.
+func checkConfig(cmd *cobra.Command, o *serveFlags) error {
+	errs := o.configErrors(cmd, slog.New(slog.DiscardHandler))
 	out := cmd.OutOrStdout()
 	if len(errs) == 0 {
 		n := len(o.config.file.namespaces)
@@ -85,19 +93,38 @@ func checkConfig(cmd *cobra.Command, o *serveFlags) error {
 		fmt.Fprintf(out, "%s: valid, %d %s\n", o.config.path, n, noun)
 		return nil
 	}
-	fmt.Fprintln(out, errorLines(o.config.path, errs))
+	return invalidConfig(out, o.config.path, errs)
+}
+
+// invalidConfig prints errs, one a line, to w and returns the error that
+// exits 2 saying how many there are: serve (to stderr) and --check-config
+// (to stdout) say the same sentences. Without a file, one error is that
+// line alone.
+func invalidConfig(w io.Writer, path string, errs []error) error {
+	if path == "" && len(errs) == 1 { // a flag alone: its sentence is the one line
+		return &exitError{code: exitUsage, err: errs[0]}
+	}
+	fmt.Fprintln(w, errorLines(path, errs))
 	plural := "s"
 	if len(errs) == 1 {
 		plural = ""
 	}
-	return &exitError{code: exitUsage, err: fmt.Errorf("%s is not valid: %d error%s", o.config.path, len(errs), plural)}
+	what := path
+	if what == "" {
+		what = "the configuration"
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("%s is not valid: %d error%s", what, len(errs), plural)}
 }
 
-// errorLines writes one error a line, each after the file's name.
+// errorLines writes one error a line, each after the file's name when
+// there is a file.
 func errorLines(path string, errs []error) string {
 	lines := make([]string, len(errs))
 	for i, e := range errs {
-		lines[i] = path + ": " + e.Error()
+		lines[i] = e.Error()
+		if path != "" {
+			lines[i] = path + ": " + lines[i]
+		}
 	}
 	return strings.Join(lines, "\n")
 }

@@ -97,7 +97,9 @@ type Config struct {
 	Fail                            [numKinds]Mode
 	Failures                        int           // failures in a row that open a hook's circuit; 0: DefaultFailures
 	Cooldown                        time.Duration // how long an open circuit stays open; 0: DefaultCooldown
-	Workers                         int           // publish and join calls in flight at once; 0: DefaultWorkers
+	// Workers is how many publish and join calls are in flight at once,
+	// and how many connect calls: 0: DefaultWorkers, at most MaxWorkers.
+	Workers int
 }
 
 // Defaults of Config's zero fields.
@@ -106,6 +108,11 @@ const (
 	DefaultFailures = 5
 	DefaultCooldown = 5 * time.Second
 	DefaultWorkers  = 64
+	// MaxWorkers bounds Workers: each worker is a goroutine, a kept-alive
+	// connection to the backend and 16 queued calls; 100,000 of them cost
+	// half a gigabyte idle, and a backend does not take that many calls at
+	// once anyway.
+	MaxWorkers = 4096
 )
 
 // MinSecret is the shortest secret accepted.
@@ -125,7 +132,7 @@ func (c *Config) SetFail(m Mode) {
 func (c *Config) Validate() error {
 	var errs []error
 	for k, u := range c.urls() {
-		if u != "" && !validURL(u) {
+		if u != "" && !ValidURL(u) {
 			errs = append(errs, fmt.Errorf("the %s hook's URL %q is not an http:// or https:// URL", Kind(k), u))
 		}
 	}
@@ -134,6 +141,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.Cooldown < 0 || c.Failures < 0 || c.Workers < 0 {
 		errs = append(errs, errors.New("hook timeout, cooldown, failures and workers must not be negative"))
+	}
+	if c.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("hook workers must be at most %d, got %d", MaxWorkers, c.Workers))
 	}
 	return errors.Join(errs...)
 }
@@ -163,6 +173,9 @@ type Client struct {
 	node  string
 	http  *http.Client
 	hooks [numKinds]*hook
+	// connects holds a token per connect call in flight: at most Workers,
+	// like the join and publish calls, whatever the upgrades coming in.
+	connects chan struct{}
 }
 
 // hook is one hook's URL, breaker and counters; nil when the hook is off.
@@ -190,7 +203,11 @@ func New(cfg Config, node string) (*Client, error) {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr}}
+	// A redirect is not followed: a 302 would turn the call into a bodiless
+	// GET whose answer would be applied, a 307 would send the body and its
+	// signature elsewhere. The 3xx comes back as an answer, a failed call.
+	c := &Client{cfg: cfg, node: node, http: &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		connects: make(chan struct{}, cfg.Workers)}
 	for k, u := range cfg.urls() {
 		if u != "" {
 			c.hooks[k] = &hook{kind: Kind(k), url: u, mode: cfg.Fail[k],
@@ -300,7 +317,7 @@ func (c *Client) post(ctx context.Context, h *hook, req, ans any) error {
 		return fmt.Errorf("the %s hook's answer: %w", h.kind, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the %s hook answered HTTP %d", h.kind, resp.StatusCode)
+		return statusError(h.kind, resp)
 	}
 	if len(b) > maxAnswer {
 		return fmt.Errorf("the %s hook's answer is larger than %d bytes", h.kind, maxAnswer)
@@ -328,7 +345,24 @@ func Verify(secret string, body []byte, sig string) bool {
 	return hmac.Equal([]byte(Sign(secret, body)), []byte(sig))
 }
 
-func validURL(s string) bool {
+// noRedirect is an http.Client's CheckRedirect that follows none: the
+// redirect itself is the answer.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// statusError says which status a hook answered, and where a redirect
+// pointed: the operator sees the URL to fix.
+func statusError(k Kind, resp *http.Response) error {
+	if loc := resp.Header.Get("Location"); loc != "" {
+		return fmt.Errorf("the %s hook answered HTTP %d, a redirect to %q (not followed: fix the hook's URL)", k, resp.StatusCode, loc)
+	}
+	return fmt.Errorf("the %s hook answered HTTP %d", k, resp.StatusCode)
+}
+
+// ValidURL reports whether s parses as an absolute http:// or https:// URL
+// that a request can be made to (no bad escape, no control character, a
+// host): what a hook's or the webhook's URL must be before the server
+// starts, not found out at its first call.
+func ValidURL(s string) bool {
 	r, err := http.NewRequest(http.MethodPost, s, nil)
 	return err == nil && (r.URL.Scheme == "http" || r.URL.Scheme == "https") && r.URL.Host != ""
 }

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -285,8 +287,11 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{ConnectURL: "ftp://x"}, "not an http"},
 		{Config{JoinURL: "http://"}, "not an http"},
+		{Config{JoinURL: "http://h/%zz"}, "not an http"},
+		{Config{PublishURL: "http://h/a\r\nX-Evil: 1"}, "not an http"},
 		{Config{PublishURL: "http://127.0.0.1:1/p", Secret: "short"}, "at least 16"},
 		{Config{Timeout: -1}, "negative"},
+		{Config{Workers: MaxWorkers + 1}, "at most 4096"},
 		{Config{PublishURL: "https://backend.example/p", Secret: secret}, ""},
 	}
 	for _, tc := range cases {
@@ -294,5 +299,64 @@ func TestConfigValidate(t *testing.T) {
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestRedirectIsAFailedCall: a hook that answers a redirect is a failed
+// call (docs/hooks.md: any status but 200), its Location in the error, and
+// the redirect's target never sees the call: a 302 is not followed as a
+// bodiless GET whose answer would be applied, a 307 does not re-send the
+// body and its signature elsewhere.
+func TestRedirectIsAFailedCall(t *testing.T) {
+	target := newBackend(t, func(string, []byte) (int, string) { return 200, `{"allow":true}` })
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			b := httptest.NewServer(http.RedirectHandler(target.URL+"/join", status))
+			t.Cleanup(b.Close)
+			c := newClient(t, Config{JoinURL: b.URL})
+			v := c.Join(context.Background(), JoinRequest{Room: "a"})
+			if v.Allow || v.Outcome != Error || v.Err == nil || !strings.Contains(v.Err.Error(), target.URL+"/join") {
+				t.Errorf("verdict %+v, want a failed call naming the Location", v)
+			}
+		})
+	}
+	if n := target.calls.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d calls, want 0", n)
+	}
+}
+
+// TestConnectCallsBounded: connect calls in flight are bounded by Workers,
+// like join and publish calls: ten upgrades at once against a backend that
+// holds its answers make two calls, then the others, as turns free up.
+// (Unbounded, the backend gets a third call at once and answers them all.)
+func TestConnectCallsBounded(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, most atomic.Int64
+	var once sync.Once
+	b := newBackend(t, func(string, []byte) (int, string) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if n > 2 {
+			once.Do(func() { close(release) })
+		}
+		<-release
+		return 200, `{"allow":true}`
+	})
+	c := newClient(t, Config{ConnectURL: b.URL, Workers: 2, Timeout: 10 * time.Second})
+	timer := time.AfterFunc(time.Second, func() { once.Do(func() { close(release) }) }) // the bound held: let them through
+	defer timer.Stop()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, v := c.Connect(context.Background(), ConnectRequest{Room: "a"}); !v.Allow {
+				t.Errorf("%+v", v)
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d connect calls in flight at once, want at most 2 (Workers)", m)
 	}
 }

@@ -66,6 +66,17 @@ func (a *ConnectAnswer) check() (Outcome, error) {
 // Connect asks the backend whether a connection may open. It blocks for up
 // to the timeout: never call it on an event loop.
 func (c *Client) Connect(ctx context.Context, req ConnectRequest) (ConnectAnswer, Verdict) {
+	// Wait for a turn (Workers in flight at most) within the timeout: a
+	// call that gets none failed, as if the backend had not answered.
+	turn, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	select {
+	case c.connects <- struct{}{}:
+		defer func() { <-c.connects }()
+	case <-turn.Done():
+		h := c.hooks[Connect]
+		return ConnectAnswer{}, h.fail(Timeout, fmt.Errorf("the connect hook had %d calls in flight for %s: %w", c.cfg.Workers, c.cfg.Timeout, turn.Err()))
+	}
 	req.Hook, req.Node, req.Time = Connect.String(), c.node, nowMilli()
 	var a ConnectAnswer
 	v := c.call(ctx, Connect, &req, &a, a.check)
@@ -80,13 +91,18 @@ func (c *Client) Connect(ctx context.Context, req ConnectRequest) (ConnectAnswer
 
 // JoinRequest is the body of a join call: a connection asks to join a room.
 type JoinRequest struct {
-	Hook       string          `json:"hook"`
-	Node       string          `json:"node"`
-	Time       int64           `json:"time"`
-	Connection string          `json:"connection"` // the connection's id (as in the joined frame and the server API)
-	User       string          `json:"user"`       // who it is ("" when anonymous)
-	Room       string          `json:"room"`
-	Data       json.RawMessage `json:"data,omitempty"` // the connect hook's data for this connection
+	Hook       string `json:"hook"`
+	Node       string `json:"node"`
+	Time       int64  `json:"time"`
+	Connection string `json:"connection"` // the connection's id (as in the joined frame and the server API)
+	// User is who it is, verified: the token's subject or the connect
+	// hook's user; "" when neither names it.
+	User string `json:"user"`
+	// Name is the ?name= the client gave itself, unverified, when no token
+	// nor connect hook names it: never called user.
+	Name string          `json:"name,omitempty"`
+	Room string          `json:"room"`
+	Data json.RawMessage `json:"data,omitempty"` // the connect hook's data for this connection
 }
 
 // JoinAnswer is the backend's answer to a join call.
@@ -111,7 +127,8 @@ type PublishRequest struct {
 	Node       string          `json:"node"`
 	Time       int64           `json:"time"`
 	Connection string          `json:"connection"`
-	User       string          `json:"user"`
+	User       string          `json:"user"`           // as in JoinRequest: verified, or ""
+	Name       string          `json:"name,omitempty"` // as in JoinRequest: the unverified ?name=
 	Room       string          `json:"room"`
 	Message    json.RawMessage `json:"message"` // the client's JSON object, as it sent it
 	Data       json.RawMessage `json:"data,omitempty"`

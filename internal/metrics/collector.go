@@ -26,7 +26,7 @@ type Collector struct {
 	polls, pollsWaiting, httpIn, httpOut                 *prometheus.Desc
 	httpBytesIn, httpBytesOut, historyBytes, historyJSON *prometheus.Desc
 	apiRequests, apiPublished                            *prometheus.Desc
-	hookCalls, hookDuration                              *prometheus.Desc
+	hookCalls, hookDuration, hookJobsGone                *prometheus.Desc
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
@@ -106,6 +106,8 @@ func NewCollector(srv *server.Server) *Collector {
 		hookDuration: d("scalechat_hook_duration_seconds",
 			"Time from sending a hook's request until its answer is read (or the call fails), by hook; calls not made (open circuit) are not in it.",
 			[]string{"hook"}, nil),
+		hookJobsGone: d("scalechat_hook_calls_skipped_total",
+			"Join and publish hook calls not made because their connection closed before a hook worker took them (their verdict would have been dropped).", nil, nil),
 		historyBytes: d("scalechat_history_bytes",
 			"Bytes the rooms' history rings cost: each message's buffer as allocated (JSON, frame header, the allocator's rounding) and its slot in the ring.", nil, nil),
 		historyJSON: d("scalechat_history_json_bytes",
@@ -133,7 +135,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.accepted, c.refused, c.rooms, c.history, c.messagesIn, c.deliveries,
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
-		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
+		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.hookJobsGone, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
 		c.brokerRefused, c.brokerDiverged,
@@ -189,6 +191,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.hookCalls, h.Outcomes[o], h.Hook, o.String())
 		}
 		ch <- prometheus.MustNewConstHistogram(c.hookDuration, h.Count, h.Sum, cumulative(h.Bounds, h.Counts), h.Hook)
+	}
+	if len(st.Hooks) > 0 {
+		counter(c.hookJobsGone, st.HookJobsGone)
 	}
 	gauge(c.pollsWaiting, float64(st.PollsWaiting))
 	counter(c.httpIn, st.HTTPMessagesIn)

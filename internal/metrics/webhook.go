@@ -11,8 +11,9 @@ import (
 // webhookCollector reads a server's webhook counters at each scrape; it is
 // registered only when webhooks are on.
 type webhookCollector struct {
-	srv                                              *server.Server
-	queued, sent, retried, failed, dropped, filtered *prometheus.Desc
+	srv                                      *server.Server
+	queued, queuedBytes                      *prometheus.Desc
+	sent, retried, failed, dropped, filtered *prometheus.Desc
 }
 
 func newWebhookCollector(srv *server.Server) *webhookCollector {
@@ -21,6 +22,8 @@ func newWebhookCollector(srv *server.Server) *webhookCollector {
 		srv: srv,
 		queued: d("scalechat_webhook_queued",
 			"Webhook events waiting on this node (single node), or changes waiting to reach Redis (cluster).", nil, nil),
+		queuedBytes: d("scalechat_webhook_queued_bytes",
+			"What the webhook events (or changes) waiting on this node hold, roughly, in bytes; --webhook-queue-bytes bounds them.", nil, nil),
 		sent: d("scalechat_webhook_sent_total",
 			"Webhook events the backend took (2xx), sent by this node while it was the dispatcher.", nil, nil),
 		retried: d("scalechat_webhook_retried_total",
@@ -36,7 +39,7 @@ func newWebhookCollector(srv *server.Server) *webhookCollector {
 
 // Describe implements prometheus.Collector.
 func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queued, c.sent, c.retried, c.failed, c.dropped, c.filtered} {
+	for _, d := range []*prometheus.Desc{c.queued, c.queuedBytes, c.sent, c.retried, c.failed, c.dropped, c.filtered} {
 		ch <- d
 	}
 }
@@ -45,6 +48,7 @@ func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
 	st, _ := c.srv.WebhookStats()
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(c.queuedBytes, prometheus.GaugeValue, float64(st.QueuedBytes))
 	for d, v := range map[*prometheus.Desc]uint64{c.sent: st.Sent, c.retried: st.Retried, c.failed: st.Failed, c.dropped: st.Dropped, c.filtered: st.Filtered} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}

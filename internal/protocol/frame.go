@@ -92,7 +92,7 @@ var (
 	errMessageID  = &Error{CodeInvalidMessage, "message_id must be an integer from 0 to 18446744073709551615"}
 	errNoText     = &Error{CodeInvalidMessage, "text is required"}
 	errText       = &Error{CodeInvalidMessage, "text must be a string"}
-	errSender     = &Error{CodeInvalidMessage, "sender must be a string of at most 64 bytes"}
+	errSender     = &Error{CodeInvalidMessage, "sender must be a valid user name: a string of at most 64 bytes without control or format characters nor white space at its ends"}
 	errSentAt     = &Error{CodeInvalidMessage, "sent_at must be a string"}
 	errSince      = &Error{CodeInvalidMessage, "since must be an integer from 0 to 18446744073709551615"}
 	errEpoch      = &Error{CodeInvalidMessage, EpochRule}
@@ -343,7 +343,7 @@ func (f *Frame) check(data []byte, m *members) error {
 		if v[0] != '"' {
 			return errSender
 		}
-		if _, ok := unescape(buf[:], v[1:len(v)-1]); !ok {
+		if n, ok := unescape(buf[:], v[1:len(v)-1]); !ok || !validUserBytes(buf[:n]) {
 			return errSender
 		}
 	}

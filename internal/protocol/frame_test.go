@@ -108,6 +108,13 @@ func TestParseFrame(t *testing.T) {
 		{"sender 65 bytes", `{"text":"a","sender":"` + long + `s"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
 		{"sender 65 bytes after unescaping", `{"text":"a","sender":"` + long + `\u00e9"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
 		{"sender number", `{"text":"a","sender":1}`, CodeInvalidMessage, KindMessage, "", -1, -1},
+		// A sender follows the user name rule (docs/api.md#who-a-user-is).
+		{"sender with a bidi override", `{"text":"a","sender":"ann\u202e"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
+		{"sender with a bidi override, raw", "{\"text\":\"a\",\"sender\":\"ann\u202e\"}", CodeInvalidMessage, KindMessage, "", -1, -1},
+		{"sender with a bell", `{"text":"a","sender":"ann\u0007"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
+		{"sender with DEL", "{\"text\":\"a\",\"sender\":\"ann\x7f\"}", CodeInvalidMessage, KindMessage, "", -1, -1},
+		{"sender with a space at its end", `{"text":"a","sender":"ann "}`, CodeInvalidMessage, KindMessage, "", -1, -1},
+		{"sender with a new line", `{"text":"a","sender":"a\nb"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
 		{"sent_at number", `{"text":"a","sent_at":1}`, CodeInvalidMessage, KindMessage, "", -1, -1},
 		{"duplicate text", `{"text":"a","text":"b"}`, CodeInvalidMessage, KindMessage, "", -1, -1},
 		{"duplicate text, escaped", `{"text":"a","t\u0065xt":"b"}`, CodeInvalidMessage, KindMessage, "", -1, -1},

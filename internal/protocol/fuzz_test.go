@@ -252,7 +252,7 @@ func referenceParse(t *testing.T, data []byte) reference {
 		r.code = CodeInvalidMessage
 	}
 	if _, ok := last["sender"]; ok && r.code == "" {
-		if s, ok := str("sender"); !ok || len(s) > MaxSenderLen {
+		if s, ok := str("sender"); !ok || len(s) > MaxSenderLen || !ValidUser(s) {
 			r.code = CodeInvalidMessage
 		}
 	}

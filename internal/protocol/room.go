@@ -87,6 +87,25 @@ const UserRule = "a user name is at most 64 bytes of UTF-8 text without control,
 // order mark U+FEFF, the soft hyphen U+00AD, tag characters), the line and
 // paragraph separators (Zl, Zp), and white space at either end ("ann" and
 // "ann " would look alike). The empty string names nobody and is valid.
+// validUserBytes is ValidUser of b, without allocating for ASCII (the
+// sender of nearly every message: a chat message's sender follows the
+// rule, so that a client's own sender cannot reorder the page around it
+// any more than its ?name= can).
+func validUserBytes(b []byte) bool {
+	if len(b) > MaxUserLen {
+		return false
+	}
+	for i, c := range b {
+		switch {
+		case c >= utf8.RuneSelf:
+			return ValidUser(string(b))
+		case c < 0x20 || c == 0x7f, c == ' ' && (i == 0 || i == len(b)-1):
+			return false
+		}
+	}
+	return true
+}
+
 func ValidUser(name string) bool {
 	if len(name) > MaxUserLen || !utf8.ValidString(name) {
 		return false

@@ -28,6 +28,10 @@ type Audit struct {
 	Sent      int64 `json:"sent"`      // messages written by the clients
 	Expected  int64 `json:"expected"`  // deliveries owed: every message of a client's room some client received (the server accepted it), from its first join on
 	Delivered int64 `json:"delivered"` // distinct (client, message) deliveries that arrived
+	// Accepted names the messages some client received (the server
+	// accepted them), as "sender/message_id": what audit --webhooks checks
+	// its message_published events against. Not in audit.json.
+	Accepted []string `json:"-"`
 
 	AuditCounts
 	Flagged int64 `json:"flagged"` // owed, never arrived, announced by a history_gap

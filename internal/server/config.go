@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/auth"
@@ -115,7 +114,7 @@ func (c *Config) validate() error {
 	check(c.RoomGrace >= 0, "room grace must not be negative")
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.RoomOrder == "" || c.RoomOrder == "redis" || c.RoomOrder == "owner", "the room order must be redis or owner, not %q", c.RoomOrder)
-	check(c.RoomOrder != "owner" || !strings.HasPrefix(c.Redis, "redis-cluster://"), "the owner room order needs one Redis, not a Redis Cluster (not yet)")
+	check(c.RoomOrder != "owner" || !broker.IsClusterURL(c.Redis), "the owner room order needs one Redis, not a Redis Cluster (not yet)")
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")
@@ -127,9 +126,9 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.namespaceErrors()...)
-	check(c.Webhook.URL == "" || strings.HasPrefix(c.Webhook.URL, "http://") || strings.HasPrefix(c.Webhook.URL, "https://"), "the webhook URL must start with http:// or https://")
+	check(c.Webhook.URL == "" || hooks.ValidURL(c.Webhook.URL), "the webhook URL %q is not an http:// or https:// URL", c.Webhook.URL)
 	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
-	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0, "the webhook timeout and queue must not be negative")
+	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0 && c.Webhook.QueueBytes >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
 }
 

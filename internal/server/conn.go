@@ -61,8 +61,8 @@ type conn struct {
 	nextAt       int64 // when the wheel will look at this connection next
 
 	// From the token, when the server authenticates.
-	sender  string   // forced sender of every chat message
-	user    string   // who the connection is in presence: the token's subject, or the URL's name
+	sender  string   // who the connection is, verified (the token's subject, the connect hook's user): the forced sender of its chat messages and the user of its hook calls; "" when nobody verified it
+	user    string   // who the connection is in presence: sender, or the URL's unverified name
 	allowed []string // rooms the token allows, when limitRooms
 	expires int64    // unix nanoseconds; 0: never
 
@@ -398,18 +398,7 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		c.sendError("too_many_rooms", c.loop.roomsMessage, f)
 		return
 	}
-	if c.limitRooms && !slices.Contains(c.allowed, string(f.Room)) {
-		c.loop.stats.dropped[DropForbidden].Add(1)
-		c.sendError("forbidden", "the token does not allow this room", f)
-		return
-	}
-	if err := c.loop.srv.admitRoom(string(f.Room), c.allowed, c.limitRooms); err != nil {
-		c.loop.stats.dropped[DropForbidden].Add(1)
-		code := "forbidden"
-		if errors.Is(err, errUnknownNamespace) {
-			code = protocol.CodeInvalidRoom
-		}
-		c.sendError(code, err.Error(), f)
+	if !c.mayJoin(f) {
 		return
 	}
 	rs := room.Resume{Since: f.Since, HasSince: f.HasSince, Epoch: string(f.Epoch)}
@@ -418,6 +407,36 @@ func (c *conn) onJoin(f *protocol.Frame) {
 		return
 	}
 	c.join(f.Room, rs, false)
+}
+
+// mayJoin checks what every join of a room must pass, whoever asks for it
+// (a join frame, the connect hook's rooms): the token's rooms claim and the
+// room's namespace. It tells the client why not and returns false.
+func (c *conn) mayJoin(f *protocol.Frame) bool {
+	if c.limitRooms && !slices.Contains(c.allowed, string(f.Room)) {
+		c.loop.stats.dropped[DropForbidden].Add(1)
+		c.sendError("forbidden", "the token does not allow this room", f)
+		return false
+	}
+	if err := c.loop.srv.admitRoom(string(f.Room), c.allowed, c.limitRooms); err != nil {
+		c.loop.stats.dropped[DropForbidden].Add(1)
+		code := "forbidden"
+		if errors.Is(err, errUnknownNamespace) {
+			code = protocol.CodeInvalidRoom
+		}
+		c.sendError(code, err.Error(), f)
+		return false
+	}
+	return true
+}
+
+// hookIdentity is who c is in its join and publish calls: user, verified,
+// or name, the client's own, never both.
+func (c *conn) hookIdentity() (user, name string) {
+	if c.sender != "" {
+		return c.sender, ""
+	}
+	return "", c.user
 }
 
 func (c *conn) isWaiting(name []byte) bool {
@@ -676,6 +695,7 @@ func (c *conn) fail(code ws.StatusCode, reason string) {
 // closing.
 func (c *conn) finishClosing(reason string) {
 	l := c.loop
+	l.hookGone(c)
 	c.leaveAll()
 	c.rd.Reset()
 	c.push(ws.AppendCloseFrame(nil, c.closeCode, reason))

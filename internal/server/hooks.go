@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -32,13 +33,20 @@ import (
 // backend refused; the error's message is the backend's reason.
 const CodeRefused = "refused"
 
-// maxHookQueue bounds the messages of one connection waiting for the
-// publish hook; more are refused (rate_limited).
-const maxHookQueue = 64
+// maxHookQueue and maxHookQueueBytes bound the messages of one connection
+// waiting for the publish hook, in number and in bytes (but one message of
+// the largest size always fits); more are refused (rate_limited), counted
+// and logged. Without the bytes, 64 messages of 16 KiB held 1 MiB a
+// connection.
+const (
+	maxHookQueue      = 64
+	maxHookQueueBytes = 64 << 10
+)
 
 // hookJob is a join or publish call a loop hands to the hook workers.
 type hookJob struct {
 	c       *conn
+	gone    *atomic.Bool // the connection's connHooks.gone: a worker drops the job, uncalled
 	kind    hooks.Kind
 	room    string
 	resume  room.Resume          // join
@@ -61,7 +69,12 @@ type hookResult struct {
 type connHooks struct {
 	data  json.RawMessage
 	queue []pendingPublish
+	bytes int // of the messages in queue
 	busy  bool
+	// gone is set on the loop when the connection stops being open; the
+	// workers read it before each call: a closed connection's jobs cost
+	// the backend nothing, and the live ones behind them do not wait.
+	gone atomic.Bool
 }
 
 type pendingPublish struct {
@@ -76,6 +89,10 @@ func (s *Server) runHookWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case job := <-s.hookJobs:
+			if job.gone.Load() { // its verdict would be dropped on the loop
+				s.hookJobsGone.Add(1)
+				continue
+			}
 			res := &hookResult{kind: job.kind, room: job.room, resume: job.resume}
 			switch job.kind {
 			case hooks.Join:
@@ -120,9 +137,11 @@ func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *r
 	if !s.hooks.On(hooks.Connect) && !joinHook {
 		return nil
 	}
-	user := u.name
+	// One notion of the user on every transport: verified (the token's
+	// subject, the connect hook's user) or "", the client's ?name= apart.
+	user, name := "", u.name
 	if cmd.claims != nil {
-		user = cmd.claims.Subject
+		user, name = cmd.claims.Subject, ""
 	}
 	if s.hooks.On(hooks.Connect) {
 		req := hooks.ConnectRequest{Room: u.room, Name: u.name, Remote: cmd.ip.String(), Origin: r.Header.Get("Origin")}
@@ -139,12 +158,12 @@ func (s *Server) admitHooks(r *http.Request, u *upgradeRequest, cmd *command) *r
 			return ref
 		}
 		if ans.User != "" {
-			user, cmd.hookUser = ans.User, ans.User
+			user, name, cmd.hookUser = ans.User, "", ans.User
 		}
 		cmd.hookData, cmd.hookRooms = ans.Data, ans.Rooms
 	}
 	if joinHook {
-		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: user, Room: u.room, Data: cmd.hookData})
+		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: user, Name: name, Room: u.room, Data: cmd.hookData})
 		if v.Failed() {
 			s.hookLog.failed(time.Now(), hooks.Join, v.Err)
 		}
@@ -196,6 +215,13 @@ func (s *Server) refuseUpgraded(w http.ResponseWriter, r *http.Request, key stri
 	}
 }
 
+// hookGone marks c's jobs as a closed connection's: the workers drop them.
+func (l *loop) hookGone(c *conn) {
+	if h := l.hooked[c]; h != nil {
+		h.gone.Store(true)
+	}
+}
+
 // hooksOf returns c's hook state, creating it.
 func (l *loop) hooksOf(c *conn) *connHooks {
 	h := l.hooked[c]
@@ -207,7 +233,8 @@ func (l *loop) hooksOf(c *conn) *connHooks {
 }
 
 // addHooked applies what the connect hook named to a connection being
-// added: its user, its data, and the rooms it joins besides the URL's.
+// added: its user, its data, and the rooms it joins besides the URL's
+// (each checked like a join frame's, but for the join hook).
 func (l *loop) addHooked(c *conn, cmd *command) {
 	if len(cmd.hookData) > 0 {
 		l.hooksOf(c).data = cmd.hookData
@@ -219,11 +246,16 @@ func (l *loop) addHooked(c *conn, cmd *command) {
 		if c.membershipOf([]byte(name)) >= 0 || c.isWaiting([]byte(name)) {
 			continue
 		}
+		f := &protocol.Frame{Room: []byte(name)}
 		if len(c.rooms)+len(c.waiting) >= l.srv.cfg.MaxRoomsPerConn {
-			c.sendError("too_many_rooms", l.roomsMessage, &protocol.Frame{Room: []byte(name)})
+			c.sendError("too_many_rooms", l.roomsMessage, f)
 			return
 		}
-		c.join([]byte(name), room.Resume{}, false)
+		// The backend named the room, so the join hook is not asked; the
+		// token and the namespace are, as for any join.
+		if c.mayJoin(f) {
+			c.join(f.Room, room.Resume{}, false)
+		}
 	}
 }
 
@@ -232,33 +264,31 @@ func (l *loop) addHooked(c *conn, cmd *command) {
 func (c *conn) joinHooked(f *protocol.Frame, rs room.Resume) {
 	l := c.loop
 	name := string(f.Room)
-	job := hookJob{c: c, kind: hooks.Join, room: name, resume: rs,
-		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: c.user, Room: name, Data: l.hooked[c].dataOrNil()}}
+	user, uname := c.hookIdentity()
+	h := l.hooksOf(c)
+	job := hookJob{c: c, gone: &h.gone, kind: hooks.Join, room: name, resume: rs,
+		join: hooks.JoinRequest{Connection: l.srv.connID(c.id), User: user, Name: uname, Room: name, Data: h.data}}
 	if !l.srv.submitHook(job) {
 		l.stats.dropped[DropHook].Add(1)
+		l.srv.hookLog.refused(time.Now(), hooks.Join, "hook calls refused: all workers busy and their queue full")
 		c.sendError(protocol.CodeUnavailable, overloadedMessage, f)
 		return
 	}
 	c.waiting = append(c.waiting, name)
 }
 
-func (h *connHooks) dataOrNil() json.RawMessage {
-	if h == nil {
-		return nil
-	}
-	return h.data
-}
-
 // publishHooked queues a chat message for the publish hook.
 func (c *conn) publishHooked(f *protocol.Frame, data []byte, r *room.Room) {
 	l := c.loop
 	h := l.hooksOf(c)
-	if len(h.queue) >= maxHookQueue {
+	if len(h.queue) >= maxHookQueue || len(h.queue) > 0 && h.bytes+len(data) > maxHookQueueBytes {
 		l.stats.dropped[DropRateLimit].Add(1)
-		c.sendError(protocol.CodeRateLimited, fmt.Sprintf("more than %d messages wait for the application's backend", maxHookQueue), f)
+		l.srv.hookLog.refused(time.Now(), hooks.Publish, "a connection's messages waiting for the publish hook are at their bound", "messages", len(h.queue), "bytes", h.bytes)
+		c.sendError(protocol.CodeRateLimited, fmt.Sprintf("more than %d messages or %d KiB wait for the application's backend", maxHookQueue, maxHookQueueBytes>>10), f)
 		return
 	}
 	h.queue = append(h.queue, pendingPublish{room: r, msg: bytes.Clone(data)})
+	h.bytes += len(data)
 	c.nextHooked(h)
 }
 
@@ -268,14 +298,16 @@ func (c *conn) nextHooked(h *connHooks) {
 	l := c.loop
 	for !h.busy && len(h.queue) > 0 && c.state == stateOpen {
 		p := h.queue[0]
-		job := hookJob{c: c, kind: hooks.Publish, room: p.room.Name(), publish: hooks.PublishRequest{
-			Connection: l.srv.connID(c.id), User: c.user, Room: p.room.Name(), Message: p.msg, Data: h.data}}
+		user, name := c.hookIdentity()
+		job := hookJob{c: c, gone: &h.gone, kind: hooks.Publish, room: p.room.Name(), publish: hooks.PublishRequest{
+			Connection: l.srv.connID(c.id), User: user, Name: name, Room: p.room.Name(), Message: p.msg, Data: h.data}}
 		if l.srv.submitHook(job) {
 			h.busy = true
 			return
 		}
-		h.queue = h.queue[1:]
+		h.pop()
 		l.stats.dropped[DropHook].Add(1)
+		l.srv.hookLog.refused(time.Now(), hooks.Publish, "hook calls refused: all workers busy and their queue full")
 		c.refuseHooked(p.msg, protocol.CodeUnavailable, overloadedMessage)
 	}
 }
@@ -328,9 +360,7 @@ func (l *loop) hookPublished(c *conn, res *hookResult) {
 	if h == nil || len(h.queue) == 0 {
 		return
 	}
-	p := h.queue[0]
-	h.queue[0] = pendingPublish{}
-	h.queue = h.queue[1:]
+	p := h.pop()
 	h.busy = false
 	switch {
 	case l.quiet || l.draining:
@@ -350,6 +380,15 @@ func (l *loop) hookPublished(c *conn, res *hookResult) {
 		c.publish(f, res.message, p.room)
 	}
 	c.nextHooked(h)
+}
+
+// pop takes the first waiting message off the queue.
+func (h *connHooks) pop() pendingPublish {
+	p := h.queue[0]
+	h.queue[0] = pendingPublish{}
+	h.queue = h.queue[1:]
+	h.bytes -= len(p.msg)
+	return p
 }
 
 // hookCode is the error code of a hook's refusal: refused when the
@@ -381,6 +420,16 @@ type hookLog struct {
 }
 
 func (h *hookLog) failed(now time.Time, k hooks.Kind, err error) {
+	h.warn(now, k, "hook failed", "err", err)
+}
+
+// refused logs calls not made, and messages not queued, because too many
+// wait: the same limit of a line a second per hook.
+func (h *hookLog) refused(now time.Time, k hooks.Kind, msg string, args ...any) {
+	h.warn(now, k, msg, args...)
+}
+
+func (h *hookLog) warn(now time.Time, k hooks.Kind, msg string, args ...any) {
 	h.mu.Lock()
 	if now.Sub(h.last[k]) < time.Second {
 		h.suppressed[k]++
@@ -391,5 +440,5 @@ func (h *hookLog) failed(now time.Time, k hooks.Kind, err error) {
 	n := h.suppressed[k]
 	h.suppressed[k] = 0
 	h.mu.Unlock()
-	h.log.Warn("hook failed", "hook", k.String(), "err", err, "suppressed", n)
+	h.log.Warn(msg, append(args, "hook", k.String(), "suppressed", n)...)
 }

@@ -20,10 +20,12 @@ import (
 // own goroutine (docs/hooks.md#the-http-transport).
 
 // pollCaller is who sends an HTTP transport request: the user (the token's
-// subject, or the one the connect hook names; "" when anonymous) and the
-// connect hook's data.
+// subject, or the one the connect hook names; "" when anonymous), the name
+// it gives itself, and the connect hook's data: the same notion of the
+// user as a WebSocket connection's.
 type pollCaller struct {
 	user string
+	name string // ?name=, unverified, when user is ""
 	data json.RawMessage
 }
 
@@ -34,8 +36,15 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 	if claims != nil {
 		c.user = claims.Subject
 	}
+	name := r.URL.Query().Get("name")
+	if !protocol.ValidUser(name) { // a WebSocket's would be refused: here it names nobody
+		name = ""
+	}
+	if c.user == "" {
+		c.name = name
+	}
 	if s.hooks.On(hooks.Connect) {
-		req := hooks.ConnectRequest{Room: room, User: c.user, Name: r.URL.Query().Get("name"), Remote: remoteIP(r).String(), Origin: r.Header.Get("Origin")}
+		req := hooks.ConnectRequest{Room: room, User: c.user, Name: name, Remote: remoteIP(r).String(), Origin: r.Header.Get("Origin")}
 		if claims == nil {
 			req.Token = r.URL.Query().Get("token")
 			if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
@@ -47,12 +56,12 @@ func (s *Server) pollHooks(w http.ResponseWriter, r *http.Request, room string, 
 			return c, false
 		}
 		if ans.User != "" {
-			c.user = ans.User
+			c.user, c.name = ans.User, ""
 		}
 		c.data = ans.Data
 	}
 	if s.joinHook(room) {
-		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: c.user, Room: room, Data: c.data})
+		v := s.hooks.Join(r.Context(), hooks.JoinRequest{User: c.user, Name: c.name, Room: room, Data: c.data})
 		if !s.hookAllows(w, r, hooks.Join, v, http.StatusForbidden) {
 			return c, false
 		}
@@ -86,7 +95,7 @@ func (s *Server) postHook(w http.ResponseWriter, r *http.Request, rm *room.Room,
 	if !rm.Options().PublishHook {
 		return body, true
 	}
-	msg, v := s.hooks.Publish(r.Context(), hooks.PublishRequest{User: c.user, Room: rm.Name(), Message: body, Data: c.data})
+	msg, v := s.hooks.Publish(r.Context(), hooks.PublishRequest{User: c.user, Name: c.name, Room: rm.Name(), Message: body, Data: c.data})
 	if !v.Allow {
 		if v.Failed() {
 			s.hookLog.failed(time.Now(), hooks.Publish, v.Err)

@@ -188,7 +188,7 @@ func TestHookJoin(t *testing.T) {
 		t.Errorf("URL room refused: close %d", code)
 	}
 	joins := b.requests("join")
-	if len(joins) != 4 || joins[1]["user"] != "bob" || joins[1]["room"] != "private1" || joins[1]["connection"] == "" {
+	if len(joins) != 4 || joins[1]["user"] != "" || joins[1]["name"] != "bob" || joins[1]["room"] != "private1" || joins[1]["connection"] == "" {
 		t.Errorf("join requests %v", joins)
 	}
 	if n := ts.Stats().Dropped["hook"]; n != 1 {

@@ -614,6 +614,7 @@ func (l *loop) closeFD(c *conn) {
 	l.stats.disconnects[closeCodeIndex(c.closeCode)].Add(1)
 	l.conns[c.fd] = nil
 	l.nconns--
+	l.hookGone(c)
 	delete(l.hooked, c)
 	delete(l.held, c)
 	if err := unix.Close(c.fd); err != nil {

@@ -74,8 +74,11 @@ type Server struct {
 
 	hooks    *hooks.Client // nil without hooks
 	hookJobs chan hookJob  // join and publish calls waiting for a hook worker
-	hookLog  hookLog
-	webhooks *webhooks // nil: off (webhook.go)
+	// hookJobsGone counts the jobs of connections closed before a worker
+	// took them, dropped uncalled.
+	hookJobsGone atomic.Uint64
+	hookLog      hookLog
+	webhooks     *webhooks // nil: off (webhook.go)
 }
 
 // New returns a server with the given configuration.

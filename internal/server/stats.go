@@ -174,6 +174,9 @@ type Stats struct {
 	API map[string]uint64
 	// Hooks are the counters of each hook that is on (docs/hooks.md).
 	Hooks []hooks.Stats
+	// HookJobsGone counts join and publish calls not made: their
+	// connection closed before a hook worker took them.
+	HookJobsGone uint64
 
 	// Processing is the message processing time: from the loop waking up
 	// with a client's frame to read (in a cluster: from the broker bringing
@@ -197,6 +200,7 @@ func (s *Server) Stats() Stats {
 		},
 		Refused:          make(map[string]uint64, refuseReasons),
 		Hooks:            s.hooks.Stats(),
+		HookJobsGone:     s.hookJobsGone.Load(),
 		Rooms:            s.hub.Rooms(),
 		HistoryEntries:   s.hub.HistoryEntries(),
 		HistoryBytes:     s.hub.HistoryBytes(),

@@ -33,6 +33,9 @@ type WebhookConfig struct {
 	// cluster node while Redis is unreachable) before new ones are dropped,
 	// counted and logged; 0: 100000.
 	Queue int
+	// QueueBytes bounds the same queue in bytes (what the events hold,
+	// messages included); 0: webhook.DefaultQueueBytes.
+	QueueBytes int64
 }
 
 // publishByNamespace is the default PublishRoom: a room's namespace lists
@@ -91,13 +94,14 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	w := &webhooks{cfg: wc}
 	var src webhook.Source
 	if cfg.Redis != "" {
-		r, err := broker.NewRedisWebhooks(broker.RedisWebhooksConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxStream: wc.Queue, Logger: cfg.Logger})
+		r, err := webhook.NewRedis(webhook.RedisConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
+			MaxStream: wc.Queue, MaxStreamBytes: wc.QueueBytes, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		w.tracker, w.run, src = r, r.Run, r
 	} else {
-		m := webhook.NewMemory(broker.NewEpoch(), wc.Queue, cfg.Logger)
+		m := webhook.NewMemory(broker.NewEpoch(), wc.Queue, wc.QueueBytes, cfg.Logger)
 		w.tracker, src = m, m
 	}
 	w.disp = webhook.NewDispatcher(src, webhook.DispatcherConfig{URL: wc.URL, Secret: []byte(wc.Secret), Timeout: wc.Timeout,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -23,7 +24,9 @@ type DispatcherConfig struct {
 	// MinBackoff and MaxBackoff bound the wait before a failed request is
 	// sent again (doubling, with jitter); 0: 100 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
-	Client                 *http.Client // nil: one with Timeout, keep-alive
+	// Client, when nil, is one with Timeout, keep-alive, no proxy from the
+	// environment and no redirect followed (newClient).
+	Client *http.Client
 	// Send, when not nil, says which events go to the backend: the others
 	// are committed unsent (counted as Filtered, not Dropped). The events
 	// are decided whole and filtered here, so that what is left out (a
@@ -44,6 +47,11 @@ type Dispatcher struct {
 	failed   atomic.Uint64
 	filtered atomic.Uint64
 	fails    dropLog
+	// batch is how many events the next request holds at most: Batch,
+	// halved by each request that timed out, doubled back by each taken,
+	// so that a backend slower than Timeout for Batch events still takes
+	// fewer at a time and the events move on. Run's goroutine alone uses it.
+	batch int
 }
 
 // NewDispatcher returns a dispatcher of src's events.
@@ -61,18 +69,18 @@ func NewDispatcher(src Source, cfg DispatcherConfig) *Dispatcher {
 		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+		cfg.Client = newClient(cfg.Timeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, src: src}
+	return &Dispatcher{cfg: cfg, src: src, batch: cfg.Batch}
 }
 
 // Run sends events until ctx is done.
 func (d *Dispatcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		evs, err := d.src.Next(ctx, d.cfg.Batch)
+		evs, err := d.src.Next(ctx, d.batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.warn("webhook events could not be read: trying again", "err", err)
@@ -80,8 +88,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		if out := d.keep(evs); len(out) > 0 && !d.deliver(ctx, out) {
-			return
+		if out := d.keep(evs); len(out) > 0 {
+			switch d.deliver(ctx, out) {
+			case stopped:
+				return
+			case shrunk: // the same events again, fewer at a time
+				continue
+			}
 		}
 		if err := d.src.Commit(ctx, evs); err != nil && ctx.Err() == nil {
 			// Another node sends them again: at least once.
@@ -105,43 +118,64 @@ func (d *Dispatcher) keep(evs []Event) []Event {
 	return out
 }
 
-// deliver posts evs until the backend takes them; false when ctx ended
-// first.
-func (d *Dispatcher) deliver(ctx context.Context, evs []Event) bool {
+// outcome is how deliver ended.
+type outcome uint8
+
+const (
+	delivered outcome = iota // the backend took the events
+	shrunk                   // a request timed out: fewer events at a time, from the same first one
+	stopped                  // ctx ended
+)
+
+// deliver posts evs until the backend takes them. A request that timed out
+// with more than one event halves the batch instead, after the backoff:
+// the caller reads the same first events again, fewer of them.
+func (d *Dispatcher) deliver(ctx context.Context, evs []Event) outcome {
 	body, err := json.Marshal(Body{Events: evs})
 	if err != nil { // cannot happen: events are plain data
 		panic(fmt.Sprintf("webhook: encode events: %v", err))
 	}
-	sig := Sign(d.cfg.Secret, body)
 	wait := d.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			d.retried.Add(1)
 		}
-		err := d.post(ctx, body, sig)
+		err := d.post(ctx, body)
 		if err == nil {
 			d.sent.Add(uint64(len(evs)))
-			return true
+			d.batch = min(2*d.batch, d.cfg.Batch)
+			return delivered
 		}
 		if ctx.Err() != nil {
-			return false
+			return stopped
 		}
 		d.failed.Add(1)
-		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait)
+		timedOut := isTimeout(err) && len(evs) > 1
+		if timedOut {
+			d.batch = max(1, min(d.batch, len(evs))/2)
+		}
+		d.warn("webhook request failed: sending it again", "url", d.cfg.URL, "err", err, "retry_in", wait, "batch", d.batch)
 		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
-			return false
+			return stopped
+		}
+		if timedOut {
+			return shrunk
 		}
 		wait = min(2*wait, d.cfg.MaxBackoff)
 	}
 }
 
-func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
+// post sends body once, signed with the time it is sent: a retry an hour
+// later is not refused as stale.
+func (d *Dispatcher) post(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, sig)
+	ts := time.Now().Unix()
+	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
+	req.Header.Set(SignatureHeader, Sign(d.cfg.Secret, body, ts))
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)
@@ -151,9 +185,30 @@ func (d *Dispatcher) post(ctx context.Context, body []byte, sig string) error {
 		return fmt.Errorf("webhook answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return fmt.Errorf("the backend answered %s, a redirect to %q (not followed: fix --webhook-url)", resp.Status, loc)
+		}
 		return errors.New("the backend answered " + resp.Status)
 	}
 	return nil
+}
+
+// isTimeout reports whether err is a request that ran out of time.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
+}
+
+// newClient returns the dispatcher's HTTP client. It follows no redirect:
+// a 301 or 302 would turn the POST into a bodiless GET whose 2xx would mark
+// the events delivered, a 307 would send them and their signature
+// elsewhere; the 3xx is a failed request instead. It takes no proxy from
+// the environment: the backend is the operator's own, as for the hooks.
+func newClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	return &http.Client{Timeout: timeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Stats returns the dispatcher's counters and its source's.

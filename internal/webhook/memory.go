@@ -14,17 +14,20 @@ import (
 // the Dispatcher. The queue does not outlive the process: events not sent
 // when it stops are lost, and the next start begins with a Reset.
 type Memory struct {
-	epoch string
-	max   int
-	log   *slog.Logger
+	epoch    string
+	max      int
+	maxBytes int64
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	conns   map[string]map[string]int // room → user → connections
 	rooms   map[string]int            // room → connections
 	users   map[string]int            // user → connections in any room
 	queue   []Event                   // queue[head:] wait to be sent
+	bytes   int64                     // what queue[head:] holds, as eventSize counts it
 	head    int                       // events before it were sent
 	next    uint64                    // the next event's number
+	gap     uint64                    // events dropped since the last one queued: a Dropped event goes first
 	wake    chan struct{}             // signalled when events are queued
 	dropped atomic.Uint64
 	drops   dropLog
@@ -35,13 +38,27 @@ var (
 	_ Source  = (*Memory)(nil)
 )
 
+// DefaultQueueBytes is a queue's bound in bytes when none is given: 10,000
+// published messages of 16 KiB held 250 MB before there was one.
+const DefaultQueueBytes = 64 << 20
+
+// eventSize is what an event costs queued, roughly: its strings and
+// message, and the struct around them.
+func eventSize(e *Event) int64 {
+	return int64(len(e.Message)+len(e.Room)+len(e.User)+len(e.ID)) + 160
+}
+
 // NewMemory returns a single node's tracker whose queue holds up to max
-// events; epoch names this run (a Reset opens it).
-func NewMemory(epoch string, max int, log *slog.Logger) *Memory {
+// events and maxBytes bytes (0: DefaultQueueBytes); epoch names this run (a
+// Reset opens it).
+func NewMemory(epoch string, max int, maxBytes int64, log *slog.Logger) *Memory {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Memory{epoch: epoch, max: max, log: log, conns: map[string]map[string]int{},
+	if maxBytes <= 0 {
+		maxBytes = DefaultQueueBytes
+	}
+	m := &Memory{epoch: epoch, max: max, maxBytes: maxBytes, log: log, conns: map[string]map[string]int{},
 		rooms: map[string]int{}, users: map[string]int{}, wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.emitLocked(Event{Name: Reset})
@@ -129,18 +146,37 @@ func (m *Memory) Published(room string, seq uint64, message []byte) {
 	m.mu.Unlock()
 }
 
-// emitLocked queues e, or counts it dropped when the queue is full.
+// emitLocked queues e, or counts it dropped when the queue is full. The
+// first event queued after drops follows a Dropped event that counts them:
+// the backend sees the gap.
 func (m *Memory) emitLocked(e Event) {
-	if len(m.queue)-m.head >= m.max {
+	free := m.max - (len(m.queue) - m.head)
+	need := eventSize(&e)
+	if m.gap > 0 {
+		free-- // the Dropped event's place
+		need += eventSize(&Event{})
+	}
+	if free <= 0 || m.bytes+need > m.maxBytes && m.head < len(m.queue) {
+		m.gap++
 		m.dropped.Add(1)
 		m.drops.note(m.log, e.Name)
 		return
 	}
+	if m.gap > 0 {
+		m.appendLocked(Event{Name: Dropped, Count: m.gap})
+		m.gap = 0
+	}
+	m.appendLocked(e)
+}
+
+// appendLocked numbers e and queues it.
+func (m *Memory) appendLocked(e Event) {
 	m.next++
 	e.ID = m.epoch + "-" + strconv.FormatUint(m.next, 10)
 	e.Epoch = m.epoch
 	e.TimeMS = time.Now().UnixMilli()
 	m.queue = append(m.queue, e)
+	m.bytes += eventSize(&e)
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -171,6 +207,9 @@ func (m *Memory) Next(ctx context.Context, max int) ([]Event, error) {
 func (m *Memory) Commit(_ context.Context, evs []Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for i := range evs {
+		m.bytes -= eventSize(&m.queue[m.head+i])
+	}
 	m.head += len(evs)
 	if m.head >= len(m.queue)/2 {
 		n := copy(m.queue, m.queue[m.head:])
@@ -183,9 +222,9 @@ func (m *Memory) Commit(_ context.Context, evs []Event) error {
 // Stats implements Source.
 func (m *Memory) Stats() Stats {
 	m.mu.Lock()
-	q := len(m.queue) - m.head
+	q, b := len(m.queue)-m.head, m.bytes
 	m.mu.Unlock()
-	return Stats{Queued: int64(q), Dropped: m.dropped.Load()}
+	return Stats{Queued: int64(q), QueuedBytes: b, Dropped: m.dropped.Load()}
 }
 
 // dropLog logs dropped events at most once every ten seconds, with how many
@@ -201,7 +240,7 @@ func (d *dropLog) note(log *slog.Logger, name string) {
 	defer d.mu.Unlock()
 	d.since++
 	if now := time.Now(); now.Sub(d.last) >= 10*time.Second {
-		log.Warn("webhook events dropped: the queue is full (the backend is slow or down)", "dropped", d.since, "last", name)
+		log.Warn("webhook events dropped: the queue is full, in events or bytes (the backend is slow or down)", "dropped", d.since, "last", name)
 		d.last, d.since = now, 0
 	}
 }

@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Receiver is a backend's end of the webhooks, for tests and audits: an
@@ -16,7 +18,9 @@ import (
 // and leaves a room in turn, goes online and offline in turn, starting
 // with occupied, joined and online.
 type Receiver struct {
-	secret []byte
+	secret    []byte
+	tolerance time.Duration
+	now       func() time.Time // the receiver's clock: a test moves it
 
 	mu         sync.Mutex
 	seen       map[string]bool
@@ -24,23 +28,31 @@ type Receiver struct {
 	duplicates int
 	requests   int
 	badSigs    int
+	stale      int
 	violations []string
 	epoch      string
 	rooms      map[string]bool
 	members    map[[2]string]bool
 	users      map[string]bool
-	changed    chan struct{}
+	gaps       int
+	// unsure is set by a Dropped event: the view may be wrong until the
+	// next reset, and a key's first event after the gap (in touched) is
+	// taken whatever it says, as a backend that fetched the state would.
+	unsure  bool
+	touched map[string]bool
+	changed chan struct{}
 }
 
 // NewReceiver returns a receiver of requests signed with secret.
 func NewReceiver(secret []byte) *Receiver {
-	r := &Receiver{secret: secret, seen: map[string]bool{}, changed: make(chan struct{})}
+	r := &Receiver{secret: secret, tolerance: DefaultTolerance, now: time.Now, seen: map[string]bool{}, changed: make(chan struct{})}
 	r.resetLocked("")
 	return r
 }
 
 // ServeHTTP implements http.Handler: 204 for a request taken, 401 for a bad
-// signature, 400 for a body that is not events.
+// signature or a timestamp outside DefaultTolerance, 400 for a body that
+// is not events.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
 	if err != nil {
@@ -51,9 +63,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer r.mu.Unlock()
 	defer func() { close(r.changed); r.changed = make(chan struct{}) }()
 	r.requests++
-	if !Verify(r.secret, body, req.Header.Get(SignatureHeader)) {
+	switch err := Verify(r.secret, body, req.Header.Get(TimestampHeader), req.Header.Get(SignatureHeader), r.now(), r.tolerance); {
+	case errors.Is(err, ErrStale):
+		r.stale++
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	case err != nil:
 		r.badSigs++
-		http.Error(w, "bad signature", http.StatusUnauthorized)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
 	var b Body
@@ -76,12 +93,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *Receiver) resetLocked(epoch string) {
 	r.epoch = epoch
 	r.rooms, r.members, r.users = map[string]bool{}, map[[2]string]bool{}, map[string]bool{}
+	r.unsure, r.touched = false, nil
+}
+
+// sure reports whether the view of key can be held to the rules: no gap
+// since the reset, or an event of key seen since the gap.
+func (r *Receiver) sure(key string) bool {
+	if !r.unsure {
+		return true
+	}
+	seen := r.touched[key]
+	r.touched[key] = true
+	return seen
 }
 
 // applyLocked moves the receiver's view by e and notes what breaks a rule.
 func (r *Receiver) applyLocked(e Event) {
-	if e.Name == Reset {
+	switch e.Name {
+	case Reset:
 		r.resetLocked(e.Epoch)
+		return
+	case Dropped:
+		r.gaps++
+		r.unsure, r.touched = true, map[string]bool{}
 		return
 	}
 	if e.Epoch != r.epoch {
@@ -89,7 +123,7 @@ func (r *Receiver) applyLocked(e Event) {
 		r.resetLocked(e.Epoch)
 	}
 	turn := func(m map[string]bool, k string, on bool, what string) {
-		if m[k] == on {
+		if r.sure(what[:4]+"\x00"+k) && m[k] == on {
 			r.violations = append(r.violations, fmt.Sprintf("%s %s %q twice in a row", e.ID, what, k))
 		}
 		if on {
@@ -105,12 +139,13 @@ func (r *Receiver) applyLocked(e Event) {
 		turn(r.users, e.User, e.Name == UserOnline, e.Name)
 	case MemberJoined, MemberLeft:
 		k := [2]string{e.Room, e.User}
-		if r.members[k] == (e.Name == MemberJoined) {
+		sure := r.sure("memb\x00" + e.Room + "\x00" + e.User)
+		if sure && r.members[k] == (e.Name == MemberJoined) {
 			r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q twice in a row", e.ID, e.Name, e.Room, e.User))
 		}
 		if e.Name == MemberJoined {
 			r.members[k] = true
-			if !r.rooms[e.Room] || !r.users[e.User] {
+			if sure && (!r.rooms[e.Room] || !r.users[e.User]) {
 				r.violations = append(r.violations, fmt.Sprintf("%s %s %q/%q in a room not occupied or by a user not online", e.ID, e.Name, e.Room, e.User))
 			}
 		} else {
@@ -130,6 +165,8 @@ type View struct {
 // ReceiverStats is what a receiver took.
 type ReceiverStats struct {
 	Requests, BadSignatures, Duplicates, Events int
+	Stale                                       int // requests refused for their timestamp
+	Gaps                                        int // dropped events taken: the view was unsure after each
 	Violations                                  []string
 }
 
@@ -159,7 +196,7 @@ func (r *Receiver) View() View {
 func (r *Receiver) Stats() ReceiverStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates,
+	return ReceiverStats{Requests: r.requests, BadSignatures: r.badSigs, Duplicates: r.duplicates, Stale: r.stale, Gaps: r.gaps,
 		Events: len(r.events), Violations: append([]string(nil), r.violations...)}
 }
 

@@ -14,6 +14,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"time"
 )
 
 // The events' names.
@@ -29,11 +31,36 @@ const (
 	// void (Redis lost the webhook state, or the single node started); the
 	// occupied, online and joined events of what is there now follow.
 	Reset = "reset"
+	// Dropped says that Count events were dropped just before it (the
+	// queue, or the cluster's stream, was full): within the epoch, what the
+	// backend knows of who is where may be wrong from here, and messages
+	// are missing. It fetches the current state (the server API's rooms and
+	// presence, the rooms' history) and goes on.
+	Dropped = "dropped"
 )
 
-// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the request's
-// body keyed with the shared secret.
+// SignatureHeader carries "sha256=" and the hex HMAC-SHA256, keyed with the
+// shared secret, of TimestampHeader's value, a dot, and the request's body.
 const SignatureHeader = "X-Scalechat-Signature"
+
+// TimestampHeader carries when the request was sent, Unix seconds. It is
+// signed with the body: a receiver refuses a request whose timestamp is
+// further than its tolerance from its clock, so that a request captured
+// and replayed later is refused (a replay within the tolerance is a
+// duplicate of ids it has seen).
+const TimestampHeader = "X-Scalechat-Timestamp"
+
+// DefaultTolerance is how far from its clock a receiver takes a request's
+// timestamp, as Stripe's and Svix's receivers do: wide enough for clocks a
+// little apart, narrow enough that a receiver keeps the ids it has seen
+// for that long to refuse every replay.
+const DefaultTolerance = 5 * time.Minute
+
+// The errors of Verify.
+var (
+	ErrBadSignature = errors.New("the webhook request's signature does not match its body and timestamp")
+	ErrStale        = errors.New("the webhook request's timestamp is outside the tolerance: a replay, or a clock far off")
+)
 
 // Event is one webhook event.
 type Event struct {
@@ -49,6 +76,8 @@ type Event struct {
 	// chat JSON, as members receive it.
 	Seq     uint64          `json:"seq,omitempty"`
 	Message json.RawMessage `json:"message,omitempty"`
+	// Count is a Dropped event's number of events dropped.
+	Count uint64 `json:"count,omitempty"`
 	// TimeMS is when the event was decided, unix milliseconds.
 	TimeMS int64 `json:"time_ms"`
 	// Node is the node whose change made the event (for debugging).
@@ -60,17 +89,29 @@ type Body struct {
 	Events []Event `json:"events"`
 }
 
-// Sign returns the SignatureHeader value of body under secret.
-func Sign(secret, body []byte) string {
+// Sign returns the SignatureHeader value of body sent at ts (Unix
+// seconds, TimestampHeader's value) under secret.
+func Sign(secret, body []byte, ts int64) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write(strconv.AppendInt(nil, ts, 10))
+	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify reports whether sig is body's signature under secret, in constant
-// time: what a receiver checks before it trusts a request.
-func Verify(secret, body []byte, sig string) bool {
-	return hmac.Equal([]byte(sig), []byte(Sign(secret, body)))
+// Verify checks what a receiver must before it trusts a request: that sig
+// (SignatureHeader) signs body and ts (TimestampHeader) under secret,
+// compared in constant time, and that ts is within tolerance of now. It
+// returns ErrBadSignature or ErrStale.
+func Verify(secret, body []byte, ts, sig string, now time.Time, tolerance time.Duration) error {
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || !hmac.Equal([]byte(sig), []byte(Sign(secret, body, t))) {
+		return ErrBadSignature
+	}
+	if d := now.Sub(time.Unix(t, 0)); d > tolerance || d < -tolerance {
+		return ErrStale
+	}
+	return nil
 }
 
 // Tracker is where a node reports what its connections do; it decides the
@@ -104,11 +145,13 @@ var ErrNotDispatcher = errors.New("this node is no longer the cluster's webhook 
 
 // Stats counts a node's webhooks.
 type Stats struct {
-	Queued  int64  // events (or, in a cluster, changes) waiting on this node
-	Sent    uint64 // events the backend took (2xx)
-	Retried uint64 // requests sent again after a failure
-	Failed  uint64 // requests that failed (an error, a timeout or a non-2xx answer)
-	Dropped uint64 // events never queued: the queue (or the cluster's stream) was full
+	Queued int64 // events (or, in a cluster, changes) waiting on this node
+	// QueuedBytes is what they hold, roughly (strings, messages, structs).
+	QueuedBytes int64
+	Sent        uint64 // events the backend took (2xx)
+	Retried     uint64 // requests sent again after a failure
+	Failed      uint64 // requests that failed (an error, a timeout or a non-2xx answer)
+	Dropped     uint64 // events never queued: the queue (or the cluster's stream) was full
 	// Filtered counts events left unsent by design (DispatcherConfig.Send:
 	// a namespace's webhooks list), not lost.
 	Filtered uint64

@@ -1,35 +1,36 @@
-package broker
+package webhook
 
 import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
-	"github.com/scalechat/scalechat/internal/webhook"
 )
 
 // whNode is a cluster node's webhooks in the test's process: its tracker
 // and its dispatcher, each running until stop.
 type whNode struct {
-	w    *RedisWebhooks
-	d    *webhook.Dispatcher
+	w    *Redis
+	d    *Dispatcher
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
 
 func startWebhookNode(t *testing.T, url, receiver string) *whNode {
 	t.Helper()
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: url, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	w, err := NewRedis(RedisConfig{URL: url, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &whNode{w: w, d: webhook.NewDispatcher(w, webhook.DispatcherConfig{URL: receiver, Secret: []byte("k"),
+	n := &whNode{w: w, d: NewDispatcher(w, DispatcherConfig{URL: receiver, Secret: []byte("k"),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
@@ -55,7 +56,7 @@ func (n *whNode) leader() bool {
 
 // waitView waits until the receiver believes want, and fails with what it
 // got after timeout.
-func waitView(t *testing.T, rcv *webhook.Receiver, want webhook.View, timeout time.Duration) {
+func waitView(t *testing.T, rcv *Receiver, want View, timeout time.Duration) {
 	t.Helper()
 	if want.Members == nil {
 		want.Members = map[string][]string{}
@@ -92,7 +93,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // twice in a row, and it ends believing what is true.
 func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	rcv := webhook.NewReceiver([]byte("k"))
+	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 
@@ -104,18 +105,18 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	b.w.Presence("r1", "bob", 1)
 	b.w.Presence("r1", "ann", 1)
 	b.w.Presence("r2", "", 1)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
+	waitView(t, rcv, View{Rooms: []string{"r1", "r2"}, Users: []string{"ann", "bob"},
 		Members: map[string][]string{"r1": {"ann", "bob"}}}, 10*time.Second)
 
 	a.w.Presence("r1", "ann", 0) // ann is still in r1 on b: no event
 	a.w.Presence("r3", "cat", 1)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
+	waitView(t, rcv, View{Rooms: []string{"r1", "r2", "r3"}, Users: []string{"ann", "bob", "cat"},
 		Members: map[string][]string{"r1": {"ann", "bob"}, "r3": {"cat"}}}, 10*time.Second)
 
 	// b dies with ann and bob in r1 and an anonymous connection in r2: once
 	// its lease ends a takes over both its counts and the dispatching.
 	b.crash()
-	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat"},
+	waitView(t, rcv, View{Rooms: []string{"r3"}, Users: []string{"cat"},
 		Members: map[string][]string{"r3": {"cat"}}}, 15*time.Second)
 	if !a.leader() {
 		t.Error("a is not the dispatcher after b died")
@@ -125,11 +126,11 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	rs.Stop()
 	a.w.Presence("r3", "dan", 1) // while Redis is down
 	rs.Restart()
-	waitView(t, rcv, webhook.View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
+	waitView(t, rcv, View{Rooms: []string{"r3"}, Users: []string{"cat", "dan"},
 		Members: map[string][]string{"r3": {"cat", "dan"}}}, 15*time.Second)
 	a.w.Presence("r3", "cat", 0)
 	a.w.Presence("r3", "dan", 0)
-	waitView(t, rcv, webhook.View{}, 10*time.Second)
+	waitView(t, rcv, View{}, 10*time.Second)
 
 	st := rcv.Stats()
 	if len(st.Violations) > 0 || st.BadSignatures > 0 {
@@ -138,9 +139,9 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	resets, vacated := 0, map[string]int{}
 	for _, e := range rcv.Events() {
 		switch e.Name {
-		case webhook.Reset:
+		case Reset:
 			resets++
-		case webhook.RoomVacated:
+		case RoomVacated:
 			vacated[e.Room]++
 		}
 	}
@@ -153,17 +154,12 @@ func TestRedisWebhooksAcrossNodes(t *testing.T) {
 	t.Logf("receiver %+v, dispatcher a %+v", st, a.d.Stats())
 }
 
-// testWriter writes a node's log into the test's.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 // TestRedisWebhooksOnRedisCluster runs the webhooks on a Redis Cluster of 3
 // masters (every key in the {webhooks} slot): a user on two nodes, a
 // published message, the node that had her last connection killed.
 func TestRedisWebhooksOnRedisCluster(t *testing.T) {
 	rc := testsupport.StartRedisCluster(t, 3, 0)
-	rcv := webhook.NewReceiver([]byte("k"))
+	rcv := NewReceiver([]byte("k"))
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	a := startWebhookNode(t, rc.URL(), srv.URL)
@@ -173,15 +169,15 @@ func TestRedisWebhooksOnRedisCluster(t *testing.T) {
 	b.w.Presence("r", "ann", 2)
 	b.w.Published("r", 7, []byte(`{"room":"r","seq":7,"text":"hi"}`))
 	a.w.Presence("r", "ann", 0)
-	waitView(t, rcv, webhook.View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
+	waitView(t, rcv, View{Rooms: []string{"r"}, Users: []string{"ann"}, Members: map[string][]string{"r": {"ann"}}}, 10*time.Second)
 	b.crash()
-	waitView(t, rcv, webhook.View{}, 15*time.Second)
+	waitView(t, rcv, View{}, 15*time.Second)
 
 	var got []string
-	var pub webhook.Event
+	var pub Event
 	for _, e := range rcv.Events() {
 		got = append(got, e.Name)
-		if e.Name == webhook.MessagePublished {
+		if e.Name == MessagePublished {
 			pub = e
 		}
 	}
@@ -237,7 +233,7 @@ func TestWebhookScript(t *testing.T) {
 			[]string{"reset", "message_published r"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
+			w, err := NewRedis(RedisConfig{URL: rs.URL(), Prefix: "t" + strconv.Itoa(i)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,12 +270,7 @@ func TestWebhookScript(t *testing.T) {
 // dispatcher, the backend away) drops new events, and that the node counts
 // each one.
 func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	w, err := NewRedisWebhooks(RedisWebhooksConfig{URL: rs.URL(), MaxStream: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.rdb.Close()
+	w := startTestRedis(t, RedisConfig{MaxStream: 4})
 	ctx := context.Background()
 	for _, items := range [][]any{nil, {"p", "r", "u", "1"}, {"p", "s", "v", "1"}} { // reset, 3 events, 3 more
 		if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
@@ -297,4 +288,122 @@ func TestRedisWebhooksCountWhatTheFullStreamDrops(t *testing.T) {
 	if v, _ := w.rdb.Get(ctx, w.keys[7]).Int(); v != 6 {
 		t.Errorf("the cluster's dropped counter is %d, want 6", v)
 	}
+}
+
+// TestRedisWebhooksGapIsSeen: events the full stream dropped leave a gap
+// the backend sees: once the dispatcher has sent what was there, the next
+// event appended follows a dropped event counting them; messages a node
+// gave up (Redis unreachable too long) are counted in one too.
+func TestRedisWebhooksGapIsSeen(t *testing.T) {
+	w := startTestRedis(t, RedisConfig{MaxStream: 4})
+	ctx := context.Background()
+	run := func(op string, items ...any) {
+		t.Helper()
+		if _, err := w.run(ctx, w.keys, op, w.id, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []Event {
+		t.Helper()
+		ms, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []Event
+		for _, m := range ms {
+			evs = append(evs, streamEvent(m))
+		}
+		return evs
+	}
+	names := func() []string { // the stream's events
+		t.Helper()
+		var got []string
+		for _, e := range read() {
+			s := e.Name
+			if e.Count > 0 {
+				s += " " + strconv.FormatUint(e.Count, 10)
+			}
+			got = append(got, s)
+		}
+		return got
+	}
+	for _, step := range []struct {
+		sent  bool // the dispatcher sent the stream before (the stream is emptied)
+		op    string
+		items []any
+		want  []string
+	}{
+		{false, "sync", []any{"p", "r", "u", "1"}, []string{"reset", "user_online", "room_occupied", "member_joined"}},
+		{false, "apply", []any{"p", "r", "u", "0"}, []string{"reset", "user_online", "room_occupied", "member_joined"}}, // full: left, vacated, offline dropped
+		{true, "apply", []any{"p", "r", "u", "1"}, []string{"dropped 3", "user_online", "room_occupied", "member_joined"}},
+		{true, "sync", []any{"d", "", "5", "", "p", "r", "u", "1"}, nil}, // a node gave up 5 messages, resyncs: nothing changed
+		{false, "apply", []any{"m", "r", "7", "{}"}, []string{"dropped 5", "message_published"}},
+	} {
+		if step.sent {
+			if err := w.rdb.Del(ctx, w.keys[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(step.op, step.items...)
+		if got := names(); !slices.Equal(got, step.want) {
+			t.Errorf("after %s %v: stream\n got %q\nwant %q", step.op, step.items, got, step.want)
+		}
+	}
+}
+
+// TestRedisWebhooksStreamBoundedInBytes: the cluster's stream is bounded
+// in bytes as well as in entries: of ten 16 KiB messages, those that fit
+// in 50 KiB are appended, the others dropped; the entries the dispatcher
+// commits give their bytes back, and the next message follows a dropped
+// event.
+func TestRedisWebhooksStreamBoundedInBytes(t *testing.T) {
+	w := startTestRedis(t, RedisConfig{MaxStream: 1000, MaxStreamBytes: 50 << 10})
+	ctx := context.Background()
+	msg := `{"text":"` + strings.Repeat("x", 16<<10) + `"}`
+	var items []any
+	for i := range 10 {
+		items = append(items, "m", "r", strconv.Itoa(i+1), msg)
+	}
+	if _, err := w.run(ctx, w.keys, "sync", w.id, items); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); len(ms) != 4 || st.Dropped != 7 { // the reset and 3 messages
+		t.Fatalf("%d entries, %d dropped; want 4 and 7", len(ms), st.Dropped)
+	}
+	if n, _ := w.rdb.Get(ctx, w.keys[11]).Int64(); n > 50<<10 || n < 3*16<<10 {
+		t.Errorf("the stream holds %d bytes by its count, want 48–50 KiB", n)
+	}
+	if _, err := w.run(ctx, w.keys, "lead", w.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(ctx, w.keys, "commit", w.id, []any{ms[len(ms)-1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.rdb.Exists(ctx, w.keys[11]).Result(); err != nil || n != 0 {
+		t.Errorf("the bytes of a stream sent whole are still counted (%d, %v)", n, err)
+	}
+	if _, err := w.run(ctx, w.keys, "apply", w.id, []any{"m", "r", "11", msg}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = w.rdb.XRange(ctx, w.keys[1], "-", "+").Result()
+	if err != nil || len(ms) != 2 || streamEvent(ms[0]).Name != Dropped || streamEvent(ms[0]).Count != 7 || streamEvent(ms[1]).Seq != 11 {
+		t.Errorf("after the commit: %v %v, want a dropped event counting 7, then message 11", ms, err)
+	}
+}
+
+// startTestRedis returns a node's webhooks, not running, on a redis-server
+// of its own: for the tests that call the script step by step.
+func startTestRedis(t *testing.T, cfg RedisConfig) *Redis {
+	t.Helper()
+	cfg.URL = testsupport.StartRedis(t).URL()
+	w, err := NewRedis(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.rdb.Close() })
+	return w
 }

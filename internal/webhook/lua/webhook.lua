@@ -17,15 +17,22 @@
 -- KEYS[8]  dropped: events not appended because the stream was full
 -- KEYS[9]  the dispatcher's lease (its node)
 -- KEYS[10] the cursor: the last stream entry the backend took
+-- KEYS[11] gap: events dropped since the last one appended; the next one
+--          appended follows a "dropped" event with their count, so the
+--          backend sees the gap
+-- KEYS[12] bytes: what the stream's entries hold (their fields' lengths)
 --
 -- ARGV[1] op: "apply", "sync", "renew", "gone", "leave", "lead", "commit"
 -- ARGV[2] the node calling (for "gone", the dead node)
 -- ARGV[3] lease in ms
 -- ARGV[4] the stream's most entries
 -- ARGV[5] a new epoch, used when KEYS[1] is missing
--- ARGV[6...] items: for "apply" and "sync", four each: "p", room, user, the
---            node's count, or "m", room, seq, the message; "sync" sets
---            every count of the node not among them to 0;
+-- ARGV[6] the stream's most bytes (KEYS[12])
+-- ARGV[7...] items: for "apply" and "sync", four each: "p", room, user, the
+--            node's count, or "m", room, seq, the message, or "d", "", n,
+--            "": n events the node gave up (Redis unreachable too long),
+--            counted in the next "dropped" event; "sync" sets every count
+--            of the node not among them to 0;
 --            for "commit", the last entry sent
 --
 -- Returns {status, appended, dropped, ...}: status -1 when the node is not
@@ -33,7 +40,7 @@
 -- "sync" with all it has. "renew" adds the dead nodes; "lead" answers
 -- {1 or 0, cursor}; "commit" {1 or 0}.
 local op, node = ARGV[1], ARGV[2]
-local lease, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease, maxlen, maxbytes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -49,8 +56,17 @@ if op == 'commit' then
   if redis.call('GET', KEYS[9]) ~= node then
     return {0}
   end
-  local last = ARGV[6]
+  local last = ARGV[7]
   redis.call('SET', KEYS[10], last)
+  local sent = 0
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', last)) do
+    for _, v in ipairs(e[2]) do
+      sent = sent + #v
+    end
+  end
+  if redis.call('DECRBY', KEYS[12], sent) <= 0 then
+    redis.call('DEL', KEYS[12])
+  end
   local ms, n = string.match(last, '^(%d+)-(%d+)$')
   redis.call('XTRIM', KEYS[2], 'MINID', ms .. '-' .. (tonumber(n) + 1))
   return {1}
@@ -59,24 +75,50 @@ end
 local appended, dropped = 0, 0
 local epoch = redis.call('GET', KEYS[1])
 
-local function emit(fields)
-  if redis.call('XLEN', KEYS[2]) >= maxlen then
-    dropped = dropped + 1
-    redis.call('INCR', KEYS[8])
-    return
-  end
+local function append(fields)
   local f = {'name', fields[1], 'epoch', epoch, 'time', tostring(now), 'node', node}
   for i = 2, #fields, 2 do
     f[#f + 1] = fields[i]
     f[#f + 1] = fields[i + 1]
   end
   redis.call('XADD', KEYS[2], '*', unpack(f))
+  local size = 0
+  for _, v in ipairs(f) do
+    size = size + #v
+  end
+  redis.call('INCRBY', KEYS[12], size)
   appended = appended + 1
+end
+
+-- emit appends an event, after a "dropped" one when events were dropped
+-- since the last, or drops it (counted) when the stream is full.
+local function emit(fields)
+  local gap = tonumber(redis.call('GET', KEYS[11]) or '0')
+  local need = 1
+  if gap > 0 then need = 2 end
+  local len = redis.call('XLEN', KEYS[2])
+  local size = 64 -- the names, the epoch, the time and the node
+  for i = 2, #fields do
+    size = size + #fields[i]
+  end
+  local full = len > 0 and tonumber(redis.call('GET', KEYS[12]) or '0') + size > maxbytes
+  if len + need > maxlen or full then
+    dropped = dropped + 1
+    redis.call('INCR', KEYS[8])
+    redis.call('INCR', KEYS[11])
+    return
+  end
+  if gap > 0 then
+    append({'dropped', 'count', tostring(gap)})
+    redis.call('DEL', KEYS[11])
+  end
+  append(fields)
 end
 
 if not epoch then
   epoch = ARGV[5]
   redis.call('SET', KEYS[1], epoch)
+  redis.call('DEL', KEYS[11], KEYS[12]) -- a reset says more than any gap before it; the stream is new
   emit({'reset'})
 end
 
@@ -162,19 +204,24 @@ if op == 'apply' and not known then
   return {-1, appended, dropped}
 end
 redis.call('ZADD', KEYS[3], now + lease, node)
+for i = 7, #ARGV, 4 do
+  if ARGV[i] == 'd' then -- before the events it precedes
+    redis.call('INCRBY', KEYS[11], tonumber(ARGV[i + 2]))
+  end
+end
 if op == 'sync' then
   local keep = {}
-  for i = 6, #ARGV, 4 do
+  for i = 7, #ARGV, 4 do
     if ARGV[i] == 'p' then
       keep[ARGV[i + 1] .. '\31' .. ARGV[i + 2]] = true
     end
   end
   clear(keep)
 end
-for i = 6, #ARGV, 4 do
+for i = 7, #ARGV, 4 do
   if ARGV[i] == 'p' then
     set(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]))
-  else
+  elseif ARGV[i] == 'm' then
     emit({'message_published', 'room', ARGV[i + 1], 'seq', ARGV[i + 2], 'msg', ARGV[i + 3]})
   end
 end

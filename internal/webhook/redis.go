@@ -1,7 +1,8 @@
-package broker
+package webhook
 
 import (
 	"context"
+	_ "embed" // the Lua script
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +14,34 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/scalechat/scalechat/internal/webhook"
+	"github.com/scalechat/scalechat/internal/broker"
 )
+
+// redisLua is the cluster's webhook state and stream, in Redis.
+//
+//go:embed lua/webhook.lua
+var redisLua string
+
+// redisScript keeps the cluster's webhook state and appends its events,
+// once each, to the webhook stream (lua/webhook.lua). go-redis loads it
+// into a Redis that does not know it (EVALSHA, then EVAL).
+var redisScript = redis.NewScript(redisLua)
+
+// lease is how long a node's webhook lease lasts; it is renewed every
+// third of it. A node whose lease ended has its connections removed.
+const lease = 3 * time.Second
+
+// wake signals c without blocking: one signal waiting is enough.
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
 
 // Webhooks across a cluster (docs/hooks.md, "Webhooks"; docs/cluster.md).
 // Each node tells Redis its own connections per room and user, as absolute
-// counts; webhookScript (lua/webhook.lua) adds them up for the cluster and,
+// counts; redisScript (lua/webhook.lua) adds them up for the cluster and,
 // in the same atomic step, appends an event to one stream only on a 0→1 or
 // 1→0 transition: each event is decided once, in the order the changes
 // reached Redis. A node whose lease ends has its counts removed, with their
@@ -26,32 +49,39 @@ import (
 // the dispatcher: it reads the stream after the committed cursor and moves
 // the cursor only once the backend took the events.
 
-// RedisWebhooksConfig configures a cluster node's webhooks.
-type RedisWebhooksConfig struct {
+// RedisConfig configures a cluster node's webhooks.
+type RedisConfig struct {
 	URL    string // as Config.URL
 	Prefix string // of every key; "" is "scalechat"
 	// MaxStream is how many events the stream holds unsent before new ones
 	// are dropped (counted, logged); 0: 100000.
 	MaxStream int
+	// MaxStreamBytes bounds the stream in bytes too (what its entries
+	// hold, messages included); 0: DefaultQueueBytes.
+	MaxStreamBytes int64
 	// MaxPending is how many changes wait on this node (Redis unreachable)
 	// before they are given up for a full resync; 0: 100000.
 	MaxPending int
-	Logger     *slog.Logger
+	// MaxPendingBytes bounds them in bytes too; 0: DefaultQueueBytes.
+	MaxPendingBytes int64
+	Logger          *slog.Logger
 }
 
-// RedisWebhooks is a cluster node's webhook.Tracker and webhook.Source.
-type RedisWebhooks struct {
-	cfg  RedisWebhooksConfig
+// Redis is a cluster node's Tracker and Source.
+type Redis struct {
+	cfg  RedisConfig
 	rdb  redis.UniversalClient
 	id   string
-	keys []string // webhookScript's KEYS, KEYS[7] this node's
+	keys []string // redisScript's KEYS, KEYS[7] this node's
 
-	mu      sync.Mutex
-	state   map[string]map[string]int // room → user → this node's connections
-	pending []whItem                  // changes not yet in Redis, in order
-	gen     uint64                    // bumped when pending is given up
-	resync  bool                      // Redis must get the whole state
-	wake    chan struct{}
+	mu           sync.Mutex
+	state        map[string]map[string]int // room → user → this node's connections
+	pending      []whItem                  // changes not yet in Redis, in order
+	pendingBytes int64                     // what pending holds (whItem.size)
+	gen          uint64                    // bumped when pending is given up
+	resync       bool                      // Redis must get the whole state
+	givenUp      int                       // messages given up with pending: the resync tells Redis, which counts them in a dropped event
+	wake         chan struct{}
 
 	leadMu   sync.Mutex
 	leader   bool
@@ -62,7 +92,7 @@ type RedisWebhooks struct {
 	errs    rateLog
 }
 
-// whItem is one change for webhookScript: 'p' (a, b: user, count) or 'm'
+// whItem is one change for redisScript: 'p' (a, b: user, count) or 'm'
 // (a, b: seq, message).
 type whItem struct {
 	kind    byte
@@ -72,13 +102,13 @@ type whItem struct {
 }
 
 var (
-	_ webhook.Tracker = (*RedisWebhooks)(nil)
-	_ webhook.Source  = (*RedisWebhooks)(nil)
+	_ Tracker = (*Redis)(nil)
+	_ Source  = (*Redis)(nil)
 )
 
-// NewRedisWebhooks returns a node's webhooks on the Redis (or Redis
+// NewRedis returns a node's webhooks on the Redis (or Redis
 // Cluster) at cfg.URL. It fails only on a bad URL.
-func NewRedisWebhooks(cfg RedisWebhooksConfig) (*RedisWebhooks, error) {
+func NewRedis(cfg RedisConfig) (*Redis, error) {
 	rdb, err := newWebhookClient(cfg.URL)
 	if err != nil {
 		return nil, err
@@ -92,18 +122,24 @@ func NewRedisWebhooks(cfg RedisWebhooksConfig) (*RedisWebhooks, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 100000
 	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = DefaultQueueBytes
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = DefaultQueueBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &RedisWebhooks{cfg: cfg, rdb: rdb, id: NewEpoch(), state: map[string]map[string]int{},
+	w := &Redis{cfg: cfg, rdb: rdb, id: broker.NewEpoch(), state: map[string]map[string]int{},
 		wake: make(chan struct{}, 1), leadWake: make(chan struct{}, 1), cursor: "0"}
 	w.keys = w.keysFor(w.id)
 	return w, nil
 }
 
 func newWebhookClient(url string) (redis.UniversalClient, error) {
-	if isClusterURL(url) {
-		opts, err := parseClusterURL(url)
+	if broker.IsClusterURL(url) {
+		opts, err := broker.ParseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redis cluster URL %q: %w", url, err)
 		}
@@ -121,19 +157,19 @@ func newWebhookClient(url string) (redis.UniversalClient, error) {
 	return redis.NewClient(opts), nil
 }
 
-// keysFor returns webhookScript's KEYS with node's hash as KEYS[7]. One hash
+// keysFor returns redisScript's KEYS with node's hash as KEYS[7]. One hash
 // tag: a Redis Cluster keeps them in one slot, so one script sees them all.
-func (w *RedisWebhooks) keysFor(node string) []string {
+func (w *Redis) keysFor(node string) []string {
 	p := w.cfg.Prefix + ":{webhooks}:"
 	return []string{p + "epoch", p + "stream", p + "nodes", p + "rooms", p + "members", p + "users",
-		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor"}
+		p + "node:" + node, p + "dropped", p + "dispatcher", p + "cursor", p + "gap", p + "bytes"}
 }
 
 // ID returns the node's name in the webhook state.
-func (w *RedisWebhooks) ID() string { return w.id }
+func (w *Redis) ID() string { return w.id }
 
-// Presence implements webhook.Tracker.
-func (w *RedisWebhooks) Presence(room, user string, count int) {
+// Presence implements Tracker.
+func (w *Redis) Presence(room, user string, count int) {
 	w.mu.Lock()
 	users := w.state[room]
 	switch {
@@ -149,24 +185,31 @@ func (w *RedisWebhooks) Presence(room, user string, count int) {
 	}
 	w.pushLocked(whItem{kind: 'p', room: room, a: user, b: strconv.Itoa(count)})
 	w.mu.Unlock()
-	signal(w.wake)
+	wake(w.wake)
 }
 
-// Published implements webhook.Tracker.
-func (w *RedisWebhooks) Published(room string, seq uint64, message []byte) {
+// Published implements Tracker.
+func (w *Redis) Published(room string, seq uint64, message []byte) {
 	w.mu.Lock()
 	w.pushLocked(whItem{kind: 'm', room: room, a: strconv.FormatUint(seq, 10), payload: message})
 	w.mu.Unlock()
-	signal(w.wake)
+	wake(w.wake)
 }
 
-// pushLocked queues it, or, when MaxPending changes wait already (Redis
-// has been unreachable a while), gives them all up for a resync of the
-// whole state: the backend then gets where things are, not every step on
-// the way, and the published messages among them are lost (counted).
-func (w *RedisWebhooks) pushLocked(it whItem) {
-	if len(w.pending) < w.cfg.MaxPending {
+// size is what a change holds waiting, roughly.
+func (it *whItem) size() int64 {
+	return int64(len(it.room)+len(it.a)+len(it.b)+len(it.payload)) + 96
+}
+
+// pushLocked queues it, or, when MaxPending changes (or MaxPendingBytes)
+// wait already (Redis has been unreachable a while), gives them all up for
+// a resync of the whole state: the backend then gets where things are, not
+// every step on the way, and the published messages among them are lost
+// (counted, and told to the backend in a dropped event).
+func (w *Redis) pushLocked(it whItem) {
+	if len(w.pending) < w.cfg.MaxPending && (len(w.pending) == 0 || w.pendingBytes+it.size() <= w.cfg.MaxPendingBytes) {
 		w.pending = append(w.pending, it)
+		w.pendingBytes += it.size()
 		return
 	}
 	n := 0
@@ -179,16 +222,17 @@ func (w *RedisWebhooks) pushLocked(it whItem) {
 		n++
 	}
 	w.dropped.Add(uint64(n))
+	w.givenUp += n
 	w.errs.warn(w.cfg.Logger, "webhook changes given up: Redis unreachable too long; the node sends its whole state when it is back",
 		"pending", len(w.pending), "messages_dropped", n)
-	w.pending, w.resync = nil, true
+	w.pending, w.pendingBytes, w.resync = nil, 0, true
 	w.gen++
 }
 
 // Run works until ctx is done: it sends the node's changes to Redis, keeps
 // its lease, removes dead nodes' counts and takes the dispatcher's lease
 // when free. Stopping, it sends what is left and removes its own counts.
-func (w *RedisWebhooks) Run(ctx context.Context) {
+func (w *Redis) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.flushLoop(ctx) })
 	wg.Go(func() { w.tickLoop(ctx) })
@@ -203,7 +247,7 @@ func (w *RedisWebhooks) Run(ctx context.Context) {
 	_ = w.rdb.Close()
 }
 
-func (w *RedisWebhooks) flushLoop(ctx context.Context) {
+func (w *Redis) flushLoop(ctx context.Context) {
 	wait := 50 * time.Millisecond
 	for {
 		select {
@@ -217,11 +261,11 @@ func (w *RedisWebhooks) flushLoop(ctx context.Context) {
 		left := len(w.pending) > 0 || w.resync
 		w.mu.Unlock()
 		if left { // Redis failed: try again after a pause
-			if !sleepCtx(ctx, wait) {
+			if !sleep(ctx, wait) {
 				return
 			}
 			wait = min(2*wait, 2*time.Second)
-			signal(w.wake)
+			wake(w.wake)
 		} else {
 			wait = 50 * time.Millisecond
 		}
@@ -230,13 +274,16 @@ func (w *RedisWebhooks) flushLoop(ctx context.Context) {
 
 // flush sends one batch of changes (or the whole state) to Redis and
 // reports whether it did and there is more.
-func (w *RedisWebhooks) flush(ctx context.Context) bool {
+func (w *Redis) flush(ctx context.Context) bool {
 	w.mu.Lock()
-	gen, resync := w.gen, w.resync
+	gen, resync, givenUp := w.gen, w.resync, w.givenUp
 	var args []any
 	n := 0
 	if resync { // the state holds every change pending so far
 		n = len(w.pending)
+		if givenUp > 0 {
+			args = append(args, "d", "", strconv.Itoa(givenUp), "")
+		}
 		for room, users := range w.state {
 			for u, c := range users {
 				args = append(args, "p", room, u, strconv.Itoa(c))
@@ -278,7 +325,13 @@ func (w *RedisWebhooks) flush(ctx context.Context) bool {
 		w.resync = true
 		return true
 	}
+	if resync {
+		w.givenUp -= givenUp // Redis counted them
+	}
 	if gen == w.gen {
+		for i := range w.pending[:n] {
+			w.pendingBytes -= w.pending[i].size()
+		}
 		w.pending = w.pending[n:]
 		if resync {
 			w.resync = false
@@ -287,10 +340,10 @@ func (w *RedisWebhooks) flush(ctx context.Context) bool {
 	return len(w.pending) > 0 || w.resync
 }
 
-// run calls webhookScript and counts the events it dropped.
-func (w *RedisWebhooks) run(ctx context.Context, keys []string, op, node string, items []any) ([]int64, error) {
-	args := append([]any{op, node, int(nodeLease / time.Millisecond), w.cfg.MaxStream, NewEpoch()}, items...)
-	v, err := webhookScript.Run(ctx, w.rdb, keys, args...).Slice()
+// run calls redisScript and counts the events it dropped.
+func (w *Redis) run(ctx context.Context, keys []string, op, node string, items []any) ([]int64, error) {
+	args := append([]any{op, node, int(lease / time.Millisecond), w.cfg.MaxStream, broker.NewEpoch(), w.cfg.MaxStreamBytes}, items...)
+	v, err := redisScript.Run(ctx, w.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("webhook script %s: %w", op, err)
 	}
@@ -322,7 +375,7 @@ func (w *RedisWebhooks) run(ctx context.Context, keys []string, op, node string,
 
 // gone removes a dead node's counts (their events with them); the script
 // checks again, in the same step, that its lease ended.
-func (w *RedisWebhooks) gone(ctx context.Context, node string) {
+func (w *Redis) gone(ctx context.Context, node string) {
 	if _, err := w.run(ctx, w.keysFor(node), "gone", node, nil); err != nil {
 		w.errs.warn(w.cfg.Logger, "a dead node's webhook state not removed: tried again at the next renewal", "node", node, "err", err)
 		return
@@ -330,8 +383,8 @@ func (w *RedisWebhooks) gone(ctx context.Context, node string) {
 	w.cfg.Logger.Info("a node's lease ended: its connections left, in the webhooks too", "node", node)
 }
 
-func (w *RedisWebhooks) tickLoop(ctx context.Context) {
-	t := time.NewTicker(nodeLease / 3)
+func (w *Redis) tickLoop(ctx context.Context) {
+	t := time.NewTicker(lease / 3)
 	defer t.Stop()
 	for {
 		w.tick(ctx)
@@ -345,16 +398,16 @@ func (w *RedisWebhooks) tickLoop(ctx context.Context) {
 
 // tick renews the node's lease (or asks for a resync when Redis forgot the
 // node), removes dead nodes, and takes or keeps the dispatcher's lease.
-func (w *RedisWebhooks) tick(ctx context.Context) {
+func (w *Redis) tick(ctx context.Context) {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if res, err := w.run(c, w.keys, "renew", w.id, nil); err == nil && res[0] == -1 {
 		w.mu.Lock()
 		w.resync = true
 		w.mu.Unlock()
-		signal(w.wake)
+		wake(w.wake)
 	}
-	v, err := webhookScript.Run(c, w.rdb, w.keys, "lead", w.id, int(nodeLease/time.Millisecond), w.cfg.MaxStream, "").Slice()
+	v, err := redisScript.Run(c, w.rdb, w.keys, "lead", w.id, int(lease/time.Millisecond), w.cfg.MaxStream, "", w.cfg.MaxStreamBytes).Slice()
 	w.leadMu.Lock()
 	defer w.leadMu.Unlock()
 	was := w.leader
@@ -367,7 +420,7 @@ func (w *RedisWebhooks) tick(ctx context.Context) {
 	case !was:
 		w.cursor = cursor
 		w.cfg.Logger.Info("this node is the cluster's webhook dispatcher", "node", w.id, "cursor", w.cursor)
-		signal(w.leadWake)
+		wake(w.leadWake)
 	case cursor == "0" && w.cursor != "0":
 		// Redis lost the cursor (and the stream) while this node held
 		// the lease: read the new stream from its start.
@@ -375,9 +428,9 @@ func (w *RedisWebhooks) tick(ctx context.Context) {
 	}
 }
 
-// Next implements webhook.Source: while this node is the dispatcher, it
+// Next implements Source: while this node is the dispatcher, it
 // reads the stream after the cursor.
-func (w *RedisWebhooks) Next(ctx context.Context, max int) ([]webhook.Event, error) {
+func (w *Redis) Next(ctx context.Context, max int) ([]Event, error) {
 	for {
 		w.leadMu.Lock()
 		leader, cursor := w.leader, w.cursor
@@ -397,7 +450,7 @@ func (w *RedisWebhooks) Next(ctx context.Context, max int) ([]webhook.Event, err
 		if err != nil {
 			return nil, fmt.Errorf("read the webhook stream: %w", err)
 		}
-		var evs []webhook.Event
+		var evs []Event
 		for _, s := range streams {
 			for _, m := range s.Messages {
 				evs = append(evs, streamEvent(m))
@@ -411,21 +464,22 @@ func (w *RedisWebhooks) Next(ctx context.Context, max int) ([]webhook.Event, err
 
 // streamEvent makes the webhook event of a stream entry; its ID is the
 // epoch and the entry's ID, the same whichever node sends it.
-func streamEvent(m redis.XMessage) webhook.Event {
+func streamEvent(m redis.XMessage) Event {
 	s := func(k string) string { v, _ := m.Values[k].(string); return v }
-	e := webhook.Event{Name: s("name"), Epoch: s("epoch"), Room: s("room"), User: s("user"), Node: s("node")}
+	e := Event{Name: s("name"), Epoch: s("epoch"), Room: s("room"), User: s("user"), Node: s("node")}
 	e.ID = e.Epoch + ":" + m.ID
 	e.TimeMS, _ = strconv.ParseInt(s("time"), 10, 64)
 	e.Seq, _ = strconv.ParseUint(s("seq"), 10, 64)
+	e.Count, _ = strconv.ParseUint(s("count"), 10, 64)
 	if msg := s("msg"); msg != "" {
 		e.Message = []byte(msg)
 	}
 	return e
 }
 
-// Commit implements webhook.Source: the cursor moves (and the stream is
+// Commit implements Source: the cursor moves (and the stream is
 // trimmed up to it) only while this node holds the dispatcher's lease.
-func (w *RedisWebhooks) Commit(ctx context.Context, evs []webhook.Event) error {
+func (w *Redis) Commit(ctx context.Context, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -439,18 +493,18 @@ func (w *RedisWebhooks) Commit(ctx context.Context, evs []webhook.Event) error {
 	defer w.leadMu.Unlock()
 	if len(res) == 0 || res[0] != 1 {
 		w.leader = false
-		return webhook.ErrNotDispatcher
+		return ErrNotDispatcher
 	}
 	w.cursor = id
 	return nil
 }
 
-// Stats implements webhook.Source.
-func (w *RedisWebhooks) Stats() webhook.Stats {
+// Stats implements Source.
+func (w *Redis) Stats() Stats {
 	w.mu.Lock()
-	q := len(w.pending)
+	q, b := len(w.pending), w.pendingBytes
 	w.mu.Unlock()
-	return webhook.Stats{Queued: int64(q), Dropped: w.dropped.Load()}
+	return Stats{Queued: int64(q), QueuedBytes: b, Dropped: w.dropped.Load()}
 }
 
 // rateLog writes a warning at most once every ten seconds.
@@ -465,17 +519,5 @@ func (r *rateLog) warn(log *slog.Logger, msg string, args ...any) {
 	if now := time.Now(); now.Sub(r.last) >= 10*time.Second {
 		log.Warn(msg, args...)
 		r.last = now
-	}
-}
-
-// sleepCtx waits for d or ctx; false when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
