@@ -31,6 +31,9 @@ type Options struct {
 	Smoke  bool   // tiny sizes: proves the command works, says nothing about speed
 	Repeat int    // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
 	JSON   string // also write the rows as results.BenchFile to this path (scalechat plan --from)
+	// Command is the command line that measures it again, recorded in the
+	// JSON file.
+	Command string
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
 	RedisLinger time.Duration
@@ -185,7 +188,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
 	PrintTable(opt.Stdout, rows)
 	if opt.JSON != "" {
-		f := benchFile(rows, start, load, r.taskset != "", r.smoke)
+		f := benchFile(rows, start, opt.Command, load, r.taskset != "", r.smoke)
 		if err := results.WriteBenchFile(opt.JSON, f); err != nil {
 			return err
 		}

@@ -4,8 +4,10 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/scalechat/scalechat/internal/bench"
 )
@@ -18,7 +20,10 @@ processes (pinned to CPU 1), on loopback, every phase bounded in time, and print
 table: deliveries/s, delivery ratio, latency p50/p99/max, server CPU seconds and µs per
 delivery (from /proc over the window the traffic flowed), server RSS, generator CPU, whether
 the generator saturated (then the server's figure is a lower bound), and each target met
-or missed. Results and targets: docs/benchmarks.md.
+or missed. --json FILE also writes every row with the machine (CPU model, cores, memory,
+kernel, OS, open-file limit), the build and the command: scalechat plan --from and scalechat
+bench page read it. Results and targets: docs/benchmarks.md (made by scalechat bench page
+from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
@@ -38,7 +43,7 @@ its ratios over the runs.
 "scalechat bench transports" runs the transports scenario alone, with flags for its sizes,
 and keeps its results folder for scalechat report. "scalechat bench analyze" times the
 analyzer against a pandas baseline; "scalechat bench generator" measures the load
-generator itself.`
+generator itself; "scalechat bench page" makes docs/benchmarks.md from results files.`
 	cmd := &cobra.Command{
 		Use:   "bench [scenario...]",
 		Short: "Run the fixed benchmark scenarios and print one table of results",
@@ -55,17 +60,33 @@ generator itself.`
 				return &exitError{code: exitUsage, err: fmt.Errorf("--repeat must be at least 1, not %d", opt.Repeat)}
 			}
 			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+			opt.Command = commandLine(c, args)
 			return bench.Run(c.Context(), args, opt)
 		},
 	}
-	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd())
+	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd(), newBenchPageCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
-	f.StringVar(&opt.JSON, "json", "", "also write every row, with the figures scalechat plan --from reads, as JSON to this file")
+	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
 	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	return cmd
+}
+
+// commandLine is the command as given: its path, the flags set and the
+// arguments, which a results file records so that a reader can run it
+// again.
+func commandLine(c *cobra.Command, args []string) string {
+	parts := []string{c.CommandPath()}
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, f.Value.String())
+	})
+	return strings.Join(append(parts, args...), " ")
 }
 
 func newBenchAnalyzeCmd() *cobra.Command {
