@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestInterpolate(t *testing.T) {
@@ -153,7 +155,8 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", dir}, names...)...)
+	jsonFile := filepath.Join(t.TempDir(), "smoke.json")
+	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", dir, "--json", jsonFile}, names...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -165,7 +168,7 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
 		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics",
 		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20",
-		"compression 256 B: on vs off", "compression 4096 B: on vs off"} {
+		"compression 256 B: on vs off", "compression 4096 B: on vs off", "scaling 1 loop, 2500/s planned", "scaling 1 loop: knee"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -174,6 +177,14 @@ func TestSmoke(t *testing.T) {
 		if strings.HasSuffix(strings.TrimSpace(line), " error") {
 			t.Errorf("a scenario reported an error: %s", line)
 		}
+	}
+	// The results file names the machine, the CPUs and the command.
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Smoke || f.Host.Cores < 1 || f.Host.Kernel == "" || !strings.HasPrefix(f.Command, "scalechat bench --dir ") || (f.Pinned && f.ServerCPUs == "") {
+		t.Errorf("results file: smoke %v, host %+v, command %q, server CPUs %q", f.Smoke, f.Host, f.Command, f.ServerCPUs)
 	}
 	// Every generator wrote its meta.json where --dir says.
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.meta.json")); len(m) < len(names) {

@@ -68,7 +68,7 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		return err
 	}
 	meta := results.Targets{Tool: "scalechat bench compare", Version: opt.Version, Scenario: sc.Name, StartedAt: time.Now().UTC(),
-		Args: opt.Args, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
+		Args: opt.Args, Pinning: r.pinning(), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
 	for _, t := range sc.Targets {
 		if ctx.Err() != nil {
 			break
@@ -147,7 +147,7 @@ func (r *runner) compareTarget(ctx context.Context, t loadtest.Target, steps str
 		for i, a := range t.Command {
 			args[i] = expand.Replace(a)
 		}
-		p, err := r.startProc(t.Name+"-server", r.command(context.WithoutCancel(ctx), serverCPU, args[0], args[1:]...))
+		p, err := r.startProc(t.Name+"-server", r.command(context.WithoutCancel(ctx), r.serverList(), args[0], args[1:]...))
 		if err != nil {
 			return nil, err
 		}

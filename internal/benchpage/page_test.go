@@ -68,6 +68,7 @@ func TestTable(t *testing.T) {
 // command, and holds its table.
 func TestRender(t *testing.T) {
 	f := results.BenchFile{Version: "scalechat v1 (commit abc1234)", Date: "2026-11-26", Command: "scalechat bench --json x.json rooms",
+		Pinned: true, ServerCPUs: "0-7", GeneratorCPUs: "8-15",
 		Host: results.Host{Model: "Test CPU", Cores: 16, MemoryBytes: 64 << 30, Kernel: "6.1.0", OS: "Debian 12", NofileSoft: 1048576},
 		Rows: []results.BenchRow{{Scenario: "rooms 2500×4", CPUPerDel: 3.5, Ratio: -1}}}
 	page, err := Render([]Section{{Name: "x.json", Link: "r/x.json", File: f, Table: table(f.Rows)}})
@@ -76,7 +77,7 @@ func TestRender(t *testing.T) {
 	}
 	for _, want := range []string{
 		"## scalechat bench --json x.json rooms",
-		"Measured 2026-11-26 on Test CPU, 16 cores, 64 GiB memory, kernel 6.1.0, Debian 12, open files 1048576; build: scalechat v1 (commit abc1234).",
+		"Measured 2026-11-26 on Test CPU, 16 cores, 64 GiB memory, kernel 6.1.0, Debian 12, open files 1048576; build: scalechat v1 (commit abc1234);\nserver on CPU 0-7, generator on CPU 8-15.",
 		"Figures: [r/x.json](r/x.json).",
 		"```\nscalechat bench --json x.json rooms\n```",
 		"| rooms 2500×4 | 3.50 |",

@@ -15,9 +15,10 @@ import (
 func newBenchCmd() *cobra.Command {
 	var opt bench.Options
 	long := `bench runs scalechat's fixed benchmark scenarios, each against a freshly started
-server (scalechat serve, pinned to CPU 0 with taskset) driven by scalechat loadtest
-processes (pinned to CPU 1), on loopback, every phase bounded in time, and prints one
-table: deliveries/s, delivery ratio, latency p50/p99/max, server CPU seconds and µs per
+server (scalechat serve, pinned with taskset to --server-cpus: CPU 0 on a machine of 2 cores,
+the lower half of the CPUs on more, one event loop per CPU) driven by scalechat loadtest
+processes (pinned to --generator-cpus: CPU 1, or the upper half), on loopback, every phase
+bounded in time, and prints one table: deliveries/s, delivery ratio, latency p50/p99/max, server CPU seconds and µs per
 delivery (from /proc over the window the traffic flowed), server RSS, generator CPU, whether
 the generator saturated (then the server's figure is a lower bound), and each target met
 or missed. --json FILE also writes every row with the machine (CPU model, cores, memory,
@@ -51,6 +52,7 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 		Example: `  scalechat bench                 # everything, about 10 minutes on 2 cores
   scalechat bench idle oneroom    # two scenarios
   scalechat bench --smoke         # tiny sizes, as CI runs it
+  scalechat bench --server-cpus 0-3 --generator-cpus 4-7 rooms   # a server of 4 event loops
   scalechat bench --repeat 3 cluster   # the cluster table 3 times in turn, with medians
   scalechat bench --redis-linger 2ms cluster   # the same with longer rounds to Redis
   scalechat bench --json bench.json idle rooms oneroom compression cluster transports   # then: scalechat plan --from bench.json
@@ -71,6 +73,8 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
 	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
+	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
+	f.StringVar(&opt.GeneratorCPUs, "generator-cpus", "", "CPU list for the load generators, e.g. 8-15 (default: CPU 1 on 2 cores, the upper half on more)")
 	return cmd
 }
 

@@ -24,7 +24,11 @@ type BenchFile struct {
 	Command string `json:"command"` // how to measure it again, e.g. "scalechat bench --json FILE cluster"
 	LoadAvg string `json:"load_average_before"`
 	Pinned  bool   `json:"pinned"` // server and generator on their own cores (taskset)
-	Smoke   bool   `json:"smoke"`  // tiny sizes: the figures mean nothing
+	// ServerCPUs and GeneratorCPUs are the CPU lists they were pinned to
+	// ("0", "0-7"); empty in files older than them (CPU 0 and CPU 1).
+	ServerCPUs    string `json:"server_cpus,omitempty"`
+	GeneratorCPUs string `json:"generator_cpus,omitempty"`
+	Smoke         bool   `json:"smoke"` // tiny sizes: the figures mean nothing
 	// Title names the results where a page shows them; Source says where
 	// figures converted from an older record were read (empty for a run's
 	// own file); About is what a reader should know besides the rows.
