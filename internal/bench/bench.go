@@ -64,6 +64,7 @@ type Result struct {
 	Target     string
 	Verdict    string // met, MISSED, lower bound, error, or empty (no target)
 	Note       string
+	Loops      int // the server's event loops, on the rows of the scaling scenario's steps
 	deliveries int64
 	cluster    *clusterFig // the cluster scenario's figures, for the medians of --repeat
 }

@@ -25,7 +25,7 @@ func benchFile(rows []Result, start time.Time, command, load string, pinned, smo
 	for _, r := range rows {
 		row := results.BenchRow{Scenario: r.Scenario, Clients: r.Clients, PerSecond: r.PerSecond, Ratio: r.Ratio,
 			P50: r.P50, P99: r.P99, Max: r.Max, GenCPU: r.GenCPU, ServerCPU: r.ServerCPU, CPUPerDel: r.CPUPerDel, RSS: r.RSS,
-			Saturated: r.Saturated, Figure: r.Figure, Target: r.Target, Verdict: r.Verdict, Note: r.Note}
+			Saturated: r.Saturated, Loops: r.Loops, Figure: r.Figure, Target: r.Target, Verdict: r.Verdict, Note: r.Note}
 		if c := r.cluster; c != nil {
 			row.RedisPerDel, row.NodeRatio = c.redisUS, c.node
 		}

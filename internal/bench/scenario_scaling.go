@@ -21,7 +21,8 @@ const (
 	scalingRoom  = 50
 	scalingBase  = 10000
 	scalingSteps = 6
-	scalingP99   = 100 // ms
+	scalingP99   = 100  // ms
+	scalingFiles = 1000 // open files a server keeps besides its connections (listeners, epoll, logs)
 )
 
 // loopCounts are the server sizes the scaling scenario measures: 1, 2, 4
@@ -66,6 +67,9 @@ func (r *runner) scaleLoops(ctx context.Context, k, steps int, dur time.Duration
 		return nil, err
 	}
 	defer srv.shutdown(5 * time.Second)
+	// A server holds one file per connection: a step beyond the open-file
+	// limit it inherits would measure refused connections.
+	maxClients := int(inspectHost().NofileSoft) - scalingFiles
 	var rows []Result
 	knee := Result{Scenario: name + ": knee", Ratio: -1, Target: fmt.Sprintf("100 %%, p99 < %dms", scalingP99)}
 	for i := range steps {
@@ -80,6 +84,11 @@ func (r *runner) scaleLoops(ctx context.Context, k, steps int, dur time.Duration
 			load = scalingRoom * scalingRoom // one room
 		}
 		clients := load / scalingRoom
+		if clients > maxClients {
+			addNote(&knee, fmt.Sprintf("%s/s planned needs %d connections, more than the open-file limit (ulimit -n %d) allows: raise it to go on",
+				rate(float64(load)), clients, maxClients+scalingFiles))
+			break
+		}
 		g, err := r.runLoadtest(ctx, fmt.Sprintf("scaling-%d-%d", k, load), wsURL(srv), timeoutFor(clients, 5000, dur),
 			"--rooms", itoa(clients/scalingRoom), "--room-size", itoa(scalingRoom), "--msg-frequency", "1s", "--msg-size", "256",
 			"--duration", dur.String(), "--ramp", "5000", "--drain", "2s", "--source-ips", sources)
@@ -87,6 +96,7 @@ func (r *runner) scaleLoops(ctx context.Context, k, steps int, dur time.Duration
 			return rows, err
 		}
 		row := scalingRow(fmt.Sprintf("%s, %s/s planned", name, rate(float64(load))), g, srv)
+		row.Loops = k
 		rows = append(rows, row)
 		s := g.step()
 		if !scalingMet(s) {

@@ -82,7 +82,8 @@ type BenchRow struct {
 	NodeRatio   float64 `json:"node_cpu_vs_one_node,omitempty"`  // cluster rows: node CPU per delivery ÷ one node alone's
 	GenCPU      float64 `json:"generator_cpu_seconds,omitempty"` // over the measured window
 	Saturated   bool    `json:"generator_saturated"`
-	Figure      string  `json:"figure"` // the scenario's key figure as printed, e.g. "1.26 KiB/conn"
+	Loops       int     `json:"server_loops,omitempty"` // the scaling scenario's steps: the server's event loops
+	Figure      string  `json:"figure"`                 // the scenario's key figure as printed, e.g. "1.26 KiB/conn"
 	Target      string  `json:"target"`
 	Verdict     string  `json:"verdict"`
 	Note        string  `json:"note"`
