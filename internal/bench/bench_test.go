@@ -5,6 +5,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/results"
 )
 
@@ -241,6 +243,90 @@ func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
 		}
 		if pandasRuns == "1" && tt.args[1] == "analyze" && !strings.Contains(string(out), "cross-check: 3 steps, same counts") {
 			t.Errorf("the analyzer and pandas disagree:\n%s", out)
+		}
+	}
+}
+
+// TestScenarioFilesSmoke runs every scenario file of scenarios/ whose
+// servers this binary starts (none named: its serve) with scalechat bench
+// --smoke FILE, as CI does: a benchmark added as one file is checked with
+// no Go change. Files naming other servers (Bun, a TLS front) are left to
+// scalechat bench compare's own tests.
+func TestScenarioFilesSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and load generators for every scenario file")
+	}
+	exe := buildScalechat(t)
+	files, err := filepath.Glob("../../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	ran := 0
+	for _, file := range files {
+		sc, err := loadtest.LoadScenario(file, loadtest.DefaultStep())
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if !ownTargets(sc.Targets) {
+			continue
+		}
+		ran++
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, exe, "bench", "--smoke", "--dir", t.TempDir(), file)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("bench --smoke %s: %v\n%s", file, err, out)
+			}
+			if !strings.Contains(string(out), "scalechat bench compare "+sc.Name) {
+				t.Errorf("no table:\n%s", out)
+			}
+			if len(sc.SLO) > 0 && !strings.Contains(string(out), "objectives of "+file+" are not judged") {
+				t.Errorf("a smoke run judged the file's objectives:\n%s", out)
+			}
+		})
+	}
+	if ran < 2 {
+		t.Errorf("%d scenario files ran, want the bench's own (rooms-slo.yaml) and more", ran)
+	}
+}
+
+// ownTargets reports whether every target is started from this binary
+// ({scalechat}), or there is none (then the bench starts its serve).
+func ownTargets(ts []loadtest.Target) bool {
+	for _, tg := range ts {
+		if len(tg.Command) == 0 || tg.Command[0] != "{scalechat}" {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScenarioFileObjectives: scalechat bench FILE judges the run against
+// the file's objectives (slo:), and exits 3 when one is missed.
+func TestScenarioFileObjectives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and a load generator")
+	}
+	exe := buildScalechat(t)
+	file := filepath.Join(t.TempDir(), "tiny.yaml")
+	spec := "name: tiny\nslo: [\"delivery>=100%\", \"p99<0.001ms\"]\n" +
+		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n  - {name: r5x4, rooms: 5, room_size: 4}\n"
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), file).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
+	}
+	for _, want := range []string{"SLO scalechat/r5x4 delivery>=100%: MET", "SLO scalechat/r5x4 p99<0.001ms: MISSED"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

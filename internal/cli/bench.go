@@ -3,7 +3,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,6 +39,13 @@ Scenarios (all by default, in this order):
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
 missed targets are results, shown in the table.
 
+A scenario file (FILE.yaml, scalechat loadtest's steps with the objectives under slo: and,
+optionally, the servers to start under targets:) runs alone: its steps against each target
+(this binary's scalechat serve when it names none), judged against its objectives (exit
+code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Adding a benchmark
+is one such file; docs/benchmarks.md shows one. Its results go to --dir (targets.json, which
+scalechat report draws).
+
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
 folder (run1, run2 … under --dir), and the cluster scenario adds rows with the medians of
@@ -46,7 +56,7 @@ and keeps its results folder for scalechat report. "scalechat bench analyze" tim
 analyzer against a pandas baseline; "scalechat bench generator" measures the load
 generator itself; "scalechat bench page" makes docs/benchmarks.md from results files.`
 	cmd := &cobra.Command{
-		Use:   "bench [scenario...]",
+		Use:   "bench [scenario... | FILE.yaml]",
 		Short: "Run the fixed benchmark scenarios and print one table of results",
 		Long:  long,
 		Example: `  scalechat bench                 # everything, about 10 minutes on 2 cores
@@ -60,6 +70,9 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 		RunE: func(c *cobra.Command, args []string) error {
 			if opt.Repeat < 1 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--repeat must be at least 1, not %d", opt.Repeat)}
+			}
+			if slices.ContainsFunc(args, isScenarioFile) {
+				return runBenchFile(c, args, opt)
 			}
 			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
 			opt.Command = commandLine(c, args)
@@ -76,6 +89,37 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
 	f.StringVar(&opt.GeneratorCPUs, "generator-cpus", "", "CPU list for the load generators, e.g. 8-15 (default: CPU 1 on 2 cores, the upper half on more)")
 	return cmd
+}
+
+// isScenarioFile tells a scenario file (FILE.yaml) from a scenario's name.
+func isScenarioFile(arg string) bool {
+	return strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")
+}
+
+// runBenchFile runs one scenario file: its steps against its targets (this
+// binary's serve when it names none), judged against its objectives, as
+// scalechat bench compare does, its results in --dir (default: a
+// temporary folder, removed).
+func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
+	if len(args) != 1 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("a scenario file runs alone, not with %d other scenario(s)", len(args)-1)}
+	}
+	if opt.Repeat > 1 || opt.JSON != "" || opt.RedisLinger != 0 {
+		return &exitError{code: exitUsage, err: errors.New("--repeat, --json and --redis-linger are for the named scenarios, not a scenario file")}
+	}
+	out := opt.Dir
+	if out == "" {
+		tmp, err := os.MkdirTemp("", "scalechat-bench-")
+		if err != nil {
+			return fmt.Errorf("create a work folder: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		out = tmp
+	}
+	var sf sloFlags
+	sf.inconclusive = "fail"
+	return runCompare(c, bench.CompareOptions{File: args[0], Out: out, Smoke: opt.Smoke, Exe: opt.Exe,
+		ServerCPUs: opt.ServerCPUs, GeneratorCPUs: opt.GeneratorCPUs}, &sf)
 }
 
 // commandLine is the command as given: its path, the flags set and the
