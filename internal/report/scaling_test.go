@@ -49,13 +49,7 @@ func TestScalingPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range charts {
-		for _, ext := range []string{".png", ".svg"} {
-			if st, err := os.Stat(filepath.Join(out, c.Name+ext)); err != nil || st.Size() == 0 {
-				t.Errorf("%s%s: %v", c.Name, ext, err)
-			}
-		}
-	}
+	checkChartFiles(t, out, charts)
 	svg, _ := os.ReadFile(filepath.Join(out, "scaling_latency.svg"))
 	if !strings.Contains(string(svg), "2 loops") || !strings.Contains(string(svg), "1 loop") {
 		t.Error("the latency chart has no legend per server size")
@@ -64,6 +58,19 @@ func TestScalingPage(t *testing.T) {
 	for _, w := range []string{"Test CPU, 16 cores", "server on CPU 0-7, generator on CPU 8-15", `<table id="steps">`, "generator 0.50 cores"} {
 		if !strings.Contains(string(html), w) {
 			t.Errorf("page lacks %q", w)
+		}
+	}
+}
+
+// checkChartFiles fails unless every chart was drawn as a PNG and an SVG
+// file in dir.
+func checkChartFiles(t *testing.T, dir string, charts []Chart) {
+	t.Helper()
+	for _, c := range charts {
+		for _, ext := range []string{".png", ".svg"} {
+			if st, err := os.Stat(filepath.Join(dir, c.Name+ext)); err != nil || st.Size() == 0 {
+				t.Errorf("%s%s: %v", c.Name, ext, err)
+			}
 		}
 	}
 }
