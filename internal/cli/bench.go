@@ -21,12 +21,12 @@ func newBenchCmd() *cobra.Command {
 server (scalechat serve, pinned with taskset to --server-cpus: CPU 0 on a machine of 2 cores,
 the lower half of the CPUs on more, one event loop per CPU) driven by scalechat loadtest
 processes (pinned to --generator-cpus: CPU 1, or the upper half), on loopback, every phase
-bounded in time, and prints one table: deliveries/s, delivery ratio, latency p50/p99/max, server CPU seconds and µs per
-delivery (from /proc over the window the traffic flowed), server RSS, generator CPU, whether
-the generator saturated (then the server's figure is a lower bound), and each target met
-or missed. --json FILE also writes every row with the machine (CPU model, cores, memory,
-kernel, OS, open-file limit), the build and the command: scalechat plan --from and scalechat
-bench page read it. Results and targets: docs/benchmarks.md (made by scalechat bench page
+bounded in time, and prints one table: deliveries/s, delivery ratio, latency p50/p99/max,
+server CPU seconds and µs per delivery (from /proc over the window the traffic flowed),
+server RSS, generator CPU, whether the generator saturated (then the server's figure is a
+lower bound), and each target met or missed. --json FILE also writes every row with the
+machine (CPU model, cores, memory, kernel, OS, open-file limit), the build and the command:
+scalechat plan --from and scalechat bench page read it. Results and targets: docs/benchmarks.md (made by scalechat bench page
 from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
