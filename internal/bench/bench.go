@@ -39,6 +39,9 @@ type Options struct {
 	// and the second on a machine of two, the lower and upper half on
 	// more.
 	ServerCPUs, GeneratorCPUs string
+	// ScalingRoomSize is the members of the scaling scenario's rooms; 0:
+	// 50.
+	ScalingRoomSize int
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
 	RedisLinger time.Duration
@@ -90,7 +93,7 @@ func Scenarios() []Scenario {
 		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
 		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
-		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50, load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
+		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}
 }
 
@@ -107,6 +110,9 @@ type runner struct {
 	srvCPUs, genCPUs []int
 	stderr           io.Writer
 	linger           time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
+	// scalingRoom is the members of the scaling scenario's rooms; 0: its
+	// default.
+	scalingRoom int
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -202,6 +208,10 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	defer cleanup()
 	r.linger = opt.RedisLinger
+	if opt.ScalingRoomSize < 0 {
+		return fmt.Errorf("--scaling-room-size must be at least 1, not %d", opt.ScalingRoomSize)
+	}
+	r.scalingRoom = opt.ScalingRoomSize
 	if err := r.setCPUs(opt.ServerCPUs, opt.GeneratorCPUs); err != nil {
 		return err
 	}

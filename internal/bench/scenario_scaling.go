@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -10,10 +11,11 @@ import (
 	"github.com/scalechat/scalechat/internal/results"
 )
 
-// The scaling scenario's load: rooms of scalingRoom members, each client
-// sending one 256-byte message a second, so a client brings scalingRoom
-// deliveries a second. A server of k loops starts at k × scalingBase
-// deliveries a second and doubles it each step, up to scalingSteps steps,
+// The scaling scenario's load: rooms of R members (--scaling-room-size,
+// default scalingRoom), each client sending one 256-byte message a second,
+// so a client brings R deliveries a second. A server of k loops starts at
+// k × scalingBase deliveries a second (k × R², one full room, when that is
+// more) and doubles it each step, up to scalingSteps steps,
 // until the knee: the first step that loses a message or whose p99
 // passes scalingP99, or whose generator saturates (beyond it the figures
 // would be the generator's).
@@ -61,6 +63,10 @@ func runScaling(ctx context.Context, r *runner) ([]Result, error) {
 func (r *runner) scaleLoops(ctx context.Context, k, steps int, dur time.Duration) ([]Result, error) {
 	sub := *r
 	sub.srvCPUs = r.srvCPUs[:k]
+	room := cmp.Or(r.scalingRoom, scalingRoom)
+	if r.smoke {
+		room = min(room, scalingRoom)
+	}
 	name := fmt.Sprintf("scaling %d loop%s", k, plural(k))
 	srv, err := sub.startServer(ctx, fmt.Sprintf("scaling-%d-server", k), "--loops", itoa(k))
 	if err != nil {
@@ -79,18 +85,18 @@ func (r *runner) scaleLoops(ctx context.Context, k, steps int, dur time.Duration
 		if err := srv.alive(); err != nil {
 			return rows, err
 		}
-		load := k * scalingBase << i
+		load := k * scalingStart(room) << i
 		if r.smoke {
-			load = scalingRoom * scalingRoom // one room
+			load = room * room // one room
 		}
-		clients := load / scalingRoom
+		clients := load / room
 		if clients > maxClients {
 			addNote(&knee, fmt.Sprintf("%s/s planned needs %d connections, more than the open-file limit (ulimit -n %d) allows: raise it to go on",
 				rate(float64(load)), clients, maxClients+scalingFiles))
 			break
 		}
 		g, err := r.runLoadtest(ctx, fmt.Sprintf("scaling-%d-%d", k, load), wsURL(srv), timeoutFor(clients, 5000, dur),
-			"--rooms", itoa(clients/scalingRoom), "--room-size", itoa(scalingRoom), "--msg-frequency", "1s", "--msg-size", "256",
+			"--rooms", itoa(clients/room), "--room-size", itoa(room), "--msg-frequency", "1s", "--msg-size", "256",
 			"--duration", dur.String(), "--ramp", "5000", "--drain", "2s", "--source-ips", sources)
 		if err != nil {
 			return rows, err
@@ -136,6 +142,11 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// scalingStart is the deliveries per second a loop starts at with rooms of
+// room members: scalingBase, or one full room when that is more (a room of
+// R members at 1 msg/s per client carries R² deliveries a second).
+func scalingStart(room int) int { return max(scalingBase, room*room) }
 
 // scalingMet is the knee's test of one step: everything delivered, every
 // connection kept, p99 under scalingP99.
