@@ -39,3 +39,13 @@ func TestScalingMet(t *testing.T) {
 		}
 	}
 }
+
+// TestScalingStart: a loop starts at 10k deliveries/s, or at one full
+// room when the rooms are so big that 10k would not fill one.
+func TestScalingStart(t *testing.T) {
+	for _, tc := range []struct{ room, want int }{{4, 10000}, {50, 10000}, {100, 10000}, {500, 250000}} {
+		if got := scalingStart(tc.room); got != tc.want {
+			t.Errorf("rooms of %d: %d, want %d", tc.room, got, tc.want)
+		}
+	}
+}
