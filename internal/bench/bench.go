@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/scalechat/scalechat/internal/procstat"
-	"github.com/scalechat/scalechat/internal/results"
 )
 
 // Options configure a run of the benchmarks.
@@ -235,11 +234,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		mode, r.pinning(), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
 	PrintTable(opt.Stdout, rows)
 	if opt.JSON != "" {
-		f := benchFile(rows, start, opt.Command, load, r.taskset != "", r.smoke)
-		if r.taskset != "" {
-			f.ServerCPUs, f.GeneratorCPUs = r.serverList(), r.generatorList()
-		}
-		if err := results.WriteBenchFile(opt.JSON, f); err != nil {
+		if err := r.writeResults(opt.JSON, rows, start, opt.Command, load); err != nil {
 			return err
 		}
 	}

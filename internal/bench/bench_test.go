@@ -305,7 +305,8 @@ func ownTargets(ts []loadtest.Target) bool {
 }
 
 // TestScenarioFileObjectives: scalechat bench FILE judges the run against
-// the file's objectives (slo:), and exits 3 when one is missed.
+// the file's objectives (slo:), exits 3 when one is missed, and with
+// --json writes a results file whose row carries them and the verdict.
 func TestScenarioFileObjectives(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and a load generator")
@@ -319,7 +320,8 @@ func TestScenarioFileObjectives(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), file).CombinedOutput()
+	jsonFile := filepath.Join(t.TempDir(), "tiny.json")
+	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
@@ -328,5 +330,15 @@ func TestScenarioFileObjectives(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Rows[0]; len(f.Rows) != 1 || r.Scenario != "tiny scalechat/r5x4" || r.Target != "delivery>=100%, p99<0.001ms" || r.Verdict != "missed" || r.PerSecond <= 0 {
+		t.Errorf("results file rows %+v", f.Rows)
+	}
+	if f.Host.Cores < 1 || !strings.HasSuffix(f.Command, file) {
+		t.Errorf("results file host %+v, command %q", f.Host, f.Command)
 	}
 }

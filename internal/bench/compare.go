@@ -39,10 +39,14 @@ type CompareOptions struct {
 	// ServerCPUs and GeneratorCPUs are CPU lists as scalechat bench's
 	// (empty: the default split).
 	ServerCPUs, GeneratorCPUs string
-	Args                      []string
-	Version                   string
-	Stdout                    io.Writer // the table
-	Stderr                    io.Writer // progress
+	// JSON, when set, also writes the rows as a results file (scalechat
+	// bench --json FILE.yaml), with Command as the command that measures
+	// it again.
+	JSON, Command string
+	Args          []string
+	Version       string
+	Stdout        io.Writer // the table
+	Stderr        io.Writer // progress
 }
 
 // RunCompare runs the comparison and writes its results folder.
@@ -91,6 +95,11 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		return err
 	}
 	printTargets(opt.Stdout, &meta)
+	if opt.JSON != "" {
+		if err := r.writeResults(opt.JSON, targetResults(sc.Name, meta.Rows), meta.StartedAt, opt.Command, meta.LoadBefore); err != nil {
+			return err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}

@@ -34,6 +34,31 @@ func benchFile(rows []Result, start time.Time, command, load string, pinned, smo
 	return f
 }
 
+// writeResults writes rows as a results file to path, with the machine,
+// the CPUs the runner pinned to and the command.
+func (r *runner) writeResults(path string, rows []Result, start time.Time, command, load string) error {
+	f := benchFile(rows, start, command, load, r.taskset != "", r.smoke)
+	if r.taskset != "" {
+		f.ServerCPUs, f.GeneratorCPUs = r.serverList(), r.generatorList()
+	}
+	return results.WriteBenchFile(path, f)
+}
+
+// targetResults are a comparison's rows as rows of a results file, named
+// "SCENARIO TARGET/STEP" (the name an objective's verdict is found by).
+func targetResults(scenario string, rows []results.TargetRow) []Result {
+	var out []Result
+	for _, t := range rows {
+		row := Result{Scenario: fmt.Sprintf("%s %s/%s", scenario, t.Target, t.Step), Clients: int(t.Clients), PerSecond: t.PerSecond,
+			Ratio: t.Ratio, P50: t.P50, P99: t.P99, Max: t.Max, CPUPerDel: t.CPUPerDelivery, RSS: t.RSS, Saturated: t.Saturated, Note: t.Note}
+		if t.RSSPerConn > 0 {
+			row.Figure = fmt.Sprintf("%.2f KiB/conn", t.RSSPerConn/1024)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
 // inspectHost describes this machine: every figure of a run holds for it.
 // What cannot be read stays zero, which the page shows as not recorded.
 func inspectHost() results.Host {

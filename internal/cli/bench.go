@@ -44,7 +44,8 @@ optionally, the servers to start under targets:) runs alone: its steps against e
 (this binary's scalechat serve when it names none), judged against its objectives (exit
 code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Adding a benchmark
 is one such file; docs/benchmarks.md shows one. Its results go to --dir (targets.json, which
-scalechat report draws).
+scalechat report draws) and, with --json, to a results file like the named scenarios' (a row
+per target and step, its objectives and verdict beside it).
 
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
@@ -105,8 +106,8 @@ func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
 	if len(args) != 1 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("a scenario file runs alone, not with %d other scenario(s)", len(args)-1)}
 	}
-	if opt.Repeat > 1 || opt.JSON != "" || opt.RedisLinger != 0 {
-		return &exitError{code: exitUsage, err: errors.New("--repeat, --json and --redis-linger are for the named scenarios, not a scenario file")}
+	if opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0 {
+		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios, not a scenario file")}
 	}
 	out := opt.Dir
 	if out == "" {
@@ -120,7 +121,7 @@ func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
 	var sf sloFlags
 	sf.inconclusive = "fail"
 	return runCompare(c, bench.CompareOptions{File: args[0], Out: out, Smoke: opt.Smoke, Exe: opt.Exe,
-		ServerCPUs: opt.ServerCPUs, GeneratorCPUs: opt.GeneratorCPUs}, &sf)
+		ServerCPUs: opt.ServerCPUs, GeneratorCPUs: opt.GeneratorCPUs, JSON: opt.JSON, Command: commandLine(c, args)}, &sf)
 }
 
 // commandLine is the command as given: its path, the flags set and the

@@ -96,7 +96,41 @@ func runCompare(c *cobra.Command, opt bench.CompareOptions, sf *sloFlags) error 
 	if err != nil || len(sf.objs) == 0 {
 		return err
 	}
-	return judgeTargets(c.OutOrStdout(), opt.Out, sf)
+	judged := judgeTargets(c.OutOrStdout(), opt.Out, sf)
+	if opt.JSON != "" {
+		if err := addVerdicts(opt.JSON, opt.Out); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	}
+	return judged
+}
+
+// addVerdicts writes the objectives judged on each step of the comparison
+// in out (targets.json's "slo") beside that step's row of the results file
+// path: the objectives as its target, the worst verdict as its result.
+func addVerdicts(path, out string) error {
+	tg, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
+	if err != nil {
+		return fmt.Errorf("read the comparison: %w", err)
+	}
+	f, err := results.ReadBenchFile(path)
+	if err != nil {
+		return err
+	}
+	for i := range f.Rows {
+		row := &f.Rows[i]
+		var mine []slo.Result
+		var objs []string
+		for _, r := range tg.SLO {
+			if strings.HasSuffix(row.Scenario, " "+r.Step) {
+				mine, objs = append(mine, r), append(objs, r.SLO)
+			}
+		}
+		if len(mine) > 0 {
+			row.Target, row.Verdict = strings.Join(objs, ", "), string(slo.Worst(mine))
+		}
+	}
+	return results.WriteBenchFile(path, f)
 }
 
 // judgeTargets judges every step of every target of the comparison in out
