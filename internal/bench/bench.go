@@ -160,6 +160,7 @@ func newRunner(exe, dir string, smoke bool, stderr io.Writer) (r *runner, cleanu
 		cleanup()
 		return nil, nil, err
 	}
+	raiseFileLimit()
 	return r, cleanup, nil
 }
 

@@ -79,6 +79,18 @@ func splitCPUs(allowed []int) (server, generator []int) {
 	return allowed[:half], allowed[half:]
 }
 
+// raiseFileLimit lifts this process's soft open-file limit to its hard
+// one, which the servers it starts inherit: a machine's default soft limit
+// (often 1,024) would refuse the connections of the bigger scenarios while
+// the hard limit allows them. The results file records the limit in force.
+func raiseFileLimit() {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &rl) // best effort: the scenarios say when connections are refused
+	}
+}
+
 // pickCPUs resolves --server-cpus and --generator-cpus: each list as
 // given, or its side of the default split, and every CPU one this process
 // may run on.

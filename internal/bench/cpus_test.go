@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCPUList(t *testing.T) {
@@ -96,5 +98,29 @@ func TestPinning(t *testing.T) {
 		if got := r.pinning(); got != tc.want {
 			t.Errorf("%v %v: %q, want %q", tc.srv, tc.gen, got, tc.want)
 		}
+	}
+}
+
+// TestRaiseFileLimit: the bench lifts its soft open-file limit to the hard
+// one, for the servers it starts.
+func TestRaiseFileLimit(t *testing.T) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur == rl.Max && rl.Max > 64 {
+		low := rl
+		low.Cur = 64
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+			t.Skipf("cannot lower the limit to test raising it: %v", err)
+		}
+	}
+	raiseFileLimit()
+	var got unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Cur != rl.Max {
+		t.Errorf("soft limit %d, want the hard %d", got.Cur, rl.Max)
 	}
 }

@@ -26,7 +26,8 @@ server CPU seconds and µs per delivery (from /proc over the window the traffic 
 server RSS, generator CPU, whether the generator saturated (then the server's figure is a
 lower bound), and each target met or missed. --json FILE also writes every row with the
 machine (CPU model, cores, memory, kernel, OS, open-file limit), the build and the command:
-scalechat plan --from and scalechat bench page read it. Results and targets: docs/benchmarks.md (made by scalechat bench page
+scalechat plan --from and scalechat bench page read it. The bench raises its soft open-file
+limit to the hard one, which the servers it starts inherit. Results and targets: docs/benchmarks.md (made by scalechat bench page
 from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
