@@ -15,7 +15,7 @@ import (
 )
 
 // TestDirectFloorPatch keeps scripts/direct-floor.patch, the experiment
-// behind the floor figures of docs/benchmarks.md ("Issue 24: the floor"),
+// behind the floor figures of docs/benchmarks-log.md ("Issue 24: the floor"),
 // true to the tree: it applies to a copy of the repository's files,
 // builds, and its two nodes carry every message of rooms split between
 // them (a load test that loses one, or connects nobody, exits non-zero).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a publish hook costs per message: server CPU and latency p99, with
 # the example backend (examples/hookbackend) as a real local HTTP backend,
-# against the same server without the hook (docs/benchmarks.md, "a publish
+# against the same server without the hook (docs/benchmarks-log.md, "a publish
 # hook").
 #
 #   scripts/bench-hooks.sh [pairs]     default 3 pairs of 20 s

@@ -31,6 +31,17 @@ type Options struct {
 	Smoke  bool   // tiny sizes: proves the command works, says nothing about speed
 	Repeat int    // runs of the named scenarios, in turn (a b a b …); 0 or 1: one
 	JSON   string // also write the rows as results.BenchFile to this path (scalechat plan --from)
+	// Command is the command line that measures it again, recorded in the
+	// JSON file.
+	Command string
+	// ServerCPUs and GeneratorCPUs are CPU lists (taskset -c's form, e.g.
+	// "0-7") for the server side and the generators; empty: the first CPU
+	// and the second on a machine of two, the lower and upper half on
+	// more.
+	ServerCPUs, GeneratorCPUs string
+	// ScalingRoomSize is the members of the scaling scenario's rooms; 0:
+	// 50.
+	ScalingRoomSize int
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
 	RedisLinger time.Duration
@@ -60,6 +71,7 @@ type Result struct {
 	Target     string
 	Verdict    string // met, MISSED, lower bound, error, or empty (no target)
 	Note       string
+	Loops      int // the server's event loops, on the rows of the scaling scenario's steps
 	deliveries int64
 	cluster    *clusterFig // the cluster scenario's figures, for the medians of --repeat
 }
@@ -85,6 +97,7 @@ func Scenarios() []Scenario {
 		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
 		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
+		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}
 }
 
@@ -94,9 +107,17 @@ type runner struct {
 	dir     string
 	smoke   bool
 	taskset string // path of taskset, empty when missing (no pinning)
-	stderr  io.Writer
-	linger  time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
-	order   string        // the cluster nodes' --room-order; "": theirs by default
+	// srvCPUs and genCPUs are the CPUs the server side (servers, Redis)
+	// and the load generators are pinned to; a server's event loops
+	// follow its CPUs (serve's --loops defaults to GOMAXPROCS, which Go
+	// takes from the affinity).
+	srvCPUs, genCPUs []int
+	stderr           io.Writer
+	linger           time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
+	order            string        // the cluster nodes' --room-order; "": theirs by default
+	// scalingRoom is the members of the scaling scenario's rooms; 0: its
+	// default.
+	scalingRoom int
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -141,8 +162,31 @@ func newRunner(exe, dir string, smoke bool, stderr io.Writer) (r *runner, cleanu
 	} else {
 		r.logf("taskset not found: server and generator are not pinned to cores")
 	}
+	if err := r.setCPUs("", ""); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	raiseFileLimit()
 	return r, cleanup, nil
 }
+
+// setCPUs pins the server side to the CPU list server and the generators
+// to generator; an empty list takes its side of the default split (see
+// splitCPUs).
+func (r *runner) setCPUs(server, generator string) error {
+	srv, gen, err := pickCPUs(server, generator)
+	if err != nil {
+		return err
+	}
+	r.srvCPUs, r.genCPUs = srv, gen
+	return nil
+}
+
+// serverList is the server side's CPUs as taskset -c takes them.
+func (r *runner) serverList() string { return formatCPUList(r.srvCPUs) }
+
+// generatorList is the generators' CPUs as taskset -c takes them.
+func (r *runner) generatorList() string { return formatCPUList(r.genCPUs) }
 
 // Run runs the named scenarios (all when names is empty) and prints the
 // table. It returns an error when a scenario could not run; missed targets
@@ -170,6 +214,13 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	defer cleanup()
 	r.linger, r.order = opt.RedisLinger, opt.RoomOrder
+	if opt.ScalingRoomSize < 0 {
+		return fmt.Errorf("--scaling-room-size must be at least 1, not %d", opt.ScalingRoomSize)
+	}
+	r.scalingRoom = opt.ScalingRoomSize
+	if err := r.setCPUs(opt.ServerCPUs, opt.GeneratorCPUs); err != nil {
+		return err
+	}
 	load := procstat.LoadAvg()
 	start := time.Now()
 	rows, failed, err := r.runAll(ctx, todo, repeat)
@@ -190,11 +241,10 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		mode += ", cluster nodes with --room-order " + r.order
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
-		mode, pinning(r.taskset != ""), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
+		mode, r.pinning(), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))
 	PrintTable(opt.Stdout, rows)
 	if opt.JSON != "" {
-		f := benchFile(rows, start, load, r.taskset != "", r.smoke)
-		if err := results.WriteBenchFile(opt.JSON, f); err != nil {
+		if err := r.writeResults(opt.JSON, rows, start, opt.Command, load); err != nil {
 			return err
 		}
 	}
@@ -261,11 +311,21 @@ func scenarioNames(ss []Scenario) []string {
 	return out
 }
 
-func pinning(on bool) string {
-	if on {
-		return "server on CPU " + serverCPU + ", generator on CPU " + generatorCPU
+// pinning says where the server side and the generators run.
+func (r *runner) pinning() string {
+	if r.taskset == "" {
+		return "NOT pinned (no taskset)"
 	}
-	return "NOT pinned (no taskset)"
+	s := fmt.Sprintf("server on CPU %s, generator on CPU %s", r.serverList(), r.generatorList())
+	if len(r.srvCPUs) > 1 {
+		s += fmt.Sprintf(" (%d event loops)", len(r.srvCPUs))
+	}
+	for _, c := range r.srvCPUs {
+		if slices.Contains(r.genCPUs, c) {
+			return s + ", SHARING CPUs: each one's figures include the other's load"
+		}
+	}
+	return s
 }
 
 // PrintTable writes rows as an aligned table, then the notes.

@@ -5,12 +5,16 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestInterpolate(t *testing.T) {
@@ -153,7 +157,8 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", dir}, names...)...)
+	jsonFile := filepath.Join(t.TempDir(), "smoke.json")
+	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", dir, "--json", jsonFile}, names...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -165,7 +170,7 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
 		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics",
 		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20",
-		"compression 256 B: on vs off", "compression 4096 B: on vs off"} {
+		"compression 256 B: on vs off", "compression 4096 B: on vs off", "scaling 1 loop, 2500/s planned", "scaling 1 loop: knee"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -174,6 +179,14 @@ func TestSmoke(t *testing.T) {
 		if strings.HasSuffix(strings.TrimSpace(line), " error") {
 			t.Errorf("a scenario reported an error: %s", line)
 		}
+	}
+	// The results file names the machine, the CPUs and the command.
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Smoke || f.Host.Cores < 1 || f.Host.Kernel == "" || !strings.HasPrefix(f.Command, "scalechat bench --dir ") || (f.Pinned && f.ServerCPUs == "") {
+		t.Errorf("results file: smoke %v, host %+v, command %q, server CPUs %q", f.Smoke, f.Host, f.Command, f.ServerCPUs)
 	}
 	// Every generator wrote its meta.json where --dir says.
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.meta.json")); len(m) < len(names) {
@@ -234,6 +247,102 @@ func TestAnalyzeAndGeneratorBenchmarks(t *testing.T) {
 	}
 }
 
+// TestScenarioFilesSmoke runs every scenario file of scenarios/ whose
+// servers this binary starts (none named: its serve) with scalechat bench
+// --smoke FILE, as CI does: a benchmark added as one file is checked with
+// no Go change. Files naming other servers (Bun, a TLS front) are left to
+// scalechat bench compare's own tests.
+func TestScenarioFilesSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and load generators for every scenario file")
+	}
+	exe := buildScalechat(t)
+	files, err := filepath.Glob("../../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	ran := 0
+	for _, file := range files {
+		sc, err := loadtest.LoadScenario(file, loadtest.DefaultStep())
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if !ownTargets(sc.Targets) {
+			continue
+		}
+		ran++
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, exe, "bench", "--smoke", "--dir", t.TempDir(), file)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("bench --smoke %s: %v\n%s", file, err, out)
+			}
+			if !strings.Contains(string(out), "scalechat bench compare "+sc.Name) {
+				t.Errorf("no table:\n%s", out)
+			}
+			if len(sc.SLO) > 0 && !strings.Contains(string(out), "objectives of "+file+" are not judged") {
+				t.Errorf("a smoke run judged the file's objectives:\n%s", out)
+			}
+		})
+	}
+	if ran < 2 {
+		t.Errorf("%d scenario files ran, want the bench's own (rooms-slo.yaml) and more", ran)
+	}
+}
+
+// ownTargets reports whether every target is started from this binary
+// ({scalechat}), or there is none (then the bench starts its serve).
+func ownTargets(ts []loadtest.Target) bool {
+	for _, tg := range ts {
+		if len(tg.Command) == 0 || tg.Command[0] != "{scalechat}" {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScenarioFileObjectives: scalechat bench FILE judges the run against
+// the file's objectives (slo:), exits 3 when one is missed, and with
+// --json writes a results file whose row carries them and the verdict.
+func TestScenarioFileObjectives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and a load generator")
+	}
+	exe := buildScalechat(t)
+	file := filepath.Join(t.TempDir(), "tiny.yaml")
+	spec := "name: tiny\nslo: [\"delivery>=100%\", \"p99<0.001ms\"]\n" +
+		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n  - {name: r5x4, rooms: 5, room_size: 4}\n"
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	jsonFile := filepath.Join(t.TempDir(), "tiny.json")
+	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
+	}
+	for _, want := range []string{"SLO scalechat/r5x4 delivery>=100%: MET", "SLO scalechat/r5x4 p99<0.001ms: MISSED"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Rows[0]; len(f.Rows) != 1 || r.Scenario != "tiny scalechat/r5x4" || r.Target != "delivery>=100%, p99<0.001ms" || r.Verdict != "missed" || r.PerSecond <= 0 {
+		t.Errorf("results file rows %+v", f.Rows)
+	}
+	if f.Host.Cores < 1 || !strings.HasSuffix(f.Command, file) {
+		t.Errorf("results file host %+v, command %q", f.Host, f.Command)
+	}
+}
+
 // A scenario whose server CPU held too few clock ticks shows "–" for its
 // µs per delivery, in the figure and the table, with the reason under it
 // and in the JSON file.
@@ -270,7 +379,7 @@ func TestCPUPerDeliveryOfTooFewTicks(t *testing.T) {
 	if strings.Contains(out, "125") {
 		t.Errorf("the figure of two ticks is printed:\n%s", out)
 	}
-	if f := benchFile([]Result{row}, time.Now(), "", false, true); f.Rows[0].CPUNote != note || f.Rows[0].CPUPerDel != 0 {
+	if f := benchFile([]Result{row}, time.Now(), "", "", false, true); f.Rows[0].CPUNote != note || f.Rows[0].CPUPerDel != 0 {
 		t.Errorf("bench JSON row %+v", f.Rows[0])
 	}
 }

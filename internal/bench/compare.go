@@ -32,14 +32,21 @@ import (
 
 // CompareOptions configure a comparison.
 type CompareOptions struct {
-	File    string // scenario file with targets
-	Out     string // results folder: targets.csv, targets.json, runs/
-	Smoke   bool   // every step shrunk to a few clients for a second: proves it works, measures nothing
-	Exe     string // the scalechat binary (default: this one)
-	Args    []string
-	Version string
-	Stdout  io.Writer // the table
-	Stderr  io.Writer // progress
+	File  string // scenario file with targets
+	Out   string // results folder: targets.csv, targets.json, runs/
+	Smoke bool   // every step shrunk to a few clients for a second: proves it works, measures nothing
+	Exe   string // the scalechat binary (default: this one)
+	// ServerCPUs and GeneratorCPUs are CPU lists as scalechat bench's
+	// (empty: the default split).
+	ServerCPUs, GeneratorCPUs string
+	// JSON, when set, also writes the rows as a results file (scalechat
+	// bench --json FILE.yaml), with Command as the command that measures
+	// it again.
+	JSON, Command string
+	Args          []string
+	Version       string
+	Stdout        io.Writer // the table
+	Stderr        io.Writer // progress
 }
 
 // RunCompare runs the comparison and writes its results folder.
@@ -48,27 +55,29 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(sc.Targets) == 0 {
+		sc.Targets = []loadtest.Target{scalechatTarget()}
+	}
 	if err := checkTargets(sc.Targets); err != nil {
 		return fmt.Errorf("%s: %w", opt.File, err)
 	}
 	if opt.Smoke {
-		for i := range sc.Steps {
-			s := &sc.Steps[i]
-			s.Rooms, s.RoomSize, s.NumClients, s.Senders = min(s.Rooms, 3), min(s.RoomSize, 4), 0, 0
-			s.Duration, s.Drain = loadtest.Duration(time.Second), loadtest.Duration(2*time.Second)
-		}
+		smokeSteps(sc)
 	}
 	r, cleanup, err := newRunner(opt.Exe, filepath.Join(opt.Out, "runs"), opt.Smoke, opt.Stderr)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	if err := r.setCPUs(opt.ServerCPUs, opt.GeneratorCPUs); err != nil {
+		return err
+	}
 	steps := filepath.Join(r.dir, "steps.yaml")
 	if err := writeSteps(steps, sc); err != nil {
 		return err
 	}
 	meta := results.Targets{Tool: "scalechat bench compare", Version: opt.Version, Scenario: sc.Name, StartedAt: time.Now().UTC(),
-		Args: opt.Args, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
+		Args: opt.Args, Pinning: r.pinning(), LoadBefore: procstat.LoadAvg(), Machine: loadtest.InspectMachine().String()}
 	for _, t := range sc.Targets {
 		if ctx.Err() != nil {
 			break
@@ -86,6 +95,11 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		return err
 	}
 	printTargets(opt.Stdout, &meta)
+	if opt.JSON != "" {
+		if err := r.writeResults(opt.JSON, targetResults(sc.Name, meta.Rows), meta.StartedAt, opt.Command, meta.LoadBefore); err != nil {
+			return err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
@@ -93,6 +107,28 @@ func RunCompare(ctx context.Context, opt CompareOptions) error {
 		return fmt.Errorf("target(s) %s failed or measured nothing (see the notes and %s)", strings.Join(failed, ", "), r.dir)
 	}
 	return nil
+}
+
+// smokeSteps shrinks every step to at most 3 rooms of 4 clients for a
+// second, with no pause between steps: it proves the file runs, and
+// measures nothing.
+func smokeSteps(sc *loadtest.Scenario) {
+	none := loadtest.Duration(0)
+	sc.Pause = &none
+	for i := range sc.Steps {
+		s := &sc.Steps[i]
+		s.Rooms, s.RoomSize, s.NumClients, s.Senders = min(s.Rooms, 3), min(s.RoomSize, 4), 0, 0
+		s.RoomsPerClient = min(s.RoomsPerClient, s.Rooms)
+		s.Duration, s.Drain = loadtest.Duration(time.Second), loadtest.Duration(2*time.Second)
+	}
+}
+
+// scalechatTarget is the server of a scenario file that names none: this
+// binary's scalechat serve with its defaults, on a free port.
+func scalechatTarget() loadtest.Target {
+	return loadtest.Target{Name: "scalechat", Protocol: "scalechat", URL: "ws://127.0.0.1:{port}/ws",
+		Command: []string{"{scalechat}", "serve", "--addr", "127.0.0.1:{port}", "--log-level", "warn"},
+		Ready:   "http://127.0.0.1:{port}/readyz"}
 }
 
 // failedNote is the note of a row that measured nothing: FAILED and why.
@@ -147,7 +183,7 @@ func (r *runner) compareTarget(ctx context.Context, t loadtest.Target, steps str
 		for i, a := range t.Command {
 			args[i] = expand.Replace(a)
 		}
-		p, err := r.startProc(t.Name+"-server", r.command(context.WithoutCancel(ctx), serverCPU, args[0], args[1:]...))
+		p, err := r.startProc(t.Name+"-server", r.command(context.WithoutCancel(ctx), r.serverList(), args[0], args[1:]...))
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ func TestBenchFile(t *testing.T) {
 			cluster: &clusterFig{node: 2.22, redisUS: 22.4}},
 		{Scenario: "idle", Ratio: -1, Figure: "1.26 KiB/conn"},
 	}
-	f := benchFile(rows, time.Date(2026, 11, 24, 1, 2, 3, 0, time.Local), "0.1 0.2 0.3", true, false)
+	f := benchFile(rows, time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC), "scalechat bench rooms", "0.1 0.2 0.3", true, false)
 	path := filepath.Join(t.TempDir(), "b.json")
 	if err := results.WriteBenchFile(path, f); err != nil {
 		t.Fatal(err)
@@ -30,6 +30,13 @@ func TestBenchFile(t *testing.T) {
 	}
 	if len(got.Rows) != 3 || got.Machine == "" || !got.Pinned || got.LoadAvg != "0.1 0.2 0.3" {
 		t.Fatalf("read back %+v", got)
+	}
+	// The machine is part of every result: the figures hold for it.
+	if h := got.Host; h.Model == "" || h.Cores < 1 || h.Kernel == "" || h.MemoryBytes == 0 || h.NofileSoft == 0 {
+		t.Errorf("host %+v: a field is missing", h)
+	}
+	if got.Date != "2026-11-24" || got.Command != "scalechat bench rooms" {
+		t.Errorf("date %q, command %q", got.Date, got.Command)
 	}
 	if r := got.Rows[1]; r.NodeRatio != 2.22 || r.RedisPerDel != 22.4 || r.CPUPerDel != 60 {
 		t.Errorf("cluster row %+v", r)

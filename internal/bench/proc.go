@@ -25,8 +25,9 @@ import (
 	"github.com/scalechat/scalechat/internal/results"
 )
 
-// CPUs the roles are pinned to: the server side on one core, the load
-// generator on the other, so neither steals the other's cycles.
+// CPUs the roles of scalechat bench generator are pinned to: the blaster
+// on one core, the generator measured on the other, so neither steals the
+// other's cycles. The scenarios take theirs from the runner (setCPUs).
 const (
 	serverCPU    = "0"
 	generatorCPU = "1"
@@ -261,7 +262,7 @@ func (r *runner) startServerAt(ctx context.Context, name, addr string, flags ...
 	}
 	args = append(args, flags...)
 	// The server's figures must not depend on a scenario's context ending.
-	cmd := r.command(context.WithoutCancel(ctx), serverCPU, r.exe, args...)
+	cmd := r.command(context.WithoutCancel(ctx), r.serverList(), r.exe, args...)
 	p, err := r.startProc(name, cmd)
 	if err != nil {
 		return nil, err
@@ -315,7 +316,7 @@ func (r *runner) startRedisAt(ctx context.Context, name string, port int, extra 
 		return nil, errors.New("redis-server not found (apt-get install redis-server)")
 	}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"}
-	cmd := r.command(context.WithoutCancel(ctx), serverCPU, exe, append(args, extra...)...)
+	cmd := r.command(context.WithoutCancel(ctx), r.serverList(), exe, append(args, extra...)...)
 	p, err := r.startProc(name, cmd)
 	if err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func (r *runner) startLoadtest(ctx context.Context, name, url string, timeout ti
 	out := filepath.Join(r.dir, name+".csv")
 	all := append([]string{"loadtest", "--url", url, "--out", out, "--step-name", name}, args...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	cmd := r.command(ctx, generatorCPU, r.exe, all...)
+	cmd := r.command(ctx, r.generatorList(), r.exe, all...)
 	log, err := os.Create(filepath.Join(r.dir, name+".log"))
 	if err != nil {
 		cancel()

@@ -190,7 +190,7 @@ func (r *runner) clusterSetup(ctx context.Context, cl *clusterProcs, sh clusterS
 	row := mergedRow(name, gens, counted, redis, dur)
 	row.cluster.small, row.cluster.setup = sh.small, st
 	if st.place != alone {
-		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); Redis apart; all on CPU %s", nodeLetters(len(counted)), serverCPU))
+		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); Redis apart; all on CPU %s", nodeLetters(len(counted)), r.serverList()))
 	}
 	if len(gens) > 1 {
 		addNote(&row, fmt.Sprintf("%d generators, shard i/%d → node %s", len(gens), len(gens), nodeLetters(len(gens))))

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -104,21 +103,9 @@ func RunTransports(ctx context.Context, opt TransportsOptions) ([]results.Compar
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{exe: opt.Exe, dir: filepath.Join(opt.Out, "runs"), stderr: opt.Stderr}
-	if r.exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find the scalechat binary: %w", err)
-		}
-		r.exe = exe
-	}
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create the results folder: %w", err)
-	}
-	if p, err := exec.LookPath("taskset"); err == nil {
-		r.taskset = p
-	} else {
-		r.logf("taskset not found: server and generator are not pinned to cores")
+	r, _, err := newRunner(opt.Exe, filepath.Join(opt.Out, "runs"), false, opt.Stderr)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := r.transports(ctx, opt)
 	printTransports(opt.Stdout, rows)
@@ -129,7 +116,7 @@ func RunTransports(ctx context.Context, opt TransportsOptions) ([]results.Compar
 func (r *runner) transports(ctx context.Context, opt TransportsOptions) ([]results.ComparisonRow, error) {
 	meta := results.ComparisonMeta{Tool: "scalechat bench transports", Version: opt.Version, StartedAt: time.Now().UTC(), Args: opt.Args,
 		Clients: opt.Clients, Transports: opt.Transports, Timeout: opt.Timeout.String(), PollWait: opt.PollWait.String(),
-		PollEvery: opt.PollInterval.String(), MsgSize: opt.MsgSize, Pinning: pinning(r.taskset != ""), LoadBefore: procstat.LoadAvg(),
+		PollEvery: opt.PollInterval.String(), MsgSize: opt.MsgSize, Pinning: r.pinning(), LoadBefore: procstat.LoadAvg(),
 		Machine: loadtest.InspectMachine().String()}
 	var rows []results.ComparisonRow
 	save := func() error {

@@ -27,7 +27,7 @@ import (
 var (
 	checkRepeat  = flag.Int("capacity.repeat", 1, "runs of each shape in TestPlanPredictsServerCPU (the median is compared)")
 	checkBand    = flag.Float64("capacity.band", 2, "TestPlanPredictsServerCPU fails when measured ÷ predicted leaves [1/band, band]")
-	checkFrom    = flag.String("capacity.from", "", "costs from this scalechat bench --json file instead of docs/benchmarks.md's")
+	checkFrom    = flag.String("capacity.from", "", "costs from this scalechat bench --json file instead of the committed results (benchmarks/results)")
 	checkSending = flag.Duration("capacity.duration", 5*time.Second, "how long each run sends")
 )
 
@@ -50,12 +50,12 @@ func TestPlanPredictsServerCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs load tests (about 1 minute)")
 	}
-	figs := DefaultFigures()
+	figs, err := LabFigures()
 	if *checkFrom != "" {
-		var err error
-		if figs, err = FromBench(*checkFrom); err != nil {
-			t.Fatal(err)
-		}
+		figs, err = FromBench(*checkFrom)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	costs, err := Derive(figs)
 	if err != nil {

@@ -11,39 +11,43 @@ type Figure struct {
 	Key    string  // what the model calls it (the keys below)
 	Value  float64 // in Unit
 	Unit   string
-	Source string // the run: command, commit, machine, date
-	// Quote is the text of docs/benchmarks.md the value was read from; a
-	// test checks the doc still says it, so that the two cannot drift.
-	// Empty for figures read from a bench file.
-	Quote string
+	Source string // the results file, with its build, machine and date
 	// Rate is the deliveries per second of the run, for the µs per
-	// delivery figures: the model needs how busy the core was.
+	// delivery figures: the model needs how busy the core was. 0: the
+	// file did not record it, and the bench's planned rate is taken.
 	Rate float64
 }
 
 // The figures the model needs.
 const (
-	KeyBusySmall   = "busy_small_rooms"  // µs per delivery, rooms of 4, one core busy (bench "rooms 2500×4")
-	KeyLightSmall  = "light_small_rooms" // µs per delivery, rooms of 4, one core lightly loaded (bench "cluster: 1 node, no Redis", 500×4)
-	KeyBigRoom     = "big_room"          // µs per delivery, one room of 200 (bench "oneroom n=200")
-	KeyMidRooms    = "mid_rooms"         // µs per delivery, rooms of 10, one core lightly loaded (bench "compression 256 B off", 200×10)
-	KeyIdleKiB     = "idle_kib"          // KiB of server RSS per idle connection (bench "idle")
-	KeyConnectUS   = "connect_us"        // µs of server CPU per client that connects, sends one message and closes (bench "transports", websocket)
-	KeySplitRatio  = "split_ratio"       // node CPU per delivery, rooms of 4 split over 2 nodes ÷ one node alone
-	KeySplitRedis  = "split_redis_us"    // Redis µs per delivery, rooms of 4 split over 2 nodes
-	KeyOwnedRatio  = "owned_ratio"       // node CPU per delivery, rooms of 4 all on node A of 2 ÷ one node alone
-	KeyOwnedRedis  = "owned_redis_us"    // Redis µs per delivery, rooms of 4 all on node A of 2
-	sourceRun3     = "scalechat bench (full), run 3, commit ae7b174, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12, quiet machine; docs/benchmarks.md#results"
-	sourceIssue14  = "scalechat bench cluster, median of 3 runs, issue 14, 2026-11-23, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#issue-14-owned-rooms-the-node-local-fast-path"
-	sourceTransprt = "scalechat bench transports, median per client of 19 steps, 2026-11-21, 2 vCPU AMD EPYC VM, Debian 12; docs/benchmarks.md#transports"
-	sourceCompr    = "scalechat bench compression, 256 B without permessage-deflate, run %d of 2 (the model takes their median), 2026-11-23, 2 vCPU AMD EPYC VM, Debian 12, quiet machine; docs/benchmarks.md#compression"
+	KeyBusySmall  = "busy_small_rooms"  // µs per delivery, rooms of 4, one core busy (bench "rooms 2500×4")
+	KeyLightSmall = "light_small_rooms" // µs per delivery, rooms of 4, one core lightly loaded (bench "cluster 500×4: 1 node", 500×4)
+	KeyBigRoom    = "big_room"          // µs per delivery, one room of 200 (bench "oneroom n=200")
+	KeyMidRooms   = "mid_rooms"         // µs per delivery, rooms of 10, one core lightly loaded (bench "compression 256 B off", 200×10)
+	KeyIdleKiB    = "idle_kib"          // KiB of server RSS per idle connection (bench "idle")
+	KeyConnectUS  = "connect_us"        // µs of server CPU per client that connects, sends one message and closes (bench "transports", websocket)
+	KeySplitRatio = "split_ratio"       // node CPU per delivery, rooms of 4 split over 2 nodes ÷ one node alone
+	KeySplitRedis = "split_redis_us"    // Redis µs per delivery, rooms of 4 split over 2 nodes
+	KeyOwnedRatio = "owned_ratio"       // node CPU per delivery, rooms of 4 all on node A of 2 ÷ one node alone
+	KeyOwnedRedis = "owned_redis_us"    // Redis µs per delivery, rooms of 4 all on node A of 2
 )
 
-// The deliveries per second of the documented runs, which the derivation
-// needs (how busy the core was).
+// figureKeys are the figures in the order the model takes and prints
+// them, with their units.
+func figureKeys() []struct{ key, unit string } {
+	return []struct{ key, unit string }{
+		{KeyBusySmall, "µs/delivery"}, {KeyLightSmall, "µs/delivery"}, {KeyBigRoom, "µs/delivery"}, {KeyMidRooms, "µs/delivery"},
+		{KeyIdleKiB, "KiB/connection"}, {KeyConnectUS, "µs/client"},
+		{KeySplitRatio, "×"}, {KeySplitRedis, "µs/delivery"}, {KeyOwnedRatio, "×"}, {KeyOwnedRedis, "µs/delivery"},
+	}
+}
+
+// The deliveries per second the bench plans for its rows, which the
+// derivation needs (how busy the core was) where a file did not record
+// the rate measured.
 const (
 	busySmallRate  = 40000 // deliveries per second of "rooms 2500×4"
-	lightSmallRate = 8000  // of "cluster: 1 node, no Redis" (500 × 4)
+	lightSmallRate = 8000  // of "cluster 500×4: 1 node" (500 × 4)
 	bigRoomRate    = 40000 // of "oneroom n=200"
 	midRoomsRate   = 20000 // of "compression 256 B off" (200 × 10)
 	smallRoom      = 4     // members of the rooms of "rooms" and of the cluster's first traffic
@@ -59,25 +63,6 @@ const (
 	unbatchedFrames = midRoom // up to this many frames/s per connection, each delivery is a writev of its own
 	batchedFrames   = bigRoom // at this many, the big room's cost per delivery
 )
-
-// DefaultFigures are the costs docs/benchmarks.md records, measured on the
-// lab's machine. scalechat plan uses them unless --from names a bench file
-// measured on the user's own.
-func DefaultFigures() []Figure {
-	return []Figure{
-		{KeyBusySmall, 16.75, "µs/delivery", sourceRun3, "rooms 2500×4                           10000    40.0k    100%      0.15ms   1.21ms   6.11ms   10.05s   16.75", busySmallRate},
-		{KeyLightSmall, 25.52, "µs/delivery", sourceRun3, "cluster: 1 node, no Redis              2000     8000     100%      0.14ms   0.78ms   5.04ms   2.04s    25.52", lightSmallRate},
-		{KeyBigRoom, 5.63, "µs/delivery", sourceRun3, "oneroom n=200                          200      40.0k    100%      0.77ms   2.52ms   5.80ms   1.80s    5.63", bigRoomRate},
-		{KeyMidRooms, 12.19, "µs/delivery", fmt.Sprintf(sourceCompr, 1), "| 256 B | 1 | 12.19 | 13.25 | ×1.09 | 404 | 129 | ×0.32 | 35.6 → 41.0 MiB |", midRoomsRate},
-		{KeyMidRooms, 17.82, "µs/delivery", fmt.Sprintf(sourceCompr, 2), "| 256 B | 2 | 17.82 | 13.67 | ×0.77 | 404 | 129 | ×0.32 | 35.3 → 42.6 MiB |", midRoomsRate},
-		{KeyIdleKiB, 1.26, "KiB/connection", sourceRun3, "idle                                   15000    -        -         0.25ms   18.30ms  27.38ms  0.04s    -         38.6MiB   0.05s    no             1.26 KiB/conn", 0},
-		{KeyConnectUS, 308, "µs/client", sourceTransprt, "| websocket | 0 / 0 | 308 / 325 µs |", 0},
-		{KeySplitRatio, 2.22, "×", sourceIssue14, "| 500 × 4 | 2 nodes, rooms split | ×1.95, ×2.37, ×2.22 | **×2.22** | 21.5–22.4 |", 0},
-		{KeySplitRedis, 22.4, "µs/delivery", sourceIssue14, "| 500 × 4 | 2 nodes, rooms split | ×1.95, ×2.37, ×2.22 | **×2.22** | 21.5–22.4 |", 0},
-		{KeyOwnedRatio, 1.29, "×", sourceIssue14, "| 500 × 4 | 2 nodes, rooms on A | ×1.11, ×1.39, ×1.29 | **×1.29** | 9.6–9.9 |", 0},
-		{KeyOwnedRedis, 9.9, "µs/delivery", sourceIssue14, "| 500 × 4 | 2 nodes, rooms on A | ×1.11, ×1.39, ×1.29 | **×1.29** | 9.6–9.9 |", 0},
-	}
-}
 
 // Costs are the model's unit costs, derived from the figures.
 type Costs struct {

@@ -1,37 +1,101 @@
 package capacity
 
 import (
+	"encoding/json"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/scalechat/scalechat/internal/results"
 )
 
-// TestDefaultFiguresMatchTheDoc pins every default figure to the text of
-// docs/benchmarks.md it was read from, so that the doc and the table
-// cannot drift apart.
-func TestDefaultFiguresMatchTheDoc(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/benchmarks.md")
+// testFigures are the lab's figures of 2026-11-21 and 2026-11-23 (the
+// committed results of benchmarks/results when the model was written), so
+// that the hand-solved costs below do not change when new results are
+// committed.
+func testFigures() []Figure {
+	return []Figure{
+		{KeyBusySmall, 16.75, "µs/delivery", "test", busySmallRate},
+		{KeyLightSmall, 25.52, "µs/delivery", "test", lightSmallRate},
+		{KeyBigRoom, 5.63, "µs/delivery", "test", bigRoomRate},
+		{KeyMidRooms, 12.19, "µs/delivery", "test", midRoomsRate},
+		{KeyMidRooms, 17.82, "µs/delivery", "test", midRoomsRate},
+		{KeyIdleKiB, 1.26, "KiB/connection", "test", 0},
+		{KeyConnectUS, 308, "µs/client", "test", 0},
+		{KeySplitRatio, 2.22, "×", "test", 0},
+		{KeySplitRedis, 22.4, "µs/delivery", "test", 0},
+		{KeyOwnedRatio, 1.29, "×", "test", 0},
+		{KeyOwnedRedis, 9.9, "µs/delivery", "test", 0},
+	}
+}
+
+// TestLabFigures: scalechat plan's default costs come from the committed
+// results files, every figure the model needs from one of them, named in
+// its source, and they fit the model.
+func TestLabFigures(t *testing.T) {
+	figs, err := LabFigures()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range DefaultFigures() {
-		if f.Quote == "" || f.Source == "" {
-			t.Errorf("%s: no quote or no source", f.Key)
-			continue
-		}
-		if !strings.Contains(string(doc), f.Quote) {
-			t.Errorf("%s: docs/benchmarks.md no longer says %q", f.Key, f.Quote)
-		}
-		if v := strconv.FormatFloat(f.Value, 'f', -1, 64); !strings.Contains(f.Quote, v) {
-			t.Errorf("%s: the value %s is not in its quote %q", f.Key, v, f.Quote)
+	dir := os.DirFS("../../" + LabDir)
+	for _, f := range figs {
+		file, _, ok := strings.Cut(strings.TrimPrefix(f.Source, LabDir+"/"), " (")
+		if _, err := fs.Stat(dir, file); !ok || err != nil {
+			t.Errorf("%s: its source %q names no committed results file", f.Key, f.Source)
 		}
 	}
+	if len(figs) != len(figureKeys()) {
+		t.Errorf("%d figures, want one of each of the %d keys", len(figs), len(figureKeys()))
+	}
+	if _, err := Derive(figs); err != nil {
+		t.Errorf("the committed results do not fit the model: %v", err)
+	}
+}
+
+// TestFromResultsNewestWins: of two files with the same figure, the newer
+// one's counts, and a figure no file has is named in the error.
+func TestFromResultsNewestWins(t *testing.T) {
+	file := func(date string, v float64) *fstest.MapFile {
+		f := results.BenchFile{Version: "test", Machine: "test", Date: date, Rows: []results.BenchRow{{Scenario: "rooms 2500×4", PerSecond: 40000, CPUPerDel: v}}}
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &fstest.MapFile{Data: b}
+	}
+	// The older file's name sorts last: the date decides, not the name.
+	fsys := fstest.MapFS{"b-new.json": file("2026-11-25", 11), "z-old.json": file("2026-11-21", 17)}
+	_, err := FromResults(fsys, "dir")
+	if err == nil || !strings.Contains(err.Error(), "no results file of dir has the figure "+KeyLightSmall) {
+		t.Fatalf("error %v, want one naming %s", err, KeyLightSmall)
+	}
+	got := figuresOf(mustRead(t, fsys, "b-new.json"), "dir/b-new.json")
+	if f := got[KeyBusySmall]; f.Value != 11 || !strings.HasPrefix(f.Source, "dir/b-new.json (test, test, 2026-11-25)") {
+		t.Errorf("figure %+v", f)
+	}
+	all := map[string]Figure{}
+	for _, n := range []string{"z-old.json", "b-new.json"} {
+		for k, f := range figuresOf(mustRead(t, fsys, n), n) {
+			all[k] = f
+		}
+	}
+	if all[KeyBusySmall].Value != 11 {
+		t.Errorf("busy rooms %g, want the newer file's 11", all[KeyBusySmall].Value)
+	}
+}
+
+func mustRead(t *testing.T, fsys fs.FS, name string) results.BenchFile {
+	t.Helper()
+	f, err := results.ReadBenchFS(fsys, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // TestDerive checks the unit costs against the hand-solved equations of
@@ -47,7 +111,7 @@ func TestDefaultFiguresMatchTheDoc(t *testing.T) {
 //	one room of 200: 200·5.63 = 1126, u = 0.2252: m + 200d_b = 1126 − 75.305 × 0.7748 = 1067.65
 //	d_b = (1067.65 − 5.3529) ÷ 200 = 5.3115
 func TestDerive(t *testing.T) {
-	c, err := Derive(DefaultFigures())
+	c, err := Derive(testFigures())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +166,7 @@ func TestDeliveryBatches(t *testing.T) {
 }
 
 func TestDeriveRefuses(t *testing.T) {
-	figs := DefaultFigures()
+	figs := testFigures()
 	for _, tc := range []struct {
 		name   string
 		change func([]Figure) []Figure
@@ -125,7 +189,8 @@ func TestDeriveRefuses(t *testing.T) {
 
 // TestFromBenchRoomsOfTen reads rooms of 10 from a bench file's
 // "compression 256 B off" rows (their median, as the doc's two runs), and
-// takes the doc's figures, both runs, when the file lacks them.
+// takes the committed results' figure (the median of their two runs) when
+// the file lacks them.
 func TestFromBenchRoomsOfTen(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, rows ...results.BenchRow) string {
@@ -148,7 +213,7 @@ func TestFromBenchRoomsOfTen(t *testing.T) {
 		source string
 	}{
 		{with, []float64{12}, 19500, with},
-		{without, []float64{12.19, 17.82}, midRoomsRate, "not in " + without},
+		{without, []float64{(12.19 + 17.82) / 2}, 0, "not in " + without + ", so " + LabDir + "/"},
 	} {
 		figs, err := FromBench(tc.path)
 		if err != nil {
@@ -164,7 +229,7 @@ func TestFromBenchRoomsOfTen(t *testing.T) {
 				t.Errorf("%s: rooms of 10 at %g deliveries/s from %q, want %g from %s", tc.path, f.Rate, f.Source, tc.rate, tc.source)
 			}
 		}
-		if !slices.Equal(got, tc.values) {
+		if !slices.EqualFunc(got, tc.values, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
 			t.Errorf("%s: rooms of 10 %v, want %v", tc.path, got, tc.values)
 		}
 	}

@@ -2,30 +2,115 @@ package capacity
 
 import (
 	"fmt"
+	"io/fs"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/scalechat/scalechat/benchmarks"
 	"github.com/scalechat/scalechat/internal/results"
 )
 
 // repeatLabel is the "#2 " that scalechat bench --repeat puts before a row.
 var repeatLabel = regexp.MustCompile(`^#\d+ `)
 
+// LabDir is where the committed results live in the repository; the
+// binary embeds them.
+const LabDir = "benchmarks/results"
+
+// LabFigures are the costs of the committed results (benchmarks/results,
+// measured on the lab's machine, which docs/benchmarks.md names):
+// scalechat plan uses them unless --from names a bench file measured on
+// the user's own. Each figure comes from the newest file that has it.
+func LabFigures() ([]Figure, error) {
+	return FromResults(benchmarks.Results(), LabDir)
+}
+
+// FromResults reads the figures from every results file (*.json) of fsys,
+// named dir in their sources: for each figure, the newest file (by date,
+// then name) that has it. A figure no file has is an error.
+func FromResults(fsys fs.FS, dir string) ([]Figure, error) {
+	names, err := fs.Glob(fsys, "*.json")
+	if err != nil {
+		return nil, fmt.Errorf("list the results of %s: %w", dir, err)
+	}
+	var files []results.BenchFile
+	for _, n := range names {
+		f, err := results.ReadBenchFS(fsys, n)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	order := make([]int, len(files))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(files[a].Date, files[b].Date) })
+	got := map[string]Figure{}
+	for _, i := range order {
+		if files[i].Smoke {
+			continue
+		}
+		for k, f := range figuresOf(files[i], path.Join(dir, names[i])) {
+			got[k] = f
+		}
+	}
+	var figs []Figure
+	for _, k := range figureKeys() {
+		f, ok := got[k.key]
+		if !ok {
+			return nil, fmt.Errorf("no results file of %s has the figure %s (run scalechat bench --json FILE idle rooms oneroom compression cluster transports)", dir, k.key)
+		}
+		figs = append(figs, f)
+	}
+	return figs, nil
+}
+
 // FromBench reads the figures from a file of scalechat bench --json (run
 // it with: idle rooms oneroom compression cluster transports). A row measured several
 // times (--repeat) gives its median. Figures the file lacks are taken from
-// DefaultFigures, and their source says so.
-func FromBench(path string) ([]Figure, error) {
-	f, err := results.ReadBenchFile(path)
+// LabFigures, and their source says so.
+func FromBench(file string) ([]Figure, error) {
+	f, err := results.ReadBenchFile(file)
 	if err != nil {
 		return nil, err
 	}
 	if f.Smoke {
-		return nil, fmt.Errorf("%s is a --smoke run, whose figures mean nothing", path)
+		return nil, fmt.Errorf("%s is a --smoke run, whose figures mean nothing", file)
 	}
-	src := fmt.Sprintf("%s (%s, %s, %s)", path, f.Version, f.Machine, f.StartedAt.Format("2006-01-02 15:04 UTC"))
+	got := figuresOf(f, file)
+	if len(got) == 0 {
+		return nil, fmt.Errorf("%s has none of the rows scalechat plan needs (run scalechat bench --json FILE idle rooms oneroom compression cluster transports)", file)
+	}
+	lab, err := LabFigures()
+	if err != nil {
+		return nil, err
+	}
+	var figs []Figure
+	for _, d := range lab {
+		if g, ok := got[d.Key]; ok {
+			figs = append(figs, g)
+			continue
+		}
+		d.Source = "not in " + file + ", so " + d.Source
+		figs = append(figs, d)
+	}
+	return figs, nil
+}
+
+// figuresOf picks the figures the model needs from a results file's rows:
+// the median of the rows of each (a row repeated by --repeat counts once
+// a run; the medians rows --repeat adds are left out, being of the same
+// runs).
+func figuresOf(f results.BenchFile, name string) map[string]Figure {
+	when := f.Date
+	if !f.StartedAt.IsZero() {
+		when = f.StartedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	src := fmt.Sprintf("%s (%s, %s, %s)", name, f.Version, f.Machine, when)
 	pick := func(match func(string) bool, value func(results.BenchRow) float64) float64 {
 		var vs []float64
 		for _, r := range f.Rows {
@@ -46,8 +131,12 @@ func FromBench(path string) ([]Figure, error) {
 		return r.PerSecond
 	}
 	perDel := func(r results.BenchRow) float64 { return r.CPUPerDel }
+	// The cluster's rows of rooms of 4 are "cluster 500×4: SETUP"; the
+	// single node was "cluster: 1 node, no Redis" before the rooms of 50.
 	small := func(setup string) func(string) bool {
-		return func(s string) bool { return strings.HasPrefix(s, "cluster ") && strings.Contains(s, "×4: "+setup) }
+		return func(s string) bool {
+			return strings.HasPrefix(s, "cluster ") && strings.Contains(s, "×4: "+setup) || setup == "1 node" && s == "cluster: 1 node, no Redis"
+		}
 	}
 	busy := func(s string) bool { return strings.HasPrefix(s, "rooms ") && strings.HasSuffix(s, "×4") }
 	big := func(s string) bool { return s == "oneroom n=200" }
@@ -58,7 +147,7 @@ func FromBench(path string) ([]Figure, error) {
 		KeyBigRoom:    pick(big, perSecond),
 		KeyMidRooms:   pick(mid, perSecond),
 	}
-	got := map[string]float64{
+	values := map[string]float64{
 		KeyBusySmall:  pick(busy, perDel),
 		KeyLightSmall: pick(small("1 node"), perDel),
 		KeyBigRoom:    pick(big, perDel),
@@ -75,25 +164,13 @@ func FromBench(path string) ([]Figure, error) {
 		KeyOwnedRatio: pick(small("2 nodes, rooms on A"), func(r results.BenchRow) float64 { return r.NodeRatio }),
 		KeyOwnedRedis: pick(small("2 nodes, rooms on A"), func(r results.BenchRow) float64 { return r.RedisPerDel }),
 	}
-	var figs []Figure
-	found := 0
-	for _, d := range DefaultFigures() {
-		if v := got[d.Key]; v > 0 {
-			if found > 0 && figs[len(figs)-1].Key == d.Key {
-				continue // one figure of the file stands for the doc's runs of that row
-			}
-			figs = append(figs, Figure{Key: d.Key, Value: v, Unit: d.Unit, Source: src, Rate: rates[d.Key]})
-			found++
-			continue
+	got := map[string]Figure{}
+	for _, k := range figureKeys() {
+		if v := values[k.key]; v > 0 {
+			got[k.key] = Figure{Key: k.key, Value: v, Unit: k.unit, Source: src, Rate: rates[k.key]}
 		}
-		d.Source = "not in " + path + ", so docs/benchmarks.md: " + d.Source
-		d.Quote = ""
-		figs = append(figs, d)
 	}
-	if found == 0 {
-		return nil, fmt.Errorf("%s has none of the rows scalechat plan needs (run scalechat bench --json FILE idle rooms oneroom compression cluster transports)", path)
-	}
-	return figs, nil
+	return got
 }
 
 // kibFigure reads "1.26 KiB/conn".

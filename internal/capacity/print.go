@@ -75,7 +75,7 @@ ASSUMPTIONS
     The load balancer hashes a connection's first room (docs/cluster.md), so a user in one room keeps
     every room on one node; rooms joined later have members on any node. Override with --spanning.
   - Cluster costs were measured with rooms of 4 at 1 msg/s, where nothing batches: an upper bound. Rooms
-    of 50 at 2,000 msg/s measured no extra node CPU (docs/benchmarks.md#cluster).
+    of 50 at 2,000 msg/s measured no extra node CPU (docs/benchmarks.md, issue 14).
   - Costs scale linearly with cores (one event loop per core); they were measured on one core.
   - CPU headroom %s: room for a deploy's reconnect storm, a lost node's users and bursts. History is
     full (every room has sent --history messages). Memory is filled to %s at most.

@@ -3,9 +3,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/scalechat/scalechat/internal/bench"
 )
@@ -13,12 +18,17 @@ import (
 func newBenchCmd() *cobra.Command {
 	var opt bench.Options
 	long := `bench runs scalechat's fixed benchmark scenarios, each against a freshly started
-server (scalechat serve, pinned to CPU 0 with taskset) driven by scalechat loadtest
-processes (pinned to CPU 1), on loopback, every phase bounded in time, and prints one
-table: deliveries/s, delivery ratio, latency p50/p99/max, server CPU seconds and µs per
-delivery (from /proc over the window the traffic flowed), server RSS, generator CPU, whether
-the generator saturated (then the server's figure is a lower bound), and each target met
-or missed. Results and targets: docs/benchmarks.md.
+server (scalechat serve, pinned with taskset to --server-cpus: CPU 0 on a machine of 2 cores,
+the lower half of the CPUs on more, one event loop per CPU) driven by scalechat loadtest
+processes (pinned to --generator-cpus: CPU 1, or the upper half), on loopback, every phase
+bounded in time, and prints one table: deliveries/s, delivery ratio, latency p50/p99/max,
+server CPU seconds and µs per delivery (from /proc over the window the traffic flowed),
+server RSS, generator CPU, whether the generator saturated (then the server's figure is a
+lower bound), and each target met or missed. --json FILE also writes every row with the
+machine (CPU model, cores, memory, kernel, OS, open-file limit), the build and the command:
+scalechat plan --from and scalechat bench page read it. The bench raises its soft open-file
+limit to the hard one, which the servers it starts inherit. Results and targets: docs/benchmarks.md (made by scalechat bench page
+from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
@@ -30,6 +40,14 @@ Scenarios (all by default, in this order):
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
 missed targets are results, shown in the table.
 
+A scenario file (FILE.yaml, scalechat loadtest's steps with the objectives under slo: and,
+optionally, the servers to start under targets:) runs alone: its steps against each target
+(this binary's scalechat serve when it names none), judged against its objectives (exit
+code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Adding a benchmark
+is one such file; docs/benchmarks.md shows one. Its results go to --dir (targets.json, which
+scalechat report draws) and, with --json, to a results file like the named scenarios' (a row
+per target and step, its objectives and verdict beside it).
+
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
 folder (run1, run2 … under --dir), and the cluster scenario adds rows with the medians of
@@ -38,14 +56,15 @@ its ratios over the runs.
 "scalechat bench transports" runs the transports scenario alone, with flags for its sizes,
 and keeps its results folder for scalechat report. "scalechat bench analyze" times the
 analyzer against a pandas baseline; "scalechat bench generator" measures the load
-generator itself.`
+generator itself; "scalechat bench page" makes docs/benchmarks.md from results files.`
 	cmd := &cobra.Command{
-		Use:   "bench [scenario...]",
+		Use:   "bench [scenario... | FILE.yaml]",
 		Short: "Run the fixed benchmark scenarios and print one table of results",
 		Long:  long,
 		Example: `  scalechat bench                 # everything, about 10 minutes on 2 cores
   scalechat bench idle oneroom    # two scenarios
   scalechat bench --smoke         # tiny sizes, as CI runs it
+  scalechat bench --server-cpus 0-3 --generator-cpus 4-7 rooms   # a server of 4 event loops
   scalechat bench --repeat 3 cluster   # the cluster table 3 times in turn, with medians
   scalechat bench --redis-linger 2ms cluster   # the same with longer rounds to Redis
   scalechat bench --room-order owner cluster   # the same with every room ordered by its owner node
@@ -55,19 +74,72 @@ generator itself.`
 			if opt.Repeat < 1 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--repeat must be at least 1, not %d", opt.Repeat)}
 			}
+			if slices.ContainsFunc(args, isScenarioFile) {
+				return runBenchFile(c, args, opt)
+			}
 			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+			opt.Command = commandLine(c, args)
 			return bench.Run(c.Context(), args, opt)
 		},
 	}
-	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd())
+	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd(), newBenchPageCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
-	f.StringVar(&opt.JSON, "json", "", "also write every row, with the figures scalechat plan --from reads, as JSON to this file")
+	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
 	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
 	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenario's nodes with this --room-order, redis or owner (default: serve's own, redis)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
+	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
+	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50); a loop starts at 10k deliveries/s, or one full room (size²) when more")
+	f.StringVar(&opt.GeneratorCPUs, "generator-cpus", "", "CPU list for the load generators, e.g. 8-15 (default: CPU 1 on 2 cores, the upper half on more)")
 	return cmd
+}
+
+// isScenarioFile tells a scenario file (FILE.yaml) from a scenario's name.
+func isScenarioFile(arg string) bool {
+	return strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")
+}
+
+// runBenchFile runs one scenario file: its steps against its targets (this
+// binary's serve when it names none), judged against its objectives, as
+// scalechat bench compare does, its results in --dir (default: a
+// temporary folder, removed).
+func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
+	if len(args) != 1 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("a scenario file runs alone, not with %d other scenario(s)", len(args)-1)}
+	}
+	if opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0 {
+		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios, not a scenario file")}
+	}
+	out := opt.Dir
+	if out == "" {
+		tmp, err := os.MkdirTemp("", "scalechat-bench-")
+		if err != nil {
+			return fmt.Errorf("create a work folder: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		out = tmp
+	}
+	var sf sloFlags
+	sf.inconclusive = "fail"
+	return runCompare(c, bench.CompareOptions{File: args[0], Out: out, Smoke: opt.Smoke, Exe: opt.Exe,
+		ServerCPUs: opt.ServerCPUs, GeneratorCPUs: opt.GeneratorCPUs, JSON: opt.JSON, Command: commandLine(c, args)}, &sf)
+}
+
+// commandLine is the command as given: its path, the flags set and the
+// arguments, which a results file records so that a reader can run it
+// again.
+func commandLine(c *cobra.Command, args []string) string {
+	parts := []string{c.CommandPath()}
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, f.Value.String())
+	})
+	return strings.Join(append(parts, args...), " ")
 }
 
 func newBenchAnalyzeCmd() *cobra.Command {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/bench"
 	"github.com/scalechat/scalechat/internal/fivefield"
+	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/slo"
 	"github.com/scalechat/scalechat/internal/version"
@@ -44,11 +45,14 @@ server CPU µs per connection accepted from the step's start to its first send, 
 CPU and saturation), then every target's costs over the first target's per step, and
 writes targets.csv, targets.json and every run's files into --out; "scalechat report --out DIR OUT" draws the targets side by side.
 
+A file without targets: runs against this binary's scalechat serve (defaults, a free port).
+
 --slo judges every step of every target against objectives (steps named TARGET/STEP, so
 "ours/s2:p99<50ms" names one; latency, delivery, errors, unexpected and cpu_per_delivery from
 the bench's /proc figures): the verdicts are printed, recorded in targets.json ("slo", which
 the report shows) and, with --junit, written as a JUnit testsuite per target; exit code 3
-when one is missed, 4 when one is inconclusive.`,
+when one is missed, 4 when one is inconclusive. Without --slo, the file's own objectives
+(slo: in the file, the same syntax) judge it.`,
 		Example: `  scalechat bench compare --out results/compare scenarios/compare.yaml
   scalechat report --out report/ results/compare`,
 		Args: cobra.ExactArgs(1),
@@ -56,23 +60,77 @@ when one is missed, 4 when one is inconclusive.`,
 			if opt.Out == "" {
 				return &exitError{code: exitUsage, err: errors.New("--out DIR is required")}
 			}
-			if err := sf.parse(); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			opt.File, opt.Args, opt.Version = args[0], os.Args[1:], version.Version()
-			opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
-			err := bench.RunCompare(c.Context(), opt)
-			if err != nil || len(sf.objs) == 0 {
-				return err
-			}
-			return judgeTargets(c.OutOrStdout(), opt.Out, &sf)
+			opt.File = args[0]
+			return runCompare(c, opt, &sf)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.Out, "out", "", "results `DIR`: targets.csv, targets.json and runs/ (required)")
-	f.BoolVar(&opt.Smoke, "smoke", false, "every step shrunk to at most 3 rooms of 4 clients for 1 s: checks the setup, measures nothing")
+	f.BoolVar(&opt.Smoke, "smoke", false, "every step shrunk to at most 3 rooms of 4 clients for 1 s, no pause between: checks the setup, measures nothing")
 	sf.define(f)
 	return cmd
+}
+
+// runCompare runs the scenario file opt.File against its targets (this
+// binary's serve when it names none) and judges it against --slo, or
+// without --slo against the file's own objectives (slo:).
+func runCompare(c *cobra.Command, opt bench.CompareOptions, sf *sloFlags) error {
+	if f := c.Flags().Lookup("slo"); f == nil || !f.Changed {
+		sc, err := loadtest.LoadScenario(opt.File, loadtest.DefaultStep())
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		sf.exprs = sc.SLO
+		if opt.Smoke && len(sc.SLO) > 0 {
+			// A smoke run measures nothing: its figures would judge nothing.
+			fmt.Fprintf(c.ErrOrStderr(), "scalechat bench: --smoke: the objectives of %s are not judged\n", opt.File)
+			sf.exprs = nil
+		}
+	}
+	if err := sf.parse(); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	opt.Args, opt.Version = os.Args[1:], version.Version()
+	opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+	err := bench.RunCompare(c.Context(), opt)
+	if err != nil || len(sf.objs) == 0 {
+		return err
+	}
+	judged := judgeTargets(c.OutOrStdout(), opt.Out, sf)
+	if opt.JSON != "" {
+		if err := addVerdicts(opt.JSON, opt.Out); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	}
+	return judged
+}
+
+// addVerdicts writes the objectives judged on each step of the comparison
+// in out (targets.json's "slo") beside that step's row of the results file
+// path: the objectives as its target, the worst verdict as its result.
+func addVerdicts(path, out string) error {
+	tg, err := results.ReadTargets(filepath.Join(out, results.TargetsJSON))
+	if err != nil {
+		return fmt.Errorf("read the comparison: %w", err)
+	}
+	f, err := results.ReadBenchFile(path)
+	if err != nil {
+		return err
+	}
+	for i := range f.Rows {
+		row := &f.Rows[i]
+		var mine []slo.Result
+		var objs []string
+		for _, r := range tg.SLO {
+			if strings.HasSuffix(row.Scenario, " "+r.Step) {
+				mine, objs = append(mine, r), append(objs, r.SLO)
+			}
+		}
+		if len(mine) > 0 {
+			row.Target, row.Verdict = strings.Join(objs, ", "), string(slo.Worst(mine))
+		}
+	}
+	return results.WriteBenchFile(path, f)
 }
 
 // judgeTargets judges every step of every target of the comparison in out

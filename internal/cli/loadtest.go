@@ -162,6 +162,9 @@ func (o *loadtestFlags) config(c *cobra.Command) (*loadtest.Config, error) {
 		}
 		cfg.Steps = sc.Steps
 		cfg.Scenario = sc.Name
+		if len(sc.SLO) > 0 && !c.Flags().Changed("slo") {
+			o.slo.exprs = sc.SLO // the file's objectives, unless --slo replaces them
+		}
 		if sc.Pause != nil && !c.Flags().Changed("pause") {
 			cfg.Pause = *sc.Pause
 		}

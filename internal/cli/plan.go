@@ -42,8 +42,9 @@ func newPlanCmd() *cobra.Command {
 		Long: `plan answers "how many machines do we need" for a workload: how many nodes (and Redis
 shards when there are several), CPU, memory and open files per node, and bandwidth per node
 and in total, in and out, WebSocket framing included, keeping --headroom of every node's
-CPU free. It uses the server's costs measured by scalechat bench: by default the figures
-docs/benchmarks.md records (measured on a 2 vCPU AMD EPYC VM), or, with --from, a file
+CPU free. It uses the server's costs measured by scalechat bench: by default the committed
+results of benchmarks/results, which the binary embeds and docs/benchmarks.md shows
+(measured on a 2 vCPU AMD EPYC VM), or, with --from, a file
 of "scalechat bench --json FILE idle rooms oneroom compression cluster transports" run on your own
 machine. It prints the model, its assumptions and where each figure came from.
 
@@ -83,7 +84,7 @@ How far off it is: docs/capacity.md.`,
 	f.StringVar(&in.Memory, "memory", in.Memory, "memory per node")
 	f.StringVar(&in.Files, "files", in.Files, "open files a node's process may have (ulimit -n)")
 	f.StringVar(&in.Headroom, "headroom", in.Headroom, "share of each node's CPU kept free (deploys' reconnect storms, a lost node, bursts)")
-	f.StringVar(&in.From, "from", in.From, "costs from this file of scalechat bench --json instead of docs/benchmarks.md's")
+	f.StringVar(&in.From, "from", in.From, "costs from this file of scalechat bench --json instead of the committed results (benchmarks/results)")
 	return cmd
 }
 
@@ -166,11 +167,14 @@ func makePlan(in planInput) (capacity.Plan, error) {
 	if err != nil {
 		return capacity.Plan{}, err
 	}
-	figs := capacity.DefaultFigures()
+	var figs []capacity.Figure
 	if in.From != "" {
-		if figs, err = capacity.FromBench(in.From); err != nil {
-			return capacity.Plan{}, err
-		}
+		figs, err = capacity.FromBench(in.From)
+	} else {
+		figs, err = capacity.LabFigures()
+	}
+	if err != nil {
+		return capacity.Plan{}, err
 	}
 	costs, err := capacity.Derive(figs)
 	if err != nil {

@@ -25,7 +25,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"1,000,000 users, 5 rooms each, rooms of 20", "ANSWER: ", "Redis shard", "bandwidth out",
-		"deliveries /s", "333,334", "MODEL", "ASSUMPTIONS", "commit ae7b174", "docs/benchmarks.md"} {
+		"deliveries /s", "333,334", "MODEL", "ASSUMPTIONS", "commit ae7b174", "benchmarks/results/2026-11-21-bench-ae7b174.json"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, out)
 		}
@@ -82,7 +82,7 @@ func TestPlanRefuses(t *testing.T) {
 }
 
 // TestPlanFromBench: the costs come from a bench file's rows (medians of
-// repeated rows), the figures it lacks from the doc, and the output says
+// repeated rows), the figures it lacks from the committed results, and the output says
 // which is which.
 func TestPlanFromBench(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bench.json")

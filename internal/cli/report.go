@@ -56,6 +56,11 @@ INPUT may also be a diff (scalechat diff --out: its folder holding diff.json, or
 file): the report then draws, per metric and step, A's and B's bars with B's confidence
 interval, and the table of changes and verdicts.
 
+INPUT may also be a results file of scalechat bench --json holding the scaling scenario
+(scalechat bench --json FILE scaling): the report then draws, one curve per server size (1, 2,
+4 … event loops), p50 and p99 latency and server CPU per delivery against the deliveries per
+second each step carried: the latency–throughput curve to the knee.
+
 INPUT may also be a knee search (scalechat loadtest --find: its <out>.knee.json, or a folder
 holding one): the report then draws p50/p99 latency and delivery against the load, the knee
 marked, and lists the probes with their SLO verdicts and the first limit.
@@ -69,7 +74,8 @@ met or missed with the measured value, above the summary; a missed one is also a
   scalechat report --out report/ results/compare/
   scalechat report --out report/ results/audit/
   scalechat report --out report/ results/diff/
-  scalechat report --out report/ results/find.knee.json`,
+  scalechat report --out report/ results/find.knee.json
+  scalechat report --out report/ scaling.json   # scalechat bench --json scaling.json scaling`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if af.out == "" {
 				return fmt.Errorf("--out DIR is required")
@@ -117,6 +123,14 @@ met or missed with the measured value, above the summary; a missed one is also a
 				if ok {
 					return derivedReport(cmd, args[0], af.out, []string{results.ComparisonCSV, results.ComparisonJSON},
 						func(o report.Options) ([]report.Chart, error) { return report.WriteTransports(tin, o) })
+				}
+				sc, ok, err := report.LoadScaling(args[0])
+				if err != nil {
+					return fmt.Errorf("read bench results: %w", err)
+				}
+				if ok {
+					return derivedReport(cmd, args[0], af.out, []string{filepath.Base(sc.Path)},
+						func(o report.Options) ([]report.Chart, error) { return report.WriteScaling(sc, o) })
 				}
 			}
 			in, err := reportInput(cmd, af, args)

@@ -26,6 +26,9 @@ type Scenario struct {
 	Pause   *Duration
 	Steps   []Step
 	Targets []Target // servers to run the steps against (scalechat bench compare); loadtest ignores them
+	// SLO are the objectives every run of the file is judged against, in
+	// --slo's syntax, unless --slo is given.
+	SLO []string
 }
 
 // Target is a server a comparison runs a scenario's steps against
@@ -48,6 +51,7 @@ type scenarioFile struct {
 	Defaults yaml.Node   `yaml:"defaults"`
 	Steps    []yaml.Node `yaml:"steps"`
 	Targets  []Target    `yaml:"targets"`
+	SLO      []string    `yaml:"slo"`
 }
 
 // LoadScenario reads a scenario file; base holds the flag values.
@@ -75,7 +79,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 			return nil, fmt.Errorf("scenario defaults: %w", err)
 		}
 	}
-	sc := &Scenario{Name: f.Name, Pause: f.Pause, Targets: f.Targets}
+	sc := &Scenario{Name: f.Name, Pause: f.Pause, Targets: f.Targets, SLO: f.SLO}
 	for i := range f.Steps {
 		s := base
 		s.Name = fmt.Sprintf("s%d", i+1)

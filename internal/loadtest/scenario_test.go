@@ -47,6 +47,11 @@ targets:
 				t.Errorf("targets %+v", sc.Targets)
 			}
 		}},
+		{"objectives", "slo: [\"p99<50ms\", \"delivery>=100%\"]\nsteps:\n  - {rooms: 1}\n", "", func(t *testing.T, sc *Scenario) {
+			if strings.Join(sc.SLO, " ") != "p99<50ms delivery>=100%" {
+				t.Errorf("slo %q", sc.SLO)
+			}
+		}},
 		{"unknown target field", "steps:\n  - {rooms: 1}\ntargets:\n  - {name: a, cmd: x}\n", "cmd", nil},
 		{"unknown field", "steps:\n  - {rooms: 1, room_sise: 3}\n", "room_sise", nil},
 		{"unknown default", "defaults: {bogus: 1}\nsteps:\n  - {rooms: 1}\n", "bogus", nil},

@@ -23,7 +23,7 @@ import (
 // holds its P; Go's sysmon takes such a P back after 20 µs, wakes another
 // thread for it, and keeps polling every 20 µs while any P sits in a system
 // call: with a few loops idle between messages, that cost a node a quarter
-// of its CPU samples in context switches (docs/benchmarks.md).
+// of its CPU samples in context switches (docs/benchmarks-log.md).
 //
 // Wake needs no system call either: the waker and the waiting goroutine are
 // in one process, so Wake sets a flag and moves the parked goroutine's read

@@ -16,7 +16,7 @@ import (
 // which wakes Go's sysmon whenever it sleeps, and it then polls every 20 µs
 // for a millisecond; a blocking epoll_wait also holds the loop's P in the
 // call. The loops make them raw (Read, Write, a writev by RawSyscall) and
-// wait in Go's poller (Poller.Wait): docs/benchmarks.md, "A loop that waits
+// wait in Go's poller (Poller.Wait): docs/benchmarks-log.md, "A loop that waits
 // in Go's poller".
 var blockingCalls = map[string]bool{
 	"unix.Read": true, "unix.Write": true, "unix.Writev": true, "unix.Readv": true,

@@ -87,13 +87,7 @@ func TestKneePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range charts {
-		for _, ext := range []string{".png", ".svg"} {
-			if st, err := os.Stat(filepath.Join(out, c.Name+ext)); err != nil || st.Size() == 0 {
-				t.Errorf("%s%s: %v", c.Name, ext, err)
-			}
-		}
-	}
+	checkChartFiles(t, out, charts)
 	svg, _ := os.ReadFile(filepath.Join(out, "knee_latency.svg"))
 	if !strings.Contains(string(svg), "knee: 20 msg/s per client") {
 		t.Error("the latency chart does not mark the knee")

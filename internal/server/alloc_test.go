@@ -53,7 +53,7 @@ func TestAllocsMessage(t *testing.T) {
 // TestAllocsUpgrade pins the allocations of an upgrade answered on a loop
 // (BenchmarkUpgrade's path: the head read and parsed by upgradeView.parse,
 // checked, the 101 written, the connection joined to its room; docs/
-// benchmarks.md, "Issue 27 part 1"). The upgrade joins a room another
+// benchmarks-log.md, "Issue 27 part 1"). The upgrade joins a room another
 // member holds. With http.ReadRequest it was 29 (BenchmarkUpgrade: 30);
 // of the 11 now, the parser's are two strings (the request line, the
 // header lines); the others are the slot, the handshake, the admission,

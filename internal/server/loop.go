@@ -531,7 +531,7 @@ func (l *loop) flush(c *conn) {
 		// microseconds and never parks. Syscall's entersyscall/exitsyscall
 		// would let sysmon see the loop's P "in a syscall" at one writev a
 		// delivery, retake it and wake another thread for nothing
-		// (docs/benchmarks.md, "Where each µs of a delivery goes").
+		// (docs/benchmarks-log.md, "Where each µs of a delivery goes").
 		r, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 		clear(iov) // drop the pointers into frames
 		if errno != 0 {

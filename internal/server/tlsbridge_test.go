@@ -20,7 +20,7 @@ import (
 )
 
 // An idle wss:// connection holds little heap: its bridge's copy buffers are
-// bridgeBuffer each, not io.Copy's 32 KiB (docs/benchmarks.md, "TLS"). The
+// bridgeBuffer each, not io.Copy's 32 KiB (docs/benchmarks-log.md, "TLS"). The
 // figure counts both ends, the test's TLS clients included: 88 KiB with
 // io.Copy, 26–29 KiB with bridgeBuffer (2026-11-25, a loaded 2-core VM).
 // SCALECHAT_TLS_PROFILE=DIR also writes the heap and goroutine profiles.

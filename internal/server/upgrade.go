@@ -391,7 +391,7 @@ func (s *Server) bridgeTLS(tc *tls.Conn) (int, error) {
 // bridgeBuffer is the copy buffer of each direction of a TLS bridge. Each
 // goroutine holds its buffer while it waits, so an idle connection keeps
 // both: io.Copy's 32 KiB each was most of an idle TLS connection's memory
-// (docs/benchmarks.md, "TLS"). 4 KiB holds a batch of chat messages; a
+// (docs/benchmarks-log.md, "TLS"). 4 KiB holds a batch of chat messages; a
 // bigger write takes a few records instead of one.
 const bridgeBuffer = 4 << 10
 
