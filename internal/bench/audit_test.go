@@ -49,8 +49,6 @@ func TestAuditLocalCluster(t *testing.T) {
 		// messages are refused.
 		{"owner order: node SIGKILL, SIGTERM and SIGSTOP, connections cut", []string{"--room-order", "owner", "--node-kill", "1s", "--node-term", "2500ms", "--node-pause", "4s", "--drop-every", "300ms"}, true,
 			[]string{"1 × node SIGKILL", "1 × node SIGTERM", "1 × node SIGSTOP", "verdict: every guarantee held"}},
-		{"owner order: node SIGSTOP past its lease", []string{"--room-order", "owner", "--node-pause", "1s", "--node-down", "5s"}, true,
-			[]string{"1 × node SIGSTOP", "0 sends lost", "verdict: every guarantee held"}},
 		{"owner order: Redis restart", []string{"--room-order", "owner", "--redis-restart", "1500ms"}, true,
 			[]string{"1 × Redis restart", "refused with an error frame", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
 		{"webhooks under a node SIGKILL and a Redis restart", []string{"--webhooks", "--node-kill", "1s", "--redis-restart", "3500ms"}, true,
