@@ -31,8 +31,8 @@ func TestDirectFloorPatch(t *testing.T) {
 		t.Fatalf("git ls-files: %v", err)
 	}
 	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
-		if !strings.HasSuffix(f, ".go") && f != "go.mod" && f != "go.sum" && !strings.HasPrefix(f, "internal/") {
-			continue // the build needs the Go files and what they embed, all under internal/
+		if !strings.HasSuffix(f, ".go") && f != "go.mod" && f != "go.sum" && !strings.HasPrefix(f, "internal/") && !strings.HasPrefix(f, "benchmarks/") {
+			continue // the build needs the Go files and what they embed, under internal/ and benchmarks/
 		}
 		copyFile(t, filepath.Join(root, f), filepath.Join(src, f))
 	}

@@ -454,7 +454,7 @@ func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string
 	}
 	b.count.takeovers.Add(1)
 	b.log.Warn("room taken over from an owner whose lease ended", "room", name, "owner", owner)
-	if err := b.publishControl(ctx, name, "T"); err != nil {
+	if err := b.publishControl(ctx, name, "T"+b.id); err != nil {
 		b.fail("take a room over", err)
 	}
 	return "", true
@@ -530,7 +530,7 @@ func (b *Redis) unheard(node string) {
 // the room's holder, or refuses it when none is found.
 func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 	b.waitWG.Go(func() {
-		if tries > 1 && !sleepFor(ctx, retryWait) {
+		if tries > 1 && !sleepCtx(ctx, retryWait) {
 			b.unsent(p)
 			return
 		}
@@ -562,18 +562,6 @@ func (b *Redis) retryForward(fw forward) {
 		return
 	}
 	b.forwardToHolder(b.base, fw.p, fw.tries+1)
-}
-
-// sleepFor waits d, and reports false when ctx ended first.
-func sleepFor(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // sendUnheard sends again, to the holder of the moment, the publishes

@@ -134,6 +134,14 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 		b.onNewStream(name, epoch)
 		return
 	}
+	if taker, ok := strings.CutPrefix(payload, "T"); ok && taker != "" {
+		// Taken over by the node named (the owner order's takeover): not
+		// news to that node, which may own the room by now.
+		if taker != b.id {
+			b.onTakenOver(name)
+		}
+		return
+	}
 	switch payload {
 	case "H": // a node wants the room (with owner order, nodes follow it instead)
 		if b.cfg.OwnerOrder {
@@ -145,12 +153,19 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 	case "R": // the owner released the room
 		b.sub.released(name)
 	case "T": // taken over: an owner that missed it is no longer one
-		if b.grants.has(name) {
-			b.lostRoom(name)
-		}
-		if b.follow.ownerOf(name) != "" { // nor is the owner this node follows
-			b.dropFollowed(name, "taken over by another node")
-		}
+		b.onTakenOver(name)
+	}
+}
+
+// onTakenOver handles another node's takeover of a room: if this node
+// thought it owned the room, it lost it; if it followed the room's old
+// owner, it loads the room again from the new one.
+func (b *Redis) onTakenOver(name string) {
+	if b.grants.has(name) {
+		b.lostRoom(name)
+	}
+	if b.follow.ownerOf(name) != "" {
+		b.dropFollowed(name, "taken over by another node")
 	}
 }
 

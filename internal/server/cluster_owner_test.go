@@ -4,8 +4,6 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,32 +30,8 @@ func ownerOrder(t *testing.T, url string, n int, tweak func(*Config)) []*testSer
 func TestClusterOwnerOrderDeliversInOneOrder(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	nodes := ownerOrder(t, rs.URL(), 3, nil)
-	var cs []*client
-	for i := range 6 {
-		cs = append(cs, connect(t, nodes[i%3], "x"))
-	}
 	const per = 30
-	for j := range per {
-		for i, c := range cs {
-			c.sendJSON(msg(fmt.Sprintf("%d-%d", i, j)))
-		}
-	}
-	var first string
-	for i, c := range cs {
-		var texts []string
-		for want := 1; want <= per*len(cs); want++ {
-			m := c.next()
-			if m["seq"] != float64(want) {
-				t.Fatalf("client %d (node %d): want seq %d, got %v", i, i%3, want, m)
-			}
-			texts = append(texts, m["text"].(string))
-		}
-		if i == 0 {
-			first = strings.Join(texts, ",")
-		} else if strings.Join(texts, ",") != first {
-			t.Fatalf("client %d saw another order", i)
-		}
-	}
+	cs := sendAcrossInOneOrder(t, nodes, 6, per)
 	var owned, forwarded uint64
 	for i, n := range nodes {
 		st, _ := n.BrokerStats()

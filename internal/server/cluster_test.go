@@ -41,13 +41,16 @@ func redisKinds(t *testing.T, test func(t *testing.T, url string)) {
 
 func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) { redisKinds(t, testDeliversAcrossNodes) }
 
-func testDeliversAcrossNodes(t *testing.T, url string) {
-	nodes := startCluster(t, url, 3, nil)
+// sendAcrossInOneOrder connects n clients to room x, client i on node i mod
+// the nodes, has each send per messages, and checks that every client
+// receives every message once, at seqs 1 on, in one order. It returns the
+// clients.
+func sendAcrossInOneOrder(t *testing.T, nodes []*testServer, n, per int) []*client {
+	t.Helper()
 	var cs []*client
-	for i := range 6 {
-		cs = append(cs, connect(t, nodes[i%3], "x"))
+	for i := range n {
+		cs = append(cs, connect(t, nodes[i%len(nodes)], "x"))
 	}
-	const per = 30
 	for j := range per {
 		for i, c := range cs {
 			c.sendJSON(msg(fmt.Sprintf("%d-%d", i, j)))
@@ -59,7 +62,7 @@ func testDeliversAcrossNodes(t *testing.T, url string) {
 		for want := 1; want <= per*len(cs); want++ {
 			m := c.next()
 			if m["seq"] != float64(want) {
-				t.Fatalf("client %d (node %d): want seq %d, got %v", i, i%3, want, m)
+				t.Fatalf("client %d (node %d): want seq %d, got %v", i, i%len(nodes), want, m)
 			}
 			texts = append(texts, m["text"].(string))
 		}
@@ -69,6 +72,13 @@ func testDeliversAcrossNodes(t *testing.T, url string) {
 			t.Fatalf("client %d saw another order", i)
 		}
 	}
+	return cs
+}
+
+func testDeliversAcrossNodes(t *testing.T, url string) {
+	nodes := startCluster(t, url, 3, nil)
+	cs := sendAcrossInOneOrder(t, nodes, 6, 30)
+	const per = 30
 	for i, n := range nodes {
 		st, _ := n.BrokerStats()
 		if !st.Up || st.Received != uint64(per*len(cs)) || st.Rooms != 1 {
