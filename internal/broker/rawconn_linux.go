@@ -25,7 +25,7 @@ import (
 // and a woken sysmon polls every 20 µs for a millisecond: at a few
 // thousand Redis round trips a second, that was a sixth to a quarter of a
 // cluster node's CPU in nanosleep and context switches
-// (docs/benchmarks.md). A raw call on a non-blocking socket never blocks,
+// (docs/benchmarks-log.md). A raw call on a non-blocking socket never blocks,
 // so the scheduler need not know of it. nil (go-redis's own dialer) for
 // TLS, which has its own reads.
 func rawDialer(timeout time.Duration, tls bool) func(ctx context.Context, network, addr string) (net.Conn, error) {

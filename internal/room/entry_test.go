@@ -33,7 +33,7 @@ func (w wsLike) AppendHead(dst []byte, n int) []byte {
 // maxEntryOverhead is what a history entry may cost beyond its JSON (issue
 // 27), for every JSON up to maxEntryJSON bytes: above, the allocator's size
 // classes are more than 16 bytes apart and its rounding alone can take
-// more (docs/benchmarks.md, "History memory per entry").
+// more (docs/benchmarks-log.md, "History memory per entry").
 const (
 	maxEntryOverhead = 48
 	maxEntryJSON     = 252
