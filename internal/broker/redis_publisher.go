@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"sync"
+	"time"
+)
+
+// jobKind is what a pending job asks of Redis.
+type jobKind uint8
+
+const (
+	jobPublish  jobKind = iota // order a message, store it, publish it
+	jobPersist                 // store a message an owning node ordered
+	jobRelease                 // give up the ownership of a room
+	jobPresence                // record and announce a user's connections here
+	jobSend                    // a record of the owner protocol to another node's channel
+	jobHandover                // hand an owned room to a node that follows it
+)
+
+// job is one pending request to Redis. Jobs go out in the order they were
+// queued, one pipeline per round.
+type job struct {
+	kind jobKind
+	p    Publication // jobPublish
+	room string      // jobPersist, jobRelease, jobPresence
+	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
+	user string      // jobPresence
+	node string      // jobSend: the node whose channel it goes to
+	rec  []byte      // jobSend: the record (redis_followwire.go)
+	// jobHandover: the new owner first, then the room's other followers
+	nodes []string
+}
+
+// publisher is the jobs waiting for the next round to Redis (publishLoop),
+// and the channels that wake that loop. Its lock is a leaf, taken under a
+// room's lock (keep), blockSet.mu and fillMu: nothing is taken under it,
+// and its wakes are sent after it is let go.
+type publisher struct {
+	mu      sync.Mutex
+	pending []job
+	wake    chan struct{} // a publish is pending: send within publishLinger
+	// persistWake: only writes of owned rooms are pending, which may wait.
+	persistWake chan struct{}
+	// persistAt is when the oldest write of an owned room pending was
+	// queued (zero: none), and handing whether a room's release or handover
+	// is pending: until persistLinger passed, or a room changes hands
+	// (whose writes must go first), writes wait out the rounds that carry
+	// other jobs (takeRound), so that a round of a room with followers, every
+	// Linger, does not cost Redis a script.
+	persistAt time.Time
+	handing   bool
+}
+
+func newPublisher() publisher {
+	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1)}
+}
+
+// queue appends jobs to the round and wakes the loop to send it soon.
+func (q *publisher) queue(jobs ...job) {
+	q.add(jobs...)
+	signal(q.wake)
+}
+
+// add appends jobs to the round without waking the loop.
+func (q *publisher) add(jobs ...job) {
+	q.mu.Lock()
+	q.pending = append(q.pending, jobs...)
+	for _, j := range jobs {
+		switch j.kind {
+		case jobPersist:
+			if q.persistAt.IsZero() {
+				q.persistAt = time.Now()
+			}
+		case jobRelease, jobHandover:
+			q.handing = true
+		}
+	}
+	q.mu.Unlock()
+}
+
+// takeRound returns the jobs of the next round and leaves into, empty, in
+// their place: all of them, or, while the writes of owned rooms pending
+// are younger than persistLinger and no room changes hands, all but those
+// writes, which stay for a later round (held).
+func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.persistAt.IsZero() || q.handing || now.Sub(q.persistAt) >= persistLinger {
+		batch, q.pending = q.pending, into
+		q.persistAt, q.handing = time.Time{}, false
+		return batch, false
+	}
+	var writes []job
+	batch = into
+	for _, j := range q.pending {
+		if j.kind == jobPersist {
+			writes = append(writes, j)
+		} else {
+			batch = append(batch, j)
+		}
+	}
+	q.pending = writes
+	return batch, true
+}
+
+// addPublishes appends publishes to the round, in order, without waking
+// the loop.
+func (q *publisher) addPublishes(ps []Publication) {
+	q.mu.Lock()
+	for _, p := range ps {
+		q.pending = append(q.pending, job{kind: jobPublish, p: p})
+	}
+	q.mu.Unlock()
+}
+
+// take returns the pending jobs and leaves into, empty, in their place.
+func (q *publisher) take(into []job) []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.pending
+	q.pending = into
+	q.persistAt, q.handing = time.Time{}, false
+	return batch
+}
+
+// writes returns the pending jobs that are not publishes, in order.
+func (q *publisher) writes() []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ws []job
+	for _, j := range q.pending {
+		if j.kind != jobPublish {
+			ws = append(ws, j)
+		}
+	}
+	return ws
+}
