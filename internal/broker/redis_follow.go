@@ -260,10 +260,13 @@ func (b *Redis) keepFollowed(room string, e Entry) bool {
 	if len(fs) == 0 {
 		return false
 	}
-	rec := encMessage(room, e.Seq, e.Payload)
-	jobs := make([]job, len(fs))
-	for i, n := range fs {
-		jobs[i] = job{kind: jobSend, node: n, rec: rec}
+	// The M record is made when the round is sent (sendPayload), from the
+	// room's frame, which nobody changes: nothing allocated here a message
+	// for a room of a few followers.
+	var buf [4]job
+	jobs := buf[:0]
+	for _, n := range fs {
+		jobs = append(jobs, job{kind: jobSend, node: n, room: room, e: e})
 	}
 	b.pub.add(jobs...)
 	return true
@@ -616,11 +619,16 @@ const maxSendBatch = 256
 func sendPayload(batch []job, js []int) []byte {
 	n := 1
 	for _, i := range js {
-		n += len(batch[i].rec)
+		j := &batch[i]
+		n += len(j.rec) + len(j.room) + len(j.e.Payload) + 32
 	}
 	payload := append(make([]byte, 0, n), followMark)
 	for _, i := range js {
-		payload = append(payload, batch[i].rec...)
+		if j := &batch[i]; j.rec != nil {
+			payload = append(payload, j.rec...)
+		} else { // a message keep queued: its M record
+			payload = appendMessage(payload, j.room, j.e.Seq, j.e.Payload)
+		}
 	}
 	return payload
 }

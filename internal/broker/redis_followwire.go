@@ -62,7 +62,11 @@ func appendUint(b []byte, n uint64) []byte {
 
 // encMessage is a recMessage.
 func encMessage(room string, seq uint64, json []byte) []byte {
-	b := make([]byte, 0, len(room)+len(json)+16)
+	return appendMessage(make([]byte, 0, len(room)+len(json)+16), room, seq, json)
+}
+
+// appendMessage appends a recMessage to b.
+func appendMessage(b []byte, room string, seq uint64, json []byte) []byte {
 	b = append(b, recMessage)
 	b = appendField(b, room)
 	b = appendUint(b, seq)

@@ -39,6 +39,9 @@ func TestFollowRecordsRoundTrip(t *testing.T) {
 		batch = append(batch, job{kind: jobSend, rec: c.rec})
 		want = append(want, c.want)
 	}
+	// A message as keep queues it: its record is made when sent.
+	batch = append(batch, job{kind: jobSend, room: "r:2", e: Entry{Seq: 13, Payload: []byte(`{"seq":13}`)}})
+	want = append(want, followRec{kind: recMessage, room: "r:2", seq: 13, json: `{"seq":13}`})
 	js := make([]int, len(batch))
 	for i := range js {
 		js[i] = i

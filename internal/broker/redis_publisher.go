@@ -22,11 +22,11 @@ const (
 type job struct {
 	kind jobKind
 	p    Publication // jobPublish
-	room string      // jobPersist, jobRelease, jobPresence
-	e    Entry       // jobPersist: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
+	room string      // jobPersist, jobRelease, jobPresence, and jobSend of a message
+	e    Entry       // jobPersist and jobSend of a message: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
 	user string      // jobPresence
 	node string      // jobSend: the node whose channel it goes to
-	rec  []byte      // jobSend: the record (redis_followwire.go)
+	rec  []byte      // jobSend: the record (redis_followwire.go); nil: an M record of room and e, made when sent
 	// jobHandover: the new owner first, then the room's other followers
 	nodes []string
 }
