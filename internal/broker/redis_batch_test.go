@@ -116,13 +116,7 @@ func BenchmarkRedisPublishSpanning(b *testing.B) {
 	for i := range b.N {
 		na.publish(rooms[i%len(rooms)], "m")
 	}
-	for i, r := range rooms {
-		want := uint64(b.N / len(rooms))
-		if i < b.N%len(rooms) {
-			want++
-		}
-		nb.hasSeq(b, r, want)
-	}
+	nb.hasSeqs(b, rooms, b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(evalshaCalls(b, na)-before)/float64(b.N), "calls/msg")
 }

@@ -80,6 +80,19 @@ func (n *node) takenOver(t testing.TB, room string) {
 	}
 }
 
+// hasSeqs waits until the node's rooms hold n messages published in
+// turn, rooms[i%len(rooms)] for message i.
+func (n *node) hasSeqs(t testing.TB, rooms []string, total int) {
+	t.Helper()
+	for i, r := range rooms {
+		want := uint64(total / len(rooms))
+		if i < total%len(rooms) {
+			want++
+		}
+		n.hasSeq(t, r, want)
+	}
+}
+
 // hasSeq waits until the node's room reached seq.
 func (n *node) hasSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
