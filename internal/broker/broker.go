@@ -62,6 +62,12 @@ type Broker interface {
 // could name another message there (docs/cluster.md, "Redis outages").
 var ErrUnavailable = errors.New("the cluster's message store is unreachable: messages to rooms shared with other nodes are refused until it is back")
 
+// ErrOverloaded refuses a publish that would wait longer than the broker's
+// bound (the Redis broker's Config.MaxWait) to reach the other nodes: past
+// its capacity the cluster tells senders at once instead of queueing
+// seconds of latency. Nothing of the message was sent.
+var ErrOverloaded = errors.New("the cluster is over capacity: messages to rooms shared with other nodes wait too long to go out, and new ones are refused until they catch up; send it again later")
+
 // Disconnect names connections to close on every node: all of User's, or
 // the one called Conn (as the node that holds it named it).
 type Disconnect struct {
@@ -239,6 +245,7 @@ type Stats struct {
 	Errors      uint64 // failed broker operations
 	Local       uint64 // messages of owned rooms published while the broker was unreachable
 	Refused     uint64 // publishes refused or given up because the broker was unreachable
+	Overloaded  uint64 // publishes refused because those before them waited past the broker's bound (ErrOverloaded)
 	Diverged    uint64 // rooms whose stream Redis no longer had after an outage: members told to resume
 	Gaps        uint64 // messages fetched from history because the channel missed them
 	Unrecovered uint64 // seqs skipped because the broker no longer had them

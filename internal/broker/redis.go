@@ -57,6 +57,14 @@ type Config struct {
 	// DefaultLinger. Longer rounds carry more messages: less CPU on the
 	// nodes and in Redis a message, more latency (docs/cluster.md).
 	Linger time.Duration
+	// HistoryLinger is how long the messages of rooms this node orders
+	// alone wait to be written to Redis's history with others, in one
+	// script call; 0 means DefaultHistoryLinger.
+	HistoryLinger time.Duration
+	// MaxWait, when positive, bounds how long messages to other nodes
+	// queue: while the oldest of them waited longer, publishes to rooms
+	// shared with other nodes are refused (ErrOverloaded). 0: no bound.
+	MaxWait time.Duration
 	// Room, when not nil, gives a room's own history size and TTL (its
 	// namespace's), in place of History and TTL: called once when the
 	// node subscribes to the room, and for publishes into a room it has
@@ -192,6 +200,12 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	if cfg.Linger > MaxLinger {
 		return nil, fmt.Errorf("a publish linger of %s is longer than %s", cfg.Linger, MaxLinger)
 	}
+	if cfg.HistoryLinger <= 0 {
+		cfg.HistoryLinger = DefaultHistoryLinger
+	}
+	if cfg.HistoryLinger > MaxHistoryLinger {
+		return nil, fmt.Errorf("a history linger of %s is longer than %s", cfg.HistoryLinger, MaxHistoryLinger)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -200,7 +214,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
-		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(),
+		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
@@ -248,6 +262,7 @@ type counters struct {
 	errs           atomic.Uint64
 	local          atomic.Uint64
 	refused        atomic.Uint64
+	overloaded     atomic.Uint64
 	diverged       atomic.Uint64
 	gaps           atomic.Uint64
 	lost           atomic.Uint64 // Stats.Unrecovered
@@ -266,7 +281,7 @@ func (c *counters) read(s *Stats) {
 	s.Local, s.Gaps, s.Unrecovered = c.local.Load(), c.gaps.Load(), c.lost.Load()
 	s.Reconnects, s.OwnedPublished = c.reconnects.Load(), c.ownedPublished.Load()
 	s.Releases, s.Takeovers, s.Dropped = c.releases.Load(), c.takeovers.Load(), c.dropped.Load()
-	s.Refused, s.Diverged = c.refused.Load(), c.diverged.Load()
+	s.Refused, s.Diverged, s.Overloaded = c.refused.Load(), c.diverged.Load(), c.overloaded.Load()
 	if e := c.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}

@@ -37,8 +37,16 @@ func (b *Redis) Publish(p Publication) error {
 		}
 		b.health.localMu.RUnlock()
 	}
+	// A room this node owns is refused past MaxWait only when it has
+	// followers (the owner order), whose messages would queue.
+	if b.cfg.OwnerOrder && b.overloaded() && len(b.follow.followersOf(p.Room)) > 0 {
+		return b.refuseOverloaded(p)
+	}
 	if b.h.PublishOwned(p, b.keep) {
 		return nil
+	}
+	if b.overloaded() {
+		return b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
@@ -52,6 +60,24 @@ func (b *Redis) Publish(p Publication) error {
 	b.pub.queue(job{kind: jobPublish, p: p})
 	return nil
 }
+
+// overloaded reports whether the node's jobs bound for other nodes waited
+// longer than Config.MaxWait: Redis (or this node's round to it) carries
+// less than comes in, and a message queued now would wait at least that
+// long. A room this node owns without followers is never refused: its
+// members are all here, and only its history waits.
+func (b *Redis) overloaded() bool {
+	return b.cfg.MaxWait > 0 && b.pub.waited(unixNano) > b.cfg.MaxWait
+}
+
+// refuseOverloaded refuses p (ErrOverloaded): nothing of it was sent.
+func (b *Redis) refuseOverloaded(p Publication) error {
+	b.h.Answered(p.Room)
+	b.count.overloaded.Add(1)
+	return ErrOverloaded
+}
+
+func unixNano() int64 { return time.Now().UnixNano() }
 
 // unsent gives up a publish Redis did not answer, or that never went out,
 // and tells its sender (Handler.Refused): Redis may or may not have
@@ -82,9 +108,22 @@ func (b *Redis) keep(room string, e Entry) {
 	signal(b.pub.persistWake)
 }
 
-// persistLinger is how long the writes of owned rooms wait to go out with
-// others: what a node that dies loses at most from Redis's history.
-const persistLinger = 5 * time.Millisecond
+// DefaultHistoryLinger is how long the writes of owned rooms wait to go
+// out with others (Config.HistoryLinger): what a node that dies loses at
+// most from Redis's history, whose members are told (reset). A write
+// round costs Redis a script call however many messages it carries, and a
+// call costs about as much as two dozen messages stored in it
+// (docs/cluster.md#history-written-behind---history-linger).
+const DefaultHistoryLinger = 5 * time.Millisecond
+
+// DefaultMaxWait is serve's --redis-max-wait (Config.MaxWait): a cluster
+// past its capacity refuses rather than delivering seconds late. It is
+// well above a round's usual wait (a linger and a Redis round trip), so
+// that a burst is carried, and within what a chat user tolerates.
+const DefaultMaxWait = 250 * time.Millisecond
+
+// MaxHistoryLinger bounds Config.HistoryLinger.
+const MaxHistoryLinger = time.Second
 
 // DefaultLinger is how long a publish waits for others to go out with it
 // in one round (Config.Linger): a round costs the node a goroutine wake, a
@@ -116,7 +155,7 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			// Only writes of owned rooms, already delivered: gather a
 			// few milliseconds of them into one round, unless a
 			// publish comes, which waits no longer than its own linger.
-			if !linger(ctx, t, persistLinger, b.cfg.Linger, b.pub.wake) {
+			if !linger(ctx, t, b.cfg.HistoryLinger, b.cfg.Linger, b.pub.wake) {
 				return
 			}
 		}
@@ -126,7 +165,7 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		var held bool
 		batch, held = b.pub.takeRound(batch[:0], time.Now())
 		if held {
-			signal(b.pub.persistWake) // the writes held go out within persistLinger more
+			signal(b.pub.persistWake) // the writes held go out within the linger
 		}
 		switch {
 		case len(batch) == 0:
@@ -135,7 +174,9 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			// down: cut short, its writes would be lost from Redis, and
 			// the failure would end the handover (handOver) too.
 			b.send(context.WithoutCancel(ctx), batch, 0)
+			b.pub.sent()
 		default: // queued while the node recovered, which failed
+			b.pub.sent()
 			for i, j := range batch {
 				switch j.kind {
 				case jobPublish:

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,10 +50,19 @@ type publisher struct {
 	// Linger, does not cost Redis a script.
 	persistAt time.Time
 	handing   bool
+	// persistLinger is how long writes of owned rooms may wait
+	// (Config.HistoryLinger).
+	persistLinger time.Duration
+	// waiting is when the oldest pending job bound for other nodes (any
+	// but a write of an owned room) was queued, in Unix nanoseconds, and
+	// sending that of the round being sent; 0: none. Publish reads them
+	// without the lock (waited) to refuse what would queue past
+	// Config.MaxWait.
+	waiting, sending atomic.Int64
 }
 
-func newPublisher() publisher {
-	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1)}
+func newPublisher(persistLinger time.Duration) publisher {
+	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), persistLinger: persistLinger}
 }
 
 // queue appends jobs to the round and wakes the loop to send it soon.
@@ -71,8 +81,12 @@ func (q *publisher) add(jobs ...job) {
 			if q.persistAt.IsZero() {
 				q.persistAt = time.Now()
 			}
+			continue
 		case jobRelease, jobHandover:
 			q.handing = true
+		}
+		if q.waiting.Load() == 0 {
+			q.waiting.Store(time.Now().UnixNano())
 		}
 	}
 	q.mu.Unlock()
@@ -80,12 +94,17 @@ func (q *publisher) add(jobs ...job) {
 
 // takeRound returns the jobs of the next round and leaves into, empty, in
 // their place: all of them, or, while the writes of owned rooms pending
-// are younger than persistLinger and no room changes hands, all but those
+// are younger than the persist linger and no room changes hands, all but those
 // writes, which stay for a later round (held).
 func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.persistAt.IsZero() || q.handing || now.Sub(q.persistAt) >= persistLinger {
+	// Every job bound for other nodes goes in this round: the oldest
+	// of them is now the round's.
+	if w := q.waiting.Swap(0); w != 0 {
+		q.sending.Store(w)
+	}
+	if q.persistAt.IsZero() || q.handing || now.Sub(q.persistAt) >= q.persistLinger {
 		batch, q.pending = q.pending, into
 		q.persistAt, q.handing = time.Time{}, false
 		return batch, false
@@ -103,12 +122,32 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	return batch, true
 }
 
+// sent records that the round taken last is done.
+func (q *publisher) sent() { q.sending.Store(0) }
+
+// waited returns how long the oldest job bound for other nodes, pending or
+// in the round being sent, has waited: 0 when there is none, and without
+// reading the clock then.
+func (q *publisher) waited(now func() int64) time.Duration {
+	since := q.sending.Load()
+	if since == 0 {
+		since = q.waiting.Load()
+	}
+	if since == 0 {
+		return 0
+	}
+	return time.Duration(max(now()-since, 0))
+}
+
 // addPublishes appends publishes to the round, in order, without waking
 // the loop.
 func (q *publisher) addPublishes(ps []Publication) {
 	q.mu.Lock()
 	for _, p := range ps {
 		q.pending = append(q.pending, job{kind: jobPublish, p: p})
+	}
+	if len(ps) > 0 && q.waiting.Load() == 0 {
+		q.waiting.Store(time.Now().UnixNano())
 	}
 	q.mu.Unlock()
 }

@@ -31,7 +31,7 @@ type Collector struct {
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
 	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerTakeovers, brokerDropped               *prometheus.Desc
-	brokerRefused, brokerDiverged                                                              *prometheus.Desc
+	brokerRefused, brokerDiverged, brokerOverloaded                                            *prometheus.Desc
 }
 
 // NewCollector returns a collector of srv's figures.
@@ -94,6 +94,8 @@ func NewCollector(srv *server.Server) *Collector {
 			"Rooms this node owned that another node took over; their members were closed with 1012 and rejoined. Cluster only.", nil, nil),
 		brokerRefused: d("scalechat_broker_refused_total",
 			"Publishes refused to their sender (error unavailable) because Redis was unreachable: at once for a room shared with other nodes, or after the fact for one whose Redis round failed (it may still arrive). Cluster only.", nil, nil),
+		brokerOverloaded: d("scalechat_broker_overloaded_total",
+			"Publishes refused to their sender (error unavailable) because this node's messages to other nodes had waited longer than --redis-max-wait: the cluster was past its capacity. Cluster only.", nil, nil),
 		brokerDiverged: d("scalechat_broker_rooms_diverged_total",
 			"Rooms whose stream Redis no longer had when it came back (restarted without its data, a failover lost writes): new epoch, members closed with 1012 to resume and told reset. Cluster only.", nil, nil),
 		apiRequests: d("scalechat_api_requests_total",
@@ -138,7 +140,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.hookJobsGone, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
-		c.brokerRefused, c.brokerDiverged,
+		c.brokerRefused, c.brokerDiverged, c.brokerOverloaded,
 	} {
 		ch <- d
 	}
@@ -222,6 +224,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.brokerDropped, bs.Dropped)
 		counter(c.brokerRefused, bs.Refused)
 		counter(c.brokerDiverged, bs.Diverged)
+		counter(c.brokerOverloaded, bs.Overloaded)
 	}
 
 	h := st.Processing

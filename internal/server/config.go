@@ -59,6 +59,8 @@ type Config struct {
 	Redis             string         // redis://host:port/db ties nodes into a cluster; empty: a single node
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
+	RedisMaxWait      time.Duration  // refuse publishes to shared rooms while this node's messages to other nodes waited longer; 0: no bound
+	HistoryLinger     time.Duration  // how long messages of rooms a node orders alone wait to be written to Redis's history with others; 0: broker.DefaultHistoryLinger
 	RoomOrder         string         // who orders a room on several nodes: "redis" (a script a round; "" too) or "owner" (the node that owns it; one Redis)
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
@@ -113,6 +115,8 @@ func (c *Config) validate() error {
 	check(c.CloseTimeout > 0, "close timeout must be positive")
 	check(c.RoomGrace >= 0, "room grace must not be negative")
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
+	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
+	check(c.HistoryLinger >= 0 && c.HistoryLinger <= broker.MaxHistoryLinger, "the history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.RoomOrder == "" || c.RoomOrder == "redis" || c.RoomOrder == "owner", "the room order must be redis or owner, not %q", c.RoomOrder)
 	check(c.RoomOrder != "owner" || !broker.IsClusterURL(c.Redis), "the owner room order needs one Redis, not a Redis Cluster (not yet)")
 	check(c.Loops >= 0, "loops must not be negative")

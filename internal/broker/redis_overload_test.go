@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
+)
+
+// The publisher tells how long the oldest job bound for other nodes has
+// waited, pending or in the round being sent; the writes of owned rooms,
+// which only Redis's history waits for, never count.
+func TestPublisherWaited(t *testing.T) {
+	q := newPublisher(DefaultHistoryLinger)
+	clock := func() int64 { return time.Now().Add(time.Second).UnixNano() } // a second from now
+	if w := q.waited(clock); w != 0 {
+		t.Fatalf("nothing queued, waited %s", w)
+	}
+	q.add(job{kind: jobPersist, room: "owned"})
+	if w := q.waited(clock); w != 0 {
+		t.Fatalf("a write of an owned room counted: waited %s", w)
+	}
+	q.queue(job{kind: jobPublish, p: Publication{Room: "shared"}})
+	if w := q.waited(clock); w < 900*time.Millisecond {
+		t.Fatalf("a publish queued, a second later waited %s", w)
+	}
+	batch, _ := q.takeRound(nil, time.Now().Add(time.Hour))
+	if len(batch) != 2 {
+		t.Fatalf("the round took %d jobs, want 2", len(batch))
+	}
+	if w := q.waited(clock); w < 900*time.Millisecond {
+		t.Fatalf("the publish is being sent, a second later waited %s", w)
+	}
+	q.sent()
+	if w := q.waited(clock); w != 0 {
+		t.Fatalf("the round was sent, waited %s", w)
+	}
+	q.addPublishes([]Publication{{Room: "shared"}})
+	if w := q.waited(clock); w < 900*time.Millisecond {
+		t.Fatalf("publishes added, a second later waited %s", w)
+	}
+}
+
+// While a node's round to Redis goes unanswered, publishes to a room shared
+// with another node are refused (ErrOverloaded) once the oldest waited past
+// MaxWait, instead of queueing behind it; a room the node owns alone goes
+// on, and the node accepts again when Redis answers.
+func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	px := testsupport.NewProxy(t, rs.Addr())
+	const maxWait = 100 * time.Millisecond
+	a := startNodeConfig(t, Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour, MaxWait: maxWait})
+	b := startNode(t, rs.URL(), 100)
+	a.join(t, "shared")
+	b.join(t, "shared")
+	a.join(t, "solo")
+	a.publish("solo", "granted") // through Redis, which grants the room to a
+	a.h.waitFor(t, 10*time.Second, "solo to be granted", func() bool { return a.h.rooms["solo"].owned })
+	a.publish("shared", "before")
+	b.hasSeq(t, "shared", 1)
+
+	px.Stall(false, true) // Redis's answers to a are held from now on
+	start := time.Now()
+	if err := a.b.Publish(Publication{Room: "shared", Prefix: []byte("first#"), From: 3}); err != nil {
+		t.Fatalf("the first publish of the stall: %v", err)
+	}
+	var err error
+	testsupport.Eventually(t, 5*time.Second, "a publish refused as overloaded", func() bool {
+		err = a.b.Publish(Publication{Room: "shared", Prefix: []byte("more#"), From: 3})
+		return err != nil
+	})
+	if !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("refused with %v, want ErrOverloaded", err)
+	}
+	if took := time.Since(start); took < maxWait {
+		t.Errorf("refused after %s, before the oldest waited %s", took, maxWait)
+	}
+	if s := a.b.Stats(); s.Overloaded == 0 {
+		t.Errorf("Stats.Overloaded is 0 after a refusal")
+	}
+	if err := a.b.Publish(Publication{Room: "solo", Prefix: []byte("solo#"), From: 3}); err != nil {
+		t.Errorf("a room the node owns alone was refused: %v", err)
+	}
+	a.hasSeq(t, "solo", 2)
+
+	px.Stall(false, false)
+	px.Drop()
+	testsupport.Eventually(t, 20*time.Second, "publishes accepted again", func() bool {
+		return a.b.Publish(Publication{Room: "shared", Prefix: []byte("after#"), From: 3}) == nil
+	})
+}
