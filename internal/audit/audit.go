@@ -51,6 +51,7 @@ type Config struct {
 	NodeKillAt     time.Duration // SIGKILL a node; it starts again NodeDown later
 	NodeTermAt     time.Duration // SIGTERM a node (it drains); it starts again NodeDown later
 	NodePauseAt    time.Duration // SIGSTOP a node for NodeDown, then SIGCONT
+	NodeCutAt      time.Duration // cut a node off from Redis for NodeDown; its clients stay connected
 	RedisRestartAt time.Duration // stop Redis (its data is lost), start it again NodeDown later
 	// RedisFailoverAt: SIGKILL the Redis Cluster master that serves the
 	// most rooms, wait until its replica is promoted, start it again.
@@ -79,6 +80,9 @@ type Cluster interface {
 	StopNode(i int, sig syscall.Signal) error
 	StartNode(i int) error
 	PauseNode(ctx context.Context, i int, d time.Duration) error
+	// CutNode cuts node i off from Redis for d while it and its clients
+	// go on.
+	CutNode(ctx context.Context, i int, d time.Duration) error
 	RestartRedis(ctx context.Context, down time.Duration) error
 	// FailoverRedis kills the Redis Cluster master serving the most of
 	// rooms and returns once a replica serves its slots, saying what it did.
@@ -90,7 +94,7 @@ func (c *Config) Check() error {
 	if len(c.URLs) == 0 && c.URL != "" {
 		c.URLs = []string{c.URL}
 	}
-	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.RedisRestartAt > 0 || c.RedisFailoverAt > 0
+	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.NodeCutAt > 0 || c.RedisRestartAt > 0 || c.RedisFailoverAt > 0
 	switch {
 	case len(c.URLs) == 0:
 		return errors.New("--url is required")
@@ -98,7 +102,7 @@ func (c *Config) Check() error {
 		return errors.New("node and Redis faults need a cluster the audit starts (--cluster N)")
 	case c.RedisFailoverAt > 0 && c.RedisRestartAt > 0:
 		return errors.New("--redis-failover needs a Redis Cluster and --redis-restart a single Redis: give one")
-	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.RedisRestartAt < 0 || c.RedisFailoverAt < 0 || c.NodeDown < 0:
+	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.NodeCutAt < 0 || c.RedisRestartAt < 0 || c.RedisFailoverAt < 0 || c.NodeDown < 0:
 		return errors.New("fault times must not be negative")
 	case c.Rooms < 1 || c.RoomSize < 1:
 		return errors.New("--rooms and --room-size must be at least 1")

@@ -22,7 +22,7 @@ type processFault struct {
 func (a *auditor) processFaults() []processFault {
 	var out []processFault
 	for _, f := range []processFault{{"node SIGKILL", a.cfg.NodeKillAt}, {"node SIGTERM", a.cfg.NodeTermAt},
-		{"node SIGSTOP", a.cfg.NodePauseAt}, {"Redis restart", a.cfg.RedisRestartAt}, {"Redis failover", a.cfg.RedisFailoverAt}} {
+		{"node SIGSTOP", a.cfg.NodePauseAt}, {"node cut from Redis", a.cfg.NodeCutAt}, {"Redis restart", a.cfg.RedisRestartAt}, {"Redis failover", a.cfg.RedisFailoverAt}} {
 		if f.at > 0 {
 			out = append(out, f)
 		}
@@ -70,6 +70,8 @@ func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 		}
 	case "node SIGSTOP":
 		err = cl.PauseNode(ctx, node, down)
+	case "node cut from Redis":
+		err = cl.CutNode(ctx, node, down)
 	case "Redis restart":
 		rec.Target = "redis"
 		err = cl.RestartRedis(ctx, down)

@@ -49,6 +49,11 @@ func TestAuditLocalCluster(t *testing.T) {
 		// messages are refused.
 		{"owner order: node SIGKILL, SIGTERM and SIGSTOP, connections cut", []string{"--room-order", "owner", "--node-kill", "1s", "--node-term", "2500ms", "--node-pause", "4s", "--drop-every", "300ms"}, true,
 			[]string{"1 × node SIGKILL", "1 × node SIGTERM", "1 × node SIGSTOP", "verdict: every guarantee held"}},
+		// A node cut off from Redis past its lease while its clients stay
+		// connected: its rooms are taken over under a new epoch, and it
+		// drops them when it is back.
+		{"owner order: a node cut off from Redis past its lease", []string{"--room-order", "owner", "--node-cut", "1s", "--node-down", "4s"}, true,
+			[]string{"1 × node cut from Redis", "verdict: every guarantee held"}},
 		{"owner order: Redis restart", []string{"--room-order", "owner", "--redis-restart", "1500ms"}, true,
 			[]string{"1 × Redis restart", "refused with an error frame", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
 		{"webhooks under a node SIGKILL and a Redis restart", []string{"--webhooks", "--node-kill", "1s", "--redis-restart", "3500ms"}, true,

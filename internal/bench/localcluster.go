@@ -29,6 +29,7 @@ type LocalCluster struct {
 	mu        sync.Mutex
 	redis     *proc
 	redisPort int
+	links     []*redisLink // each node's path to the one Redis (CutNode)
 	nodes     []*proc
 	addrs     []string
 	restarts  int
@@ -72,8 +73,16 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 			c.Stop()
 			return nil, err
 		}
+		if c.rc == nil {
+			l, err := newRedisLink("127.0.0.1:" + strconv.Itoa(c.redisPort))
+			if err != nil {
+				c.Stop()
+				return nil, err
+			}
+			c.links = append(c.links, l)
+		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		p, err := r.startServerAt(c.ctx, "node"+strconv.Itoa(i), addr, c.nodeFlags()...)
+		p, err := r.startServerAt(c.ctx, "node"+strconv.Itoa(i), addr, c.nodeFlags(i)...)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -92,10 +101,14 @@ func (c *LocalCluster) startRedis() error {
 	return err
 }
 
-func (c *LocalCluster) nodeFlags() []string {
-	url := "redis://127.0.0.1:" + strconv.Itoa(c.redisPort) + "/0"
+// nodeFlags are node i's flags: it reaches the one Redis through its own
+// link, a Redis Cluster directly.
+func (c *LocalCluster) nodeFlags(i int) []string {
+	var url string
 	if c.rc != nil {
 		url = c.rc.url()
+	} else {
+		url = "redis://" + c.links[i].addr() + "/0"
 	}
 	return append([]string{"--redis", url, "--shutdown-timeout", "2s"}, c.extra...)
 }
@@ -138,7 +151,7 @@ func (c *LocalCluster) StartNode(i int) error {
 	c.restarts++
 	name := fmt.Sprintf("node%d-restart%d", i, c.restarts)
 	c.mu.Unlock()
-	p, err := c.r.startServerAt(c.ctx, name, c.addrs[i], c.nodeFlags()...)
+	p, err := c.r.startServerAt(c.ctx, name, c.addrs[i], c.nodeFlags(i)...)
 	if err != nil {
 		return err
 	}
@@ -161,6 +174,22 @@ func (c *LocalCluster) PauseNode(ctx context.Context, i int, d time.Duration) er
 	case <-time.After(d):
 	}
 	return p.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// CutNode cuts node i off from the one Redis for d (its connections
+// closed, new ones refused) while the node and its clients go on: a
+// partition between a node and Redis.
+func (c *LocalCluster) CutNode(ctx context.Context, i int, d time.Duration) error {
+	if c.rc != nil {
+		return errors.New("a node is cut off from one Redis, not from a Redis Cluster")
+	}
+	c.links[i].cut(d)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // RestartRedis stops redis-server (SIGTERM, no persistence: its data is
@@ -216,6 +245,9 @@ func (c *LocalCluster) Stop() {
 	}
 	if c.rc != nil {
 		c.rc.stop()
+	}
+	for _, l := range c.links {
+		_ = l.close()
 	}
 	c.cleanup()
 }

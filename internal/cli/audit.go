@@ -56,6 +56,9 @@ every reconnect. Then, once each, at the given time after sending starts, on a r
   --node-kill T       SIGKILL the node; it starts again --node-down later
   --node-term T       SIGTERM the node (it drains with 1001); it starts again --node-down later
   --node-pause T      SIGSTOP the node for --node-down, then SIGCONT
+  --node-cut T        cut the node off from Redis for --node-down (each node reaches Redis
+                      through its own loopback proxy, which closes its connections and refuses
+                      new ones): the node and its clients stay up, as in a partition
   --redis-restart T   stop Redis (no persistence: its data is lost), start it --node-down later
 With --redis-cluster the nodes use a Redis Cluster the audit starts (3 masters with a replica
 each, real redis-server in cluster mode, created with redis-cli) instead of one redis-server:
@@ -112,6 +115,8 @@ An audit holds at most 5,000 clients.`,
 				return &exitError{code: exitUsage, err: errors.New("--redis-failover needs --redis-cluster")}
 			case webhooks && nodes == 0:
 				return &exitError{code: exitUsage, err: errors.New("--webhooks needs --cluster N")}
+			case cfg.NodeCutAt > 0 && redisCluster:
+				return &exitError{code: exitUsage, err: errors.New("--node-cut cuts a node off from a single Redis, not from a Redis Cluster")}
 			case cfg.RedisRestartAt > 0 && redisCluster:
 				return &exitError{code: exitUsage, err: errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")}
 			}
@@ -164,7 +169,7 @@ An audit holds at most 5,000 clients.`,
 			}
 			// The nodes' leases last 3 s: a killed node's rooms are
 			// vacated within about 4 s of its death, sent soon after.
-			lossy := cfg.NodeKillAt > 0 || cfg.RedisRestartAt > 0 || cfg.RedisFailoverAt > 0
+			lossy := cfg.NodeKillAt > 0 || cfg.NodeCutAt > 0 || cfg.RedisRestartAt > 0 || cfg.RedisFailoverAt > 0
 			hooksBroken := hooks != nil && hooks.check(c.Context(), 15*time.Second, c.OutOrStdout(), res.Accepted, lossy)
 			return sf.auditExit(c.OutOrStdout(), res, hooksBroken)
 		},
@@ -187,12 +192,13 @@ An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeKillAt, "node-kill", 0, "with --cluster: SIGKILL a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodePauseAt, "node-pause", 0, "with --cluster: SIGSTOP a node this long after sending starts (0: never)")
+	f.DurationVar(&cfg.NodeCutAt, "node-cut", 0, "with --cluster: cut a node off from Redis for --node-down this long after sending starts; its clients stay connected (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
 	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md, message_published included) to a receiver the audit runs, which checks them after the run: signed, no room, member or user transition twice in a row after dropping duplicates by id, every room vacated and user offline once the clients left, a message_published for every message received")
 	f.StringVar(&roomOrder, "room-order", "", "with --cluster: start the nodes with this --room-order, redis or owner (default: serve's own, redis)")
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
-	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node or Redis stays down")
+	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node, a node cut off from Redis or Redis stays down")
 	sf.define(f)
 	f.Lookup("slo").Usage = "objectives judged on the whole audit, comma-separated or repeated: METRIC OP VALUE over recovery (the longest fault's, until every client was back in its room), delivery, loss, lost, duplicates, reordered, e.g. recovery<2s,delivery>=99.99% (docs/guarantees.md#scalechat-audit); exit code 3 when one is missed or a guarantee broken"
 	return cmd
