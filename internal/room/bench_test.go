@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/broker"
 )
 
 // benchDraft is a chat message as a loop hands it to Room.Publish: the
@@ -88,6 +90,42 @@ func BenchmarkQueue(b *testing.B) {
 			if buf = q.Swap(buf); len(buf) != 64 {
 				b.Fatalf("swapped %d deliveries, want 64", len(buf))
 			}
+		}
+	}
+}
+
+// BenchmarkDeliverMany is a batch from the broker reaching the rooms of a
+// cluster node (Hub.DeliverMany, as after a node channel's payload or an
+// owner's records): 64 messages over 16 rooms with members on two loops,
+// each message's frame made once and pushed to both loops' queues, which
+// are taken after every batch.
+func BenchmarkDeliverMany(b *testing.B) {
+	const rooms, batch = 16, 64
+	pb := newPublishBench(b, 8, 0, false)
+	for i := range rooms {
+		for loop := range 2 {
+			if _, res := pb.hub.Join(fmt.Appendf(nil, "room-%d", i), loop, Resume{}, nil); res.Pending || res.Full {
+				b.Fatalf("join: %+v", res)
+			}
+		}
+	}
+	msgs := make([]broker.Delivered, batch)
+	seqs := make([]uint64, rooms)
+	names := make([]string, rooms)
+	for i := range names {
+		names[i] = fmt.Sprintf("room-%d", i)
+	}
+	b.SetBytes(int64(batch * len(benchDraft)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range msgs {
+			r := i % rooms
+			seqs[r]++
+			msgs[i] = broker.Delivered{Room: names[r], Seq: seqs[r], Payload: benchDraft}
+		}
+		pb.hub.DeliverMany(msgs)
+		if got := pb.drain(); got != 2*batch {
+			b.Fatalf("%d deliveries queued, want %d", got, 2*batch)
 		}
 	}
 }
