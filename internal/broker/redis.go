@@ -74,7 +74,8 @@ type Config struct {
 	// messages; the other nodes that have the room follow it, and send
 	// their members' publishes on to it (redis_follow.go). Without it, a
 	// room on several nodes is ordered by a script in Redis every round.
-	// One Redis only, for now: not a Redis Cluster.
+	// On a Redis Cluster the records between nodes go on each node's
+	// shard channel.
 	OwnerOrder bool
 	Logger     *slog.Logger
 }
@@ -209,9 +210,6 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.OwnerOrder && cluster != nil {
-		return nil, errors.New("owner order needs one Redis: it does not run on a Redis Cluster yet")
-	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
@@ -327,6 +325,14 @@ func (b *Redis) Run(ctx context.Context) error {
 		}
 		b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	}
+	if b.cluster != nil && b.cfg.OwnerOrder {
+		b.shards.mu.Lock()
+		err := b.subscribeNodeChannel(ctx)
+		b.shards.mu.Unlock()
+		if err != nil && b.health.up.Load() {
+			b.fail("subscribe the node's channel", err) // again at the next reshard
+		}
+	}
 	wg.Go(func() { b.subscribeLoop(ctx) })
 	wg.Go(func() { b.healthLoop(ctx) })
 	wg.Go(func() { b.announceLoop(ctx) })
@@ -369,6 +375,11 @@ func (b *Redis) handOver() {
 	jobs = append(b.pub.writes(), jobs...) // what is still to be written goes first
 	if len(jobs) > 0 {
 		b.send(ctx, jobs, 3)
+	}
+	// On a Redis Cluster the handovers' records were queued once their
+	// scripts answered (tellHandover); the loop that would send them is gone.
+	if sends := b.pub.takeSends(); len(sends) > 0 {
+		b.send(ctx, sends, 3)
 	}
 	_ = b.rdb.Del(ctx, b.leaseKey(b.id)).Err() // best effort: it expires anyway
 }

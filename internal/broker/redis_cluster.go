@@ -35,7 +35,11 @@ type shardConns struct {
 	conns  map[string]*pubsub // by master address; "" is the one Redis
 	slots  slotMap            // the cluster's, as last read
 	closed bool               // Run ended: no new subscription connection
-	wg     sync.WaitGroup     // the receive goroutine of every pubsub
+	// node is the connection the node's channel is subscribed on (a Redis
+	// Cluster with the owner order: the master of the channel's slot); nil:
+	// none yet, or its connection broke.
+	node *pubsub
+	wg   sync.WaitGroup // the receive goroutine of every pubsub
 }
 
 func newShardConns() shardConns { return shardConns{conns: make(map[string]*pubsub)} }
@@ -216,6 +220,9 @@ func (b *Redis) dropShard(s *pubsub) {
 		delete(b.shards.conns, s.addr)
 	}
 	_ = s.close() // broken already
+	if b.shards.node == s {
+		b.shards.node = nil // subscribed again by the next reshard
+	}
 	b.sub.mu.Lock()
 	for _, st := range b.sub.rooms {
 		if st.ps == s {
@@ -256,5 +263,28 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 		}
 		checked[want] = true
 	}
+	return nil
+}
+
+// subscribeNodeChannel subscribes the node's channel (SSUBSCRIBE) on the
+// master that serves its slot, unless it is subscribed there already: on a
+// Redis Cluster the owner order's records reach a node on its shard
+// channel. The caller holds shardConns.mu.
+func (b *Redis) subscribeNodeChannel(ctx context.Context) error {
+	ch := b.nodeChannel()
+	s, err := b.shardFor(ctx, ch)
+	if err != nil {
+		return err
+	}
+	if b.shards.node == s {
+		return nil
+	}
+	if old := b.shards.node; old != nil && b.shards.conns[old.addr] == old {
+		_ = old.unsubscribe(ctx, []string{ch}) // the slot left that master
+	}
+	if err := s.subscribe(ctx, []string{ch}); err != nil {
+		return err
+	}
+	b.shards.node = s
 	return nil
 }

@@ -441,9 +441,8 @@ func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string
 		// A live lease whose node listens to nothing: it died (Redis
 		// dropped its subscription at once) or lost Redis; either way it
 		// answers no one.
-		var n map[string]int64
-		n, err = b.rdb.PubSubNumSub(c, b.nodeChannelPrefix()+owner).Result()
-		if n[b.nodeChannelPrefix()+owner] == 0 {
+		var n int64
+		if n, err = b.nodeListeners(c, owner); n == 0 {
 			alive = 0
 		}
 	}
@@ -644,13 +643,51 @@ func (b *Redis) handoffJob(room string, seq uint64, followers []string) job {
 	return job{kind: jobHandover, room: room, e: Entry{Seq: seq}, nodes: followers}
 }
 
-// handoverCmd queues handover.lua for job j on p.
+// handoverCmd queues handover.lua for job j on p. On one Redis the script
+// tells the new owner (O) and the other followers (W) itself, after every
+// record this node sent them; on a Redis Cluster their channels are in
+// other slots than the room's keys, which a script may not reach, and
+// tellHandover sends the records once the script answered.
 func (b *Redis) handoverCmd(ctx context.Context, p redis.Pipeliner, j job) redis.Cmder {
 	to, others := j.nodes[0], j.nodes[1:]
 	ttl := ttlArg(b.roomConfigOf(j.room).TTL + renewInterval(b.roomConfigOf(j.room).TTL))
-	args := []any{b.id, to, ttl, j.e.Seq, b.nodeChannelPrefix() + to, append([]byte{followMark}, encOwn(j.room, j.e.Seq, others)...)}
-	for _, n := range others {
-		args = append(args, b.nodeChannelPrefix()+n, append([]byte{followMark}, encRoomNode(recOwner, j.room, to)...))
+	args := []any{b.id, to, ttl, j.e.Seq}
+	if b.cluster == nil {
+		args = append(args, b.nodeChannelPrefix()+to, append([]byte{followMark}, encOwn(j.room, j.e.Seq, others)...))
+		for _, n := range others {
+			args = append(args, b.nodeChannelPrefix()+n, append([]byte{followMark}, encRoomNode(recOwner, j.room, to)...))
+		}
 	}
 	return handoverScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
+}
+
+// tellHandover sends the records of a handover the script made (a Redis
+// Cluster): in a later round than every record this node sent the nodes
+// before, so each still gets the room's messages first.
+func (b *Redis) tellHandover(j job) {
+	to, others := j.nodes[0], j.nodes[1:]
+	b.sendTo(to, encOwn(j.room, j.e.Seq, others))
+	for _, n := range others {
+		b.sendTo(n, encRoomNode(recOwner, j.room, to))
+	}
+}
+
+// publishToNode queues a payload for node's channel on p: PUBLISH on one
+// Redis, SPUBLISH (its shard channel) on a Redis Cluster.
+func (b *Redis) publishToNode(ctx context.Context, p redis.Pipeliner, node string, payload []byte) *redis.IntCmd {
+	if b.cluster != nil {
+		return p.SPublish(ctx, b.nodeChannelPrefix()+node, payload)
+	}
+	return p.Publish(ctx, b.nodeChannelPrefix()+node, payload)
+}
+
+// nodeListeners returns how many connections listen on node's channel.
+func (b *Redis) nodeListeners(ctx context.Context, node string) (int64, error) {
+	ch := b.nodeChannelPrefix() + node
+	if b.cluster != nil {
+		n, err := b.rdb.PubSubShardNumSub(ctx, ch).Result()
+		return n[ch], err
+	}
+	n, err := b.rdb.PubSubNumSub(ctx, ch).Result()
+	return n[ch], err
 }

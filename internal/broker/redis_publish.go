@@ -255,6 +255,8 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		case j.kind == jobHandover:
 			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
 				b.log.Warn("an owned room was taken over before it was handed on", "room", j.room)
+			} else if b.cluster != nil {
+				b.tellHandover(j) // the script could not: another slot's channels
 			}
 		}
 	}
@@ -316,7 +318,7 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
 			c.cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 		case jobSend:
-			c.cmd = p.Publish(ctx, b.nodeChannelPrefix()+j.node, sendPayload(batch, c.js))
+			c.cmd = b.publishToNode(ctx, p, j.node, sendPayload(batch, c.js))
 		case jobHandover:
 			c.cmd = b.handoverCmd(ctx, p, j)
 		}

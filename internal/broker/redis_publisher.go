@@ -162,6 +162,24 @@ func (q *publisher) take(into []job) []job {
 	return batch
 }
 
+// takeSends takes the pending records for other nodes' channels, in order,
+// and leaves the other jobs.
+func (q *publisher) takeSends() []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var sends []job
+	rest := q.pending[:0]
+	for _, j := range q.pending {
+		if j.kind == jobSend {
+			sends = append(sends, j)
+		} else {
+			rest = append(rest, j)
+		}
+	}
+	q.pending = rest
+	return sends
+}
+
 // writes returns the pending jobs that are not publishes, in order.
 func (q *publisher) writes() []job {
 	q.mu.Lock()

@@ -149,7 +149,7 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 		backoff.reset()
 		switch m := msg.(type) {
 		case *redis.Message:
-			if s.client == nil && m.Channel == b.nodeChannel() {
+			if m.Channel == b.nodeChannel() {
 				if rest, ok := strings.CutPrefix(m.Payload, string(followMark)); ok {
 					b.onFollow(ctx, rest)
 				} else {
@@ -442,6 +442,11 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 // or that of the cluster master serving the room's slot, made when needed.
 // The caller holds shardConns.mu.
 func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
+	return b.shardFor(ctx, b.channel(room))
+}
+
+// shardFor is shardOf for a channel.
+func (b *Redis) shardFor(ctx context.Context, channel string) (*pubsub, error) {
 	if b.cluster == nil {
 		return b.shards.conns[""], nil
 	}
@@ -455,9 +460,9 @@ func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
 		}
 		b.shards.slots = m
 	}
-	addr := b.shards.slots.master(b.channel(room))
+	addr := b.shards.slots.master(channel)
 	if addr == "" {
-		return nil, fmt.Errorf("no master serves the slot of room %q", room)
+		return nil, fmt.Errorf("no master serves the slot of channel %q", channel)
 	}
 	if s := b.shards.conns[addr]; s != nil {
 		return s, nil
@@ -521,7 +526,14 @@ func (b *Redis) reshard(ctx context.Context) error {
 		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
 	b.subscribeRooms(ctx, moved)
+	var nodeErr error
+	if b.cfg.OwnerOrder {
+		nodeErr = b.subscribeNodeChannel(ctx)
+	}
 	b.shards.mu.Unlock()
+	if nodeErr != nil {
+		return fmt.Errorf("subscribe the node's channel: %w", nodeErr)
+	}
 	timeout := time.After(2 * time.Second)
 	for _, w := range waits {
 		select {

@@ -26,10 +26,14 @@ func ownerOrder(t *testing.T, url string, n int, tweak func(*Config)) []*testSer
 // with members on three nodes is ordered by the node that loaded it first;
 // the others follow it and send their publishes on to it. Every member sees
 // every message once, in the same order, and every message was ordered by
-// an owner (no script in Redis gave a seq).
+// an owner (no script in Redis gave a seq). On a Redis Cluster the
+// records between nodes go on their shard channels.
 func TestClusterOwnerOrderDeliversInOneOrder(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	nodes := ownerOrder(t, rs.URL(), 3, nil)
+	redisKinds(t, testOwnerOrderDeliversInOneOrder)
+}
+
+func testOwnerOrderDeliversInOneOrder(t *testing.T, url string) {
+	nodes := ownerOrder(t, url, 3, nil)
 	const per = 30
 	cs := sendAcrossInOneOrder(t, nodes, 6, per)
 	var owned, forwarded uint64
@@ -48,10 +52,15 @@ func TestClusterOwnerOrderDeliversInOneOrder(t *testing.T) {
 
 // TestClusterOwnerHandsTheRoomToAFollower: an owner whose members left
 // hands the room to a node that follows it: the stream goes on with the
-// next seq, under the same epoch, and the new owner orders it.
+// next seq, under the same epoch, and the new owner orders it. On a Redis
+// Cluster the owner tells the nodes itself once the handover script
+// answered.
 func TestClusterOwnerHandsTheRoomToAFollower(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	nodes := ownerOrder(t, rs.URL(), 2, func(c *Config) { c.RoomGrace = 20 * time.Millisecond; c.History = 50 })
+	redisKinds(t, testOwnerHandsTheRoomToAFollower)
+}
+
+func testOwnerHandsTheRoomToAFollower(t *testing.T, url string) {
+	nodes := ownerOrder(t, url, 2, func(c *Config) { c.RoomGrace = 20 * time.Millisecond; c.History = 50 })
 	a := connect(t, nodes[0], "h") // first: node 0 owns the room
 	b := dial(t, nodes[1].url("/ws/h"))
 	jb, _ := b.joined()

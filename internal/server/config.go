@@ -118,7 +118,6 @@ func (c *Config) validate() error {
 	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
 	check(c.HistoryLinger >= 0 && c.HistoryLinger <= broker.MaxHistoryLinger, "the history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.RoomOrder == "" || c.RoomOrder == "redis" || c.RoomOrder == "owner", "the room order must be redis or owner, not %q", c.RoomOrder)
-	check(c.RoomOrder != "owner" || !broker.IsClusterURL(c.Redis), "the owner room order needs one Redis, not a Redis Cluster (not yet)")
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")

@@ -13,7 +13,9 @@
 -- ARGV[4] the room's last seq on the owning node
 -- ARGV[5] the new owner's channel
 -- ARGV[6] its payload (an O record)
--- then pairs: another follower's channel and its payload (a W record)
+-- then pairs: another follower's channel and its payload (a W record).
+-- On a Redis Cluster ARGV ends at ARGV[4]: the channels are in other slots,
+-- and the owner sends the records itself once this answered.
 --
 -- Returns 1, or 0 (telling nobody) when the node no longer held the room:
 -- it was taken over.
@@ -24,8 +26,7 @@ redis.call('SET', KEYS[4], ARGV[2], 'EX', ARGV[3])
 if tonumber(ARGV[4]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
   redis.call('SET', KEYS[1], ARGV[4], 'EX', ARGV[3])
 end
-redis.call('PUBLISH', ARGV[5], ARGV[6])
-for i = 7, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.call('PUBLISH', ARGV[i], ARGV[i+1])
 end
 return 1
