@@ -20,6 +20,7 @@ func FromMeta(s results.StepMeta, server []results.ServerRow) Step {
 		// error frames (rate_limited among them), or, polling, POSTs answered 429
 		"refusals":     float64(max(s.ServerErrors, s.RateLimited)),
 		"rate_limited": float64(s.RateLimited),
+		"unavailable":  float64(s.Unavailable),
 		"unexpected":   float64(s.Unexpected),
 		"lost":         float64(s.Lost),
 	}

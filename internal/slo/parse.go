@@ -35,6 +35,7 @@ var Metrics = map[string]Kind{
 	"errors":           Count,    // connect errors, disconnects and failed HTTP requests
 	"refusals":         Count,    // the server's error frames, rate_limited among them
 	"rate_limited":     Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
+	"unavailable":      Count,    // messages the server gave up (code unavailable: its cluster could not take them)
 	"unexpected":       Count,    // deliveries from senders or rooms the run did not create
 	"recovery":         Duration, // audit: the longest time from a fault until every client was back in its room
 	"duplicates":       Count,    // audit: deliveries received twice
