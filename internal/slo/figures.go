@@ -135,6 +135,9 @@ func FromTarget(r results.TargetRow) Step {
 	if r.CPUPerDelivery > 0 {
 		f["cpu_per_delivery"] = r.CPUPerDelivery / 1000
 	}
+	if r.MemoryMeasured() {
+		f["rss_per_conn"] = r.RSSPerConn
+	}
 	sat := ""
 	if r.Saturated {
 		sat = saturation(true, r.Note)
