@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
 )
 
 func TestClusterFigures(t *testing.T) {
@@ -211,5 +213,48 @@ func TestClusterMediansOfTooFewTicks(t *testing.T) {
 	got = clusterMedians([][]Result{fig(0, 0), fig(0, 0)})
 	if f := got[0].Figure; !strings.HasPrefix(f, "nodes – vs 1 node; Redis – µs/deliv") || got[0].Verdict != "n/a" {
 		t.Errorf("every run of too few ticks: %q, verdict %q", f, got[0].Verdict)
+	}
+}
+
+// TestClusterCapacitySmoke runs scenarios/cluster-capacity.yaml at smoke
+// size against 2 nodes and a real redis-server: a row per step with the
+// Redis and unavailable figures, then the knee.
+func TestClusterCapacitySmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, nodes and load generators")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is missing (CI installs it)")
+		}
+		t.Skip("redis-server missing")
+	}
+	exe := buildScalechat(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	jsonFile := filepath.Join(t.TempDir(), "cc.json")
+	out, err := exec.CommandContext(ctx, exe, "bench", "--smoke", "--dir", t.TempDir(), "--json", jsonFile, "cluster-capacity").CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --smoke cluster-capacity: %v\n%s", err, out)
+	}
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range f.Rows {
+		names = append(names, r.Scenario)
+	}
+	want := []string{"cluster-capacity 5×4, 4k msg/s", "cluster-capacity 5×4, 8k msg/s", "cluster-capacity: knee"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Fatalf("rows %q, want %q\n%s", names, want, out)
+	}
+	for _, r := range f.Rows[:2] {
+		if r.Ratio != 1 || r.P99 <= 0 || !strings.Contains(r.Figure, "Redis ") || !strings.Contains(r.Figure, "0 unavailable") || r.Verdict != "met" {
+			t.Errorf("step row %+v", r)
+		}
+	}
+	if k := f.Rows[2]; k.PerSecond != f.Rows[1].PerSecond || k.Verdict != "measured" {
+		t.Errorf("knee %+v", k)
 	}
 }

@@ -115,7 +115,8 @@ func (r *runner) clusterShape(ctx context.Context, sh clusterShape, dur time.Dur
 // clusterProcs are the Redis and the nodes of a shape's cluster, started
 // as its setups need them and stopped after its last.
 type clusterProcs struct {
-	prefix string // of the log files' names
+	prefix string   // of the log files' names
+	extra  []string // serve flags of every node, after the bench's own
 	redis  *proc
 	nodes  []*proc
 }
@@ -136,6 +137,7 @@ func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
 	if r.order != "" {
 		flags = append(flags, "--room-order", r.order)
 	}
+	flags = append(flags, c.extra...)
 	for len(c.nodes) < n {
 		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), flags...)
 		if err != nil {
@@ -216,7 +218,12 @@ func (r *runner) clusterSetup(ctx context.Context, cl *clusterProcs, sh clusterS
 func (r *runner) clusterGenerators(ctx context.Context, tag string, sh clusterShape, targets []*proc, dur time.Duration) ([]*genRun, error) {
 	args := append([]string{"--msg-frequency", "1s", "--msg-size", "256", "--duration", dur.String(), "--ramp", "5000",
 		"--drain", "3s", "--source-ips", sources}, sh.traffic...)
-	timeout := timeoutFor(sh.clients, 5000, dur)
+	return r.generators(ctx, tag, targets, timeoutFor(sh.clients, 5000, dur), args)
+}
+
+// generators runs one generator with args per target node: with several,
+// generator i runs shard i/n on node i, all with one room prefix.
+func (r *runner) generators(ctx context.Context, tag string, targets []*proc, timeout time.Duration, args []string) ([]*genRun, error) {
 	if len(targets) == 1 {
 		g, err := r.runLoadtest(ctx, tag, wsURL(targets[0]), timeout, args...)
 		if err != nil {

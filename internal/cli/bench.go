@@ -32,19 +32,29 @@ from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
+	var files []string
 	for _, s := range bench.Scenarios() {
-		long += fmt.Sprintf("  %-9s %s\n", s.Name, s.About)
+		long += fmt.Sprintf("  %-16s %s\n", s.Name, s.About)
+		if s.File != "" {
+			files = append(files, s.Name)
+		}
 	}
+	long += fmt.Sprintf("\n%s are files in scenarios/ (embedded); the others are still Go code.\n", strings.Join(files, ", "))
 	long += `
 --smoke runs every scenario at tiny sizes in a few seconds each: it proves the command
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
 missed targets are results, shown in the table.
 
-A scenario file (FILE.yaml, scalechat loadtest's steps with the objectives under slo: and,
-optionally, the servers to start under targets:) runs alone: its steps against each target
+A scenario file with a bench: section (the servers to start, how to name, show and sum up
+its rows) is a benchmark: scalechat bench FILE.yaml runs yours as the named ones run, one
+table, every step judged against the file's objectives (slo:), exit code 3 when one is
+missed (not with --smoke). Adding a benchmark is one such file (docs/benchmarks.md shows
+one, docs/loadtest.md describes the format); put it in scenarios/ to make it a named one.
+
+A scenario file without a bench: section (scalechat loadtest's steps with the objectives
+under slo: and, optionally, the servers to start under targets:) runs alone: its steps against each target
 (this binary's scalechat serve when it names none), judged against its objectives (exit
-code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Adding a benchmark
-is one such file; docs/benchmarks.md shows one. Its results go to --dir (targets.json, which
+code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Its results go to --dir (targets.json, which
 scalechat report draws) and, with --json, to a results file like the named scenarios' (a row
 per target and step, its objectives and verdict beside it).
 
@@ -111,6 +121,22 @@ func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
 	}
 	if opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0 {
 		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios, not a scenario file")}
+	}
+	spec, err := bench.IsSpec(args[0])
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if spec {
+		// A benchmark file runs as the named scenarios do, its objectives
+		// the exit code.
+		opt.Files, opt.FailOnMiss = args, true
+		opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+		opt.Command = commandLine(c, args)
+		err := bench.Run(c.Context(), nil, opt)
+		if errors.Is(err, bench.ErrMissed) {
+			return &exitError{code: exitMissed, err: err}
+		}
+		return err
 	}
 	out := opt.Dir
 	if out == "" {

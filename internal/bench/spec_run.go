@@ -1,0 +1,399 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/internal/slo"
+)
+
+// specStep is one step of a benchmark file as it ran: its row and the
+// figures its objectives and figures: rows were judged on.
+type specStep struct {
+	step    loadtest.Step
+	row     Result
+	figures map[string]float64
+	met     bool // every objective that applies was met
+}
+
+// runSpec runs a benchmark file: its servers, then its steps one after
+// another (each its own generator, or one per node), a row per step
+// judged against the file's objectives, then its knee and figures rows.
+func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
+	steps := sp.steps(r.smoke)
+	cl := clusterProcs{prefix: safeName(sp.sc.Name), extra: sp.bench.Servers.Flags}
+	defer cl.stop()
+	if err := r.startSpecServers(ctx, sp, &cl); err != nil {
+		return nil, err
+	}
+	time.Sleep(300 * time.Millisecond) // let fresh servers settle before their idle RSS is read
+	var done []specStep
+	var rows []Result
+	stopped := ""
+	for i, st := range steps {
+		if err := ctx.Err(); err != nil {
+			return rows, err
+		}
+		for _, p := range cl.all() {
+			if err := p.alive(); err != nil {
+				return rows, err
+			}
+		}
+		got, err := r.specStep(ctx, sp, &cl, st)
+		if err != nil {
+			return rows, fmt.Errorf("step %s: %w", st.Name, err)
+		}
+		done = append(done, got)
+		rows = append(rows, got.row)
+		if sp.bench.Until == "knee" && (!got.met || got.row.Saturated) {
+			stopped = fmt.Sprintf("stopped at %s: %s", got.row.Scenario, got.row.Verdict)
+			break
+		}
+		if p := sp.pause(r.smoke); p > 0 && i < len(steps)-1 {
+			time.Sleep(p) // let the servers go quiet between steps
+		}
+	}
+	if k := sp.bench.Knee; k != nil {
+		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
+	}
+	for _, f := range sp.bench.Figures {
+		rows = append(rows, figureRow(f, done))
+	}
+	return rows, nil
+}
+
+// steps are the file's steps as this run takes them: --smoke's (the
+// file's smoke: fields, or every step shrunk), at most smoke_steps of
+// them.
+func (sp *spec) steps(smoke bool) []loadtest.Step {
+	if !smoke {
+		return sp.sc.Steps
+	}
+	steps := sp.sc.SmokeSteps
+	if steps == nil {
+		small := *sp.sc
+		small.Steps = append([]loadtest.Step(nil), sp.sc.Steps...)
+		smokeSteps(&small)
+		steps = small.Steps
+	}
+	if n := sp.bench.SmokeSteps; n > 0 && n < len(steps) {
+		steps = steps[:n]
+	}
+	return steps
+}
+
+// pause is the file's pause between steps; none with --smoke.
+func (sp *spec) pause(smoke bool) time.Duration {
+	if smoke || sp.sc.Pause == nil {
+		return 0
+	}
+	return sp.sc.Pause.D()
+}
+
+// startSpecServers starts the file's servers: one serve, or a cluster of
+// nodes on one redis-server.
+func (r *runner) startSpecServers(ctx context.Context, sp *spec, cl *clusterProcs) error {
+	s := sp.bench.Servers
+	if s.Nodes <= 1 && !s.Redis {
+		p, err := r.startServer(ctx, cl.prefix+"-server", s.Flags...)
+		if err != nil {
+			return err
+		}
+		cl.nodes = []*proc{p}
+		return nil
+	}
+	return cl.grow(ctx, r, max(s.Nodes, 1))
+}
+
+// all are the processes of the server side.
+func (c *clusterProcs) all() []*proc {
+	if c.redis == nil {
+		return c.nodes
+	}
+	return append([]*proc{c.redis}, c.nodes...)
+}
+
+// specStep runs one step and judges its row.
+func (r *runner) specStep(ctx context.Context, sp *spec, cl *clusterProcs, st loadtest.Step) (specStep, error) {
+	name := sp.rowName(st)
+	targets := cl.nodes
+	if sp.bench.Servers.Place == "first" {
+		targets = cl.nodes[:1]
+	}
+	var before int64
+	for _, p := range cl.nodes {
+		before += p.now().rss
+	}
+	args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
+	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
+	gens, err := r.generators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+	if err != nil {
+		return specStep{}, err
+	}
+	row := mergedRow(name, gens, cl.nodes, cl.redis, st.Duration.D())
+	pooled := poolSteps(gens)
+	if len(gens) > 1 {
+		lat, err := nodeDeliveries(name, gens, st.Duration.D())
+		if err != nil {
+			return specStep{}, err
+		}
+		if lat.all != nil {
+			row.Ratio, row.P50, row.P99, row.Max = lat.all.ratio(), lat.all.ms(50), lat.all.ms(99), lat.all.ms(100)
+		}
+	}
+	figs := specFigures(&row, pooled, cl.redis != nil, before)
+	if sp.bench.Latency == "connect" {
+		row.P50, row.P99, row.Max = pooled.ConnectMs.P50, pooled.ConnectMs.P99, pooled.ConnectMs.Max
+	}
+	if cl.redis == nil {
+		row.cluster = nil // one server: no Redis figure in the results file
+	}
+	row.Figure = figureColumn(sp.bench.Figure, figs, row)
+	if sp.bench.Note != "" {
+		addNote(&row, sp.expand(sp.bench.Note, st, measures(pooled, before, row)))
+	}
+	got := specStep{step: st, row: row, figures: figs}
+	got.met = sp.judge(&got)
+	return got, nil
+}
+
+// poolSteps is the step of one generator, or of several (one per node)
+// as one: counts summed, the widest sending window, the slowest shard's
+// connect times (the caller takes the latencies from the events).
+func poolSteps(gens []*genRun) results.StepMeta {
+	if len(gens) == 1 {
+		return gens[0].step()
+	}
+	metas := make([]results.StepMeta, len(gens))
+	for i, g := range gens {
+		metas[i] = g.step()
+	}
+	w := slo.Pool(metas)
+	for _, s := range metas {
+		if w.SendStartedAt.IsZero() || (!s.SendStartedAt.IsZero() && s.SendStartedAt.Before(w.SendStartedAt)) {
+			w.SendStartedAt = s.SendStartedAt
+		}
+		if s.SendEndedAt.After(w.SendEndedAt) {
+			w.SendEndedAt = s.SendEndedAt
+		}
+		if s.ConnectMs.P99 > w.ConnectMs.P99 {
+			w.ConnectMs = s.ConnectMs
+		}
+	}
+	return w
+}
+
+// stepArgs are the loadtest flags of one step.
+func stepArgs(s loadtest.Step) []string {
+	args := []string{"--rooms", itoa(s.Rooms), "--room-size", itoa(s.RoomSize),
+		"--rooms-per-client", itoa(s.RoomsPerClient), "--msg-frequency", s.MsgFrequency.D().String(), "--msg-size", itoa(s.MsgSize),
+		"--duration", s.Duration.D().String(), "--ramp", fmt.Sprint(s.Ramp), "--drain", s.Drain.D().String()}
+	if s.NumClients > 0 {
+		args = append(args, "--clients", itoa(s.NumClients))
+	}
+	if s.Senders > 0 {
+		args = append(args, "--senders", itoa(s.Senders))
+	}
+	if s.RoomSkew > 0 {
+		args = append(args, "--room-skew", fmt.Sprint(s.RoomSkew))
+	}
+	return args
+}
+
+// specFigures are a step's figures by metric: the objectives' (from the
+// generators' pooled meta.json, with the row's delivery and latency,
+// which for a split run come from the events) and the bench's own.
+func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int64) map[string]float64 {
+	f := slo.FromMeta(pooled, nil).Figures
+	if row.Ratio >= 0 {
+		f["delivery"], f["loss"] = row.Ratio, 1-row.Ratio
+	}
+	if row.P50 > 0 {
+		f["p50"], f["p99"], f["max"] = row.P50, row.P99, row.Max
+	}
+	if row.CPUPerDel > 0 {
+		f["cpu_per_delivery"] = row.CPUPerDel / 1000 // slo keeps times in ms
+	}
+	if pooled.Joined > 0 && row.RSS > 0 {
+		f["rss_per_conn"] = float64(row.RSS-rssBefore) / float64(pooled.Joined)
+	}
+	if w := pooled.SendEndedAt.Sub(pooled.SendStartedAt).Seconds(); w > 0 && row.GenCPU > 0 {
+		f["generator_cores"] = row.GenCPU / w
+	}
+	if row.PerSecond > 0 {
+		f["deliveries_per_s"] = row.PerSecond
+	}
+	if c := row.cluster; redis && c != nil && c.deliveries > 0 && c.redisCPU > 0 {
+		us, note := perDelivery(c.redisCPU, c.deliveries)
+		if note != "" {
+			addNote(row, "Redis "+note)
+		} else {
+			c.redisUS, f["redis_per_delivery"] = us, us
+		}
+	}
+	return f
+}
+
+// figureColumn shows the figures the file names, "; " between.
+func figureColumn(metrics []string, f map[string]float64, row Result) string {
+	var parts []string
+	for _, m := range metrics {
+		v, ok := f[m]
+		switch {
+		case m == "cpu_per_delivery":
+			parts = append(parts, perDelFigure(row))
+		case !ok && m == "redis_per_delivery":
+			parts = append(parts, "Redis – µs/deliv")
+		case !ok:
+			parts = append(parts, m+" –")
+		case m == "rss_per_conn":
+			parts = append(parts, fmt.Sprintf(specMetrics[m], kib(v)))
+		case m == "deliveries_per_s":
+			parts = append(parts, fmt.Sprintf(specMetrics[m], rate(v)))
+		default:
+			parts = append(parts, fmt.Sprintf(specMetrics[m], v))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// judge fills a step's target and verdict columns from the objectives
+// that apply to it: met, MISSED, "–" when one could not be read (no
+// deliveries, too few CPU ticks), each saying when the generator
+// saturated.
+func (sp *spec) judge(s *specStep) bool {
+	var mine []slo.Objective
+	var texts []string
+	for _, o := range sp.objs {
+		if o.Step == "" || o.Step == s.step.Name {
+			mine = append(mine, o)
+			texts = append(texts, o.Text)
+		}
+	}
+	if len(mine) == 0 {
+		return true
+	}
+	s.row.Target = strings.Join(texts, ", ")
+	verdicts := slo.Evaluate(mine, []slo.Step{{Name: s.step.Name, Figures: s.figures}})
+	switch slo.Worst(verdicts) {
+	case slo.Met:
+		s.row.Verdict = verdict(true, s.row.Saturated)
+		return true
+	case slo.Missed:
+		s.row.Verdict = verdict(false, s.row.Saturated)
+		for _, v := range verdicts {
+			if v.Verdict == slo.Missed {
+				addNote(&s.row, v.Reason)
+			}
+		}
+	default:
+		s.row.Verdict = "–"
+		for _, v := range verdicts {
+			if v.Verdict == slo.Inconclusive {
+				addNote(&s.row, v.SLO+" not judged: "+v.Metric+" not measured")
+			}
+		}
+	}
+	return false
+}
+
+// kneeRow sums up a sweep: the last step that met every objective.
+func (sp *spec) kneeRow(done []specStep, stopped string, smoke bool) Result {
+	k := sp.bench.Knee
+	row := Result{Scenario: k.Row, Ratio: -1, Note: stopped}
+	best := -1
+	sat := false
+	for i, s := range done {
+		if s.met {
+			best = i
+		}
+		sat = sat || s.row.Saturated
+	}
+	reach := -1
+	for i, st := range sp.sc.Steps {
+		if st.Name == k.Reach {
+			reach = i
+		}
+	}
+	if reach >= 0 {
+		row.Target = "≥ " + sp.rowName(sp.sc.Steps[reach])
+	}
+	if best < 0 {
+		row.Figure, row.Verdict = "none met the objectives", verdict(false, sat)
+		return row
+	}
+	b := done[best]
+	row.Clients, row.PerSecond, row.P50, row.P99, row.CPUPerDel, row.CPUNote = b.row.Clients, b.row.PerSecond, b.row.P50, b.row.P99, b.row.CPUPerDel, b.row.CPUNote
+	row.Figure = sp.expand(k.Figure, b.step, map[string]string{"deliveries_per_s": rate(b.row.PerSecond)})
+	if sat {
+		row.Figure, row.Saturated = "≥ "+row.Figure+" (lower bound)", true
+		addNote(&row, "the generator saturated: the server's knee lies at or above this step")
+	}
+	switch {
+	case reach < 0:
+		row.Verdict = "measured"
+	case smoke && reach >= len(done):
+		row.Verdict = "–"
+		addNote(&row, "not judged at smoke size: the sweep does not reach its target step")
+	default:
+		row.Verdict = verdict(best >= reach, sat)
+	}
+	return row
+}
+
+// figureRow is a figures: row: one metric of one step over another's.
+func figureRow(f specFigure, done []specStep) Result {
+	row := Result{Scenario: f.Name, Ratio: -1}
+	var a, b float64
+	for _, s := range done {
+		switch s.step.Name {
+		case f.Ratio[0]:
+			a = s.figures[f.Of]
+		case f.Ratio[1]:
+			b = s.figures[f.Of]
+		}
+	}
+	if f.Max > 0 {
+		row.Target = fmt.Sprintf("≤ ×%g", f.Max)
+	}
+	if a <= 0 || b <= 0 {
+		row.Figure, row.Verdict = "–", "n/a"
+		row.Note = fmt.Sprintf("%s was not measured in step %s or %s", f.Of, f.Ratio[0], f.Ratio[1])
+		return row
+	}
+	row.Figure = fmt.Sprintf("%s ×%.2f", f.Of, a/b)
+	if f.Max > 0 {
+		row.Verdict = verdict(a/b <= f.Max, false)
+	}
+	return row
+}
+
+// rowName is a step's row name: the file's row: with the step's fields.
+func (sp *spec) rowName(st loadtest.Step) string {
+	if sp.bench.Row == "" {
+		return sp.sc.Name + " " + st.Name
+	}
+	return sp.expand(sp.bench.Row, st, nil)
+}
+
+// expand fills a template's placeholders with the step's fields and more.
+func (sp *spec) expand(tmpl string, st loadtest.Step, more map[string]string) string {
+	pairs := []string{"{name}", st.Name, "{rooms}", itoa(st.Rooms), "{room_size}", itoa(st.RoomSize), "{clients}", itoa(st.Clients()),
+		"{rooms_per_client}", itoa(st.RoomsPerClient), "{senders}", itoa(st.Senders), "{msg_size}", itoa(st.MsgSize)}
+	for k, v := range more {
+		pairs = append(pairs, "{"+k+"}", v)
+	}
+	return strings.NewReplacer(pairs...).Replace(tmpl)
+}
+
+// measures are a step's measured placeholders for its note.
+func measures(s results.StepMeta, rssBefore int64, row Result) map[string]string {
+	return map[string]string{"joined": fmt.Sprint(s.Joined), "sent": fmt.Sprint(s.Sent), "deliveries": fmt.Sprint(s.ReceivedAll),
+		"rss_before": mib(rssBefore), "rss_held": mib(row.RSS)}
+}
