@@ -374,7 +374,7 @@ func TestBenchFileSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []struct{ name, target, verdict string }{
-		{"mine 5×4", "delivery>=100%, a:p99<0.001ms", "MISSED"},
+		{"mine 5×4", "delivery>=100%, p99<0.001ms", "MISSED"},
 		{"mine 2×10", "delivery>=100%", "met"},
 		{"mine: b vs a", "", ""},
 	}

@@ -29,10 +29,11 @@ import (
 
 // spec is a parsed benchmark file.
 type spec struct {
-	file  string // where it came from, for messages
-	sc    *loadtest.Scenario
-	objs  []slo.Objective
-	bench specBench
+	file      string // where it came from, for messages
+	sc        *loadtest.Scenario
+	objs      []slo.Objective
+	bench     specBench
+	stepBench map[string]specStepBench // a step's bench: section, by its name
 }
 
 // specBench is a file's bench: section.
@@ -61,6 +62,21 @@ type specBench struct {
 	Figures    []specFigure `yaml:"figures"`
 }
 
+// specStepBench is a step's bench: section.
+type specStepBench struct {
+	// Row, Latency and Note are the file's, for this step.
+	Row     string `yaml:"row"`
+	Latency string `yaml:"latency"`
+	Note    string `yaml:"note"`
+	// With names the step before: this one starts once that one sends,
+	// After later (at most a second with --smoke), and both run at once.
+	With  string            `yaml:"with"`
+	After loadtest.Duration `yaml:"after"`
+	// During names the step beside this one: this row's delivery and
+	// latency are those of the messages due while that step connected.
+	During string `yaml:"during"`
+}
+
 // specServers are the servers a benchmark starts: this binary's serve,
 // nodes of them (a cluster on one redis-server when more than one, or
 // with redis), each with flags. Place "split" (a cluster's default) runs
@@ -83,12 +99,14 @@ type specKnee struct {
 }
 
 // specFigure is a derived row: the ratio of one metric between two steps
-// (Ratio: [step, base step]), at most Max when given.
+// (Ratio: [step, base step]), at most Max when given; with On, not a row
+// of its own but the figure, target and verdict of step On's row.
 type specFigure struct {
 	Name  string    `yaml:"name"`
 	Ratio [2]string `yaml:"ratio"`
 	Of    string    `yaml:"of"`
 	Max   float64   `yaml:"max"`
+	On    string    `yaml:"on"`
 }
 
 // specMetrics are the metrics a figure column or a figures: row can name,
@@ -120,6 +138,16 @@ func parseSpec(name string, b []byte) (*spec, error) {
 	if sp.objs, err = slo.Parse(sc.SLO...); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	sp.stepBench = map[string]specStepBench{}
+	for i, n := range sc.StepBench {
+		var sb specStepBench
+		if n != nil {
+			if err := decodeStrict(n, &sb); err != nil {
+				return nil, fmt.Errorf("%s: step %s: bench: %w", name, sc.Steps[i].Name, err)
+			}
+		}
+		sp.stepBench[sc.Steps[i].Name] = sb
+	}
 	if err := sp.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -136,8 +164,14 @@ func (sp *spec) check() error {
 		return errors.New("a benchmark starts its own servers (bench: servers), not targets")
 	}
 	steps := map[string]bool{}
-	for _, s := range sp.sc.Steps {
+	for i, s := range sp.sc.Steps {
+		if steps[s.Name] {
+			return fmt.Errorf("two steps are named %q", s.Name)
+		}
 		steps[s.Name] = true
+		if err := sp.checkStep(i); err != nil {
+			return fmt.Errorf("step %s: %w", s.Name, err)
+		}
 	}
 	for _, m := range b.Figure {
 		if _, ok := specMetrics[m]; !ok {
@@ -148,6 +182,9 @@ func (sp *spec) check() error {
 		_, mine := specMetrics[f.Of]
 		if _, theirs := slo.Metrics[f.Of]; !mine && !theirs {
 			return fmt.Errorf("figures %q: unknown metric %q", f.Name, f.Of)
+		}
+		if f.On != "" && !steps[f.On] {
+			return fmt.Errorf("figures %q: on %q is not a step", f.Name, f.On)
 		}
 		if !steps[f.Ratio[0]] || !steps[f.Ratio[1]] {
 			return fmt.Errorf("figures %q: ratio names steps %q and %q; the file's steps are %s", f.Name, f.Ratio[0], f.Ratio[1], stepNames(sp.sc.Steps))
@@ -164,6 +201,37 @@ func (sp *spec) check() error {
 		return fmt.Errorf("servers: nodes %d (want 1 to 8)", b.Servers.Nodes)
 	case b.Knee != nil && b.Knee.Reach != "" && !steps[b.Knee.Reach]:
 		return fmt.Errorf("knee: reach %q is not a step (%s)", b.Knee.Reach, stepNames(sp.sc.Steps))
+	}
+	return nil
+}
+
+// checkStep refuses a step's bench: section that cannot run.
+func (sp *spec) checkStep(i int) error {
+	sb := sp.stepBench[sp.sc.Steps[i].Name]
+	beside := func(name string) bool {
+		for j, st := range sp.sc.Steps {
+			if st.Name != name {
+				continue
+			}
+			// The steps between i and j (both included but the first)
+			// must each run with: the one before.
+			lo, hi := min(i, j), max(i, j)
+			for k := lo + 1; k <= hi; k++ {
+				if sp.stepBench[sp.sc.Steps[k].Name].With != sp.sc.Steps[k-1].Name {
+					return false
+				}
+			}
+			return j != i
+		}
+		return false
+	}
+	switch {
+	case sb.With != "" && (i == 0 || sp.sc.Steps[i-1].Name != sb.With):
+		return fmt.Errorf("with: %q must name the step just before", sb.With)
+	case sb.During != "" && !beside(sb.During):
+		return fmt.Errorf("during: %q must name a step that runs beside it (with:)", sb.During)
+	case sb.Latency != "" && sb.Latency != "connect":
+		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", sb.Latency)
 	}
 	return nil
 }
@@ -256,7 +324,6 @@ func specScenario(sp *spec) Scenario {
 // goScenarios are the scenarios that are still Go code (see each for why).
 func goScenarios() []Scenario {
 	return []Scenario{
-		{Name: "storm", About: "15,000 clients connecting at 5,000/s during room traffic: p99s within 2× of calm", run: runStorm},
 		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
 		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
 		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},

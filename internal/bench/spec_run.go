@@ -3,8 +3,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +26,9 @@ type specStep struct {
 }
 
 // runSpec runs a benchmark file: its servers, then its steps one after
-// another (each its own generator, or one per node), a row per step
-// judged against the file's objectives, then its knee and figures rows.
+// another (each its own generator, or one per node; a step with: the one
+// before runs beside it), a row per step judged against the file's
+// objectives, then its figures and knee.
 func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 	steps := sp.steps(r.smoke)
 	cl := clusterProcs{prefix: safeName(sp.sc.Name), extra: sp.bench.Servers.Flags}
@@ -36,7 +40,7 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 	var done []specStep
 	var rows []Result
 	stopped := ""
-	for i, st := range steps {
+	for i := 0; i < len(steps) && stopped == ""; {
 		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
@@ -45,27 +49,58 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 				return rows, err
 			}
 		}
-		got, err := r.specStep(ctx, sp, &cl, st)
+		n := 1
+		for i+n < len(steps) && sp.stepBench[steps[i+n].Name].With != "" {
+			n++
+		}
+		got, err := r.specGroup(ctx, sp, &cl, steps[i:i+n])
 		if err != nil {
-			return rows, fmt.Errorf("step %s: %w", st.Name, err)
+			return rows, err
 		}
-		done = append(done, got)
-		rows = append(rows, got.row)
-		if sp.bench.Until == "knee" && (!got.met || got.row.Saturated) {
-			stopped = fmt.Sprintf("stopped at %s: %s", got.row.Scenario, got.row.Verdict)
-			break
+		for _, g := range got {
+			done = append(done, g)
+			rows = append(rows, g.row)
+			if sp.bench.Until == "knee" && stopped == "" && (!g.met || g.row.Saturated) {
+				stopped = fmt.Sprintf("stopped at %s: %s", g.row.Scenario, g.row.Verdict)
+			}
 		}
-		if p := sp.pause(r.smoke); p > 0 && i < len(steps)-1 {
-			time.Sleep(p) // let the servers go quiet between steps
+		if i += n; stopped == "" && i < len(steps) {
+			if p := sp.pause(r.smoke); p > 0 {
+				time.Sleep(p) // let the servers go quiet between steps
+			}
 		}
+	}
+	var own []Result
+	for _, f := range sp.bench.Figures {
+		fig := figureRow(f, done)
+		if i := slices.IndexFunc(done, func(s specStep) bool { return s.step.Name == f.On }); f.On != "" && i >= 0 {
+			onRow(&rows[i], fig)
+			continue
+		}
+		own = append(own, fig)
 	}
 	if k := sp.bench.Knee; k != nil {
 		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
 	}
-	for _, f := range sp.bench.Figures {
-		rows = append(rows, figureRow(f, done))
+	return append(rows, own...), nil
+}
+
+// onRow puts a figures: row's figure, target and verdict on a step's row:
+// the step is met only when its objectives and the figure are.
+func onRow(row *Result, fig Result) {
+	row.Figure = fig.Figure
+	row.Target = strings.Trim(row.Target+"; "+fig.Target, "; ")
+	if fig.Note != "" {
+		addNote(row, fig.Note)
 	}
-	return rows, nil
+	switch {
+	case strings.HasPrefix(row.Verdict, "MISSED") || strings.HasPrefix(fig.Verdict, "MISSED"):
+		row.Verdict = verdict(false, row.Saturated)
+	case fig.Verdict == "n/a" || row.Verdict == "–":
+		row.Verdict = "–"
+	case fig.Verdict != "":
+		row.Verdict = verdict(true, row.Saturated)
+	}
 }
 
 // steps are the file's steps as this run takes them: --smoke's (the
@@ -119,25 +154,94 @@ func (c *clusterProcs) all() []*proc {
 	return append([]*proc{c.redis}, c.nodes...)
 }
 
-// specStep runs one step and judges its row.
-func (r *runner) specStep(ctx context.Context, sp *spec, cl *clusterProcs, st loadtest.Step) (specStep, error) {
-	name := sp.rowName(st)
+// launched is a step whose generators run.
+type launched struct {
+	step   loadtest.Step
+	gens   []*loadgen
+	before int64 // the servers' RSS before it
+}
+
+// specGroup runs steps at once: the first, then each of the others once
+// the one before sends (and its with: after has passed), and makes their
+// rows when all are done.
+func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, steps []loadtest.Step) ([]specStep, error) {
 	targets := cl.nodes
 	if sp.bench.Servers.Place == "first" {
 		targets = cl.nodes[:1]
 	}
-	var before int64
-	for _, p := range cl.nodes {
-		before += p.now().rss
+	var runs []launched
+	var err error
+	for i, st := range steps {
+		if i > 0 {
+			waitSending(ctx, runs[i-1].gens[0], sp.after(st, r.smoke))
+		}
+		l := launched{step: st}
+		for _, p := range cl.nodes {
+			l.before += p.now().rss
+		}
+		args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
+		timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
+		l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+		runs = append(runs, l)
+		if err != nil {
+			break
+		}
 	}
-	args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
-	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
-	gens, err := r.generators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
-	if err != nil {
-		return specStep{}, err
+	gens := make([][]*genRun, len(runs))
+	errs := []error{err}
+	for i, l := range runs {
+		var err error
+		gens[i], err = waitGenerators(l.gens)
+		errs = append(errs, err)
 	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("step %s: %w", steps[0].Name, err)
+	}
+	metas := map[string]results.StepMeta{}
+	for i, l := range runs {
+		metas[l.step.Name] = poolSteps(gens[i])
+	}
+	var out []specStep
+	for i, l := range runs {
+		got, err := sp.stepRow(l, gens[i], cl, metas)
+		if err != nil {
+			return out, fmt.Errorf("step %s: %w", l.step.Name, err)
+		}
+		out = append(out, got)
+	}
+	return out, nil
+}
+
+// waitSending waits until g's traffic flows (or it ended), then after.
+func waitSending(ctx context.Context, g *loadgen, after time.Duration) {
+	select {
+	case <-g.sending:
+	case <-g.done:
+	case <-ctx.Done():
+	}
+	select {
+	case <-time.After(after):
+	case <-ctx.Done():
+	}
+}
+
+// after is how long a step with: the one before waits once that one sends:
+// at most a second with --smoke.
+func (sp *spec) after(st loadtest.Step, smoke bool) time.Duration {
+	d := sp.stepBench[st.Name].After.D()
+	if smoke {
+		d = min(d, time.Second)
+	}
+	return d
+}
+
+// stepRow makes a step's row from its generators' runs, and judges it;
+// metas are the steps that ran beside it, by name (during:).
+func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[string]results.StepMeta) (specStep, error) {
+	st, sb := l.step, sp.stepBench[l.step.Name]
+	name := sp.rowName(st)
 	row := mergedRow(name, gens, cl.nodes, cl.redis, st.Duration.D())
-	pooled := poolSteps(gens)
+	pooled := metas[st.Name]
 	if len(gens) > 1 {
 		lat, err := nodeDeliveries(name, gens, st.Duration.D())
 		if err != nil {
@@ -147,20 +251,54 @@ func (r *runner) specStep(ctx context.Context, sp *spec, cl *clusterProcs, st lo
 			row.Ratio, row.P50, row.P99, row.Max = lat.all.ratio(), lat.all.ms(50), lat.all.ms(99), lat.all.ms(100)
 		}
 	}
-	figs := specFigures(&row, pooled, cl.redis != nil, before)
-	if sp.bench.Latency == "connect" {
+	if sb.During != "" {
+		if err := during(&row, gens, metas[sb.During]); err != nil {
+			return specStep{}, err
+		}
+	}
+	figs := specFigures(&row, pooled, cl.redis != nil, l.before)
+	if cmp.Or(sb.Latency, sp.bench.Latency) == "connect" {
 		row.P50, row.P99, row.Max = pooled.ConnectMs.P50, pooled.ConnectMs.P99, pooled.ConnectMs.Max
 	}
 	if cl.redis == nil {
 		row.cluster = nil // one server: no Redis figure in the results file
 	}
 	row.Figure = figureColumn(sp.bench.Figure, figs, row)
-	if sp.bench.Note != "" {
-		addNote(&row, sp.expand(sp.bench.Note, st, measures(pooled, before, row)))
+	if note := cmp.Or(sb.Note, sp.bench.Note); note != "" {
+		addNote(&row, sp.expand(note, st, measures(pooled, l.before, row)))
 	}
 	got := specStep{step: st, row: row, figures: figs}
 	got.met = sp.judge(&got)
 	return got, nil
+}
+
+// during sets a row's delivery and latency to those of the messages due
+// while the step beside it (other) connected: its start to its first send.
+func during(row *Result, gens []*genRun, other results.StepMeta) error {
+	var paths []string
+	for _, g := range gens {
+		if g.csv == "" {
+			return nil // --no-csv: no events to read
+		}
+		paths = append(paths, g.csv)
+	}
+	ev, err := readEvents(paths...)
+	if err != nil {
+		return err
+	}
+	from, to := other.StartedAt.UnixMicro(), other.SendStartedAt.UnixMicro()
+	if other.SendStartedAt.IsZero() {
+		to = other.EndedAt.UnixMicro()
+	}
+	g := ev.group(func(m sentMsg) bool { return m.due >= from && m.due <= to }, func(_, _ uint64) string { return "" })[""]
+	if g == nil || g.count() == 0 {
+		addNote(row, "no message of this step was due while the other connected")
+		return nil
+	}
+	addNote(row, fmt.Sprintf("latency of the %d deliveries of messages due during the other step's %.1f s of connecting; the whole step: p99 %s, delivery %s",
+		g.count(), float64(to-from)/1e6, ms(row.P99), ratio(row.Ratio)))
+	row.P50, row.P99, row.Max, row.Ratio = g.ms(50), g.ms(99), g.ms(100), g.ratio()
+	return nil
 }
 
 // poolSteps is the step of one generator, or of several (one per node)
@@ -273,7 +411,7 @@ func (sp *spec) judge(s *specStep) bool {
 	for _, o := range sp.objs {
 		if o.Step == "" || o.Step == s.step.Name {
 			mine = append(mine, o)
-			texts = append(texts, o.Text)
+			texts = append(texts, strings.TrimPrefix(o.Text, o.Step+":")) // the row names its step
 		}
 	}
 	if len(mine) == 0 {
@@ -367,7 +505,11 @@ func figureRow(f specFigure, done []specStep) Result {
 		row.Note = fmt.Sprintf("%s was not measured in step %s or %s", f.Of, f.Ratio[0], f.Ratio[1])
 		return row
 	}
-	row.Figure = fmt.Sprintf("%s ×%.2f", f.Of, a/b)
+	label := f.Of
+	if f.On != "" {
+		label = f.Name // on a step's row, the figure names itself
+	}
+	row.Figure = fmt.Sprintf("%s ×%.2f", label, a/b)
 	if f.Max > 0 {
 		row.Verdict = verdict(a/b <= f.Max, false)
 	}
@@ -376,10 +518,11 @@ func figureRow(f specFigure, done []specStep) Result {
 
 // rowName is a step's row name: the file's row: with the step's fields.
 func (sp *spec) rowName(st loadtest.Step) string {
-	if sp.bench.Row == "" {
+	row := cmp.Or(sp.stepBench[st.Name].Row, sp.bench.Row)
+	if row == "" {
 		return sp.sc.Name + " " + st.Name
 	}
-	return sp.expand(sp.bench.Row, st, nil)
+	return sp.expand(row, st, nil)
 }
 
 // expand fills a template's placeholders with the step's fields and more.

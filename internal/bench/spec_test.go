@@ -31,7 +31,7 @@ func TestShippedSpecs(t *testing.T) {
 			t.Errorf("scenario %d %s: file %q", i, s.Name, s.File)
 		}
 	}
-	for _, want := range []string{"idle", "oneroom", "rooms", "topics", "cluster-capacity", "rooms-slo", "storm", "cluster", "scaling"} {
+	for _, want := range []string{"idle", "oneroom", "rooms", "storm", "topics", "cluster-capacity", "rooms-slo", "cluster", "scaling"} {
 		if !names[want] {
 			t.Errorf("no scenario %s", want)
 		}
@@ -56,6 +56,12 @@ func TestParseSpec(t *testing.T) {
 		{"targets", specBase + "targets: [{name: x, protocol: scalechat, url: \"ws://x\"}]\nbench: {}\n", "not targets"},
 		{"bad objective", "slo: [\"p99<5\"]\n" + specBase + "bench: {}\n", "needs a unit"},
 		{"no name", "steps:\n  - {rooms: 1}\nbench: {}\n", "needs a name"},
+		{"two steps of one name", "name: t\nsteps:\n  - {name: a}\n  - {name: a}\nbench: {}\n", "two steps"},
+		{"with a step not just before", "name: t\nsteps:\n  - {name: a}\n  - {name: b}\n  - {name: c, bench: {with: a}}\nbench: {}\n", "just before"},
+		{"during a step not beside", "name: t\nsteps:\n  - {name: a, bench: {during: b}}\n  - {name: b}\nbench: {}\n", "runs beside"},
+		{"during a step beside", "name: t\nsteps:\n  - {name: a, bench: {during: b}}\n  - {name: b, bench: {with: a, after: 1s}}\nbench: {}\n", ""},
+		{"unknown step bench field", "name: t\nsteps:\n  - {name: a, bench: {wiht: x}}\nbench: {}\n", "wiht"},
+		{"figure on a step not there", specBase + "bench: {figures: [{name: f, on: z, ratio: [a, b], of: p99}]}\n", `on "z"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +107,7 @@ func TestSpecJudge(t *testing.T) {
 		{"missed, saturated", "a", map[string]float64{"p99": 80, "cpu_per_delivery": 0.005}, true, "MISSED (generator saturated)", "", ""},
 		{"met, saturated", "a", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005}, true, "met (generator saturated)", "", ""},
 		{"not read", "a", map[string]float64{"p99": 3}, false, "–", "", "cpu_per_delivery<=10us not judged"},
-		{"a step's own objective", "b", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005, "delivery": 0.99}, false, "MISSED", "p99<50ms, cpu_per_delivery<=10us, b:delivery>=100%", "delivery = 99%"},
+		{"a step's own objective", "b", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005, "delivery": 0.99}, false, "MISSED", "p99<50ms, cpu_per_delivery<=10us, delivery>=100%", "delivery = 99%"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +196,27 @@ func TestSpecSteps(t *testing.T) {
 	plain := mustSpec(t, specBase+"bench: {}\n")
 	if got := plain.steps(true); len(got) != 2 || got[1].Rooms != 3 || got[1].Duration.D().Seconds() != 1 {
 		t.Errorf("shrunk steps %+v", got)
+	}
+}
+
+// A figure on a step's row is its figure, and joins its target and
+// verdict: met only when both are.
+func TestOnRow(t *testing.T) {
+	tests := []struct {
+		row, fig, want string
+	}{
+		{"met", "met", "met"},
+		{"met", "MISSED", "MISSED"},
+		{"MISSED", "met", "MISSED"},
+		{"met", "n/a", "–"},
+		{"–", "met", "–"},
+	}
+	for _, tt := range tests {
+		row := Result{Target: "p99<5ms", Verdict: tt.row}
+		onRow(&row, Result{Figure: "connect p99 ×1.20", Target: "≤ ×2", Verdict: tt.fig})
+		if row.Verdict != tt.want || row.Target != "p99<5ms; ≤ ×2" || row.Figure != "connect p99 ×1.20" {
+			t.Errorf("%s + %s: %+v, want %s", tt.row, tt.fig, row, tt.want)
+		}
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 //
 // Two parts are for scalechat bench, which runs a file as a benchmark:
 // smoke: (at the top, or in a step) holds step fields that replace the
-// step's under bench --smoke, and bench: how to run and report it
-// (internal/bench reads it; loadtest keeps it unread).
+// step's under bench --smoke, and bench: (at the top, or in a step) how to
+// run and report it (internal/bench reads it; loadtest keeps it unread).
 type Scenario struct {
 	Name    string
 	Pause   *Duration
@@ -38,8 +38,10 @@ type Scenario struct {
 	// file's top-level smoke: fields, then its own, over it; nil when
 	// the file has no smoke: at all.
 	SmokeSteps []Step
-	// Bench is the file's bench: section, unread (zero when absent).
-	Bench yaml.Node
+	// Bench is the file's bench: section, unread (zero when absent), and
+	// StepBench each step's (nil when absent).
+	Bench     yaml.Node
+	StepBench []*yaml.Node
 }
 
 // Target is a server a comparison runs a scenario's steps against
@@ -98,6 +100,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 		s := base
 		s.Name = fmt.Sprintf("s%d", i+1)
 		own := cutKey(&f.Steps[i], "smoke")
+		sc.StepBench = append(sc.StepBench, cutKey(&f.Steps[i], "bench"))
 		if err := decodeStrict(&f.Steps[i], &s); err != nil {
 			return nil, fmt.Errorf("scenario step %d: %w", i+1, err)
 		}

@@ -55,7 +55,7 @@ targets:
 		{"smoke and bench", `
 smoke: {duration: 1s}
 steps:
-  - {name: big, rooms: 500, smoke: {rooms: 5}}
+  - {name: big, rooms: 500, smoke: {rooms: 5}, bench: {row: big one}}
   - {name: small, rooms: 2}
 bench: {row: "r {rooms}"}
 `, "", func(t *testing.T, sc *Scenario) {
@@ -65,8 +65,8 @@ bench: {row: "r {rooms}"}
 			if len(sc.SmokeSteps) != 2 || sc.SmokeSteps[0].Rooms != 5 || sc.SmokeSteps[1].Rooms != 2 || sc.SmokeSteps[1].Duration.D() != time.Second || sc.SmokeSteps[0].Name != "big" {
 				t.Errorf("smoke steps %+v", sc.SmokeSteps)
 			}
-			if sc.Bench.IsZero() {
-				t.Error("the bench section was dropped")
+			if sc.Bench.IsZero() || len(sc.StepBench) != 2 || sc.StepBench[0] == nil || sc.StepBench[1] != nil {
+				t.Errorf("the bench sections: %v, steps' %v", sc.Bench, sc.StepBench)
 			}
 		}},
 		{"no smoke", "steps:\n  - {rooms: 1}\n", "", func(t *testing.T, sc *Scenario) {
