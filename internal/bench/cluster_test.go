@@ -245,7 +245,7 @@ func TestClusterCapacitySmoke(t *testing.T) {
 	for _, r := range f.Rows {
 		names = append(names, r.Scenario)
 	}
-	want := []string{"cluster-capacity 5×4, 4k msg/s", "cluster-capacity 5×4, 8k msg/s", "cluster-capacity: knee"}
+	want := []string{"cluster-capacity 5×4, 2k msg/s", "cluster-capacity 5×4, 4k msg/s", "cluster-capacity: knee"}
 	if strings.Join(names, "|") != strings.Join(want, "|") {
 		t.Fatalf("rows %q, want %q\n%s", names, want, out)
 	}
