@@ -316,17 +316,8 @@ func TestScenarioFileObjectives(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tiny.yaml")
 	spec := "name: tiny\nslo: [\"delivery>=100%\", \"p99<0.001ms\"]\n" +
 		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n  - {name: r5x4, rooms: 5, room_size: 4}\n"
-	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	jsonFile := filepath.Join(t.TempDir(), "tiny.json")
-	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
-		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
-	}
+	out := benchMissed(t, exe, file, spec, jsonFile)
 	for _, want := range []string{"SLO scalechat/r5x4 delivery>=100%: MET", "SLO scalechat/r5x4 p99<0.001ms: MISSED"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -358,17 +349,8 @@ func TestBenchFileSpec(t *testing.T) {
 		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n" +
 		"  - {name: a, rooms: 5, room_size: 4}\n  - {name: b, rooms: 2, room_size: 10}\n" +
 		"bench: {row: \"mine {rooms}×{room_size}\", figure: [deliveries_per_s], figures: [{name: \"mine: b vs a\", ratio: [b, a], of: deliveries_per_s}]}\n"
-	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	jsonFile := filepath.Join(t.TempDir(), "mine.json")
-	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
-		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
-	}
+	out := benchMissed(t, exe, file, spec, jsonFile)
 	f, err := results.ReadBenchFile(jsonFile)
 	if err != nil {
 		t.Fatal(err)
@@ -387,9 +369,27 @@ func TestBenchFileSpec(t *testing.T) {
 			t.Errorf("row %d: %q %q %q, want %+v", i, r.Scenario, r.Target, r.Verdict, w)
 		}
 	}
-	if f.Rows[0].PerSecond <= 0 || !strings.HasPrefix(f.Rows[2].Figure, "deliveries_per_s ×") || !strings.Contains(f.Rows[0].Note, "p99 = ") {
+	if f.Rows[0].PerSecond <= 0 || !strings.HasPrefix(f.Rows[2].Figure, "deliveries/s ×") || !strings.Contains(f.Rows[0].Note, "p99 = ") {
 		t.Errorf("figures: %+v", f.Rows)
 	}
+}
+
+// benchMissed writes spec to file, runs scalechat bench --json jsonFile
+// FILE, and fails the test unless it exits 3 (an objective missed); it
+// returns the output.
+func benchMissed(t *testing.T, exe, file, spec, jsonFile string) []byte {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
+	}
+	return out
 }
 
 // A scenario whose server CPU held too few clock ticks shows "–" for its

@@ -101,12 +101,7 @@ func TestClusterSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nodes and load generators for about half a minute")
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is missing (CI installs it)")
-		}
-		t.Skip("redis-server missing")
-	}
+	needRedisServer(t)
 	exe := buildScalechat(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -223,12 +218,7 @@ func TestClusterCapacitySmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nodes and load generators")
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is missing (CI installs it)")
-		}
-		t.Skip("redis-server missing")
-	}
+	needRedisServer(t)
 	exe := buildScalechat(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -256,5 +246,17 @@ func TestClusterCapacitySmoke(t *testing.T) {
 	}
 	if k := f.Rows[2]; k.PerSecond != f.Rows[1].PerSecond || k.Verdict != "measured" {
 		t.Errorf("knee %+v", k)
+	}
+}
+
+// needRedisServer skips a test without redis-server, or fails it in CI,
+// which installs it.
+func needRedisServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is missing (CI installs it)")
+		}
+		t.Skip("redis-server is not installed")
 	}
 }

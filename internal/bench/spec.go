@@ -75,6 +75,9 @@ type specStepBench struct {
 	// During names the step beside this one: this row's delivery and
 	// latency are those of the messages due while that step connected.
 	During string `yaml:"during"`
+	// Args are more scalechat loadtest flags for this step's generators
+	// (--compression).
+	Args []string `yaml:"args"`
 }
 
 // specServers are the servers a benchmark starts: this binary's serve,
@@ -98,15 +101,34 @@ type specKnee struct {
 	Reach  string `yaml:"reach"`
 }
 
-// specFigure is a derived row: the ratio of one metric between two steps
-// (Ratio: [step, base step]), at most Max when given; with On, not a row
-// of its own but the figure, target and verdict of step On's row.
+// specFigure is a derived row: the ratio of each metric Of between two
+// steps (Ratio: [step, base step]), each at most Max when given; with On,
+// not a row of its own but the figure, target and verdict of step On's
+// row. Note is the row's note.
 type specFigure struct {
-	Name  string    `yaml:"name"`
-	Ratio [2]string `yaml:"ratio"`
-	Of    string    `yaml:"of"`
-	Max   float64   `yaml:"max"`
-	On    string    `yaml:"on"`
+	Name  string     `yaml:"name"`
+	Ratio [2]string  `yaml:"ratio"`
+	Of    metricList `yaml:"of"`
+	Max   float64    `yaml:"max"`
+	On    string     `yaml:"on"`
+	Note  string     `yaml:"note"`
+}
+
+// metricList is one metric (of: p99) or several (of: [p99, max]).
+type metricList []string
+
+// UnmarshalYAML takes a metric or a list of them.
+func (m *metricList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*m = metricList{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*m = list
+	return nil
 }
 
 // specMetrics are the metrics a figure column or a figures: row can name,
@@ -119,6 +141,7 @@ var specMetrics = map[string]string{
 	"redis_per_delivery": "Redis %.2f µs/deliv",
 	"unavailable":        "%.0f unavailable",
 	"deliveries_per_s":   "%s deliveries/s",
+	"bytes_per_delivery": "%.0f B/deliv out",
 }
 
 // parseSpec reads a benchmark file: a scenario file with a bench:
@@ -132,7 +155,7 @@ func parseSpec(name string, b []byte) (*spec, error) {
 	if sc.Bench.IsZero() {
 		return nil, fmt.Errorf("%s has no bench: section", name)
 	}
-	if err := decodeStrict(&sc.Bench, &sp.bench); err != nil {
+	if err := loadtest.DecodeStrict(&sc.Bench, &sp.bench); err != nil {
 		return nil, fmt.Errorf("%s: bench: %w", name, err)
 	}
 	if sp.objs, err = slo.Parse(sc.SLO...); err != nil {
@@ -142,7 +165,7 @@ func parseSpec(name string, b []byte) (*spec, error) {
 	for i, n := range sc.StepBench {
 		var sb specStepBench
 		if n != nil {
-			if err := decodeStrict(n, &sb); err != nil {
+			if err := loadtest.DecodeStrict(n, &sb); err != nil {
 				return nil, fmt.Errorf("%s: step %s: bench: %w", name, sc.Steps[i].Name, err)
 			}
 		}
@@ -179,9 +202,14 @@ func (sp *spec) check() error {
 		}
 	}
 	for _, f := range b.Figures {
-		_, mine := specMetrics[f.Of]
-		if _, theirs := slo.Metrics[f.Of]; !mine && !theirs {
-			return fmt.Errorf("figures %q: unknown metric %q", f.Name, f.Of)
+		if len(f.Of) == 0 {
+			return fmt.Errorf("figures %q: of: names no metric", f.Name)
+		}
+		for _, m := range f.Of {
+			_, mine := specMetrics[m]
+			if _, theirs := slo.Metrics[m]; !mine && !theirs {
+				return fmt.Errorf("figures %q: unknown metric %q", f.Name, m)
+			}
 		}
 		if f.On != "" && !steps[f.On] {
 			return fmt.Errorf("figures %q: on %q is not a step", f.Name, f.On)
@@ -253,17 +281,6 @@ func stepNames(steps []loadtest.Step) string {
 	return strings.Join(out, ", ")
 }
 
-// decodeStrict decodes n into v, refusing unknown fields.
-func decodeStrict(n *yaml.Node, v any) error {
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	return dec.Decode(v)
-}
-
 // IsSpec reports whether the scenario file at path is a benchmark (has a
 // bench: section), which scalechat bench runs as its named scenarios.
 func IsSpec(path string) (bool, error) {
@@ -326,7 +343,6 @@ func goScenarios() []Scenario {
 	return []Scenario{
 		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
 		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
-		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
 		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}

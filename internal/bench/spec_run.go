@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/launch"
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/slo"
@@ -33,7 +34,8 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 	steps := sp.steps(r.smoke)
 	cl := clusterProcs{prefix: safeName(sp.sc.Name), extra: sp.bench.Servers.Flags}
 	defer cl.stop()
-	if err := r.startSpecServers(ctx, sp, &cl); err != nil {
+	meters, err := r.startSpecServers(ctx, sp, &cl)
+	if err != nil {
 		return nil, err
 	}
 	time.Sleep(300 * time.Millisecond) // let fresh servers settle before their idle RSS is read
@@ -53,7 +55,7 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 		for i+n < len(steps) && sp.stepBench[steps[i+n].Name].With != "" {
 			n++
 		}
-		got, err := r.specGroup(ctx, sp, &cl, steps[i:i+n])
+		got, err := r.specGroup(ctx, sp, &cl, meters, steps[i:i+n])
 		if err != nil {
 			return rows, err
 		}
@@ -132,18 +134,41 @@ func (sp *spec) pause(smoke bool) time.Duration {
 }
 
 // startSpecServers starts the file's servers: one serve, or a cluster of
-// nodes on one redis-server.
-func (r *runner) startSpecServers(ctx context.Context, sp *spec, cl *clusterProcs) error {
+// nodes on one redis-server. It returns the /metrics URL of the one
+// serve (for bytes_per_delivery), none for a cluster.
+func (r *runner) startSpecServers(ctx context.Context, sp *spec, cl *clusterProcs) ([]string, error) {
 	s := sp.bench.Servers
-	if s.Nodes <= 1 && !s.Redis {
-		p, err := r.startServer(ctx, cl.prefix+"-server", s.Flags...)
-		if err != nil {
-			return err
-		}
-		cl.nodes = []*proc{p}
-		return nil
+	if s.Nodes > 1 || s.Redis {
+		return nil, cl.grow(ctx, r, max(s.Nodes, 1))
 	}
-	return cl.grow(ctx, r, max(s.Nodes, 1))
+	maddr, err := launch.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	// The file's own --metrics-addr, if any, comes after and wins.
+	p, err := r.startServer(ctx, cl.prefix+"-server", append([]string{"--metrics-addr", maddr}, s.Flags...)...)
+	if err != nil {
+		return nil, err
+	}
+	cl.nodes = []*proc{p}
+	if slices.Contains(s.Flags, "--metrics-addr") {
+		return nil, nil
+	}
+	return []string{"http://" + maddr + "/metrics"}, nil
+}
+
+// bytesOut is what the servers at meters wrote so far (WebSocket frames
+// and HTTP), -1 when one cannot be read.
+func bytesOut(meters []string) int64 {
+	var sum int64
+	for _, m := range meters {
+		b, err := serverBytes(m)
+		if err != nil {
+			return -1
+		}
+		sum += b[1]
+	}
+	return sum
 }
 
 // all are the processes of the server side.
@@ -159,12 +184,13 @@ type launched struct {
 	step   loadtest.Step
 	gens   []*loadgen
 	before int64 // the servers' RSS before it
+	out    int64 // bytes the servers wrote during it; -1: not measured
 }
 
 // specGroup runs steps at once: the first, then each of the others once
 // the one before sends (and its with: after has passed), and makes their
 // rows when all are done.
-func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, steps []loadtest.Step) ([]specStep, error) {
+func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, meters []string, steps []loadtest.Step) ([]specStep, error) {
 	targets := cl.nodes
 	if sp.bench.Servers.Place == "first" {
 		targets = cl.nodes[:1]
@@ -175,11 +201,15 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, step
 		if i > 0 {
 			waitSending(ctx, runs[i-1].gens[0], sp.after(st, r.smoke))
 		}
-		l := launched{step: st}
+		l := launched{step: st, out: -1}
 		for _, p := range cl.nodes {
 			l.before += p.now().rss
 		}
+		if len(steps) == 1 && len(meters) > 0 {
+			l.out = bytesOut(meters) // steps at once share the servers: no step's own
+		}
 		args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
+		args = append(args, sp.stepBench[st.Name].Args...)
 		timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
 		l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
 		runs = append(runs, l)
@@ -193,6 +223,13 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, step
 		var err error
 		gens[i], err = waitGenerators(l.gens)
 		errs = append(errs, err)
+		if before := l.out; before >= 0 {
+			if after := bytesOut(meters); after >= before {
+				runs[i].out = after - before
+			} else {
+				runs[i].out = -1
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("step %s: %w", steps[0].Name, err)
@@ -257,6 +294,9 @@ func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[
 		}
 	}
 	figs := specFigures(&row, pooled, cl.redis != nil, l.before)
+	if l.out >= 0 && pooled.ReceivedAll > 0 {
+		figs["bytes_per_delivery"] = float64(l.out) / float64(pooled.ReceivedAll)
+	}
 	if cmp.Or(sb.Latency, sp.bench.Latency) == "connect" {
 		row.P50, row.P99, row.Max = pooled.ConnectMs.P50, pooled.ConnectMs.P99, pooled.ConnectMs.Max
 	}
@@ -485,35 +525,64 @@ func (sp *spec) kneeRow(done []specStep, stopped string, smoke bool) Result {
 	return row
 }
 
-// figureRow is a figures: row: one metric of one step over another's.
+// figureRow is a figures: row: its metrics of one step over another's,
+// "label –" for a metric one of them did not measure; "n/a" when none
+// was.
 func figureRow(f specFigure, done []specStep) Result {
-	row := Result{Scenario: f.Name, Ratio: -1}
-	var a, b float64
+	row := Result{Scenario: f.Name, Ratio: -1, Note: f.Note}
+	var a, b map[string]float64
 	for _, s := range done {
 		switch s.step.Name {
 		case f.Ratio[0]:
-			a = s.figures[f.Of]
+			a = s.figures
 		case f.Ratio[1]:
-			b = s.figures[f.Of]
+			b = s.figures
 		}
 	}
 	if f.Max > 0 {
 		row.Target = fmt.Sprintf("≤ ×%g", f.Max)
 	}
-	if a <= 0 || b <= 0 {
+	var parts, missing []string
+	met := true
+	for _, m := range f.Of {
+		label := metricLabel(m)
+		if f.On != "" && len(f.Of) == 1 {
+			label = f.Name // on a step's row, the figure names itself
+		}
+		if a[m] <= 0 || b[m] <= 0 {
+			parts, missing = append(parts, label+" –"), append(missing, m)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s ×%.2f", label, a[m]/b[m]))
+		met = met && (f.Max <= 0 || a[m]/b[m] <= f.Max)
+	}
+	if len(missing) > 0 {
+		addNote(&row, fmt.Sprintf("%s not measured in step %s or %s", strings.Join(missing, ", "), f.Ratio[0], f.Ratio[1]))
+	}
+	switch {
+	case len(missing) == len(f.Of):
 		row.Figure, row.Verdict = "–", "n/a"
-		row.Note = fmt.Sprintf("%s was not measured in step %s or %s", f.Of, f.Ratio[0], f.Ratio[1])
 		return row
+	case f.Max > 0 && len(missing) > 0 && met:
+		row.Verdict = "n/a"
+	case f.Max > 0:
+		row.Verdict = verdict(met, false)
 	}
-	label := f.Of
-	if f.On != "" {
-		label = f.Name // on a step's row, the figure names itself
-	}
-	row.Figure = fmt.Sprintf("%s ×%.2f", label, a/b)
-	if f.Max > 0 {
-		row.Verdict = verdict(a/b <= f.Max, false)
-	}
+	row.Figure = strings.Join(parts, ", ")
 	return row
+}
+
+// metricLabel is how a figures: row names a metric.
+func metricLabel(m string) string {
+	switch m {
+	case "cpu_per_delivery":
+		return "CPU"
+	case "bytes_per_delivery":
+		return "bytes"
+	case "deliveries_per_s":
+		return "deliveries/s"
+	}
+	return strings.ReplaceAll(m, "_", " ")
 }
 
 // rowName is a step's row name: the file's row: with the step's fields.

@@ -45,6 +45,8 @@ func TestParseSpec(t *testing.T) {
 		name, yaml, wantErr string
 	}{
 		{"good", specBase + "bench: {row: \"t {rooms}\", figure: [cpu_per_delivery], until: knee, knee: {row: k, reach: b}, figures: [{name: f, ratio: [b, a], of: p99}]}\n", ""},
+		{"figure of several metrics", specBase + "bench: {figures: [{name: f, ratio: [b, a], of: [p99, bytes_per_delivery]}]}\n", ""},
+		{"figure of no metric", specBase + "bench: {figures: [{name: f, ratio: [b, a], of: []}]}\n", "names no metric"},
 		{"no bench section", specBase, "no bench: section"},
 		{"unknown bench field", specBase + "bench: {rows: x}\n", "rows"},
 		{"unknown figure", specBase + "bench: {figure: [speed]}\n", `figure "speed": unknown`},
@@ -169,10 +171,13 @@ func TestFigureRow(t *testing.T) {
 		f                    specFigure
 		figure, target, want string
 	}{
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: "cpu_per_delivery", Max: 1}, "cpu_per_delivery ×0.80", "≤ ×1", "met"},
-		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: "cpu_per_delivery", Max: 1}, "cpu_per_delivery ×1.25", "≤ ×1", "MISSED"},
-		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: "cpu_per_delivery"}, "cpu_per_delivery ×1.25", "", ""},
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: "p99"}, "–", "", "n/a"},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×0.80", "≤ ×1", "met"},
+		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×1.25", "≤ ×1", "MISSED"},
+		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}}, "CPU ×1.25", "", ""},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99"}}, "–", "", "n/a"},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}}, "p99 –, CPU ×0.80", "", ""},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}, Max: 1}, "p99 –, CPU ×0.80", "≤ ×1", "n/a"},
+		{specFigure{Name: "x", On: "a", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}}, "x ×0.80", "", ""},
 	}
 	for _, tt := range tests {
 		row := figureRow(tt.f, done)

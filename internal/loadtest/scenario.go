@@ -90,7 +90,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 		return nil, fmt.Errorf("scenario: no steps")
 	}
 	if !f.Defaults.IsZero() {
-		if err := decodeStrict(&f.Defaults, &base); err != nil {
+		if err := DecodeStrict(&f.Defaults, &base); err != nil {
 			return nil, fmt.Errorf("scenario defaults: %w", err)
 		}
 	}
@@ -101,7 +101,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 		s.Name = fmt.Sprintf("s%d", i+1)
 		own := cutKey(&f.Steps[i], "smoke")
 		sc.StepBench = append(sc.StepBench, cutKey(&f.Steps[i], "bench"))
-		if err := decodeStrict(&f.Steps[i], &s); err != nil {
+		if err := DecodeStrict(&f.Steps[i], &s); err != nil {
 			return nil, fmt.Errorf("scenario step %d: %w", i+1, err)
 		}
 		sc.Steps = append(sc.Steps, s)
@@ -109,7 +109,7 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 		small := s
 		for _, n := range []*yaml.Node{&f.Smoke, own} {
 			if n != nil && !n.IsZero() {
-				if err := decodeStrict(n, &small); err != nil {
+				if err := DecodeStrict(n, &small); err != nil {
 					return nil, fmt.Errorf("scenario step %d smoke: %w", i+1, err)
 				}
 			}
@@ -140,7 +140,7 @@ func cutKey(n *yaml.Node, key string) *yaml.Node {
 
 // decodeStrict decodes n into v, refusing unknown fields (yaml.Node.Decode
 // does not check them).
-func decodeStrict(n *yaml.Node, v any) error {
+func DecodeStrict(n *yaml.Node, v any) error {
 	b, err := yaml.Marshal(n)
 	if err != nil {
 		return err
