@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,18 +141,18 @@ func TestUnknownScenario(t *testing.T) {
 }
 
 // TestSmoke builds the scalechat binary and runs `scalechat bench --smoke`:
-// every scenario but those with Redis (TestClusterSmoke,
-// TestClusterCapacitySmoke) must run and land in the table. It asserts
-// nothing about speed.
+// every scenario but those with Redis (TestClusterSmoke, TestRedisSpecsSmoke)
+// must run and land in the table. It asserts nothing about speed.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and load generators for about half a minute")
 	}
 	exe := buildScalechat(t)
 	var names []string
+	redis := redisSpecs(t)
 	for _, s := range Scenarios() {
-		if s.Name == "cluster" || s.Name == "cluster-capacity" {
-			continue // TestClusterSmoke and TestClusterCapacitySmoke run them, with redis-server
+		if s.Name == "cluster" || slices.Contains(redis, s.Name) {
+			continue // TestClusterSmoke and TestRedisSpecsSmoke run them, with redis-server
 		}
 		names = append(names, s.Name)
 	}
