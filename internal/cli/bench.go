@@ -52,11 +52,12 @@ missed (not with --smoke). Adding a benchmark is one such file (docs/benchmarks.
 one, docs/loadtest.md describes the format); put it in scenarios/ to make it a named one.
 
 A scenario file without a bench: section (scalechat loadtest's steps with the objectives
-under slo: and, optionally, the servers to start under targets:) runs alone: its steps against each target
-(this binary's scalechat serve when it names none), judged against its objectives (exit
-code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Its results go to --dir (targets.json, which
-scalechat report draws) and, with --json, to a results file like the named scenarios' (a row
-per target and step, its objectives and verdict beside it).
+under slo: and, optionally, the servers to start under targets:) runs alone: its steps
+against each target (this binary's scalechat serve when it names none), judged against its
+objectives (exit code 3 when one is missed, 4 when inconclusive; not judged with --smoke).
+Its results go to --dir (targets.json, which scalechat report draws) and, with --json, to a
+results file like the named scenarios' (a row per target and step, its objectives and
+verdict beside it).
 
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
@@ -79,6 +80,7 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
   scalechat bench --redis-linger 2ms cluster   # the same with longer rounds to Redis
   scalechat bench --room-order owner cluster   # the same with every room ordered by its owner node
   scalechat bench --json bench.json idle rooms oneroom compression cluster transports   # then: scalechat plan --from bench.json
+  scalechat bench mine.yaml       # a benchmark of your own, in one file (docs/loadtest.md)
   scalechat bench transports --from 100 --to 500   # one scenario with its own flags`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if opt.Repeat < 1 {
