@@ -282,7 +282,8 @@ func stepNames(steps []loadtest.Step) string {
 }
 
 // IsSpec reports whether the scenario file at path is a benchmark (has a
-// bench: section), which scalechat bench runs as its named scenarios.
+// bench: section), which scalechat bench runs as its named scenarios; the
+// error says why the file, or its bench: section, cannot run.
 func IsSpec(path string) (bool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -292,7 +293,11 @@ func IsSpec(path string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	return !sc.Bench.IsZero(), nil
+	if sc.Bench.IsZero() {
+		return false, nil
+	}
+	_, err = parseSpec(path, b)
+	return true, err
 }
 
 // loadSpecFile reads a user's benchmark file.

@@ -99,8 +99,8 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
 	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
-	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
-	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenario's nodes with this --room-order, redis or owner (default: serve's own, redis)")
+	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenarios' nodes (cluster, and files with nodes) with this --redis-linger (default: serve's own, 500µs; a file's own flags win)")
+	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenarios' nodes (cluster, and files with nodes) with this --room-order, redis or owner (default: serve's own, redis; a file's own flags win)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
 	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50); a loop starts at 10k deliveries/s, or one full room (size²) when more")
@@ -121,12 +121,12 @@ func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
 	if len(args) != 1 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("a scenario file runs alone, not with %d other scenario(s)", len(args)-1)}
 	}
-	if opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0 {
-		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios, not a scenario file")}
-	}
 	spec, err := bench.IsSpec(args[0])
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if !spec && (opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0) {
+		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios and benchmark files (bench:), not a scenario file")}
 	}
 	if spec {
 		// A benchmark file runs as the named scenarios do, its objectives
