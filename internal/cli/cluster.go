@@ -51,7 +51,11 @@ start their servers with the same launcher (internal/launch).`,
 			if err != nil {
 				return err
 			}
-			return launch.Up(c.Context(), launch.ClusterOptions{Dir: dir, Exe: exe, Nodes: n, Flags: flags, HAProxyCfg: cfg, Out: c.OutOrStdout()})
+			err = launch.Up(c.Context(), launch.ClusterOptions{Dir: dir, Exe: exe, Nodes: n, Flags: flags, HAProxyCfg: cfg, Out: c.OutOrStdout()})
+			if err != nil && !errors.Is(err, launch.ErrRunning) {
+				return fmt.Errorf("%w (scalechat cluster down --dir %s stops what did start)", err, dir)
+			}
+			return err
 		},
 	}
 	up.Flags().StringVar(&cfg, "haproxy-cfg", "", "HAProxy in front of the nodes with this configuration (deploy/haproxy/haproxy.cfg); none without")

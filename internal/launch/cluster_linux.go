@@ -38,6 +38,9 @@ type ClusterOptions struct {
 // EnvFile is the cluster folder's file of URLs, KEY=value lines.
 const EnvFile = "cluster.env"
 
+// ErrRunning is Up's error when a cluster already runs from its folder.
+var ErrRunning = errors.New("a cluster already runs")
+
 // Up starts the cluster and writes its folder. A cluster already running
 // from the folder is an error; what it started before failing keeps
 // running, for Down.
@@ -50,7 +53,7 @@ func Up(ctx context.Context, opt ClusterOptions) error {
 	}
 	for _, name := range started(opt.Dir) {
 		if pid, ok := pidOf(opt.Dir, name); ok && running(pid) {
-			return fmt.Errorf("a cluster already runs from %s: scalechat cluster down first", opt.Dir)
+			return fmt.Errorf("%w from %s: scalechat cluster down first", ErrRunning, opt.Dir)
 		}
 		_ = os.Remove(filepath.Join(opt.Dir, name+".pid"))
 	}
