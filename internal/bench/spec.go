@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -322,10 +321,15 @@ func shippedSpecs(fsys fs.FS) ([]*spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !bytes.Contains(b, []byte("\nbench:")) {
+		name := path.Join("scenarios", n)
+		sc, err := loadtest.ParseScenario(b, loadtest.DefaultStep())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if sc.Bench.IsZero() {
 			continue // a load test's file, not a benchmark
 		}
-		sp, err := parseSpec(path.Join("scenarios", n), b)
+		sp, err := parseSpec(name, b)
 		if err != nil {
 			return nil, err
 		}
