@@ -55,6 +55,13 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 		for i+n < len(steps) && sp.stepBench[steps[i+n].Name].With != "" {
 			n++
 		}
+		if why := sp.tooMany(steps[i:i+n], len(cl.nodes), int(inspectHost().NofileSoft)); why != "" {
+			stopped = why
+			if sp.bench.Knee == nil {
+				rows = append(rows, Result{Scenario: sp.rowName(steps[i]), Ratio: -1, Verdict: "n/a", Note: why})
+			}
+			break
+		}
 		got, err := r.specGroup(ctx, sp, &cl, meters, steps[i:i+n])
 		if err != nil {
 			return rows, err
@@ -85,6 +92,26 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
 	}
 	return append(rows, own...), nil
+}
+
+// tooMany says why steps (run at once) cannot run under the open-file
+// limit of each process, nofile, on nodes servers: a server or a generator
+// holds a file per connection besides scalingFiles of its own, and a step
+// beyond would measure refused connections. "" when they fit.
+func (sp *spec) tooMany(steps []loadtest.Step, nodes, nofile int) string {
+	per := 0
+	split := nodes > 1 && sp.bench.Servers.Place != "first"
+	for _, st := range steps {
+		n := st.Clients()
+		if split {
+			n = (n + nodes - 1) / nodes
+		}
+		per += n
+	}
+	if nofile <= 0 || per <= nofile-scalingFiles {
+		return ""
+	}
+	return fmt.Sprintf("step %s needs %d connections a process, more than the open-file limit (ulimit -n %d) allows: raise it to go on", steps[0].Name, per, nofile)
 }
 
 // onRow puts a figures: row's figure, target and verdict on a step's row:

@@ -225,6 +225,32 @@ func TestOnRow(t *testing.T) {
 	}
 }
 
+// A step whose connections a process cannot hold under the open-file
+// limit is not run: split over nodes, each holds its share.
+func TestTooMany(t *testing.T) {
+	one := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {}\n")
+	two := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2}}\n")
+	first := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2, place: first}}\n")
+	tests := []struct {
+		sp     *spec
+		nodes  int
+		nofile int
+		stop   bool
+	}{
+		{one, 1, 20000, false},
+		{one, 1, 10500, true},
+		{two, 2, 10500, false},
+		{first, 2, 10500, true},
+		{one, 1, 0, false}, // the limit unknown
+	}
+	for i, tt := range tests {
+		why := tt.sp.tooMany(tt.sp.sc.Steps, tt.nodes, tt.nofile)
+		if (why != "") != tt.stop || (tt.stop && !strings.Contains(why, "ulimit -n")) {
+			t.Errorf("%d: %q, want stop %v", i, why, tt.stop)
+		}
+	}
+}
+
 func TestExpand(t *testing.T) {
 	sp := mustSpec(t, specBase+"bench: {row: \"topics {clients}×{rooms_per_client}/{rooms}\"}\n")
 	st := loadtest.Step{Name: "x", Rooms: 100, NumClients: 40, RoomsPerClient: 5}
