@@ -17,12 +17,7 @@ func TestAuditLocalCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster three times")
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is missing (CI installs it)")
-		}
-		t.Skip("redis-server is not installed")
-	}
+	needRedisServer(t)
 	exe := buildScalechat(t)
 	for _, tt := range []struct {
 		name   string

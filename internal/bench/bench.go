@@ -10,6 +10,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,8 +49,14 @@ type Options struct {
 	// RoomOrder, when not "", is every cluster node's --room-order (the
 	// cluster scenario): redis or owner.
 	RoomOrder string
-	Stdout    io.Writer // the table
-	Stderr    io.Writer // progress
+	// Files are benchmark files (scenario files with a bench: section) to
+	// run after the named scenarios.
+	Files []string
+	// FailOnMiss makes Run return ErrMissed when a row missed its
+	// objectives (scalechat bench FILE.yaml's exit code 3).
+	FailOnMiss bool
+	Stdout     io.Writer // the table
+	Stderr     io.Writer // progress
 }
 
 // Result is one measured line of the bench table: a scenario, or one step
@@ -80,25 +87,20 @@ type Result struct {
 type Scenario struct {
 	Name  string
 	About string
-	run   func(ctx context.Context, r *runner) ([]Result, error)
+	// File is the benchmark file it runs (scenarios/NAME.yaml, embedded),
+	// or "" for a scenario still in Go.
+	File string
+	run  func(ctx context.Context, r *runner) ([]Result, error)
 	// medians, when set, summarises the rows of several runs (--repeat).
 	medians func(runs [][]Result) []Result
 }
 
-// Scenarios lists the benchmarks in the order a full run takes them.
+// Scenarios lists the benchmarks in the order a full run takes them: the
+// benchmark files of scenarios/ (embedded), then those still in Go. An
+// embedded file that does not parse is left out here, and Run says why.
 func Scenarios() []Scenario {
-	return []Scenario{
-		{Name: "idle", About: "15,000 idle connections: server RSS growth per connection (≤ 2 KiB)", run: runIdle},
-		{Name: "oneroom", About: "1 room, N clients, 1 msg/s each: largest N with 100 % delivery and p99 < 100 ms (≥ 800)", run: runOneRoom},
-		{Name: "rooms", About: "2,500 rooms × 4 clients, 1 msg/s each: 100 %, p99 < 50 ms, ≤ 10 µs CPU per delivery", run: runRooms},
-		{Name: "storm", About: "15,000 clients connecting at 5,000/s during room traffic: p99s within 2× of calm", run: runStorm},
-		{Name: "topics", About: "4,000 clients × 50 of 10,000 rooms, 400 send 10/s: 100 %, p99 < 50 ms", run: runTopics},
-		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
-		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
-		{Name: "compression", About: "200 rooms × 10 clients, 1 msg/s, 256 B and 4 KiB: permessage-deflate on vs off, CPU and bytes per delivery", run: runCompression},
-		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
-		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
-	}
+	all, _ := allScenarios()
+	return all
 }
 
 // runner carries what every scenario needs.
@@ -192,10 +194,20 @@ func (r *runner) generatorList() string { return formatCPUList(r.genCPUs) }
 // table. It returns an error when a scenario could not run; missed targets
 // are results, not errors.
 func Run(ctx context.Context, names []string, opt Options) error {
-	all := Scenarios()
+	all, err := allScenarios()
+	if err != nil {
+		return err
+	}
 	var todo []Scenario
-	if len(names) == 0 {
+	if len(names) == 0 && len(opt.Files) == 0 {
 		todo = all
+	}
+	for _, f := range opt.Files {
+		sp, err := loadSpecFile(f)
+		if err != nil {
+			return err
+		}
+		todo = append(todo, specScenario(sp))
 	}
 	for _, n := range names {
 		i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == n })
@@ -254,8 +266,15 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	if len(failed) > 0 {
 		return fmt.Errorf("scenario(s) %s could not run (see the notes)", strings.Join(failed, ", "))
 	}
+	if opt.FailOnMiss && !r.smoke && slices.ContainsFunc(rows, func(r Result) bool { return strings.HasPrefix(r.Verdict, "MISSED") }) {
+		return ErrMissed
+	}
 	return nil
 }
+
+// ErrMissed is Run's error when a row missed its objectives and
+// Options.FailOnMiss asked to hear it.
+var ErrMissed = errors.New("a target was missed (see the table)")
 
 // runAll runs the scenarios repeat times in turn (a b … a b …), so that
 // each run of a scenario meets the machine's load at a different moment;

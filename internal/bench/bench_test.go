@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,17 +141,18 @@ func TestUnknownScenario(t *testing.T) {
 }
 
 // TestSmoke builds the scalechat binary and runs `scalechat bench --smoke`:
-// every scenario but cluster (TestClusterSmoke) must run and land in the
-// table. It asserts nothing about speed.
+// every scenario but those with Redis (TestClusterSmoke, TestRedisSpecsSmoke)
+// must run and land in the table. It asserts nothing about speed.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and load generators for about half a minute")
 	}
 	exe := buildScalechat(t)
 	var names []string
+	redis := redisSpecs(t)
 	for _, s := range Scenarios() {
-		if s.Name == "cluster" {
-			continue // TestClusterSmoke runs it, with redis-server
+		if s.Name == "cluster" || slices.Contains(redis, s.Name) {
+			continue // TestClusterSmoke and TestRedisSpecsSmoke run them, with redis-server
 		}
 		names = append(names, s.Name)
 	}
@@ -167,7 +169,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench --smoke: %v\nstderr:\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4",
+	for _, want := range []string{"scalechat bench, smoke", "scenario", "deliv/s", "idle", "oneroom n=5", "oneroom largest N", "rooms 10×4", "rooms-slo 5×4", "rooms-slo 2×10", "rooms-slo: rooms of 50 vs of 4",
 		"storm: connects during traffic", "storm: traffic during connects", "topics 40×5/100", "overhead: CSV recording", "overhead: metrics",
 		"transports websocket n=10", "transports long-polling n=20", "transports polling n=20",
 		"compression 256 B: on vs off", "compression 4096 B: on vs off", "scaling 1 loop, 2500/s planned", "scaling 1 loop: knee"} {
@@ -268,8 +270,8 @@ func TestScenarioFilesSmoke(t *testing.T) {
 			t.Errorf("%s: %v", file, err)
 			continue
 		}
-		if !ownTargets(sc.Targets) {
-			continue
+		if !ownTargets(sc.Targets) || !sc.Bench.IsZero() {
+			continue // a benchmark file is a named scenario: TestSmoke runs it
 		}
 		ran++
 		t.Run(filepath.Base(file), func(t *testing.T) {
@@ -289,7 +291,7 @@ func TestScenarioFilesSmoke(t *testing.T) {
 		})
 	}
 	if ran < 2 {
-		t.Errorf("%d scenario files ran, want the bench's own (rooms-slo.yaml) and more", ran)
+		t.Errorf("%d scenario files ran, want compare.yaml and more", ran)
 	}
 }
 
@@ -315,17 +317,8 @@ func TestScenarioFileObjectives(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tiny.yaml")
 	spec := "name: tiny\nslo: [\"delivery>=100%\", \"p99<0.001ms\"]\n" +
 		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n  - {name: r5x4, rooms: 5, room_size: 4}\n"
-	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	jsonFile := filepath.Join(t.TempDir(), "tiny.json")
-	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
-		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
-	}
+	out := benchMissed(t, exe, file, spec, jsonFile)
 	for _, want := range []string{"SLO scalechat/r5x4 delivery>=100%: MET", "SLO scalechat/r5x4 p99<0.001ms: MISSED"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -341,6 +334,63 @@ func TestScenarioFileObjectives(t *testing.T) {
 	if f.Host.Cores < 1 || !strings.HasSuffix(f.Command, file) {
 		t.Errorf("results file host %+v, command %q", f.Host, f.Command)
 	}
+}
+
+// TestBenchFileSpec: scalechat bench FILE runs a benchmark file (one with
+// a bench: section) as the named scenarios run: its rows named by its
+// row:, judged against its objectives (exit 3 when one is missed), its
+// figures: rows after, all in the results file.
+func TestBenchFileSpec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and load generators")
+	}
+	exe := buildScalechat(t)
+	file := filepath.Join(t.TempDir(), "mine.yaml")
+	spec := "name: mine\nslo: [\"delivery>=100%\", \"a:p99<0.001ms\"]\n" +
+		"defaults: {msg_frequency: 1s, msg_size: 256, duration: 1s, ramp: 2000, drain: 2s}\nsteps:\n" +
+		"  - {name: a, rooms: 5, room_size: 4}\n  - {name: b, rooms: 2, room_size: 10}\n" +
+		"bench: {row: \"mine {rooms}×{room_size}\", figure: [deliveries_per_s], figures: [{name: \"mine: b vs a\", ratio: [b, a], of: deliveries_per_s}]}\n"
+	jsonFile := filepath.Join(t.TempDir(), "mine.json")
+	out := benchMissed(t, exe, file, spec, jsonFile)
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ name, target, verdict string }{
+		{"mine 5×4", "delivery>=100%, p99<0.001ms", "MISSED"},
+		{"mine 2×10", "delivery>=100%", "met"},
+		{"mine: b vs a", "", ""},
+	}
+	if len(f.Rows) != len(want) {
+		t.Fatalf("rows %+v\n%s", f.Rows, out)
+	}
+	for i, w := range want {
+		r := f.Rows[i]
+		if r.Scenario != w.name || r.Target != w.target || r.Verdict != w.verdict {
+			t.Errorf("row %d: %q %q %q, want %+v", i, r.Scenario, r.Target, r.Verdict, w)
+		}
+	}
+	if f.Rows[0].PerSecond <= 0 || !strings.HasPrefix(f.Rows[2].Figure, "deliveries/s ×") || !strings.Contains(f.Rows[0].Note, "p99 = ") {
+		t.Errorf("figures: %+v", f.Rows)
+	}
+}
+
+// benchMissed writes spec to file, runs scalechat bench --json jsonFile
+// FILE, and fails the test unless it exits 3 (an objective missed); it
+// returns the output.
+func benchMissed(t *testing.T, exe, file, spec, jsonFile string) []byte {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "bench", "--dir", t.TempDir(), "--json", jsonFile, file).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3 (an objective missed):\n%s", err, out)
+	}
+	return out
 }
 
 // A scenario whose server CPU held too few clock ticks shows "–" for its

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/results"
+	"github.com/scalechat/scalechat/scenarios"
 )
 
 func TestClusterFigures(t *testing.T) {
@@ -99,12 +102,7 @@ func TestClusterSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nodes and load generators for about half a minute")
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is missing (CI installs it)")
-		}
-		t.Skip("redis-server missing")
-	}
+	needRedisServer(t)
 	exe := buildScalechat(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -211,5 +209,84 @@ func TestClusterMediansOfTooFewTicks(t *testing.T) {
 	got = clusterMedians([][]Result{fig(0, 0), fig(0, 0)})
 	if f := got[0].Figure; !strings.HasPrefix(f, "nodes – vs 1 node; Redis – µs/deliv") || got[0].Verdict != "n/a" {
 		t.Errorf("every run of too few ticks: %q, verdict %q", f, got[0].Verdict)
+	}
+}
+
+// TestRedisSpecsSmoke runs every benchmark file of scenarios/ whose
+// servers include Redis at smoke size, against real redis-server: none
+// may fail. Of cluster-capacity.yaml: a row per step with the Redis and
+// unavailable figures, then the knee.
+func TestRedisSpecsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, nodes and load generators")
+	}
+	needRedisServer(t)
+	names := redisSpecs(t)
+	exe := buildScalechat(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	jsonFile := filepath.Join(t.TempDir(), "redis.json")
+	out, err := exec.CommandContext(ctx, exe, append([]string{"bench", "--smoke", "--dir", t.TempDir(), "--json", jsonFile}, names...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --smoke %s: %v\n%s", names, err, out)
+	}
+	f, err := results.ReadBenchFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []results.BenchRow
+	for _, r := range f.Rows {
+		if r.Verdict == "error" {
+			t.Errorf("%s: %s", r.Scenario, r.Note)
+		}
+		if strings.HasPrefix(r.Scenario, "cluster-capacity") {
+			rows = append(rows, r)
+		}
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Scenario)
+	}
+	want := []string{"cluster-capacity 5×4, 2k msg/s", "cluster-capacity 5×4, 4k msg/s", "cluster-capacity: knee"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("rows %q, want %q\n%s", got, want, out)
+	}
+	f.Rows = rows
+	for _, r := range f.Rows[:2] {
+		if r.Ratio != 1 || r.P99 <= 0 || !strings.Contains(r.Figure, "Redis ") || !strings.Contains(r.Figure, "0 unavailable") || r.Verdict != "met" {
+			t.Errorf("step row %+v", r)
+		}
+	}
+	if k := f.Rows[2]; k.PerSecond != f.Rows[1].PerSecond || k.Verdict != "measured" {
+		t.Errorf("knee %+v", k)
+	}
+}
+
+// redisSpecs are the benchmark files of scenarios/ whose servers include
+// Redis, by name.
+func redisSpecs(t *testing.T) []string {
+	t.Helper()
+	specs, err := shippedSpecs(scenarios.Files())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, sp := range specs {
+		if s := sp.bench.Servers; s.Nodes > 1 || s.Redis {
+			out = append(out, sp.sc.Name)
+		}
+	}
+	return out
+}
+
+// needRedisServer skips a test without redis-server, or fails it in CI,
+// which installs it.
+func needRedisServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is missing (CI installs it)")
+		}
+		t.Skip("redis-server is not installed")
 	}
 }

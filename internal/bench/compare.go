@@ -247,8 +247,8 @@ func cpuPer(row *results.TargetRow, what string, cpu time.Duration, n int64) (fl
 
 // joinNote adds note to notes, "; " between.
 func joinNote(notes, note string) string {
-	if notes == "" {
-		return note
+	if notes == "" || note == "" {
+		return notes + note
 	}
 	return notes + "; " + note
 }

@@ -9,18 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/launch"
 	"github.com/scalechat/scalechat/internal/procstat"
 	"github.com/scalechat/scalechat/internal/results"
 )
@@ -34,14 +32,7 @@ const (
 )
 
 // freePort returns a loopback port nobody listens on right now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return launch.FreePort() }
 
 // command builds exe args, pinned to cpu with taskset when available.
 func (r *runner) command(ctx context.Context, cpu, exe string, args ...string) *exec.Cmd {
@@ -255,12 +246,8 @@ func (r *runner) startServer(ctx context.Context, name string, flags ...string) 
 
 // startServerAt starts `scalechat serve` on addr (see startServer).
 func (r *runner) startServerAt(ctx context.Context, name, addr string, flags ...string) (*proc, error) {
-	args := []string{"serve", "--addr", addr, "--log-level", "warn", "--shutdown-timeout", "3s"}
-	if !slices.Contains(flags, "--metrics-addr") {
-		// Metrics on, as users run it, on a port of its own: servers share the host.
-		args = append(args, "--metrics-addr", "127.0.0.1:0")
-	}
-	args = append(args, flags...)
+	// Metrics on, as users run it (launch gives them a port of their own).
+	args := launch.ServeArgs(addr, append([]string{"--log-level", "warn", "--shutdown-timeout", "3s"}, flags...)...)
 	// The server's figures must not depend on a scenario's context ending.
 	cmd := r.command(context.WithoutCancel(ctx), r.serverList(), r.exe, args...)
 	p, err := r.startProc(name, cmd)
@@ -277,25 +264,11 @@ func (r *runner) startServerAt(ctx context.Context, name, addr string, flags ...
 }
 
 func waitHTTP(ctx context.Context, p *proc, url string) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := p.alive(); err != nil {
-			return err
-		}
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	err := launch.WaitHTTP(ctx, url, p.alive, 10*time.Second)
+	if errors.Is(err, launch.ErrTimeout) {
+		return fmt.Errorf("%s did not get ready within 10 s; see %s", p.name, p.log.Name())
 	}
-	return fmt.Errorf("%s did not get ready within 10 s; see %s", p.name, p.log.Name())
+	return err
 }
 
 // startRedis starts redis-server on a free port, without persistence,
@@ -315,40 +288,20 @@ func (r *runner) startRedisAt(ctx context.Context, name string, port int, extra 
 	if err != nil {
 		return nil, errors.New("redis-server not found (apt-get install redis-server)")
 	}
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"}
-	cmd := r.command(context.WithoutCancel(ctx), r.serverList(), exe, append(args, extra...)...)
+	cmd := r.command(context.WithoutCancel(ctx), r.serverList(), exe, launch.RedisArgs(port, "", extra...)...)
 	p, err := r.startProc(name, cmd)
 	if err != nil {
 		return nil, err
 	}
 	p.addr = "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := p.alive(); err != nil {
-			return nil, err
-		}
-		if c, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
-			ok := redisPing(c)
-			c.Close()
-			if ok {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			_ = p.shutdown(time.Second)
+	if err := launch.WaitRedis(ctx, p.addr, p.alive, 10*time.Second); err != nil {
+		_ = p.shutdown(time.Second)
+		if errors.Is(err, launch.ErrTimeout) {
 			return nil, fmt.Errorf("redis-server did not answer within 10 s; see %s", p.log.Name())
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil, err
 	}
-}
-
-func redisPing(c net.Conn) bool {
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
+	return p, nil
 }
 
 // genRun is one finished `scalechat loadtest` process.

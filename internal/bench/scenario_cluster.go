@@ -115,7 +115,8 @@ func (r *runner) clusterShape(ctx context.Context, sh clusterShape, dur time.Dur
 // clusterProcs are the Redis and the nodes of a shape's cluster, started
 // as its setups need them and stopped after its last.
 type clusterProcs struct {
-	prefix string // of the log files' names
+	prefix string   // of the log files' names
+	extra  []string // serve flags of every node, after the bench's own
 	redis  *proc
 	nodes  []*proc
 }
@@ -136,6 +137,7 @@ func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
 	if r.order != "" {
 		flags = append(flags, "--room-order", r.order)
 	}
+	flags = append(flags, c.extra...)
 	for len(c.nodes) < n {
 		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), flags...)
 		if err != nil {
@@ -216,28 +218,48 @@ func (r *runner) clusterSetup(ctx context.Context, cl *clusterProcs, sh clusterS
 func (r *runner) clusterGenerators(ctx context.Context, tag string, sh clusterShape, targets []*proc, dur time.Duration) ([]*genRun, error) {
 	args := append([]string{"--msg-frequency", "1s", "--msg-size", "256", "--duration", dur.String(), "--ramp", "5000",
 		"--drain", "3s", "--source-ips", sources}, sh.traffic...)
-	timeout := timeoutFor(sh.clients, 5000, dur)
+	return r.generators(ctx, tag, targets, timeoutFor(sh.clients, 5000, dur), args)
+}
+
+// generators runs one generator with args per target node: with several,
+// generator i runs shard i/n on node i, all with one room prefix.
+func (r *runner) generators(ctx context.Context, tag string, targets []*proc, timeout time.Duration, args []string) ([]*genRun, error) {
+	started, err := r.startGenerators(ctx, tag, targets, timeout, args)
+	runs, werr := waitGenerators(started)
+	if err := errors.Join(err, werr); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// startGenerators starts the generators of generators without waiting:
+// those started, and the error that stopped the others.
+func (r *runner) startGenerators(ctx context.Context, tag string, targets []*proc, timeout time.Duration, args []string) ([]*loadgen, error) {
 	if len(targets) == 1 {
-		g, err := r.runLoadtest(ctx, tag, wsURL(targets[0]), timeout, args...)
+		g, err := r.startLoadtest(ctx, tag, wsURL(targets[0]), timeout, args...)
 		if err != nil {
 			return nil, err
 		}
-		return []*genRun{g}, nil
+		return []*loadgen{g}, nil
 	}
 	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
 	var started []*loadgen
-	var errs []error
 	for i, p := range targets {
 		g, err := r.startLoadtest(ctx, fmt.Sprintf("%s-%d", tag, i), wsURL(p), timeout,
 			slices.Concat(args, []string{"--shard", fmt.Sprintf("%d/%d", i, len(targets)), "--room-prefix", prefix})...)
 		if err != nil {
-			errs = append(errs, err)
-			break
+			return started, err
 		}
 		started = append(started, g)
 	}
-	// Every generator started is waited for, whatever happened to the others.
+	return started, nil
+}
+
+// waitGenerators waits for every generator started, whatever happened to
+// the others.
+func waitGenerators(started []*loadgen) ([]*genRun, error) {
 	var runs []*genRun
+	var errs []error
 	for _, g := range started {
 		run, err := g.wait()
 		errs = append(errs, err)

@@ -32,21 +32,32 @@ from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
+	var files []string
 	for _, s := range bench.Scenarios() {
-		long += fmt.Sprintf("  %-9s %s\n", s.Name, s.About)
+		long += fmt.Sprintf("  %-16s %s\n", s.Name, s.About)
+		if s.File != "" {
+			files = append(files, s.Name)
+		}
 	}
+	long += fmt.Sprintf("\n%s are files in scenarios/ (embedded); the others are still Go code.\n", strings.Join(files, ", "))
 	long += `
 --smoke runs every scenario at tiny sizes in a few seconds each: it proves the command
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
 missed targets are results, shown in the table.
 
-A scenario file (FILE.yaml, scalechat loadtest's steps with the objectives under slo: and,
-optionally, the servers to start under targets:) runs alone: its steps against each target
-(this binary's scalechat serve when it names none), judged against its objectives (exit
-code 3 when one is missed, 4 when inconclusive; not judged with --smoke). Adding a benchmark
-is one such file; docs/benchmarks.md shows one. Its results go to --dir (targets.json, which
-scalechat report draws) and, with --json, to a results file like the named scenarios' (a row
-per target and step, its objectives and verdict beside it).
+A scenario file with a bench: section (the servers to start, how to name, show and sum up
+its rows) is a benchmark: scalechat bench FILE.yaml runs yours as the named ones run, one
+table, every step judged against the file's objectives (slo:), exit code 3 when one is
+missed (not with --smoke). Adding a benchmark is one such file (docs/benchmarks.md shows
+one, docs/loadtest.md describes the format); put it in scenarios/ to make it a named one.
+
+A scenario file without a bench: section (scalechat loadtest's steps with the objectives
+under slo: and, optionally, the servers to start under targets:) runs alone: its steps
+against each target (this binary's scalechat serve when it names none), judged against its
+objectives (exit code 3 when one is missed, 4 when inconclusive; not judged with --smoke).
+Its results go to --dir (targets.json, which scalechat report draws) and, with --json, to a
+results file like the named scenarios' (a row per target and step, its objectives and
+verdict beside it).
 
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
@@ -69,6 +80,7 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
   scalechat bench --redis-linger 2ms cluster   # the same with longer rounds to Redis
   scalechat bench --room-order owner cluster   # the same with every room ordered by its owner node
   scalechat bench --json bench.json idle rooms oneroom compression cluster transports   # then: scalechat plan --from bench.json
+  scalechat bench mine.yaml       # a benchmark of your own, in one file (docs/loadtest.md)
   scalechat bench transports --from 100 --to 500   # one scenario with its own flags`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if opt.Repeat < 1 {
@@ -87,8 +99,8 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
 	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
-	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenario's nodes with this --redis-linger (default: serve's own, 500µs)")
-	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenario's nodes with this --room-order, redis or owner (default: serve's own, redis)")
+	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenarios' nodes (cluster, and files with nodes) with this --redis-linger (default: serve's own, 500µs; a file's own flags win)")
+	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenarios' nodes (cluster, and files with nodes) with this --room-order, redis or owner (default: serve's own, redis; a file's own flags win)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
 	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50); a loop starts at 10k deliveries/s, or one full room (size²) when more")
@@ -109,8 +121,24 @@ func runBenchFile(c *cobra.Command, args []string, opt bench.Options) error {
 	if len(args) != 1 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("a scenario file runs alone, not with %d other scenario(s)", len(args)-1)}
 	}
-	if opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0 {
-		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios, not a scenario file")}
+	spec, err := bench.IsSpec(args[0])
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if !spec && (opt.Repeat > 1 || opt.RedisLinger != 0 || opt.ScalingRoomSize != 0) {
+		return &exitError{code: exitUsage, err: errors.New("--repeat, --redis-linger and --scaling-room-size are for the named scenarios and benchmark files (bench:), not a scenario file")}
+	}
+	if spec {
+		// A benchmark file runs as the named scenarios do, its objectives
+		// the exit code.
+		opt.Files, opt.FailOnMiss = args, true
+		opt.Stdout, opt.Stderr = c.OutOrStdout(), c.ErrOrStderr()
+		opt.Command = commandLine(c, args)
+		err := bench.Run(c.Context(), nil, opt)
+		if errors.Is(err, bench.ErrMissed) {
+			return &exitError{code: exitMissed, err: err}
+		}
+		return err
 	}
 	out := opt.Dir
 	if out == "" {

@@ -84,6 +84,7 @@ loadtest, analyze, report and bench.`,
 	root.AddCommand(newChatCmd())
 	root.AddCommand(newTokenCmd())
 	root.AddCommand(newBenchCmd())
+	root.AddCommand(newClusterCmd())
 	root.AddCommand(newAuditCmd())
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newPlanCmd())

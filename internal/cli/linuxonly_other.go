@@ -27,6 +27,10 @@ func newBenchCmd() *cobra.Command {
 	return linuxOnly("bench", "Run the fixed benchmark scenarios and print one table of results")
 }
 
+func newClusterCmd() *cobra.Command {
+	return linuxOnly("cluster", "Start, inspect and stop a local cluster: redis-server, N nodes and HAProxy on loopback")
+}
+
 // linuxOnly is a command that says it needs Linux, whatever its arguments.
 func linuxOnly(name, short string) *cobra.Command {
 	return &cobra.Command{

@@ -26,7 +26,7 @@ var serverSide = []string{
 // internal/metrics, which does link the server, is listed too: it shows the
 // check sees an import when there is one.
 func TestLabDoesNotLinkTheServer(t *testing.T) {
-	lab := []string{"loadtest", "analyze", "report", "audit", "bench", "benchpage", "results", "scrape", "diff", "capacity", "slo", "knee"}
+	lab := []string{"loadtest", "analyze", "report", "audit", "bench", "benchpage", "results", "scrape", "diff", "capacity", "slo", "knee", "launch"}
 	pkgs := []string{module + "internal/metrics"}
 	for _, p := range lab {
 		pkgs = append(pkgs, module+"internal/"+p)

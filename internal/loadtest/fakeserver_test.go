@@ -21,18 +21,21 @@ import (
 
 // fakeServer is a small goroutine-per-connection chat server speaking
 // docs/protocol.md (joined, history, join, broadcast with seq), with
-// failure injection: dropEvery drops every n-th delivery, delay holds every
-// write back.
+// failure injection: dropEvery drops every n-th delivery, refuseEvery
+// answers every n-th message with an error frame unavailable instead of
+// broadcasting it, delay holds every write back.
 type fakeServer struct {
-	URL       string
-	history   int
-	dropEvery int64
-	delay     time.Duration
-	echo      bool
+	URL         string
+	history     int
+	dropEvery   int64
+	refuseEvery int64
+	delay       time.Duration
+	echo        bool
 
 	mu         sync.Mutex
 	rooms      map[string]*fakeRoom
 	deliveries atomic.Int64
+	messages   atomic.Int64
 	conns      sync.WaitGroup
 }
 
@@ -134,6 +137,11 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 		room, _ := m["room"].(string)
 		if room == "" {
 			room = urlRoom
+		}
+		if n := s.messages.Add(1); s.refuseEvery > 0 && n%s.refuseEvery == 0 {
+			e, _ := json.Marshal(map[string]any{"type": "error", "code": protocol.CodeUnavailable, "message_id": m["message_id"], "room": room})
+			fc.out <- e
+			continue
 		}
 		s.broadcast(room, m)
 	}

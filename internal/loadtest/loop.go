@@ -141,6 +141,7 @@ type stepCounts struct {
 	Disconnects   int64 `json:"disconnects"`
 	ServerErrors  int64 `json:"server_errors"`
 	RateLimited   int64 `json:"rate_limited"` // refusals for the rate limit (error code rate_limited, HTTP 429)
+	Unavailable   int64 `json:"unavailable"`  // messages the server gave up (error code unavailable: its cluster could not take them)
 	Replayed      int64 `json:"replayed"`
 	OutOfOrder    int64 `json:"out_of_order"`
 	Invalid       int64 `json:"invalid"`
@@ -162,6 +163,7 @@ func (a *stepCounts) add(b stepCounts) {
 	a.Disconnects += b.Disconnects
 	a.ServerErrors += b.ServerErrors
 	a.RateLimited += b.RateLimited
+	a.Unavailable += b.Unavailable
 	a.Replayed += b.Replayed
 	a.OutOfOrder += b.OutOfOrder
 	a.Invalid += b.Invalid

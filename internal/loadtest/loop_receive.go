@@ -330,8 +330,11 @@ func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
 			return
 		}
 		st.counts.ServerErrors++
-		if bytes.Contains(in.text, rateLimitedCode) {
+		switch {
+		case bytes.Contains(in.text, rateLimitedCode):
 			st.counts.RateLimited++
+		case bytes.Contains(in.text, unavailableCode):
+			st.counts.Unavailable++
 		}
 		if st.firstErr == "" {
 			st.firstErr = "server error: " + string(in.text)
@@ -344,6 +347,10 @@ func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
 // rateLimitedCode is the code of the scalechat protocol's error frame for a
 // message refused by the server's rate limit (docs/protocol.md).
 var rateLimitedCode = []byte(`"code":"rate_limited"`)
+
+// unavailableCode is the code of the error frame for a message the server
+// gave up: its cluster (Redis, the room's owner node) could not take it.
+var unavailableCode = []byte(`"code":"unavailable"`)
 
 // onDelivery checks that a chat message is one of this run's, sent to a
 // room c is in, and records it.

@@ -270,7 +270,7 @@ func (m *merger) finalize(k int, incomplete string) {
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
 	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
-	sm.RateLimited = c.RateLimited
+	sm.RateLimited, sm.Unavailable = c.RateLimited, c.Unavailable
 	sm.Replayed, sm.OutOfOrder, sm.Invalid, sm.Unexpected = c.Replayed, c.OutOfOrder, c.Invalid, c.Unexpected
 	sm.SendErrors, sm.PollErrors, sm.HistoryGaps = c.SendErrors, c.PollErrors, c.HistoryGaps
 	sm.Lost = max(c.Expected-c.Received, 0)

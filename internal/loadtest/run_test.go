@@ -275,6 +275,18 @@ func TestLossyServerIsDetected(t *testing.T) {
 	checkCSVAgainstMeta(t, readCSV(t, cfg.Out), readMeta(t, cfg.Out))
 }
 
+// A message the server gives up (error frame unavailable) is counted as
+// such, apart from the rate limit's refusals.
+func TestUnavailableIsCounted(t *testing.T) {
+	srv := startFakeServer(t, func(s *fakeServer) { s.refuseEvery = 10 })
+	cfg := testConfig(t, srv.URL, testStep("refused", 4, 5))
+	cfg.Steps[0].Drain = Duration(500 * time.Millisecond)
+	s := runTest(t, cfg).Meta.Steps[0]
+	if s.Unavailable == 0 || s.Unavailable != s.ServerErrors || s.RateLimited != 0 || s.Unavailable != srv.messages.Load()/10 {
+		t.Errorf("unavailable %d, server errors %d, rate limited %d, messages %d", s.Unavailable, s.ServerErrors, s.RateLimited, srv.messages.Load())
+	}
+}
+
 func TestSlowServerIsDetected(t *testing.T) {
 	// Every write waits 30 ms: a connection takes 33 messages a second but
 	// its room of 5 members sends it 50.

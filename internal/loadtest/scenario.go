@@ -21,6 +21,11 @@ import (
 //
 // A step's fields override the defaults, which override the command-line
 // flags (so flags fill in whatever the file leaves out).
+//
+// Two parts are for scalechat bench, which runs a file as a benchmark:
+// smoke: (at the top, or in a step) holds step fields that replace the
+// step's under bench --smoke, and bench: (at the top, or in a step) how to
+// run and report it (internal/bench reads it; loadtest keeps it unread).
 type Scenario struct {
 	Name    string
 	Pause   *Duration
@@ -29,6 +34,14 @@ type Scenario struct {
 	// SLO are the objectives every run of the file is judged against, in
 	// --slo's syntax, unless --slo is given.
 	SLO []string
+	// SmokeSteps are Steps as bench --smoke runs them: each with the
+	// file's top-level smoke: fields, then its own, over it; nil when
+	// the file has no smoke: at all.
+	SmokeSteps []Step
+	// Bench is the file's bench: section, unread (zero when absent), and
+	// StepBench each step's (nil when absent).
+	Bench     yaml.Node
+	StepBench []*yaml.Node
 }
 
 // Target is a server a comparison runs a scenario's steps against
@@ -52,6 +65,8 @@ type scenarioFile struct {
 	Steps    []yaml.Node `yaml:"steps"`
 	Targets  []Target    `yaml:"targets"`
 	SLO      []string    `yaml:"slo"`
+	Smoke    yaml.Node   `yaml:"smoke"`
+	Bench    yaml.Node   `yaml:"bench"`
 }
 
 // LoadScenario reads a scenario file; base holds the flag values.
@@ -75,25 +90,57 @@ func ParseScenario(b []byte, base Step) (*Scenario, error) {
 		return nil, fmt.Errorf("scenario: no steps")
 	}
 	if !f.Defaults.IsZero() {
-		if err := decodeStrict(&f.Defaults, &base); err != nil {
+		if err := DecodeStrict(&f.Defaults, &base); err != nil {
 			return nil, fmt.Errorf("scenario defaults: %w", err)
 		}
 	}
-	sc := &Scenario{Name: f.Name, Pause: f.Pause, Targets: f.Targets, SLO: f.SLO}
+	sc := &Scenario{Name: f.Name, Pause: f.Pause, Targets: f.Targets, SLO: f.SLO, Bench: f.Bench}
+	smoke := !f.Smoke.IsZero()
 	for i := range f.Steps {
 		s := base
 		s.Name = fmt.Sprintf("s%d", i+1)
-		if err := decodeStrict(&f.Steps[i], &s); err != nil {
+		own := cutKey(&f.Steps[i], "smoke")
+		sc.StepBench = append(sc.StepBench, cutKey(&f.Steps[i], "bench"))
+		if err := DecodeStrict(&f.Steps[i], &s); err != nil {
 			return nil, fmt.Errorf("scenario step %d: %w", i+1, err)
 		}
 		sc.Steps = append(sc.Steps, s)
+		smoke = smoke || own != nil
+		small := s
+		for _, n := range []*yaml.Node{&f.Smoke, own} {
+			if n != nil && !n.IsZero() {
+				if err := DecodeStrict(n, &small); err != nil {
+					return nil, fmt.Errorf("scenario step %d smoke: %w", i+1, err)
+				}
+			}
+		}
+		sc.SmokeSteps = append(sc.SmokeSteps, small)
+	}
+	if !smoke {
+		sc.SmokeSteps = nil
 	}
 	return sc, nil
 }
 
+// cutKey removes key from the mapping n and returns its value (nil when
+// n has no such key): a step's smoke: fields are not the step's own.
+func cutKey(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			n.Content = append(n.Content[:i:i], n.Content[i+2:]...)
+			return v
+		}
+	}
+	return nil
+}
+
 // decodeStrict decodes n into v, refusing unknown fields (yaml.Node.Decode
 // does not check them).
-func decodeStrict(n *yaml.Node, v any) error {
+func DecodeStrict(n *yaml.Node, v any) error {
 	b, err := yaml.Marshal(n)
 	if err != nil {
 		return err

@@ -52,6 +52,29 @@ targets:
 				t.Errorf("slo %q", sc.SLO)
 			}
 		}},
+		{"smoke and bench", `
+smoke: {duration: 1s}
+steps:
+  - {name: big, rooms: 500, smoke: {rooms: 5}, bench: {row: big one}}
+  - {name: small, rooms: 2}
+bench: {row: "r {rooms}"}
+`, "", func(t *testing.T, sc *Scenario) {
+			if sc.Steps[0].Rooms != 500 || sc.Steps[0].Duration.D() != 30*time.Second {
+				t.Errorf("the step took its smoke fields: %+v", sc.Steps[0])
+			}
+			if len(sc.SmokeSteps) != 2 || sc.SmokeSteps[0].Rooms != 5 || sc.SmokeSteps[1].Rooms != 2 || sc.SmokeSteps[1].Duration.D() != time.Second || sc.SmokeSteps[0].Name != "big" {
+				t.Errorf("smoke steps %+v", sc.SmokeSteps)
+			}
+			if sc.Bench.IsZero() || len(sc.StepBench) != 2 || sc.StepBench[0] == nil || sc.StepBench[1] != nil {
+				t.Errorf("the bench sections: %v, steps' %v", sc.Bench, sc.StepBench)
+			}
+		}},
+		{"no smoke", "steps:\n  - {rooms: 1}\n", "", func(t *testing.T, sc *Scenario) {
+			if sc.SmokeSteps != nil || !sc.Bench.IsZero() {
+				t.Errorf("smoke steps %+v, bench %v", sc.SmokeSteps, sc.Bench)
+			}
+		}},
+		{"unknown smoke field", "steps:\n  - {rooms: 1, smoke: {roms: 1}}\n", "roms", nil},
 		{"unknown target field", "steps:\n  - {rooms: 1}\ntargets:\n  - {name: a, cmd: x}\n", "cmd", nil},
 		{"unknown field", "steps:\n  - {rooms: 1, room_sise: 3}\n", "room_sise", nil},
 		{"unknown default", "defaults: {bogus: 1}\nsteps:\n  - {rooms: 1}\n", "bogus", nil},

@@ -114,6 +114,9 @@ type StepMeta struct {
 	// RateLimited counts the server's refusals for its rate limit: error
 	// frames with code rate_limited, or POSTs answered 429.
 	RateLimited int64 `json:"rate_limited"`
+	// Unavailable counts the messages the server gave up: error frames
+	// with code unavailable (a cluster that could not take them).
+	Unavailable int64 `json:"unavailable"`
 
 	// NetworkFull names a link of the generator's machine that ran at 90 %
 	// of its speed or more in a second of the step's sending or drain

@@ -141,6 +141,11 @@ func Format(kind Kind, v float64) string {
 		}
 	case Ratio:
 		return trim(100*v) + "%"
+	case Bytes:
+		if v >= 1<<20 {
+			return trim(v/(1<<20)) + "MiB"
+		}
+		return trim(v/(1<<10)) + "KiB"
 	default:
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}

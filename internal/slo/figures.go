@@ -20,6 +20,7 @@ func FromMeta(s results.StepMeta, server []results.ServerRow) Step {
 		// error frames (rate_limited among them), or, polling, POSTs answered 429
 		"refusals":     float64(max(s.ServerErrors, s.RateLimited)),
 		"rate_limited": float64(s.RateLimited),
+		"unavailable":  float64(s.Unavailable),
 		"unexpected":   float64(s.Unexpected),
 		"lost":         float64(s.Lost),
 	}
@@ -133,6 +134,9 @@ func FromTarget(r results.TargetRow) Step {
 	}
 	if r.CPUPerDelivery > 0 {
 		f["cpu_per_delivery"] = r.CPUPerDelivery / 1000
+	}
+	if r.MemoryMeasured() {
+		f["rss_per_conn"] = r.RSSPerConn
 	}
 	sat := ""
 	if r.Saturated {

@@ -11,12 +11,12 @@ import (
 func TestFromMeta(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	s := results.StepMeta{Name: "s1", Expected: 1000, Received: 990, ReceivedAll: 1000, Lost: 10, Joined: 4, ConnectErrors: 1, Disconnects: 2,
-		ServerErrors: 5, RateLimited: 4, LatencyMs: results.Percentiles{P50: 1, P90: 2, P99: 3, Max: 9, P999: 5},
+		ServerErrors: 5, RateLimited: 3, Unavailable: 1, LatencyMs: results.Percentiles{P50: 1, P90: 2, P99: 3, Max: 9, P999: 5},
 		ConnectMs: results.Percentiles{P99: 7}, SendStartedAt: t0, SendEndedAt: t0.Add(2 * time.Second)}
 	rows := []results.ServerRow{{UnixUS: t0.UnixMicro() - 5e5, Node: "a", CPUSeconds: 1}, {UnixUS: t0.UnixMicro() + 25e5, Node: "a", CPUSeconds: 1.02}}
 	f := FromMeta(s, rows).Figures
 	want := map[string]float64{"delivery": 0.99, "loss": 0.01, "lost": 10, "connect_errors": 1, "disconnects": 2, "errors": 3,
-		"refusals": 5, "rate_limited": 4, "p50": 1, "p90": 2, "p99": 3, "p99.9": 5, "max": 9, "connect_p99": 7,
+		"refusals": 5, "rate_limited": 3, "unavailable": 1, "p50": 1, "p90": 2, "p99": 3, "p99.9": 5, "max": 9, "connect_p99": 7,
 		"cpu_per_delivery": 0.02, "unexpected": 0}
 	for k, v := range want {
 		if got, ok := f[k]; !ok || math.Abs(got-v) > 1e-9 {

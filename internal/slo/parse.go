@@ -16,6 +16,7 @@ const (
 	Duration Kind = iota // a time; limits need a unit (ns, us, µs, ms, s), kept in milliseconds
 	Ratio                // a share; limits as 99.9% or 0.999, kept as a fraction
 	Count                // a number of events; limits are whole numbers
+	Bytes                // a size; limits need a unit (B, KiB, MiB, GiB), kept in bytes
 )
 
 // Metrics are the figures an objective may name, and their kinds.
@@ -27,6 +28,7 @@ var Metrics = map[string]Kind{
 	"max":              Duration,
 	"connect_p99":      Duration, // a client's connect, from its due instant to its last joined frame
 	"cpu_per_delivery": Duration, // server CPU time per delivery (needs --server-metrics)
+	"rss_per_conn":     Bytes,    // scalechat bench: the server's memory growth per connection held
 	"delivery":         Ratio,    // received ÷ expected deliveries
 	"loss":             Ratio,    // lost ÷ expected deliveries
 	"lost":             Count,    // expected deliveries that did not arrive
@@ -35,6 +37,7 @@ var Metrics = map[string]Kind{
 	"errors":           Count,    // connect errors, disconnects and failed HTTP requests
 	"refusals":         Count,    // the server's error frames, rate_limited among them
 	"rate_limited":     Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
+	"unavailable":      Count,    // messages the server gave up (code unavailable: its cluster could not take them)
 	"unexpected":       Count,    // deliveries from senders or rooms the run did not create
 	"recovery":         Duration, // audit: the longest time from a fault until every client was back in its room
 	"duplicates":       Count,    // audit: deliveries received twice
@@ -77,7 +80,7 @@ type Objective struct {
 	Step   string  // "" for every step
 	Metric string  // a key of Metrics
 	Op     Op      // how the measured value compares with Limit
-	Limit  float64 // milliseconds, a fraction or a count, by the metric's Kind
+	Limit  float64 // milliseconds, a fraction, a count or bytes, by the metric's Kind
 	Text   string  // the objective as written, without spaces
 }
 
@@ -166,16 +169,9 @@ func parseLimit(kind Kind, v string) (float64, error) {
 	}
 	switch kind {
 	case Duration:
-		cut := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-		if cut < 0 {
-			return 0, fmt.Errorf("the time %s needs a unit (ns, us, ms or s), e.g. %sms", v, v)
-		}
-		ms, ok := durationUnits[v[cut:]]
-		if !ok || cut == 0 {
-			return 0, fmt.Errorf("%q is not a time (want e.g. 50ms, 200us, 1.5s)", v)
-		}
-		f, err := number(v[:cut])
-		return f * ms, err
+		return withUnit(v, durationUnits, "time", "ns, us, ms or s", "ms", "50ms, 200us, 1.5s")
+	case Bytes:
+		return withUnit(v, byteUnits, "size", "B, KiB, MiB or GiB", "KiB", "2KiB, 512B")
 	case Ratio:
 		if num, ok := strings.CutSuffix(v, "%"); ok {
 			f, err := number(num)
@@ -196,6 +192,25 @@ func parseLimit(kind Kind, v string) (float64, error) {
 		}
 		return float64(n), nil
 	}
+}
+
+// byteUnits are the units of a Bytes limit, in bytes.
+var byteUnits = map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+// withUnit parses a number followed by one of units (each worth its value
+// in the kind's base unit) into the base unit; a bare number is refused,
+// with the hint of unit after it.
+func withUnit(v string, units map[string]float64, what, names, unit, examples string) (float64, error) {
+	cut := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if cut < 0 {
+		return 0, fmt.Errorf("the %s %s needs a unit (%s), e.g. %s%s", what, v, names, v, unit)
+	}
+	per, ok := units[v[cut:]]
+	if !ok || cut == 0 {
+		return 0, fmt.Errorf("%q is not a %s (want e.g. %s)", v, what, examples)
+	}
+	f, err := number(v[:cut])
+	return f * per, err
 }
 
 // number parses a non-negative decimal number.

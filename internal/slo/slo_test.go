@@ -29,6 +29,8 @@ func TestParseGood(t *testing.T) {
 		{"connect_errors==0", "", "connect_errors", Equal, 0},
 		{"refusals==0", "", "refusals", Equal, 0},
 		{"cpu_per_delivery<20us", "", "cpu_per_delivery", Less, 0.02},
+		{"rss_per_conn<=2KiB", "", "rss_per_conn", LessEq, 2048},
+		{"rss_per_conn<1.5MiB", "", "rss_per_conn", Less, 1.5 * (1 << 20)},
 		{"s2:p99<50ms", "s2", "p99", Less, 50},
 		{"big-step:errors>3", "big-step", "errors", Greater, 3},
 		{"P99<5ms", "", "p99", Less, 5},
@@ -78,6 +80,8 @@ func TestParseBad(t *testing.T) {
 		{"p98<50ms", `SLO "p98<50ms": unknown metric "p98" (known: `},
 		{"p99<50", `SLO "p99<50": the time 50 needs a unit (ns, us, ms or s), e.g. 50ms`},
 		{"p99<50min", `SLO "p99<50min": "50min" is not a time (want e.g. 50ms, 200us, 1.5s)`},
+		{"rss_per_conn<2", `SLO "rss_per_conn<2": the size 2 needs a unit (B, KiB, MiB or GiB), e.g. 2KiB`},
+		{"rss_per_conn<2kb", `SLO "rss_per_conn<2kb": "2kb" is not a size (want e.g. 2KiB, 512B)`},
 		{"p99<ms", `SLO "p99<ms": "ms" is not a time (want e.g. 50ms, 200us, 1.5s)`},
 		{"p99<-5ms", `SLO "p99<-5ms": "-5ms" is not a time (want e.g. 50ms, 200us, 1.5s)`},
 		{"p99<1.2.3ms", `SLO "p99<1.2.3ms": "1.2.3" is not a non-negative decimal number`},
@@ -184,7 +188,7 @@ func TestFormat(t *testing.T) {
 		want string
 	}{
 		{Duration, 0.02, "20us"}, {Duration, 1234, "1.234s"}, {Duration, 0.0000005, "0.5ns"}, {Duration, 0, "0ms"},
-		{Ratio, 0.99951, "99.951%"}, {Count, 7, "7"},
+		{Ratio, 0.99951, "99.951%"}, {Count, 7, "7"}, {Bytes, 1536, "1.5KiB"}, {Bytes, 3 << 20, "3MiB"},
 	}
 	for _, tt := range tests {
 		if got := Format(tt.kind, tt.v); got != tt.want {

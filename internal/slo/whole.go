@@ -43,6 +43,7 @@ func Pool(steps []results.StepMeta) results.StepMeta {
 		w.PollErrors += s.PollErrors
 		w.ServerErrors += s.ServerErrors
 		w.RateLimited += s.RateLimited
+		w.Unavailable += s.Unavailable
 		w.Unexpected += s.Unexpected
 		if s.Saturated && !w.Saturated {
 			w.Saturated, w.SaturationReason = true, "step "+s.Name+": "+saturation(true, s.SaturationReason)

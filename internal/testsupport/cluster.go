@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/launch"
 )
 
 // ModuleRoot returns the directory holding go.mod, found from the working
@@ -233,8 +235,9 @@ func StartNodeEnv(t testing.TB, bin, name, addr string, env []string, flags ...s
 	t.Helper()
 	serving := make(chan struct{})
 	var once sync.Once
-	// A metrics listener of its own on a free port: nodes share the host.
-	args := append([]string{"serve", "--addr", addr, "--loops", "2", "--metrics-addr", "127.0.0.1:0"}, flags...)
+	// Two event loops, as test nodes have always run; launch gives the
+	// metrics a port of their own (nodes share the host).
+	args := launch.ServeArgs(addr, append([]string{"--loops", "2"}, flags...)...)
 	p := startProcess(t, name, env, func(line string) {
 		if strings.Contains(line, "msg=serving") || strings.Contains(line, `"msg":"serving"`) { // text or json logs
 			once.Do(func() { close(serving) })

@@ -1,21 +1,21 @@
 package testsupport
 
 import (
-	"net"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/launch"
 )
 
 // FreeAddr returns a 127.0.0.1 address with a port nobody listens on right
 // now, for a process that must be told its address before it starts.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := launch.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // Eventually polls cond every 10 ms until it holds, and fails the test

@@ -3,7 +3,7 @@
 package testsupport
 
 import (
-	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/launch"
 )
 
 // Redis is a redis-server process owned by a test.
@@ -104,34 +106,23 @@ func (s *Redis) Stop() {
 func (s *Redis) Restart() {
 	s.t.Helper()
 	s.Stop()
-	cmd := exec.Command("redis-server", append([]string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, s.extra...)...)
+	cmd := exec.Command("redis-server", launch.RedisArgs(s.port, s.dir, append([]string{"--logfile", filepath.Join(s.dir, "redis.log")}, s.extra...)...)...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
 	s.cmd = cmd
 	s.done = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if s.ping() {
-			return
+	done := s.done
+	exited := func() error {
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server on port %d exited at start (see %s)", s.port, filepath.Join(s.dir, "redis.log"))
+		default:
+			return nil
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d did not answer", s.port)
-		}
-		time.Sleep(20 * time.Millisecond) // nothing to wait on but the port
 	}
-}
-
-func (s *Redis) ping() bool {
-	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
-	if err != nil {
-		return false
+	if err := launch.WaitRedis(context.Background(), s.Addr(), exited, 10*time.Second); err != nil {
+		s.t.Fatalf("redis-server on port %d did not answer: %v", s.port, err)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	fmt.Fprint(c, "PING\r\n")
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
 }

@@ -1,0 +1,376 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/slo"
+	"github.com/scalechat/scalechat/scenarios"
+)
+
+// A benchmark as data: a scenario file (scalechat loadtest's steps, with
+// the objectives under slo:) whose bench: section says how scalechat bench
+// runs it and what its rows show. The named scenarios that are files live
+// in scenarios/ (embedded); a user's file runs the same way. See
+// docs/benchmarks.md, "Adding a benchmark".
+
+// spec is a parsed benchmark file.
+type spec struct {
+	file      string // where it came from, for messages
+	sc        *loadtest.Scenario
+	objs      []slo.Objective
+	bench     specBench
+	stepBench map[string]specStepBench // a step's bench: section, by its name
+}
+
+// specBench is a file's bench: section.
+type specBench struct {
+	// About is the scenario's line in bench --help.
+	About   string      `yaml:"about"`
+	Servers specServers `yaml:"servers"`
+	// Row names a step's row; {rooms}, {room_size}, {clients},
+	// {rooms_per_client}, {senders}, {msg_size} and {name} are the step's.
+	// Default: the file's name and the step's.
+	Row string `yaml:"row"`
+	// Latency "connect" puts the connect times (due → joined) in the
+	// p50/p99/max columns, for steps that send nothing.
+	Latency string `yaml:"latency"`
+	// Figure are the metrics of the figure column (specMetrics).
+	Figure []string `yaml:"figure"`
+	// Note is a row's note, with the placeholders of Row and the step's
+	// measures {joined}, {sent}, {deliveries}, {rss_before}, {rss_held}.
+	Note string `yaml:"note"`
+	// Until "knee" stops the steps after the first that misses an
+	// objective or whose generator saturated.
+	Until string `yaml:"until"`
+	// SmokeSteps, when positive, is how many steps --smoke runs.
+	SmokeSteps int          `yaml:"smoke_steps"`
+	Knee       *specKnee    `yaml:"knee"`
+	Figures    []specFigure `yaml:"figures"`
+}
+
+// specStepBench is a step's bench: section.
+type specStepBench struct {
+	// Row, Latency and Note are the file's, for this step.
+	Row     string `yaml:"row"`
+	Latency string `yaml:"latency"`
+	Note    string `yaml:"note"`
+	// With names the step before: this one starts once that one sends,
+	// After later (at most a second with --smoke), and both run at once.
+	With  string            `yaml:"with"`
+	After loadtest.Duration `yaml:"after"`
+	// During names the step beside this one: this row's delivery and
+	// latency are those of the messages due while that step connected.
+	During string `yaml:"during"`
+	// Args are more scalechat loadtest flags for this step's generators
+	// (--compression).
+	Args []string `yaml:"args"`
+}
+
+// specServers are the servers a benchmark starts: this binary's serve,
+// nodes of them (a cluster on one redis-server when more than one, or
+// with redis), each with flags. Place "split" (a cluster's default) runs
+// one generator per node, shard i/n on node i; "first" puts every client
+// on the first node.
+type specServers struct {
+	Nodes int      `yaml:"nodes"`
+	Redis bool     `yaml:"redis"`
+	Flags []string `yaml:"flags"`
+	Place string   `yaml:"place"`
+}
+
+// specKnee is the row that sums up a sweep: the last step that met every
+// objective, named Row, its figure Figure (the placeholders of bench.Row
+// and {deliveries_per_s}); with Reach, it must be that step or a later one.
+type specKnee struct {
+	Row    string `yaml:"row"`
+	Figure string `yaml:"figure"`
+	Reach  string `yaml:"reach"`
+}
+
+// specFigure is a derived row: the ratio of each metric Of between two
+// steps (Ratio: [step, base step]), each at most Max when given; with On,
+// not a row of its own but the figure, target and verdict of step On's
+// row. Note is the row's note.
+type specFigure struct {
+	Name  string     `yaml:"name"`
+	Ratio [2]string  `yaml:"ratio"`
+	Of    metricList `yaml:"of"`
+	Max   float64    `yaml:"max"`
+	On    string     `yaml:"on"`
+	Note  string     `yaml:"note"`
+}
+
+// metricList is one metric (of: p99) or several (of: [p99, max]).
+type metricList []string
+
+// UnmarshalYAML takes a metric or a list of them.
+func (m *metricList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*m = metricList{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*m = list
+	return nil
+}
+
+// specMetrics are the metrics a figure column or a figures: row can name,
+// beyond the objectives' (slo.Metrics), with how the figure column shows
+// them.
+var specMetrics = map[string]string{
+	"cpu_per_delivery":   "%.2f µs/deliv",
+	"rss_per_conn":       "%s/conn",
+	"generator_cores":    "generator %.2f cores",
+	"redis_per_delivery": "Redis %.2f µs/deliv",
+	"unavailable":        "%.0f unavailable",
+	"deliveries_per_s":   "%s deliveries/s",
+	"bytes_per_delivery": "%.0f B/deliv out",
+}
+
+// parseSpec reads a benchmark file: a scenario file with a bench:
+// section.
+func parseSpec(name string, b []byte) (*spec, error) {
+	sc, err := loadtest.ParseScenario(b, loadtest.DefaultStep())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	sp := &spec{file: name, sc: sc}
+	if sc.Bench.IsZero() {
+		return nil, fmt.Errorf("%s has no bench: section", name)
+	}
+	if err := loadtest.DecodeStrict(&sc.Bench, &sp.bench); err != nil {
+		return nil, fmt.Errorf("%s: bench: %w", name, err)
+	}
+	if sp.objs, err = slo.Parse(sc.SLO...); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	sp.stepBench = map[string]specStepBench{}
+	for i, n := range sc.StepBench {
+		var sb specStepBench
+		if n != nil {
+			if err := loadtest.DecodeStrict(n, &sb); err != nil {
+				return nil, fmt.Errorf("%s: step %s: bench: %w", name, sc.Steps[i].Name, err)
+			}
+		}
+		sp.stepBench[sc.Steps[i].Name] = sb
+	}
+	if err := sp.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return sp, nil
+}
+
+// check refuses a bench: section that cannot run.
+func (sp *spec) check() error {
+	b := &sp.bench
+	if sp.sc.Name == "" {
+		return errors.New("a benchmark needs a name (name: at the top)")
+	}
+	if len(sp.sc.Targets) > 0 {
+		return errors.New("a benchmark starts its own servers (bench: servers), not targets")
+	}
+	steps := map[string]bool{}
+	for i, s := range sp.sc.Steps {
+		if steps[s.Name] {
+			return fmt.Errorf("two steps are named %q", s.Name)
+		}
+		steps[s.Name] = true
+		if err := sp.checkStep(i); err != nil {
+			return fmt.Errorf("step %s: %w", s.Name, err)
+		}
+	}
+	for _, m := range b.Figure {
+		if _, ok := specMetrics[m]; !ok {
+			return fmt.Errorf("figure %q: unknown (known: %s)", m, strings.Join(metricNames(), ", "))
+		}
+	}
+	for _, f := range b.Figures {
+		if len(f.Of) == 0 {
+			return fmt.Errorf("figures %q: of: names no metric", f.Name)
+		}
+		for _, m := range f.Of {
+			_, mine := specMetrics[m]
+			if _, theirs := slo.Metrics[m]; !mine && !theirs {
+				return fmt.Errorf("figures %q: unknown metric %q", f.Name, m)
+			}
+		}
+		if f.On != "" && !steps[f.On] {
+			return fmt.Errorf("figures %q: on %q is not a step", f.Name, f.On)
+		}
+		if !steps[f.Ratio[0]] || !steps[f.Ratio[1]] {
+			return fmt.Errorf("figures %q: ratio names steps %q and %q; the file's steps are %s", f.Name, f.Ratio[0], f.Ratio[1], stepNames(sp.sc.Steps))
+		}
+	}
+	switch {
+	case b.Until != "" && b.Until != "knee":
+		return fmt.Errorf("until: %q (want knee)", b.Until)
+	case b.Latency != "" && b.Latency != "connect":
+		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", b.Latency)
+	case b.Servers.Place != "" && b.Servers.Place != "split" && b.Servers.Place != "first":
+		return fmt.Errorf("servers: place %q (want split or first)", b.Servers.Place)
+	case b.Servers.Nodes < 0 || b.Servers.Nodes > 8:
+		return fmt.Errorf("servers: nodes %d (want 1 to 8)", b.Servers.Nodes)
+	case b.Knee != nil && b.Knee.Reach != "" && !steps[b.Knee.Reach]:
+		return fmt.Errorf("knee: reach %q is not a step (%s)", b.Knee.Reach, stepNames(sp.sc.Steps))
+	}
+	return nil
+}
+
+// checkStep refuses a step's bench: section that cannot run.
+func (sp *spec) checkStep(i int) error {
+	sb := sp.stepBench[sp.sc.Steps[i].Name]
+	beside := func(name string) bool {
+		for j, st := range sp.sc.Steps {
+			if st.Name != name {
+				continue
+			}
+			// The steps between i and j (both included but the first)
+			// must each run with: the one before.
+			lo, hi := min(i, j), max(i, j)
+			for k := lo + 1; k <= hi; k++ {
+				if sp.stepBench[sp.sc.Steps[k].Name].With != sp.sc.Steps[k-1].Name {
+					return false
+				}
+			}
+			return j != i
+		}
+		return false
+	}
+	switch {
+	case sb.With != "" && (i == 0 || sp.sc.Steps[i-1].Name != sb.With):
+		return fmt.Errorf("with: %q must name the step just before", sb.With)
+	case sb.During != "" && !beside(sb.During):
+		return fmt.Errorf("during: %q must name a step that runs beside it (with:)", sb.During)
+	case sb.Latency != "" && sb.Latency != "connect":
+		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", sb.Latency)
+	}
+	return nil
+}
+
+func metricNames() []string {
+	var out []string
+	for m := range specMetrics {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func stepNames(steps []loadtest.Step) string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+// IsSpec reports whether the scenario file at path is a benchmark (has a
+// bench: section), which scalechat bench runs as its named scenarios; the
+// error says why the file, or its bench: section, cannot run.
+func IsSpec(path string) (bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("read scenario: %w", err)
+	}
+	sc, err := loadtest.ParseScenario(b, loadtest.DefaultStep())
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if sc.Bench.IsZero() {
+		return false, nil
+	}
+	_, err = parseSpec(path, b)
+	return true, err
+}
+
+// loadSpecFile reads a user's benchmark file.
+func loadSpecFile(file string) (*spec, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return parseSpec(file, b)
+}
+
+// shippedSpecs are the benchmark files of scenarios/ (those with a bench:
+// section), by file name.
+func shippedSpecs(fsys fs.FS) ([]*spec, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []*spec
+	for _, n := range names {
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return nil, err
+		}
+		name := path.Join("scenarios", n)
+		sc, err := loadtest.ParseScenario(b, loadtest.DefaultStep())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if sc.Bench.IsZero() {
+			continue // a load test's file, not a benchmark
+		}
+		sp, err := parseSpec(name, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// specScenario is a benchmark file as a named scenario.
+func specScenario(sp *spec) Scenario {
+	about := sp.bench.About
+	if about == "" {
+		about = "scenario file " + sp.file
+	}
+	return Scenario{Name: sp.sc.Name, About: about, File: sp.file, run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
+}
+
+// goScenarios are the scenarios that are still Go code (see each for why).
+func goScenarios() []Scenario {
+	return []Scenario{
+		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
+		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
+		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
+		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
+	}
+}
+
+// allScenarios are the benchmark files of scenarios/, then the Go
+// scenarios; an embedded file that does not parse is an error (a test
+// keeps them parsing).
+func allScenarios() ([]Scenario, error) {
+	specs, err := shippedSpecs(scenarios.Files())
+	var out []Scenario
+	for _, sp := range specs {
+		out = append(out, specScenario(sp))
+	}
+	out = append(out, goScenarios()...)
+	for i, s := range out {
+		if slices.ContainsFunc(out[:i], func(o Scenario) bool { return o.Name == s.Name }) {
+			return nil, fmt.Errorf("two scenarios are named %q", s.Name)
+		}
+	}
+	return out, err
+}

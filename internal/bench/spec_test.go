@@ -1,0 +1,263 @@
+//go:build linux
+
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/scenarios"
+)
+
+// Every benchmark file of scenarios/ parses, each scenario has one name
+// and a line for --help, and the files are listed first.
+func TestShippedSpecs(t *testing.T) {
+	specs, err := shippedSpecs(scenarios.Files())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := allScenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for i, s := range all {
+		if names[s.Name] || s.About == "" {
+			t.Errorf("scenario %q: twice, or no about", s.Name)
+		}
+		names[s.Name] = true
+		if (i < len(specs)) != (s.File != "") {
+			t.Errorf("scenario %d %s: file %q", i, s.Name, s.File)
+		}
+	}
+	for _, want := range []string{"idle", "oneroom", "rooms", "storm", "topics", "cluster-capacity", "rooms-slo", "cluster", "scaling"} {
+		if !names[want] {
+			t.Errorf("no scenario %s", want)
+		}
+	}
+}
+
+const specBase = "name: t\nsteps:\n  - {name: a, rooms: 2}\n  - {name: b, rooms: 4}\n"
+
+func TestParseSpec(t *testing.T) {
+	tests := []struct {
+		name, yaml, wantErr string
+	}{
+		{"good", specBase + "bench: {row: \"t {rooms}\", figure: [cpu_per_delivery], until: knee, knee: {row: k, reach: b}, figures: [{name: f, ratio: [b, a], of: p99}]}\n", ""},
+		{"figure of several metrics", specBase + "bench: {figures: [{name: f, ratio: [b, a], of: [p99, bytes_per_delivery]}]}\n", ""},
+		{"figure of no metric", specBase + "bench: {figures: [{name: f, ratio: [b, a], of: []}]}\n", "names no metric"},
+		{"no bench section", specBase, "no bench: section"},
+		{"unknown bench field", specBase + "bench: {rows: x}\n", "rows"},
+		{"unknown figure", specBase + "bench: {figure: [speed]}\n", `figure "speed": unknown`},
+		{"ratio of a step not there", specBase + "bench: {figures: [{name: f, ratio: [a, c], of: p99}]}\n", `ratio names steps "a" and "c"`},
+		{"ratio of an unknown metric", specBase + "bench: {figures: [{name: f, ratio: [a, b], of: speed}]}\n", `unknown metric "speed"`},
+		{"bad until", specBase + "bench: {until: forever}\n", "until"},
+		{"bad place", specBase + "bench: {servers: {nodes: 2, place: everywhere}}\n", "place"},
+		{"knee of a step not there", specBase + "bench: {knee: {row: k, reach: z}}\n", `reach "z"`},
+		{"targets", specBase + "targets: [{name: x, protocol: scalechat, url: \"ws://x\"}]\nbench: {}\n", "not targets"},
+		{"bad objective", "slo: [\"p99<5\"]\n" + specBase + "bench: {}\n", "needs a unit"},
+		{"no name", "steps:\n  - {rooms: 1}\nbench: {}\n", "needs a name"},
+		{"two steps of one name", "name: t\nsteps:\n  - {name: a}\n  - {name: a}\nbench: {}\n", "two steps"},
+		{"with a step not just before", "name: t\nsteps:\n  - {name: a}\n  - {name: b}\n  - {name: c, bench: {with: a}}\nbench: {}\n", "just before"},
+		{"during a step not beside", "name: t\nsteps:\n  - {name: a, bench: {during: b}}\n  - {name: b}\nbench: {}\n", "runs beside"},
+		{"during a step beside", "name: t\nsteps:\n  - {name: a, bench: {during: b}}\n  - {name: b, bench: {with: a, after: 1s}}\nbench: {}\n", ""},
+		{"unknown step bench field", "name: t\nsteps:\n  - {name: a, bench: {wiht: x}}\nbench: {}\n", "wiht"},
+		{"figure on a step not there", specBase + "bench: {figures: [{name: f, on: z, ratio: [a, b], of: p99}]}\n", `on "z"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseSpec("t.yaml", []byte(tt.yaml))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func mustSpec(t *testing.T, yaml string) *spec {
+	t.Helper()
+	sp, err := parseSpec("t.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
+// A step's verdict comes from the objectives that apply to it: met,
+// MISSED with the reason in the note, "–" when a figure could not be
+// read, each saying when the generator saturated.
+func TestSpecJudge(t *testing.T) {
+	sp := mustSpec(t, "slo: [\"p99<50ms\", \"cpu_per_delivery<=10us\", \"b:delivery>=100%\"]\n"+specBase+"bench: {}\n")
+	tests := []struct {
+		name    string
+		step    string
+		figures map[string]float64
+		sat     bool
+		want    string
+		target  string
+		note    string
+	}{
+		{"met", "a", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005}, false, "met", "p99<50ms, cpu_per_delivery<=10us", ""},
+		{"missed", "a", map[string]float64{"p99": 80, "cpu_per_delivery": 0.005}, false, "MISSED", "p99<50ms, cpu_per_delivery<=10us", "p99 = 80ms, not < 50ms"},
+		{"missed, saturated", "a", map[string]float64{"p99": 80, "cpu_per_delivery": 0.005}, true, "MISSED (generator saturated)", "", ""},
+		{"met, saturated", "a", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005}, true, "met (generator saturated)", "", ""},
+		{"not read", "a", map[string]float64{"p99": 3}, false, "–", "", "cpu_per_delivery<=10us not judged"},
+		{"a step's own objective", "b", map[string]float64{"p99": 3, "cpu_per_delivery": 0.005, "delivery": 0.99}, false, "MISSED", "p99<50ms, cpu_per_delivery<=10us, delivery>=100%", "delivery = 99%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := specStep{step: loadtest.Step{Name: tt.step}, figures: tt.figures, row: Result{Saturated: tt.sat}}
+			met := sp.judge(&s)
+			if s.row.Verdict != tt.want || met != (tt.want == "met" || tt.want == "met (generator saturated)") {
+				t.Errorf("verdict %q (met %v), want %q", s.row.Verdict, met, tt.want)
+			}
+			if tt.target != "" && s.row.Target != tt.target {
+				t.Errorf("target %q, want %q", s.row.Target, tt.target)
+			}
+			if !strings.Contains(s.row.Note, tt.note) {
+				t.Errorf("note %q lacks %q", s.row.Note, tt.note)
+			}
+		})
+	}
+}
+
+// The knee row is the last step that met every objective; with reach:, it
+// is judged against that step; a saturated generator makes it a lower
+// bound.
+func TestKneeRow(t *testing.T) {
+	sp := mustSpec(t, "name: t\nsteps:\n  - {name: n1, room_size: 1}\n  - {name: n2, room_size: 2}\n  - {name: n3, room_size: 3}\n"+
+		"bench: {row: \"t n={room_size}\", until: knee, knee: {row: t largest, figure: \"N = {room_size} at {deliveries_per_s}/s\", reach: n2}}\n")
+	step := func(i int, met, sat bool) specStep {
+		st := sp.sc.Steps[i]
+		return specStep{step: st, met: met, row: Result{Scenario: sp.rowName(st), PerSecond: float64(1000 * (i + 1)), Saturated: sat}}
+	}
+	tests := []struct {
+		name         string
+		done         []specStep
+		smoke        bool
+		figure, want string
+	}{
+		{"reached", []specStep{step(0, true, false), step(1, true, false), step(2, false, false)}, false, "N = 2 at 2000/s", "met"},
+		{"short of it", []specStep{step(0, true, false), step(1, false, false)}, false, "N = 1 at 1000/s", "MISSED"},
+		{"none met", []specStep{step(0, false, false)}, false, "none met the objectives", "MISSED"},
+		{"saturated", []specStep{step(0, true, false), step(1, true, true)}, false, "≥ N = 2 at 2000/s (lower bound)", "met (generator saturated)"},
+		{"smoke, not reached", []specStep{step(0, true, false)}, true, "N = 1 at 1000/s", "–"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row := sp.kneeRow(tt.done, "", tt.smoke)
+			if row.Scenario != "t largest" || row.Figure != tt.figure || row.Verdict != tt.want || row.Target != "≥ t n=2" {
+				t.Errorf("knee %q: figure %q, verdict %q, target %q; want %q, %q", row.Scenario, row.Figure, row.Verdict, row.Target, tt.figure, tt.want)
+			}
+		})
+	}
+}
+
+// A figures: row is one metric of a step over another's, judged against
+// its max when it has one.
+func TestFigureRow(t *testing.T) {
+	done := []specStep{
+		{step: loadtest.Step{Name: "a"}, figures: map[string]float64{"cpu_per_delivery": 0.004, "p99": 2}},
+		{step: loadtest.Step{Name: "b"}, figures: map[string]float64{"cpu_per_delivery": 0.005}},
+	}
+	tests := []struct {
+		f                    specFigure
+		figure, target, want string
+	}{
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×0.80", "≤ ×1", "met"},
+		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×1.25", "≤ ×1", "MISSED"},
+		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}}, "CPU ×1.25", "", ""},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99"}}, "–", "", "n/a"},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}}, "p99 –, CPU ×0.80", "", ""},
+		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}, Max: 1}, "p99 –, CPU ×0.80", "≤ ×1", "n/a"},
+		{specFigure{Name: "x", On: "a", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}}, "x ×0.80", "", ""},
+	}
+	for _, tt := range tests {
+		row := figureRow(tt.f, done)
+		if row.Figure != tt.figure || row.Target != tt.target || row.Verdict != tt.want {
+			t.Errorf("%+v: figure %q, target %q, verdict %q; want %q, %q, %q", tt.f, row.Figure, row.Target, row.Verdict, tt.figure, tt.target, tt.want)
+		}
+	}
+}
+
+// --smoke takes the file's smoke: fields (or shrinks every step) and at
+// most smoke_steps steps.
+func TestSpecSteps(t *testing.T) {
+	sp := mustSpec(t, "name: t\nsmoke: {duration: 1s}\nsteps:\n  - {name: a, rooms: 200, smoke: {rooms: 2}}\n  - {name: b, rooms: 400}\n  - {name: c}\nbench: {smoke_steps: 2}\n")
+	if got := sp.steps(false); len(got) != 3 || got[0].Rooms != 200 {
+		t.Errorf("full steps %+v", got)
+	}
+	got := sp.steps(true)
+	if len(got) != 2 || got[0].Rooms != 2 || got[1].Rooms != 400 || got[1].Duration.D().Seconds() != 1 {
+		t.Errorf("smoke steps %+v", got)
+	}
+	plain := mustSpec(t, specBase+"bench: {}\n")
+	if got := plain.steps(true); len(got) != 2 || got[1].Rooms != 3 || got[1].Duration.D().Seconds() != 1 {
+		t.Errorf("shrunk steps %+v", got)
+	}
+}
+
+// A figure on a step's row is its figure, and joins its target and
+// verdict: met only when both are.
+func TestOnRow(t *testing.T) {
+	tests := []struct {
+		row, fig, want string
+	}{
+		{"met", "met", "met"},
+		{"met", "MISSED", "MISSED"},
+		{"MISSED", "met", "MISSED"},
+		{"met", "n/a", "–"},
+		{"–", "met", "–"},
+	}
+	for _, tt := range tests {
+		row := Result{Target: "p99<5ms", Verdict: tt.row}
+		onRow(&row, Result{Figure: "connect p99 ×1.20", Target: "≤ ×2", Verdict: tt.fig})
+		if row.Verdict != tt.want || row.Target != "p99<5ms; ≤ ×2" || row.Figure != "connect p99 ×1.20" {
+			t.Errorf("%s + %s: %+v, want %s", tt.row, tt.fig, row, tt.want)
+		}
+	}
+}
+
+// A step whose connections a process cannot hold under the open-file
+// limit is not run: split over nodes, each holds its share.
+func TestTooMany(t *testing.T) {
+	one := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {}\n")
+	two := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2}}\n")
+	first := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2, place: first}}\n")
+	tests := []struct {
+		sp     *spec
+		nodes  int
+		nofile int
+		stop   bool
+	}{
+		{one, 1, 20000, false},
+		{one, 1, 10500, true},
+		{two, 2, 10500, false},
+		{first, 2, 10500, true},
+		{one, 1, 0, false}, // the limit unknown
+	}
+	for i, tt := range tests {
+		why := tt.sp.tooMany(tt.sp.sc.Steps, tt.nodes, tt.nofile)
+		if (why != "") != tt.stop || (tt.stop && !strings.Contains(why, "ulimit -n")) {
+			t.Errorf("%d: %q, want stop %v", i, why, tt.stop)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	sp := mustSpec(t, specBase+"bench: {row: \"topics {clients}×{rooms_per_client}/{rooms}\"}\n")
+	st := loadtest.Step{Name: "x", Rooms: 100, NumClients: 40, RoomsPerClient: 5}
+	if got := sp.rowName(st); got != "topics 40×5/100" {
+		t.Errorf("row %q", got)
+	}
+	if got := sp.expand("{sent} in, {name}", st, map[string]string{"sent": "7"}); got != "7 in, x" {
+		t.Errorf("expand %q", got)
+	}
+}
