@@ -51,3 +51,16 @@ func TestPageShowsTheExampleFile(t *testing.T) {
 		t.Errorf("docs/benchmarks.md does not show scenarios/rooms-slo.yaml as it is:\n%s", want)
 	}
 }
+
+// TestPageIsShort: the reference page stays a page (issue 37: at most 300
+// lines); a results file with many rows shows a few of them (page_rows)
+// and keeps the rest.
+func TestPageIsShort(t *testing.T) {
+	b, err := os.ReadFile("../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n > 300 {
+		t.Errorf("docs/benchmarks.md has %d lines, more than 300: pick the rows a long results file shows (page_rows)", n)
+	}
+}

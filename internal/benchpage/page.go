@@ -26,8 +26,10 @@ type Section struct {
 	Name  string // the file's name in its folder
 	Link  string // the file as a link from the page
 	File  results.BenchFile
-	Table string // the rows, a Markdown table
+	Table string // the rows shown, a Markdown table
 	Notes []string
+	// Shown and Total count the rows on the page and in the file.
+	Shown, Total int
 }
 
 // Title is the section's heading: the file's title, or its command.
@@ -55,8 +57,9 @@ func Load(fsys fs.FS, link string) ([]Section, error) {
 		if f.Smoke {
 			continue
 		}
-		s := Section{Name: n, Link: path.Join(link, n), File: f, Table: table(f.Rows)}
-		for _, r := range f.Rows {
+		rows := pageRows(f)
+		s := Section{Name: n, Link: path.Join(link, n), File: f, Table: table(rows), Shown: len(rows), Total: len(f.Rows)}
+		for _, r := range rows {
 			if r.Note != "" {
 				s.Notes = append(s.Notes, r.Scenario+": "+r.Note)
 			}
@@ -68,6 +71,20 @@ func Load(fsys fs.FS, link string) ([]Section, error) {
 		return nil, fmt.Errorf("no results files (other than --smoke runs) to make a page of")
 	}
 	return out, nil
+}
+
+// pageRows returns the rows of f a page shows (BenchFile.PageRows).
+func pageRows(f results.BenchFile) []results.BenchRow {
+	if len(f.PageRows) == 0 {
+		return f.Rows
+	}
+	var out []results.BenchRow
+	for _, r := range f.Rows {
+		if slices.ContainsFunc(f.PageRows, func(p string) bool { return strings.Contains(r.Scenario, p) }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Render writes the page of the sections.

@@ -2,6 +2,7 @@ package benchpage
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -85,5 +86,38 @@ func TestRender(t *testing.T) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// TestPageRows: a file's page_rows pick the rows its section shows (every
+// row whose scenario contains one), and the section says how many of the
+// file's it shows; without them every row is shown.
+func TestPageRows(t *testing.T) {
+	rows := []results.BenchRow{{Scenario: "scaling 1 loop, 1M"}, {Scenario: "scaling 1 loop: knee"}, {Scenario: "scaling 2 loops: knee"}}
+	for _, tt := range []struct {
+		name  string
+		pick  []string
+		shown []string
+	}{
+		{"all", nil, []string{"scaling 1 loop, 1M", "scaling 1 loop: knee", "scaling 2 loops: knee"}},
+		{"knees", []string{"knee"}, []string{"scaling 1 loop: knee", "scaling 2 loops: knee"}},
+		{"none match", []string{"8 loops"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"s.json": mapFile(t, results.BenchFile{Date: "2026-11-27", PageRows: tt.pick, Rows: rows})}
+			secs, err := Load(fsys, "results")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := secs[0]
+			if s.Shown != len(tt.shown) || s.Total != len(rows) {
+				t.Errorf("shown %d of %d, want %d of %d", s.Shown, s.Total, len(tt.shown), len(rows))
+			}
+			for _, r := range rows {
+				if want := slices.Contains(tt.shown, r.Scenario); strings.Contains(s.Table, "| "+r.Scenario+" |") != want {
+					t.Errorf("row %q on the page: %v, want %v", r.Scenario, !want, want)
+				}
+			}
+		})
 	}
 }

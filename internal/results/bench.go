@@ -32,10 +32,14 @@ type BenchFile struct {
 	// Title names the results where a page shows them; Source says where
 	// figures converted from an older record were read (empty for a run's
 	// own file); About is what a reader should know besides the rows.
-	Title  string     `json:"title,omitempty"`
-	Source string     `json:"source,omitempty"`
-	About  string     `json:"about,omitempty"`
-	Rows   []BenchRow `json:"rows"`
+	Title  string `json:"title,omitempty"`
+	Source string `json:"source,omitempty"`
+	About  string `json:"about,omitempty"`
+	// PageRows, when set, are the rows a page shows: those whose scenario
+	// contains one of them (a sweep's knees and a few steps); the file
+	// keeps every row.
+	PageRows []string   `json:"page_rows,omitempty"`
+	Rows     []BenchRow `json:"rows"`
 }
 
 // Host is the machine a benchmark ran on: the figures hold for it.
