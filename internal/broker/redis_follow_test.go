@@ -104,3 +104,36 @@ func BenchmarkFollowRecords(b *testing.B) {
 		}
 	}
 }
+
+// TestRedisOwnerOrderCatchUpKeepsTheStream: after an outage (a Redis Cluster
+// failover) both nodes check the room against Redis. Redis's counter lags
+// the owner's history, written behind, as a failover that lost the last
+// writes leaves it: with the owner order only the epoch tells whether the
+// stream is Redis's, and neither node starts the room anew.
+func TestRedisOwnerOrderCatchUpKeepsTheStream(t *testing.T) {
+	owner, follower := startOwnerNodes(t, []string{"r"})
+	for i := range 5 {
+		owner.publish("r", fmt.Sprint(i))
+	}
+	follower.hasSeq(t, "r", 5)
+	ctx := t.Context()
+	testsupport.Eventually(t, 10*time.Second, "the writes behind", func() bool {
+		n, _ := owner.b.rdb.Get(ctx, owner.b.seqKey("r")).Int()
+		return n == 5
+	})
+	epoch := owner.h.Epoch("r")
+	if err := owner.b.rdb.Set(ctx, owner.b.seqKey("r"), 3, time.Hour).Err(); err != nil { // the last two writes lost
+		t.Fatal(err)
+	}
+	for _, n := range []*node{owner, follower} {
+		n.b.catchUp(ctx, "r")
+		if e := n.h.Epoch("r"); e != epoch {
+			t.Fatalf("the room started anew (epoch %q, was %q)", e, epoch)
+		}
+	}
+	if e, _ := owner.b.rdb.Get(ctx, owner.b.epochKey("r")).Result(); e != epoch {
+		t.Errorf("Redis's epoch is %q, want the stream's %q", e, epoch)
+	}
+	owner.publish("r", "after")
+	follower.hasSeq(t, "r", 6)
+}

@@ -287,6 +287,15 @@ func (b *Redis) lostStream(room, why string) {
 	}
 }
 
+// holderOf reads the node that holds room ("" for none).
+func (b *Redis) holderOf(ctx context.Context, room string) (string, error) {
+	holder, err := b.rdb.Get(ctx, b.holderKey(room)).Result()
+	if errorsIsNil(err) {
+		return "", nil
+	}
+	return holder, err
+}
+
 // catchUp brings a room up to Redis after a broken subscription.
 func (b *Redis) catchUp(ctx context.Context, name string) {
 	b.fillMu.Lock()
@@ -316,22 +325,31 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if err == nil {
 		err = b.rdb.Expire(c, b.roomNodesKey(name), b.setTTL(name)).Err()
 	}
+	var holder string
+	if err == nil && b.cfg.OwnerOrder {
+		holder, err = b.holderOf(c, name)
+	}
+	// With the owner order a held room's seqs come from its owner alone,
+	// and Redis's counter lags the owner's history, written behind: only
+	// the epoch tells whether Redis kept the stream (a counter compared
+	// with this node's seq would start every room anew after a failover).
+	// The owner raises the counter when it frees the room.
+	check := cur
+	if b.cfg.OwnerOrder && holder != "" {
+		check = 0
+	}
 	var res []int64
 	if err == nil {
-		res, err = streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, cur, int(b.roomConfigOf(name).TTL/time.Second), epoch, NewEpoch()).Int64Slice()
+		res, err = streamScript.Run(c, b.rdb, []string{b.seqKey(name), b.epochKey(name)}, check, int(b.roomConfigOf(name).TTL/time.Second), epoch, NewEpoch()).Int64Slice()
 	}
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("stream check answered %v", res)
 	}
-	var holder string
-	if err == nil {
-		holder, err = b.rdb.Get(c, b.holderKey(name)).Result()
-		if errorsIsNil(err) {
-			err = nil
-		}
+	if err == nil && !b.cfg.OwnerOrder {
+		holder, err = b.holderOf(c, name)
 	}
 	cancel()
-	if err == nil && holder != "" && holder != b.id {
+	if err == nil && holder != "" && holder != b.id && !b.cfg.OwnerOrder {
 		// Granted to another node while this one was away: what it
 		// ordered never came on the channel. Hold this node's publishes
 		// and catch up once it released the room.
