@@ -109,17 +109,23 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 		q.persistAt, q.handing = time.Time{}, false
 		return batch, false
 	}
-	var writes []job
-	batch = into
-	for _, j := range q.pending {
-		if j.kind == jobPersist {
-			writes = append(writes, j)
+	q.pending, batch = splitKind(q.pending, jobPersist, into)
+	return batch, true
+}
+
+// splitKind returns the jobs of kind, in order, and others with the rest
+// appended in order. others may share jobs' array from its start: each
+// job is appended no further than where it was read.
+func splitKind(jobs []job, kind jobKind, others []job) (ofKind, rest []job) {
+	rest = others
+	for _, j := range jobs {
+		if j.kind == kind {
+			ofKind = append(ofKind, j)
 		} else {
-			batch = append(batch, j)
+			rest = append(rest, j)
 		}
 	}
-	q.pending = writes
-	return batch, true
+	return ofKind, rest
 }
 
 // sent records that the round taken last is done.
@@ -167,15 +173,7 @@ func (q *publisher) take(into []job) []job {
 func (q *publisher) takeSends() []job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var sends []job
-	rest := q.pending[:0]
-	for _, j := range q.pending {
-		if j.kind == jobSend {
-			sends = append(sends, j)
-		} else {
-			rest = append(rest, j)
-		}
-	}
+	sends, rest := splitKind(q.pending, jobSend, q.pending[:0])
 	q.pending = rest
 	return sends
 }
