@@ -31,8 +31,9 @@ func TestDirectFloorPatch(t *testing.T) {
 		t.Fatalf("git ls-files: %v", err)
 	}
 	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
-		if !strings.HasSuffix(f, ".go") && f != "go.mod" && f != "go.sum" && !strings.HasPrefix(f, "internal/") && !strings.HasPrefix(f, "benchmarks/") {
-			continue // the build needs the Go files and what they embed, under internal/ and benchmarks/
+		embedded := strings.HasPrefix(f, "internal/") || strings.HasPrefix(f, "benchmarks/") || strings.HasPrefix(f, "scenarios/")
+		if !strings.HasSuffix(f, ".go") && f != "go.mod" && f != "go.sum" && !embedded {
+			continue // the build needs the Go files and what they embed, under internal/, benchmarks/ and scenarios/
 		}
 		copyFile(t, filepath.Join(root, f), filepath.Join(src, f))
 	}
