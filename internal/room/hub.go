@@ -224,7 +224,9 @@ func (h *Hub) Sweep(now time.Time) int {
 		s.mu.Lock()
 		for name, r := range s.rooms {
 			r.mu.Lock()
-			if r.members == 0 && r.pollers == 0 && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
+			// A joiner waiting for the room to load keeps it: freed, the
+			// room would never load and the joiner never hear of it.
+			if r.members == 0 && r.pollers == 0 && !r.joinersWaitingLocked() && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
 				h.freeLocked(s, r)
 				freed = append(freed, name)
 			}

@@ -133,3 +133,25 @@ func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 		t.Errorf("rejoining made %p (dropped %p), %+v: want a new room", r, ds[0].Room, res)
 	}
 }
+
+// A room whose joiner waits (here for the owner's lease to be checked) is
+// not swept as empty, however short the grace: freed, it would never load,
+// and the joiner would wait for good.
+func TestSweepKeepsARoomWithJoinersWaiting(t *testing.T) {
+	q := NewQueue(func() {})
+	h := newHub(t, Config{History: 10, Grace: time.Millisecond, Queues: []*Queue{q}})
+	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
+	r.Leave(0)
+	h.Own("r", 0)
+	h.Lease(time.Now().Add(-time.Second))
+	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
+		t.Fatal("a join of an owned room went in with the lease lapsed")
+	}
+	if n := h.Sweep(time.Now().Add(time.Hour)); n != 0 || h.Lookup([]byte("r")) == nil {
+		t.Fatalf("swept %d rooms: the room with a joiner waiting was freed", n)
+	}
+	h.Verified("r")
+	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
+		t.Fatalf("after Verified the loop got %+v, want one Ready", ds)
+	}
+}

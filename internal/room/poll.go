@@ -1,6 +1,9 @@
 package room
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Long polls (the server's HTTP transport) wait on rooms without being
 // members. A poll of a room this node does not hold must open it (in a
@@ -56,13 +59,11 @@ func (h *Hub) LeavePoll(r *Room) {
 // no member, no joiner waiting for it to load, no message ever, none on
 // its way through the broker, not owned.
 func (r *Room) unusedLocked() bool {
-	if r.members > 0 || r.seq > 0 || r.hist.n > 0 || r.owned || r.remote > 0 || len(r.early) > 0 {
-		return false
-	}
-	for _, w := range r.waiting {
-		if w {
-			return false
-		}
-	}
-	return true
+	return r.members == 0 && r.seq == 0 && r.hist.n == 0 && !r.owned && r.remote == 0 && len(r.early) == 0 && !r.joinersWaitingLocked()
+}
+
+// joinersWaitingLocked reports whether a loop has joiners waiting for the
+// room to load (or for its owner's lease to be checked).
+func (r *Room) joinersWaitingLocked() bool {
+	return slices.Contains(r.waiting, true)
 }
