@@ -287,9 +287,7 @@ func (c *counters) read(s *Stats) {
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
-	b.sub.mu.Lock()
-	n := len(b.sub.rooms)
-	b.sub.mu.Unlock()
+	n := b.sub.count()
 	held := b.grants.len()
 	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)

@@ -223,13 +223,7 @@ func (b *Redis) dropShard(s *pubsub) {
 	if b.shards.node == s {
 		b.shards.node = nil // subscribed again by the next reshard
 	}
-	b.sub.mu.Lock()
-	for _, st := range b.sub.rooms {
-		if st.ps == s {
-			st.ps = nil
-		}
-	}
-	b.sub.mu.Unlock()
+	b.sub.detach(s)
 }
 
 // clientRoutes checks that the cluster client sends each room's commands
@@ -242,12 +236,11 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.sub.mu.Lock()
-	channels := make([]string, 0, len(b.sub.rooms))
-	for name := range b.sub.rooms {
+	rooms := b.sub.names()
+	channels := make([]string, 0, len(rooms))
+	for _, name := range rooms {
 		channels = append(channels, b.channel(name))
 	}
-	b.sub.mu.Unlock()
 	checked := map[string]bool{} // one room per master is enough
 	for _, ch := range channels {
 		want := m.master(ch)

@@ -112,11 +112,7 @@ func (b *Redis) Subscribe(room string) { b.sub.queue(subCmd{room: room, subscrib
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
-	b.sub.mu.Lock()
-	if st := b.sub.rooms[room]; st != nil {
-		st.leaving = true // a grant on its way is given back (owns)
-	}
-	b.sub.mu.Unlock()
+	b.sub.leave(room)               // a grant on its way is given back (owns)
 	b.unfollow(room)                // when followed: the owner sends it no more
 	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
 	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
@@ -167,28 +163,20 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 // onSubscription handles Redis's answer to a (un)subscription on s.
 func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscription, reconnected bool) {
 	name := b.roomOf(m.Channel)
-	b.sub.mu.Lock()
-	st := b.sub.rooms[name]
-	if st == nil {
-		b.sub.mu.Unlock()
+	c := b.sub.confirm(name, s, m.Kind == "subscribe" || m.Kind == "ssubscribe")
+	if !c.known {
 		return
 	}
-	confirmed := isClosed(st.confirmed)
-	ours := st.ps == s
-	if (m.Kind == "subscribe" || m.Kind == "ssubscribe") && !confirmed {
-		close(st.confirmed)
-	}
-	b.sub.mu.Unlock()
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
-		if confirmed && reconnected { // resubscribed after a broken connection
+		if c.confirmed && reconnected { // resubscribed after a broken connection
 			b.catchUp(ctx, name)
 		}
 	case "sunsubscribe":
 		// Not ours when the room is still subscribed here and confirmed:
 		// the master gave the room's slot away (a failover, a resharding).
 		// Until the room is subscribed where it lives now, serve locally.
-		if confirmed && ours {
+		if c.confirmed && c.ours {
 			b.fail("receive", fmt.Errorf("room %q moved off master %s", name, s.addr))
 		}
 	}
@@ -377,18 +365,15 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		b.shards.mu.Lock()
 		for _, c := range cmds {
 			last[c.room] = c.subscribe
-			b.sub.mu.Lock()
-			old := b.sub.rooms[c.room]
+			var old *roomState
 			if c.subscribe {
 				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
 				newRooms[c.room] = st
-				b.sub.rooms[c.room] = st
+				old = b.sub.add(c.room, st)
 			} else {
 				delete(newRooms, c.room)
-				delete(b.sub.rooms, c.room)
-				b.sub.kept.remove(c.room)
+				old = b.sub.remove(c.room)
 			}
-			b.sub.mu.Unlock()
 			if old != nil && old.ps != nil {
 				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
 			}
@@ -424,11 +409,7 @@ func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
 			}
 			continue // left to reshard, once the cluster answers again
 		}
-		b.sub.mu.Lock()
-		if st := b.sub.rooms[name]; st != nil {
-			st.ps = s
-		}
-		b.sub.mu.Unlock()
+		b.sub.setConn(name, s)
 		byShard[s] = append(byShard[s], b.channel(name))
 	}
 	for s, channels := range byShard {
@@ -503,26 +484,14 @@ func (b *Redis) reshard(ctx context.Context) error {
 			delete(b.shards.conns, addr)
 		}
 	}
-	var moved []string
-	var waits []chan struct{}
-	unsubs := map[*pubsub][]string{}
-	b.sub.mu.Lock()
-	for name, st := range b.sub.rooms {
-		if st.ps != nil && st.ps == b.shards.conns[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
-			continue // subscribed, and confirmed, where it lives
+	moved, waits, left := b.sub.unplace(
+		func(s *pubsub) bool { return b.shards.conns[s.addr] == s },
+		func(room string) string { return m.master(b.channel(room)) })
+	for s, rooms := range left {
+		channels := make([]string, len(rooms))
+		for i, room := range rooms {
+			channels[i] = b.channel(room)
 		}
-		if st.ps != nil && b.shards.conns[st.ps.addr] == st.ps {
-			unsubs[st.ps] = append(unsubs[st.ps], b.channel(name))
-		}
-		st.ps = nil
-		if isClosed(st.confirmed) { // a new wait for the new subscription
-			st.confirmed = make(chan struct{})
-		}
-		waits = append(waits, st.confirmed)
-		moved = append(moved, name)
-	}
-	b.sub.mu.Unlock()
-	for s, channels := range unsubs {
 		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
 	b.subscribeRooms(ctx, moved)
