@@ -209,21 +209,22 @@ func bySlot(channels []string) [][]string {
 	return out
 }
 
-// dropShard forgets a broken subscription connection to a cluster master:
-// go-redis would subscribe its channels again in one SSUBSCRIBE, which a
-// cluster refuses across slots, so its rooms are subscribed anew by
-// reshard once the cluster answers.
-func (b *Redis) dropShard(s *pubsub) {
-	b.shards.mu.Lock()
-	defer b.shards.mu.Unlock()
-	if b.shards.conns[s.addr] == s {
-		delete(b.shards.conns, s.addr)
+// drop forgets ps, a broken subscription connection to a cluster master,
+// here and as the connection of the rooms of subs subscribed on it (under
+// s.mu: subscriptions.mu is taken under it). go-redis would subscribe its
+// channels again in one SSUBSCRIBE, which a cluster refuses across slots,
+// so its rooms are subscribed anew by reshard once the cluster answers.
+func (s *shardConns) drop(ps *pubsub, subs *subscriptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns[ps.addr] == ps {
+		delete(s.conns, ps.addr)
 	}
-	_ = s.close() // broken already
-	if b.shards.node == s {
-		b.shards.node = nil // subscribed again by the next reshard
+	_ = ps.close() // broken already
+	if s.node == ps {
+		s.node = nil // subscribed again by the next reshard
 	}
-	b.sub.detach(s)
+	subs.detach(ps)
 }
 
 // clientRoutes checks that the cluster client sends each room's commands

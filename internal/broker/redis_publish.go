@@ -22,20 +22,10 @@ func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
 	if !b.health.up.Load() && b.health.started.Load() {
-		// Under localMu, so that recovery knows when the last publish
-		// of the outage is done.
-		b.health.localMu.RLock()
-		if !b.health.up.Load() {
-			defer b.health.localMu.RUnlock()
-			if b.h.PublishOwned(p, b.keep) {
-				b.count.local.Add(1)
-				return nil
-			}
-			b.h.Answered(p.Room) // declined, and not sent on either
-			b.count.refused.Add(1)
-			return ErrUnavailable
+		var err error
+		if b.health.whileDown(func() { err = b.publishDown(p) }) {
+			return err
 		}
-		b.health.localMu.RUnlock()
 	}
 	// A room this node owns is refused past MaxWait only when it has
 	// followers (the owner order), whose messages would queue.
@@ -584,6 +574,20 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // "1" when this node has not renewed them for renewInterval (or never: a
 // room it has not subscribed renews every time), else "0"; and the room's
 // RoomConfig, read under the same lock.
+// publishDown publishes p while Redis is down: ordered here when this node
+// owns the room, else refused with ErrUnavailable. It runs under
+// healthState.localMu (whileDown), so that recovery knows when the last
+// publish of the outage is done.
+func (b *Redis) publishDown(p Publication) error {
+	if b.h.PublishOwned(p, b.keep) {
+		b.count.local.Add(1)
+		return nil
+	}
+	b.h.Answered(p.Room) // declined, and not sent on either
+	b.count.refused.Add(1)
+	return ErrUnavailable
+}
+
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 	due, rc, ok := b.sub.renewDue(room, now)
 	switch {

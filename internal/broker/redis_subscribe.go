@@ -135,7 +135,7 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 			}
 			b.fail("receive", err)
 			if s.client != nil {
-				b.dropShard(s)
+				b.shards.drop(s, &b.sub)
 				return
 			}
 			reconnected = true
