@@ -358,106 +358,24 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		case <-b.sub.wake:
 		}
 		cmds := b.sub.takeCmds()
-		var subs []string
-		unsubs := map[*pubsub][]string{}
+		states := make([]*roomState, len(cmds)) // per subscribing command, the room's new state
 		newRooms := map[string]*roomState{}
 		last := map[string]bool{} // room → whether its last command subscribes
-		b.shards.mu.Lock()
-		for _, c := range cmds {
+		for i, c := range cmds {
 			last[c.room] = c.subscribe
-			var old *roomState
 			if c.subscribe {
-				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
-				newRooms[c.room] = st
-				old = b.sub.add(c.room, st)
+				states[i] = &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
+				newRooms[c.room] = states[i]
 			} else {
 				delete(newRooms, c.room)
-				old = b.sub.remove(c.room)
-			}
-			if old != nil && old.ps != nil {
-				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
-			}
-			if c.subscribe {
-				subs = append(subs, c.room)
 			}
 		}
-		for s, channels := range unsubs {
-			if err := s.unsubscribe(ctx, channels); err != nil && ctx.Err() == nil {
-				b.fail("unsubscribe", err)
-			}
-		}
-		if len(subs) > 0 {
-			b.subscribeRooms(ctx, subs)
-		}
-		b.shards.mu.Unlock()
+		b.shards.apply(ctx, &b.sub, cmds, states)
 		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
 		}
 	}
-}
-
-// subscribeRooms subscribes rooms on the connection of the master serving
-// each. The caller holds shardConns.mu.
-func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
-	byShard := map[*pubsub][]string{}
-	for _, name := range rooms {
-		s, err := b.shardOf(ctx, name)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.fail("subscribe", err)
-			}
-			continue // left to reshard, once the cluster answers again
-		}
-		b.sub.setConn(name, s)
-		byShard[s] = append(byShard[s], b.channel(name))
-	}
-	for s, channels := range byShard {
-		if err := s.subscribe(ctx, channels); err != nil && ctx.Err() == nil {
-			b.fail("subscribe", err)
-		}
-	}
-}
-
-// shardOf returns the subscription connection for room: the one Redis's,
-// or that of the cluster master serving the room's slot, made when needed.
-// The caller holds shardConns.mu.
-func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
-	return b.shardFor(ctx, b.channel(room))
-}
-
-// shardFor is shardOf for a channel.
-func (b *Redis) shardFor(ctx context.Context, channel string) (*pubsub, error) {
-	if b.cluster == nil {
-		return b.shards.conns[""], nil
-	}
-	if b.shards.closed {
-		return nil, redis.ErrClosed
-	}
-	if b.shards.slots == nil {
-		m, err := clusterSlots(ctx, b.cluster)
-		if err != nil {
-			return nil, err
-		}
-		b.shards.slots = m
-	}
-	addr := b.shards.slots.master(channel)
-	if addr == "" {
-		return nil, fmt.Errorf("no master serves the slot of channel %q", channel)
-	}
-	if s := b.shards.conns[addr]; s != nil {
-		return s, nil
-	}
-	opts := b.cluster.Options()
-	c := redis.NewClient(&redis.Options{
-		Addr: addr, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1, DialerRetries: 1,
-		Dialer: rawDialer(time.Second, opts.TLSConfig != nil), Protocol: respVersion,
-	})
-	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
-	b.shards.conns[addr] = s
-	b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
-	return s, nil
 }
 
 // reshard reads the cluster's slots again and subscribes every room on the
@@ -472,36 +390,13 @@ func (b *Redis) reshard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.shards.mu.Lock()
-	b.shards.slots = m
-	masters := map[string]bool{}
-	for _, r := range m {
-		masters[r.addr] = true
-	}
-	for addr, s := range b.shards.conns {
-		if !masters[addr] {
-			_ = s.close() // a failed master: its connection is broken anyway
-			delete(b.shards.conns, addr)
-		}
-	}
-	moved, waits, left := b.sub.unplace(
-		func(s *pubsub) bool { return b.shards.conns[s.addr] == s },
-		func(room string) string { return m.master(b.channel(room)) })
-	for s, rooms := range left {
-		channels := make([]string, len(rooms))
-		for i, room := range rooms {
-			channels[i] = b.channel(room)
-		}
-		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
-	}
-	b.subscribeRooms(ctx, moved)
-	var nodeErr error
+	nodeCh := ""
 	if b.cfg.OwnerOrder {
-		nodeErr = b.subscribeNodeChannel(ctx)
+		nodeCh = b.nodeChannel()
 	}
-	b.shards.mu.Unlock()
-	if nodeErr != nil {
-		return fmt.Errorf("subscribe the node's channel: %w", nodeErr)
+	moved, waits, err := b.shards.reshard(ctx, m, &b.sub, nodeCh)
+	if err != nil {
+		return err
 	}
 	timeout := time.After(2 * time.Second)
 	for _, w := range waits {

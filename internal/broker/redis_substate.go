@@ -65,24 +65,34 @@ func (s *subscriptions) leave(room string) {
 	}
 }
 
-// add subscribes the room with state st and returns the state it replaces.
-func (s *subscriptions) add(room string, st *roomState) (old *roomState) {
+// add subscribes the room with state st; it returns the connection the
+// state it replaces was subscribed on (nil: none).
+func (s *subscriptions) add(room string, st *roomState) (oldConn *pubsub) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old = s.rooms[room]
+	oldConn = s.rooms[room].conn()
 	s.rooms[room] = st
-	return old
+	return oldConn
 }
 
 // remove forgets the room, and stops keeping its keys alive; it returns
-// the state it had.
-func (s *subscriptions) remove(room string) (old *roomState) {
+// the connection it was subscribed on (nil: none).
+func (s *subscriptions) remove(room string) (oldConn *pubsub) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old = s.rooms[room]
+	oldConn = s.rooms[room].conn()
 	delete(s.rooms, room)
 	s.kept.remove(room)
-	return old
+	return oldConn
+}
+
+// conn is the connection st's room is subscribed on; nil for a nil st.
+// The caller holds subscriptions.mu.
+func (st *roomState) conn() *pubsub {
+	if st == nil {
+		return nil
+	}
+	return st.ps
 }
 
 // setConn records the connection the room is subscribed on.
