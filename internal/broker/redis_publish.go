@@ -570,10 +570,6 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 	return res.Err()
 }
 
-// renewDue is publishScript's argument asking it to renew the room's TTLs:
-// "1" when this node has not renewed them for renewInterval (or never: a
-// room it has not subscribed renews every time), else "0"; and the room's
-// RoomConfig, read under the same lock.
 // publishDown publishes p while Redis is down: ordered here when this node
 // owns the room, else refused with ErrUnavailable. It runs under
 // healthState.localMu (whileDown), so that recovery knows when the last
@@ -588,6 +584,10 @@ func (b *Redis) publishDown(p Publication) error {
 	return ErrUnavailable
 }
 
+// renewDue is publishScript's argument asking it to renew the room's TTLs:
+// "1" when this node has not renewed them for renewInterval (or never: a
+// room it has not subscribed renews every time), else "0"; and the room's
+// RoomConfig, read under the same lock.
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 	due, rc, ok := b.sub.renewDue(room, now)
 	switch {
