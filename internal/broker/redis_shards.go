@@ -155,7 +155,7 @@ func (s *shardConns) conn(ctx context.Context, channel string) (*pubsub, error) 
 	return ps, nil
 }
 
-// subscribeNode subscribes the node's channel, ch, (SSUBSCRIBE) on the
+// subscribeNode subscribes ch, the node's channel, with SSUBSCRIBE on the
 // master that serves its slot, unless it is subscribed there already: on
 // a Redis Cluster the owner order's records reach a node on its shard
 // channel.
