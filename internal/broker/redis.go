@@ -212,12 +212,13 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
-		shards: newShardConns(), sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
+		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
+	b.shards = shardConns{conns: make(map[string]*pubsub), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
 	if cluster == nil {
 		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
 	}
@@ -287,9 +288,7 @@ func (c *counters) read(s *Stats) {
 
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
-	b.sub.mu.Lock()
-	n := len(b.sub.rooms)
-	b.sub.mu.Unlock()
+	n := b.sub.count()
 	held := b.grants.len()
 	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)
@@ -326,10 +325,7 @@ func (b *Redis) Run(ctx context.Context) error {
 		b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
 	}
 	if b.cluster != nil && b.cfg.OwnerOrder {
-		b.shards.mu.Lock()
-		err := b.subscribeNodeChannel(ctx)
-		b.shards.mu.Unlock()
-		if err != nil && b.health.up.Load() {
+		if err := b.shards.subscribeNode(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err) // again at the next reshard
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,38 +22,6 @@ import (
 // one subscription connection per master, for the rooms of that master's
 // slots; when slots move (a failover, a resharding) the node resubscribes
 // each room where it now lives and catches up from its stream.
-
-// shardConns is the node's subscription connections: the one Redis's, or
-// one per cluster master (made when a room of its slots is first
-// subscribed), and the slot map that says which master serves a room. Its
-// lock serializes changes to subscriptions (subscribeLoop, and reshard
-// after a failover) and guards conns, slots and closed; it is held across
-// Redis round trips, and subscriptions.mu is taken under it.
-type shardConns struct {
-	mu     sync.Mutex
-	conns  map[string]*pubsub // by master address; "" is the one Redis
-	slots  slotMap            // the cluster's, as last read
-	closed bool               // Run ended: no new subscription connection
-	// node is the connection the node's channel is subscribed on (a Redis
-	// Cluster with the owner order: the master of the channel's slot); nil:
-	// none yet, or its connection broke.
-	node *pubsub
-	wg   sync.WaitGroup // the receive goroutine of every pubsub
-}
-
-func newShardConns() shardConns { return shardConns{conns: make(map[string]*pubsub)} }
-
-// closeAll closes every connection, at shutdown: none is made after it.
-func (s *shardConns) closeAll() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	var errs []error
-	for _, c := range s.conns {
-		errs = append(errs, c.close())
-	}
-	return errs
-}
 
 // clusterScheme is the URL scheme of a Redis Cluster:
 // redis-cluster://[user:password@]host:port[,host:port...].
@@ -209,29 +176,6 @@ func bySlot(channels []string) [][]string {
 	return out
 }
 
-// dropShard forgets a broken subscription connection to a cluster master:
-// go-redis would subscribe its channels again in one SSUBSCRIBE, which a
-// cluster refuses across slots, so its rooms are subscribed anew by
-// reshard once the cluster answers.
-func (b *Redis) dropShard(s *pubsub) {
-	b.shards.mu.Lock()
-	defer b.shards.mu.Unlock()
-	if b.shards.conns[s.addr] == s {
-		delete(b.shards.conns, s.addr)
-	}
-	_ = s.close() // broken already
-	if b.shards.node == s {
-		b.shards.node = nil // subscribed again by the next reshard
-	}
-	b.sub.mu.Lock()
-	for _, st := range b.sub.rooms {
-		if st.ps == s {
-			st.ps = nil
-		}
-	}
-	b.sub.mu.Unlock()
-}
-
 // clientRoutes checks that the cluster client sends each room's commands
 // to the master that serves the room now: after a failover its view of the
 // slots is reloaded in the background, and a node that came back up before
@@ -242,12 +186,11 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.sub.mu.Lock()
-	channels := make([]string, 0, len(b.sub.rooms))
-	for name := range b.sub.rooms {
+	rooms := b.sub.names()
+	channels := make([]string, 0, len(rooms))
+	for _, name := range rooms {
 		channels = append(channels, b.channel(name))
 	}
-	b.sub.mu.Unlock()
 	checked := map[string]bool{} // one room per master is enough
 	for _, ch := range channels {
 		want := m.master(ch)
@@ -263,28 +206,5 @@ func (b *Redis) clientRoutes(ctx context.Context) error {
 		}
 		checked[want] = true
 	}
-	return nil
-}
-
-// subscribeNodeChannel subscribes the node's channel (SSUBSCRIBE) on the
-// master that serves its slot, unless it is subscribed there already: on a
-// Redis Cluster the owner order's records reach a node on its shard
-// channel. The caller holds shardConns.mu.
-func (b *Redis) subscribeNodeChannel(ctx context.Context) error {
-	ch := b.nodeChannel()
-	s, err := b.shardFor(ctx, ch)
-	if err != nil {
-		return err
-	}
-	if b.shards.node == s {
-		return nil
-	}
-	if old := b.shards.node; old != nil && b.shards.conns[old.addr] == old {
-		_ = old.unsubscribe(ctx, []string{ch}) // the slot left that master
-	}
-	if err := s.subscribe(ctx, []string{ch}); err != nil {
-		return err
-	}
-	b.shards.node = s
 	return nil
 }

@@ -378,7 +378,7 @@ func (b *Redis) onForward(r followRec) {
 func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomState) {
 	w := b.follow.await(name)
 	defer b.follow.stopAwaiting(name, w)
-	for ctx.Err() == nil && b.stillSubscribed(name, st) {
+	for ctx.Err() == nil && b.sub.stillSubscribed(name, st) {
 		b.sendTo(owner, encRoomNode(recFollow, name, b.id))
 		t := time.NewTimer(followWait)
 		select {
@@ -406,16 +406,12 @@ func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomStat
 
 // followed finishes a room's load from its owner's snapshot.
 func (b *Redis) followed(name, owner string, st *roomState, r followRec) {
-	if !b.stillSubscribed(name, st) {
+	if !b.sub.stillSubscribed(name, st) {
 		b.sendTo(owner, encRoomNode(recUnfollow, name, b.id))
 		return
 	}
 	b.follow.setOwner(name, owner)
-	b.sub.mu.Lock()
-	if b.sub.rooms[name] == st {
-		b.sub.kept.add(name, st.rc.TTL, time.Now())
-	}
-	b.sub.mu.Unlock()
+	b.sub.keepAlive(name, st)
 	b.h.Loaded(name, r.epoch, r.seq, r.tail)
 }
 
@@ -473,15 +469,9 @@ func (b *Redis) reload(ctx context.Context, name string, st *roomState, wait tim
 		case <-t.C:
 		}
 	}
-	if b.stillSubscribed(name, st) {
+	if b.sub.stillSubscribed(name, st) {
 		b.load(ctx, map[string]*roomState{name: st})
 	}
-}
-
-func (b *Redis) stillSubscribed(name string, st *roomState) bool {
-	b.sub.mu.Lock()
-	defer b.sub.mu.Unlock()
-	return b.sub.rooms[name] == st && !st.leaving
 }
 
 // unfollow tells a room's owner that this node frees the room.

@@ -49,6 +49,19 @@ func (h *healthState) startRecovery() {
 	h.localMu.Unlock()
 }
 
+// whileDown runs publish, a publish ordered here alone, with localMu
+// read-held if Redis is still down, and reports whether it ran: when it
+// did not, Redis came back since the caller last looked.
+func (h *healthState) whileDown(publish func()) bool {
+	h.localMu.RLock()
+	defer h.localMu.RUnlock()
+	if h.up.Load() {
+		return false
+	}
+	publish()
+	return true
+}
+
 // downFor is how long Redis has been down, until now.
 func (h *healthState) downFor() time.Duration {
 	return time.Duration(time.Now().UnixNano() - h.downSince.Load())

@@ -20,12 +20,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	ok := b.health.up.Load()
 	if ok {
 		timeout := time.After(2 * time.Second)
-		b.sub.mu.Lock()
-		waits := make([]chan struct{}, 0, len(rooms))
-		for _, st := range rooms {
-			waits = append(waits, st.confirmed)
-		}
-		b.sub.mu.Unlock()
+		waits := b.sub.confirmations(rooms)
 	wait:
 		for _, w := range waits {
 			select {
@@ -97,9 +92,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 	}
 	for name, st := range rooms {
 		if !ok {
-			b.sub.mu.Lock()
-			st.unsynced = true
-			b.sub.mu.Unlock()
+			b.sub.markUnsynced(st)
 			b.h.Loaded(name, NewEpoch(), 0, nil) // an island of this node: a stream of its own
 			continue
 		}
@@ -117,11 +110,8 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			continue
 		}
 		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
-		b.sub.mu.Lock()
-		if b.sub.rooms[name] == st { // still subscribed: its keys, renewed by the load, are kept alive from here
-			b.sub.kept.add(name, st.rc.TTL, time.Now())
-		}
-		b.sub.mu.Unlock()
+		// When still subscribed: its keys, renewed by the load, are kept alive from here.
+		b.sub.keepAlive(name, st)
 		var tail []Entry
 		if r.tail != nil {
 			msgs := r.tail.Val()

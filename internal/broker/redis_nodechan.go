@@ -135,7 +135,7 @@ func (b *Redis) seqBefore(room string, run []Delivered) (uint64, bool) {
 // catches up from its stream what it missed. It reports whether Redis
 // answered.
 func (b *Redis) rejoin(ctx context.Context) bool {
-	rooms := b.loadedRooms()
+	rooms := b.sub.synced()
 	if len(rooms) == 0 {
 		return true
 	}
@@ -163,20 +163,6 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-// loadedRooms returns the rooms this node subscribed to and loaded from
-// Redis (not those loaded while it was down, nor those it is leaving).
-func (b *Redis) loadedRooms() []string {
-	b.sub.mu.Lock()
-	defer b.sub.mu.Unlock()
-	rooms := make([]string, 0, len(b.sub.rooms))
-	for name, st := range b.sub.rooms {
-		if !st.unsynced && !st.leaving {
-			rooms = append(rooms, name)
-		}
-	}
-	return rooms
 }
 
 // setTTL is the TTL a node gives a room's set of nodes when it joins it

@@ -83,10 +83,7 @@ func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + 
 // owns records that Redis granted this node the room, whose seqs up to
 // from were handed out by Redis.
 func (b *Redis) owns(room string, from uint64) {
-	b.sub.mu.Lock()
-	st := b.sub.rooms[room]
-	subscribed := st != nil && !st.leaving
-	b.sub.mu.Unlock()
+	subscribed := b.sub.subscribed(room)
 	b.grants.add(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)

@@ -155,7 +155,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 		b.ownerGone(peer)
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
-		loaded := b.loadedRooms()
+		loaded := b.sub.synced()
 		_, _ = b.rdb.Pipelined(c, func(p redis.Pipeliner) error { // best effort: any node may clean up
 			for room, users := range gone {
 				fields := make([]string, len(users))

@@ -22,20 +22,10 @@ func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
 	if !b.health.up.Load() && b.health.started.Load() {
-		// Under localMu, so that recovery knows when the last publish
-		// of the outage is done.
-		b.health.localMu.RLock()
-		if !b.health.up.Load() {
-			defer b.health.localMu.RUnlock()
-			if b.h.PublishOwned(p, b.keep) {
-				b.count.local.Add(1)
-				return nil
-			}
-			b.h.Answered(p.Room) // declined, and not sent on either
-			b.count.refused.Add(1)
-			return ErrUnavailable
+		var err error
+		if b.health.whileDown(func() { err = b.publishDown(p) }) {
+			return err
 		}
-		b.health.localMu.RUnlock()
 	}
 	// A room this node owns is refused past MaxWait only when it has
 	// followers (the owner order), whose messages would queue.
@@ -466,19 +456,19 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 		case err != nil && b.cluster != nil && neverSent(err) && attempt < 3:
 			// A master the cluster client still thinks serves the room is
 			// gone (its view reloads in the background): try again.
-			b.renewFailed(j.p.Room)
+			b.sub.renewFailed(j.p.Room)
 			retry = append(retry, j)
 		case err != nil:
 			// Redis is gone, or refused: the message may or may not be
 			// in the room's stream, nor its keys' TTLs renewed.
 			b.fail("publish", err)
-			b.renewFailed(j.p.Room)
+			b.sub.renewFailed(j.p.Room)
 			b.unsent(j.p)
 		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there
-			b.renewFailed(j.p.Room)
+			b.sub.renewFailed(j.p.Room)
 			b.forwardToHolder(ctx, j.p, 1)
 		case res[2*n+1] == -1: // another node holds the room: not published
-			b.renewFailed(j.p.Room)
+			b.sub.renewFailed(j.p.Room)
 			b.block(ctx, j.p.Room, &j.p)
 		default:
 			seq := uint64(res[2*n])
@@ -534,9 +524,9 @@ func (b *Redis) settlePersists(c call, err error) {
 	for n, room := range c.rooms {
 		switch {
 		case err != nil:
-			b.renewFailed(room) // its TTLs may not have been renewed
+			b.sub.renewFailed(room) // its TTLs may not have been renewed
 		case res[n] != 1:
-			b.renewFailed(room)
+			b.sub.renewFailed(room)
 			b.lostRoom(room)
 		}
 	}
@@ -580,33 +570,34 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 	return res.Err()
 }
 
+// publishDown publishes p while Redis is down: ordered here when this node
+// owns the room, else refused with ErrUnavailable. It runs under
+// healthState.localMu (whileDown), so that recovery knows when the last
+// publish of the outage is done.
+func (b *Redis) publishDown(p Publication) error {
+	if b.h.PublishOwned(p, b.keep) {
+		b.count.local.Add(1)
+		return nil
+	}
+	b.h.Answered(p.Room) // declined, and not sent on either
+	b.count.refused.Add(1)
+	return ErrUnavailable
+}
+
 // renewDue is publishScript's argument asking it to renew the room's TTLs:
 // "1" when this node has not renewed them for renewInterval (or never: a
 // room it has not subscribed renews every time), else "0"; and the room's
 // RoomConfig, read under the same lock.
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
-	b.sub.mu.Lock()
-	st := b.sub.rooms[room]
-	if st == nil {
-		b.sub.mu.Unlock()
+	due, rc, ok := b.sub.renewDue(room, now)
+	switch {
+	case !ok:
 		return "1", b.roomConfig(room)
+	case due:
+		return "1", rc
+	default:
+		return "0", rc
 	}
-	defer b.sub.mu.Unlock()
-	if !st.renewed.IsZero() && now.Sub(st.renewed) < renewInterval(st.rc.TTL) {
-		return "0", st.rc
-	}
-	st.renewed = now
-	return "1", st.rc
-}
-
-// renewFailed forgets a renewal whose publish Redis did not answer: the
-// room's next publish renews its TTLs again.
-func (b *Redis) renewFailed(room string) {
-	b.sub.mu.Lock()
-	if st := b.sub.rooms[room]; st != nil {
-		st.renewed = time.Time{}
-	}
-	b.sub.mu.Unlock()
 }
 
 func (b *Redis) publishKeys(room string) []string {

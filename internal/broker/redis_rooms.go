@@ -30,11 +30,8 @@ func (b *Redis) roomConfig(room string) RoomConfig {
 // subscribed, or resolves it for a room that is not (the server API may
 // publish into a room no member here joined).
 func (b *Redis) roomConfigOf(room string) RoomConfig {
-	b.sub.mu.Lock()
-	st := b.sub.rooms[room]
-	b.sub.mu.Unlock()
-	if st != nil {
-		return st.rc
+	if rc, ok := b.sub.config(room); ok {
+		return rc
 	}
 	return b.roomConfig(room)
 }

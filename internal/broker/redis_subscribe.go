@@ -112,11 +112,7 @@ func (b *Redis) Subscribe(room string) { b.sub.queue(subCmd{room: room, subscrib
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
-	b.sub.mu.Lock()
-	if st := b.sub.rooms[room]; st != nil {
-		st.leaving = true // a grant on its way is given back (owns)
-	}
-	b.sub.mu.Unlock()
+	b.sub.leave(room)               // a grant on its way is given back (owns)
 	b.unfollow(room)                // when followed: the owner sends it no more
 	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
 	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
@@ -139,7 +135,7 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 			}
 			b.fail("receive", err)
 			if s.client != nil {
-				b.dropShard(s)
+				b.shards.drop(s, &b.sub)
 				return
 			}
 			reconnected = true
@@ -167,28 +163,20 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 // onSubscription handles Redis's answer to a (un)subscription on s.
 func (b *Redis) onSubscription(ctx context.Context, s *pubsub, m *redis.Subscription, reconnected bool) {
 	name := b.roomOf(m.Channel)
-	b.sub.mu.Lock()
-	st := b.sub.rooms[name]
-	if st == nil {
-		b.sub.mu.Unlock()
+	c := b.sub.confirm(name, s, m.Kind == "subscribe" || m.Kind == "ssubscribe")
+	if !c.known {
 		return
 	}
-	confirmed := isClosed(st.confirmed)
-	ours := st.ps == s
-	if (m.Kind == "subscribe" || m.Kind == "ssubscribe") && !confirmed {
-		close(st.confirmed)
-	}
-	b.sub.mu.Unlock()
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
-		if confirmed && reconnected { // resubscribed after a broken connection
+		if c.confirmed && reconnected { // resubscribed after a broken connection
 			b.catchUp(ctx, name)
 		}
 	case "sunsubscribe":
 		// Not ours when the room is still subscribed here and confirmed:
 		// the master gave the room's slot away (a failover, a resharding).
 		// Until the room is subscribed where it lives now, serve locally.
-		if confirmed && ours {
+		if c.confirmed && c.ours {
 			b.fail("receive", fmt.Errorf("room %q moved off master %s", name, s.addr))
 		}
 	}
@@ -388,113 +376,24 @@ func (b *Redis) subscribeLoop(ctx context.Context) {
 		case <-b.sub.wake:
 		}
 		cmds := b.sub.takeCmds()
-		var subs []string
-		unsubs := map[*pubsub][]string{}
+		states := make([]*roomState, len(cmds)) // per subscribing command, the room's new state
 		newRooms := map[string]*roomState{}
 		last := map[string]bool{} // room → whether its last command subscribes
-		b.shards.mu.Lock()
-		for _, c := range cmds {
+		for i, c := range cmds {
 			last[c.room] = c.subscribe
-			b.sub.mu.Lock()
-			old := b.sub.rooms[c.room]
 			if c.subscribe {
-				st := &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
-				newRooms[c.room] = st
-				b.sub.rooms[c.room] = st
+				states[i] = &roomState{confirmed: make(chan struct{}), rc: b.roomConfig(c.room)}
+				newRooms[c.room] = states[i]
 			} else {
 				delete(newRooms, c.room)
-				delete(b.sub.rooms, c.room)
-				b.sub.kept.remove(c.room)
-			}
-			b.sub.mu.Unlock()
-			if old != nil && old.ps != nil {
-				unsubs[old.ps] = append(unsubs[old.ps], b.channel(c.room))
-			}
-			if c.subscribe {
-				subs = append(subs, c.room)
 			}
 		}
-		for s, channels := range unsubs {
-			if err := s.unsubscribe(ctx, channels); err != nil && ctx.Err() == nil {
-				b.fail("unsubscribe", err)
-			}
-		}
-		if len(subs) > 0 {
-			b.subscribeRooms(ctx, subs)
-		}
-		b.shards.mu.Unlock()
+		b.shards.apply(ctx, &b.sub, cmds, states)
 		b.leave(ctx, last)
 		if len(newRooms) > 0 {
 			b.load(ctx, newRooms)
 		}
 	}
-}
-
-// subscribeRooms subscribes rooms on the connection of the master serving
-// each. The caller holds shardConns.mu.
-func (b *Redis) subscribeRooms(ctx context.Context, rooms []string) {
-	byShard := map[*pubsub][]string{}
-	for _, name := range rooms {
-		s, err := b.shardOf(ctx, name)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.fail("subscribe", err)
-			}
-			continue // left to reshard, once the cluster answers again
-		}
-		b.sub.mu.Lock()
-		if st := b.sub.rooms[name]; st != nil {
-			st.ps = s
-		}
-		b.sub.mu.Unlock()
-		byShard[s] = append(byShard[s], b.channel(name))
-	}
-	for s, channels := range byShard {
-		if err := s.subscribe(ctx, channels); err != nil && ctx.Err() == nil {
-			b.fail("subscribe", err)
-		}
-	}
-}
-
-// shardOf returns the subscription connection for room: the one Redis's,
-// or that of the cluster master serving the room's slot, made when needed.
-// The caller holds shardConns.mu.
-func (b *Redis) shardOf(ctx context.Context, room string) (*pubsub, error) {
-	return b.shardFor(ctx, b.channel(room))
-}
-
-// shardFor is shardOf for a channel.
-func (b *Redis) shardFor(ctx context.Context, channel string) (*pubsub, error) {
-	if b.cluster == nil {
-		return b.shards.conns[""], nil
-	}
-	if b.shards.closed {
-		return nil, redis.ErrClosed
-	}
-	if b.shards.slots == nil {
-		m, err := clusterSlots(ctx, b.cluster)
-		if err != nil {
-			return nil, err
-		}
-		b.shards.slots = m
-	}
-	addr := b.shards.slots.master(channel)
-	if addr == "" {
-		return nil, fmt.Errorf("no master serves the slot of channel %q", channel)
-	}
-	if s := b.shards.conns[addr]; s != nil {
-		return s, nil
-	}
-	opts := b.cluster.Options()
-	c := redis.NewClient(&redis.Options{
-		Addr: addr, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 1, DialerRetries: 1,
-		Dialer: rawDialer(time.Second, opts.TLSConfig != nil), Protocol: respVersion,
-	})
-	s := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
-	b.shards.conns[addr] = s
-	b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
-	return s, nil
 }
 
 // reshard reads the cluster's slots again and subscribes every room on the
@@ -509,48 +408,13 @@ func (b *Redis) reshard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.shards.mu.Lock()
-	b.shards.slots = m
-	masters := map[string]bool{}
-	for _, r := range m {
-		masters[r.addr] = true
-	}
-	for addr, s := range b.shards.conns {
-		if !masters[addr] {
-			_ = s.close() // a failed master: its connection is broken anyway
-			delete(b.shards.conns, addr)
-		}
-	}
-	var moved []string
-	var waits []chan struct{}
-	unsubs := map[*pubsub][]string{}
-	b.sub.mu.Lock()
-	for name, st := range b.sub.rooms {
-		if st.ps != nil && st.ps == b.shards.conns[st.ps.addr] && m.master(b.channel(name)) == st.ps.addr && isClosed(st.confirmed) {
-			continue // subscribed, and confirmed, where it lives
-		}
-		if st.ps != nil && b.shards.conns[st.ps.addr] == st.ps {
-			unsubs[st.ps] = append(unsubs[st.ps], b.channel(name))
-		}
-		st.ps = nil
-		if isClosed(st.confirmed) { // a new wait for the new subscription
-			st.confirmed = make(chan struct{})
-		}
-		waits = append(waits, st.confirmed)
-		moved = append(moved, name)
-	}
-	b.sub.mu.Unlock()
-	for s, channels := range unsubs {
-		_ = s.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
-	}
-	b.subscribeRooms(ctx, moved)
-	var nodeErr error
+	nodeCh := ""
 	if b.cfg.OwnerOrder {
-		nodeErr = b.subscribeNodeChannel(ctx)
+		nodeCh = b.nodeChannel()
 	}
-	b.shards.mu.Unlock()
-	if nodeErr != nil {
-		return fmt.Errorf("subscribe the node's channel: %w", nodeErr)
+	moved, waits, err := b.shards.reshard(ctx, m, &b.sub, nodeCh)
+	if err != nil {
+		return err
 	}
 	timeout := time.After(2 * time.Second)
 	for _, w := range waits {
