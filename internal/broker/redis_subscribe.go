@@ -292,11 +292,7 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if !loaded {
 		return
 	}
-	b.sub.mu.Lock()
-	st := b.sub.rooms[name]
-	unsynced := st != nil && st.unsynced
-	b.sub.mu.Unlock()
-	if unsynced {
+	if b.sub.unsynced(name) {
 		// Loaded while Redis was down: its members joined a stream of this
 		// node alone, which never had the room's history nor the messages
 		// of the nodes that own it meanwhile. They resume into Redis's.

@@ -223,3 +223,12 @@ func (s *subscriptions) renewFailed(room string) {
 		st.renewed = time.Time{}
 	}
 }
+
+// unsynced reports whether room was loaded while Redis was down (a stream
+// of this node alone).
+func (s *subscriptions) unsynced(room string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.rooms[room]
+	return st != nil && st.unsynced
+}
