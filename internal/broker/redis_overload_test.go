@@ -90,3 +90,16 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 		return a.b.Publish(Publication{Room: "shared", Prefix: []byte("after#"), From: 3}) == nil
 	})
 }
+
+// BenchmarkOverloaded is what --redis-max-wait adds to a publish of a
+// shared room: two atomic loads and, while anything waits, a clock read.
+func BenchmarkOverloaded(b *testing.B) {
+	r := &Redis{cfg: Config{MaxWait: time.Hour}, pub: newPublisher(DefaultHistoryLinger)}
+	r.pub.queue(job{kind: jobPublish, p: Publication{Room: "shared"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if r.overloaded() {
+			b.Fatal("overloaded with one publish queued within the hour")
+		}
+	}
+}
