@@ -5,7 +5,6 @@ package server
 import (
 	"context"
 	"net/http/httptest"
-	"reflect"
 	"testing"
 	"time"
 
@@ -16,20 +15,8 @@ import (
 // waitView waits until the receiver believes want.
 func waitView(t *testing.T, rcv *webhook.Receiver, want webhook.View, timeout time.Duration) {
 	t.Helper()
-	if want.Members == nil {
-		want.Members = map[string][]string{}
-	}
-	deadline := time.After(timeout)
-	for {
-		changed := rcv.Changed()
-		if reflect.DeepEqual(rcv.View(), want) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the receiver believes %+v, want %+v; events %q", rcv.View(), want, webhookNames(rcv.Events()))
-		}
+	if !rcv.Await(want, timeout) {
+		t.Fatalf("the receiver believes %+v, want %+v; events %q", rcv.View(), want, webhookNames(rcv.Events()))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -213,4 +214,25 @@ func (r *Receiver) Changed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.changed
+}
+
+// Await waits until the receiver believes want (nil Members meaning none),
+// woken by each request it answers, and reports whether it did within
+// timeout.
+func (r *Receiver) Await(want View, timeout time.Duration) bool {
+	if want.Members == nil {
+		want.Members = map[string][]string{}
+	}
+	deadline := time.After(timeout)
+	for {
+		changed := r.Changed()
+		if reflect.DeepEqual(r.View(), want) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return false
+		}
+	}
 }

@@ -58,20 +58,8 @@ func (n *whNode) leader() bool {
 // got after timeout.
 func waitView(t *testing.T, rcv *Receiver, want View, timeout time.Duration) {
 	t.Helper()
-	if want.Members == nil {
-		want.Members = map[string][]string{}
-	}
-	deadline := time.After(timeout)
-	for {
-		changed := rcv.Changed()
-		if got := rcv.View(); reflect.DeepEqual(got, want) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the receiver believes %+v, want %+v; events: %+v", rcv.View(), want, rcv.Events())
-		}
+	if !rcv.Await(want, timeout) {
+		t.Fatalf("the receiver believes %+v, want %+v; events: %+v", rcv.View(), want, rcv.Events())
 	}
 }
 
