@@ -639,14 +639,12 @@ func (b *Redis) handoffJob(room string, seq uint64, followers []string) job {
 // other slots than the room's keys, which a script may not reach, and
 // tellHandover sends the records once the script answered.
 func (b *Redis) handoverCmd(ctx context.Context, p redis.Pipeliner, j job) redis.Cmder {
-	to, others := j.nodes[0], j.nodes[1:]
 	ttl := ttlArg(b.roomConfigOf(j.room).TTL + renewInterval(b.roomConfigOf(j.room).TTL))
-	args := []any{b.id, to, ttl, j.e.Seq}
+	args := []any{b.id, j.nodes[0], ttl, j.e.Seq}
 	if b.cluster == nil {
-		args = append(args, b.nodeChannelPrefix()+to, append([]byte{followMark}, encOwn(j.room, j.e.Seq, others)...))
-		for _, n := range others {
-			args = append(args, b.nodeChannelPrefix()+n, append([]byte{followMark}, encRoomNode(recOwner, j.room, to)...))
-		}
+		handoverRecords(j, func(node string, rec []byte) {
+			args = append(args, b.nodeChannelPrefix()+node, append([]byte{followMark}, rec...))
+		})
 	}
 	return handoverScript.EvalSha(ctx, p, b.publishKeys(j.room), args...)
 }
@@ -654,11 +652,16 @@ func (b *Redis) handoverCmd(ctx context.Context, p redis.Pipeliner, j job) redis
 // tellHandover sends the records of a handover the script made (a Redis
 // Cluster): in a later round than every record this node sent the nodes
 // before, so each still gets the room's messages first.
-func (b *Redis) tellHandover(j job) {
-	to, others := j.nodes[0], j.nodes[1:]
-	b.sendTo(to, encOwn(j.room, j.e.Seq, others))
+func (b *Redis) tellHandover(j job) { handoverRecords(j, b.sendTo) }
+
+// handoverRecords gives each node of handover job j its record: the new
+// owner (j.nodes[0]) an O naming the other followers, each of those a W
+// naming the new owner.
+func handoverRecords(j job, to func(node string, rec []byte)) {
+	owner, others := j.nodes[0], j.nodes[1:]
+	to(owner, encOwn(j.room, j.e.Seq, others))
 	for _, n := range others {
-		b.sendTo(n, encRoomNode(recOwner, j.room, to))
+		to(n, encRoomNode(recOwner, j.room, owner))
 	}
 }
 
