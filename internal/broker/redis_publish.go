@@ -28,14 +28,16 @@ func (b *Redis) Publish(p Publication) error {
 		}
 	}
 	// A room this node owns is refused past MaxWait only when it has
-	// followers (the owner order), whose messages would queue.
-	if b.cfg.OwnerOrder && b.overloaded() && len(b.follow.followersOf(p.Room)) > 0 {
+	// followers (the owner order), whose messages would queue. Read once:
+	// a clock read a publish while anything waits.
+	over := b.cfg.OwnerOrder && b.overloaded()
+	if over && len(b.follow.followersOf(p.Room)) > 0 {
 		return b.refuseOverloaded(p)
 	}
 	if b.h.PublishOwned(p, b.keep) {
 		return nil
 	}
-	if b.overloaded() {
+	if over || !b.cfg.OwnerOrder && b.overloaded() {
 		return b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
