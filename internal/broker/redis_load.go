@@ -114,12 +114,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		b.sub.keepAlive(name, st)
 		var tail []Entry
 		if r.tail != nil {
-			msgs := r.tail.Val()
-			for i := len(msgs) - 1; i >= 0; i-- {
-				if s, p, ok := entry(msgs[i]); ok {
-					tail = append(tail, Entry{Seq: s, Payload: []byte(p)})
-				}
-			}
+			tail = latest(r.tail.Val(), rooms[name].rc.History)
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())

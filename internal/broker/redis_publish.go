@@ -92,9 +92,9 @@ func (b *Redis) unsent(p Publication) {
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
-	b.pub.add(job{kind: jobPersist, room: room, e: e})
-	if b.cfg.OwnerOrder && b.keepFollowed(room, e) {
-		signal(b.pub.wake) // followers wait for it: within the publish linger
+	full := b.pub.add(job{kind: jobPersist, room: room, e: e})
+	if b.cfg.OwnerOrder && b.keepFollowed(room, e) || full {
+		signal(b.pub.wake) // followers wait for it, or the held writes are many: within the publish linger
 		return
 	}
 	signal(b.pub.persistWake)
@@ -102,11 +102,19 @@ func (b *Redis) keep(room string, e Entry) {
 
 // DefaultHistoryLinger is how long the writes of owned rooms wait to go
 // out with others (Config.HistoryLinger): what a node that dies loses at
-// most from Redis's history, whose members are told (reset). A write
-// round costs Redis a script call however many messages it carries, and a
-// call costs about as much as two dozen messages stored in it
+// most from Redis's history, whose members are told (reset). It is short
+// because a message to a room whose other members are away (a direct
+// message to someone offline) is nowhere else. A room's writes of one
+// linger share a script call and a stream entry (persist.lua), so a longer
+// linger stores a room of a few messages a second with one XADD a second
+// instead of one a message; the other nodes never wait for the writes
 // (docs/cluster.md#history-written-behind---history-linger).
 const DefaultHistoryLinger = 5 * time.Millisecond
+
+// maxHeldWrites bounds the writes of owned rooms held for the history
+// linger: past it they go out at the next round, so that a busy node
+// neither holds much memory nor hands Redis one long burst a linger.
+const maxHeldWrites = 4096
 
 // DefaultMaxWait is serve's --redis-max-wait (Config.MaxWait): a cluster
 // past its capacity refuses rather than delivering seconds late. It is
@@ -423,12 +431,38 @@ func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, 
 				flag = "1"
 			}
 		}
-		args = append(args, flag, len(msgs[n]))
-		for _, i := range msgs[n] {
-			args = append(args, batch[i].e.Seq, batch[i].e.Payload)
-		}
+		args = appendRuns(append(args, flag), batch, msgs[n])
 	}
 	return persistScript.EvalSha(ctx, p, keys, args...)
+}
+
+// appendRuns appends to args persist.lua's count of runs of the messages
+// js of batch (one room's, in seq order) and, per run of consecutive
+// seqs, its last seq, its entry's field and value (redis_entry.go).
+func appendRuns(args []any, batch []job, js []int) []any {
+	at := len(args)
+	args = append(args, 0)
+	runs := 0
+	for start := 0; start < len(js); {
+		end := start + 1
+		for end < len(js) && batch[js[end]].e.Seq == batch[js[end-1]].e.Seq+1 {
+			end++
+		}
+		last := batch[js[end-1]].e
+		if end-start == 1 {
+			args = append(args, last.Seq, "m", last.Payload)
+		} else {
+			msgs := make([][]byte, 0, end-start)
+			for _, i := range js[start:end] {
+				msgs = append(msgs, batch[i].e.Payload)
+			}
+			args = append(args, last.Seq, "ms", runValue(msgs))
+		}
+		runs++
+		start = end
+	}
+	args[at] = runs
+	return args
 }
 
 // slotOf is the hash slot of a room's keys in a Redis Cluster, where one

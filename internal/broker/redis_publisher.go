@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,12 @@ type job struct {
 type publisher struct {
 	mu      sync.Mutex
 	pending []job
-	wake    chan struct{} // a publish is pending: send within publishLinger
+	// persists are the writes of owned rooms pending, apart: they wait
+	// out the rounds of other jobs (takeRound) without being copied from
+	// round to round. A room's release or handover moves them into pending
+	// first, so that they go before it.
+	persists []job
+	wake     chan struct{} // a publish is pending: send within publishLinger
 	// persistWake: only writes of owned rooms are pending, which may wait.
 	persistWake chan struct{}
 	// persistAt is when the oldest write of an owned room pending was
@@ -71,25 +78,33 @@ func (q *publisher) queue(jobs ...job) {
 	signal(q.wake)
 }
 
-// add appends jobs to the round without waking the loop.
-func (q *publisher) add(jobs ...job) {
+// add appends jobs to the round without waking the loop. It reports
+// whether the writes of owned rooms held reached maxHeldWrites: then the
+// caller wakes the loop (wake) to send them without waiting out the linger.
+func (q *publisher) add(jobs ...job) (full bool) {
 	q.mu.Lock()
-	q.pending = append(q.pending, jobs...)
 	for _, j := range jobs {
 		switch j.kind {
 		case jobPersist:
 			if q.persistAt.IsZero() {
 				q.persistAt = time.Now()
 			}
+			q.persists = append(q.persists, j)
+			full = full || len(q.persists) >= maxHeldWrites
 			continue
 		case jobRelease, jobHandover:
 			q.handing = true
+			q.pending = append(q.pending, q.persists...)
+			clear(q.persists)
+			q.persists = q.persists[:0]
 		}
+		q.pending = append(q.pending, j)
 		if q.waiting.Load() == 0 {
 			q.waiting.Store(time.Now().UnixNano())
 		}
 	}
 	q.mu.Unlock()
+	return full
 }
 
 // takeRound returns the jobs of the next round and leaves into, empty, in
@@ -104,13 +119,28 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	if w := q.waiting.Swap(0); w != 0 {
 		q.sending.Store(w)
 	}
-	if q.persistAt.IsZero() || q.handing || now.Sub(q.persistAt) >= q.persistLinger {
+	if len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && now.Sub(q.persistAt) < q.persistLinger {
 		batch, q.pending = q.pending, into
-		q.persistAt, q.handing = time.Time{}, false
-		return batch, false
+		return batch, true
 	}
-	q.pending, batch = splitKind(q.pending, jobPersist, into)
-	return batch, true
+	batch = q.takePersists(into)
+	batch = append(batch, q.pending...)
+	clear(q.pending)
+	q.pending = q.pending[:0]
+	q.persistAt, q.handing = time.Time{}, false
+	return batch, false
+}
+
+// takePersists appends the pending writes of owned rooms to into, each
+// room's side by side in their order, so that a room's messages of the
+// linger share a script call and a stream entry; the order between rooms
+// does not matter. The caller holds mu.
+func (q *publisher) takePersists(into []job) []job {
+	slices.SortStableFunc(q.persists, func(a, b job) int { return strings.Compare(a.room, b.room) })
+	into = append(into, q.persists...)
+	clear(q.persists)
+	q.persists = q.persists[:0]
+	return into
 }
 
 // splitKind returns the jobs of kind, in order, and others with the rest
@@ -162,8 +192,9 @@ func (q *publisher) addPublishes(ps []Publication) {
 func (q *publisher) take(into []job) []job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	batch := q.pending
-	q.pending = into
+	batch := append(q.takePersists(into), q.pending...)
+	clear(q.pending)
+	q.pending = q.pending[:0]
 	q.persistAt, q.handing = time.Time{}, false
 	return batch
 }
@@ -182,7 +213,7 @@ func (q *publisher) takeSends() []job {
 func (q *publisher) writes() []job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var ws []job
+	ws := slices.Clone(q.persists)
 	for _, j := range q.pending {
 		if j.kind != jobPublish {
 			ws = append(ws, j)

@@ -234,24 +234,25 @@ func (b *Redis) deliverInOrder(ctx context.Context, name string, seq uint64, pay
 func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	entries, err := b.rdb.XRange(ctx, b.historyKey(name), strconv.FormatUint(from+1, 10)+"-0", strconv.FormatUint(to, 10)+"-1").Result()
+	// An entry holds the messages up to its id's seq (redis_entry.go): the
+	// first to-from entries from from+1 on reach to.
+	entries, err := b.rdb.XRangeN(ctx, b.historyKey(name), strconv.FormatUint(from+1, 10)+"-0", "+", int64(to-from)).Result()
 	if err != nil {
 		b.fail("fetch history", err)
 	}
 	next := from + 1
-	for _, e := range entries {
-		seq, payload, ok := entry(e)
-		if !ok || seq < next {
+	for _, e := range streamEntries(entries) {
+		if e.Seq < next {
 			continue
 		}
-		if seq > next {
+		if e.Seq > next || e.Seq > to {
 			// A hole: the stream no longer holds next (it fell out of
 			// the history). Delivering past it would skip it in silence.
 			break
 		}
 		b.count.gaps.Add(1)
-		b.h.Deliver(name, seq, []byte(payload))
-		next = seq + 1
+		b.h.Deliver(name, e.Seq, e.Payload)
+		next = e.Seq + 1
 	}
 	if cur, loaded := b.h.Seq(name); loaded && cur < to {
 		b.count.lost.Add(to - cur)
@@ -350,16 +351,6 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	case seq > cur:
 		b.fill(ctx, name, cur, seq)
 	}
-}
-
-func entry(e redis.XMessage) (uint64, string, bool) {
-	i := strings.IndexByte(e.ID, '-')
-	if i < 0 {
-		return 0, "", false
-	}
-	seq, err := strconv.ParseUint(e.ID[:i], 10, 64)
-	p, ok := e.Values["m"].(string)
-	return seq, p, err == nil && ok
 }
 
 // subscribeLoop subscribes and unsubscribes rooms in batches, and loads

@@ -335,7 +335,7 @@ func TestRedisOwnedRoom(t *testing.T) {
 	}
 	ctx := context.Background()
 	testsupport.Eventually(t, 10*time.Second, "the owned messages stored in Redis", func() bool {
-		n, _ := a.b.rdb.XLen(ctx, a.b.historyKey("r")).Result()
+		n := len(a.stored(t, "r"))
 		seq, _ := a.b.rdb.Get(ctx, a.b.seqKey("r")).Uint64()
 		return n == 6 && seq == 6
 	})

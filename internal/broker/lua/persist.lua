@@ -20,15 +20,23 @@
 -- ARGV[3] TTL in seconds
 -- then, per room in the order of KEYS, from a = 4 for the first:
 --   ARGV[a]   "1" to renew the keys' TTLs
---   ARGV[a+1] n, the room's messages in this call (at least 1)
---   ARGV[a+2], ARGV[a+3], ... n pairs: the seq and the message (JSON) of
---             each, in seq order
---   the next room's from a + 2 + 2n.
+--   ARGV[a+1] n, the room's runs of messages in this call (at least 1): a
+--             run is messages with consecutive seqs, stored as one stream
+--             entry (redis_entry.go), so that a room's messages of a round
+--             cost one XADD and the script never looks at a message
+--   ARGV[a+2], ARGV[a+3], ARGV[a+4], ... n triples, in seq order: the seq
+--             of the run's last message (the entry's id), the entry's
+--             field ("m": one message; "ms": several, each as
+--             <length>:<bytes>) and its value
+--   the next room's from a + 2 + 3n.
+-- The stream is trimmed by seq (MINID): an entry stays while its last
+-- message is among the room's latest history, so the stream holds at least
+-- those messages and at most one entry besides.
 --
 -- Returns, per room, 1 when stored, 0 when the room is not this node's.
 local node, hist, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
--- store writes one room's n messages, whose pairs begin at ARGV[i].
+-- store writes one room's n runs, whose triples begin at ARGV[i].
 local function store(k, renew, i, n)
   local holder = redis.call('GET', KEYS[k+4])
   if holder ~= node then
@@ -39,11 +47,13 @@ local function store(k, renew, i, n)
     renew = true
   end
   local last = 0
-  for j = i, i + 2 * n - 2, 2 do
-    if hist > 0 then
-      redis.call('XADD', KEYS[k+2], 'MAXLEN', ARGV[2], ARGV[j] .. '-1', 'm', ARGV[j+1])
-    end
+  for j = i, i + 3 * n - 3, 3 do
     last = tonumber(ARGV[j])
+    if hist > 0 then
+      local from = last - hist + 1
+      if from < 1 then from = 1 end
+      redis.call('XADD', KEYS[k+2], 'MINID', from .. '-0', ARGV[j] .. '-1', ARGV[j+1], ARGV[j+2])
+    end
   end
   local seq = redis.call('GET', KEYS[k+1])
   if not seq then
@@ -63,6 +73,6 @@ local a = 4
 for r = 0, #KEYS / 5 - 1 do
   local n = tonumber(ARGV[a+1])
   res[#res+1] = store(r * 5, ARGV[a] == '1', a + 2, n)
-  a = a + 2 + 2 * n
+  a = a + 2 + 3 * n
 end
 return res

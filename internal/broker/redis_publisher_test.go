@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jobsOf writes a round's jobs as "kind:room:seq" words.
+func jobsOf(batch []job) string {
+	var w []string
+	for _, j := range batch {
+		room := j.room
+		if j.kind == jobPublish {
+			room = j.p.Room
+		}
+		w = append(w, fmt.Sprintf("%d:%s:%d", j.kind, room, j.e.Seq))
+	}
+	return strings.Join(w, " ")
+}
+
+// Writes of owned rooms wait out the rounds of other jobs for the history
+// linger, then go out together with a room's side by side (one stream entry
+// a room: persist.lua), each room's in seq order; a room's release takes
+// the writes queued before it along, ahead of it.
+func TestPublisherTakeRound(t *testing.T) {
+	persist := func(room string, seq uint64) job { return job{kind: jobPersist, room: room, e: Entry{Seq: seq}} }
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name   string
+		jobs   []job
+		at     time.Duration // when the round is taken, after the jobs were queued
+		want   string
+		isHeld bool
+	}{
+		{"writes held for the linger", []job{persist("b", 1), {kind: jobPublish, p: Publication{Room: "s"}}, persist("a", 1)},
+			time.Millisecond, "0:s:0", true},
+		{"then a room's writes side by side", []job{persist("b", 1), persist("a", 1), {kind: jobPublish, p: Publication{Room: "s"}}, persist("b", 2), persist("a", 2)},
+			time.Second, "1:a:1 1:a:2 1:b:1 1:b:2 0:s:0", false},
+		{"a release takes the writes before it along", []job{persist("b", 1), persist("a", 1), {kind: jobRelease, room: "a", e: Entry{Seq: 1}}, persist("c", 1)},
+			time.Millisecond, "1:c:1 1:b:1 1:a:1 2:a:1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newPublisher(100 * time.Millisecond)
+			q.add(tc.jobs...)
+			batch, held := q.takeRound(nil, t0.Add(tc.at))
+			if got := jobsOf(batch); got != tc.want || held != tc.isHeld {
+				t.Errorf("round %q (held %v), want %q (held %v)", got, held, tc.want, tc.isHeld)
+			}
+		})
+	}
+}
+
+// Past maxHeldWrites the writes held go out at the next round, linger or
+// not, and add says so (the caller wakes the loop).
+func TestPublisherSendsWritesPastTheBound(t *testing.T) {
+	q := newPublisher(time.Hour)
+	for i := range maxHeldWrites - 1 {
+		if q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: uint64(i + 1)}}) {
+			t.Fatalf("full after %d writes", i+1)
+		}
+	}
+	if batch, held := q.takeRound(nil, time.Now()); len(batch) != 0 || !held {
+		t.Fatalf("below the bound: a round of %d jobs (held %v), want the writes held", len(batch), held)
+	}
+	if !q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: maxHeldWrites}}) {
+		t.Fatal("the bound reached, add did not say so")
+	}
+	if batch, held := q.takeRound(nil, time.Now()); len(batch) != maxHeldWrites || held {
+		t.Fatalf("at the bound: a round of %d jobs (held %v), want all %d", len(batch), held, maxHeldWrites)
+	}
+}
