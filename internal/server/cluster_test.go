@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -353,9 +354,10 @@ func TestClusterOwnedRoomKeepsEveryMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			why, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusAccepted {
-				t.Fatalf("post %d into %s: %d", i, room, resp.StatusCode)
+				t.Fatalf("post %d into %s: %d %s", i, room, resp.StatusCode, why)
 			}
 		}
 	}
