@@ -343,6 +343,23 @@ func (b *Redis) onFollowRec(r followRec) {
 		if b.follow.ownerOf(r.room) != "" {
 			b.follow.setOwner(r.room, r.node)
 		}
+	case recDropped:
+		if b.follow.ownerOf(r.room) == r.node {
+			b.dropFollowed(r.room, "its owner dropped it")
+		}
+	}
+}
+
+// tellDropped tells the followers of a room this node ordered, and drops
+// now, that its stream ended here: they drop it too (their members resume
+// into the room loaded anew) instead of following an owner that orders
+// nothing, whose next stream they would hear of only at the next load.
+func (b *Redis) tellDropped(room string) {
+	if !b.cfg.OwnerOrder {
+		return
+	}
+	for _, node := range b.follow.takeFollowers(room) {
+		b.sendTo(node, encRoomNode(recDropped, room, b.id))
 	}
 }
 

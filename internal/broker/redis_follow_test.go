@@ -137,3 +137,21 @@ func TestRedisOwnerOrderCatchUpKeepsTheStream(t *testing.T) {
 	owner.publish("r", "after")
 	follower.hasSeq(t, "r", 6)
 }
+
+// TestRedisOwnerThatDropsARoomTellsItsFollowers: the room's keys went from
+// Redis (flushed, evicted) while both nodes have it, so the owner's next
+// write is refused and it drops the room. Its follower drops it too (its
+// members resume into the room loaded anew): it used to go on following an
+// owner that ordered nothing, until some node loaded the room again.
+func TestRedisOwnerThatDropsARoomTellsItsFollowers(t *testing.T) {
+	owner, follower := startOwnerNodes(t, []string{"r"})
+	owner.publish("r", "before")
+	follower.hasSeq(t, "r", 1)
+	ctx := t.Context()
+	if err := owner.b.rdb.Del(ctx, owner.b.publishKeys("r")...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	owner.publish("r", "after")
+	owner.h.waitFor(t, 10*time.Second, "the owner to drop r", func() bool { r := owner.h.rooms["r"]; return r == nil || r.dropped })
+	follower.h.waitFor(t, 10*time.Second, "the follower to drop r", func() bool { r := follower.h.rooms["r"]; return r == nil || r.dropped })
+}

@@ -26,6 +26,7 @@ const (
 	recNotOwner = 'N' // room: the node asked does not own the room (any more), to a follower
 	recOwn      = 'O' // room, seq, n, then n × node: the room is now the receiver's, with these followers (handover.lua)
 	recOwner    = 'W' // room, node: the room's owner is now node, to its other followers (handover.lua)
+	recDropped  = 'D' // room, node: node, the owner, dropped the room (its stream ended there), to its followers
 )
 
 // followRec is one decoded record; which fields are set depends on kind.
@@ -175,7 +176,7 @@ func splitFollow(payload string, recs []followRec) ([]followRec, error) {
 				seq, json := r.uint(), r.field()
 				rec.tail = append(rec.tail, Entry{Seq: seq, Payload: []byte(json)})
 			}
-		case recFollow, recUnfollow:
+		case recFollow, recUnfollow, recDropped:
 			rec.room, rec.node = r.field(), r.field()
 		case recForward:
 			rec.room, rec.node, rec.req = r.field(), r.field(), r.uint()

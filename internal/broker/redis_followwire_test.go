@@ -28,6 +28,7 @@ func TestFollowRecordsRoundTrip(t *testing.T) {
 		{"not owner", encNotOwner("room"), followRec{kind: recNotOwner, room: "room"}},
 		{"own", encOwn("room", 41, []string{"a", "b"}), followRec{kind: recOwn, room: "room", seq: 41, nodes: []string{"a", "b"}}},
 		{"owner", encRoomNode(recOwner, "room", "a"), followRec{kind: recOwner, room: "room", node: "a"}},
+		{"dropped", encRoomNode(recDropped, "room", "a"), followRec{kind: recDropped, room: "room", node: "a"}},
 	}
 	var batch []job
 	var want []followRec

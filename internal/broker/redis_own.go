@@ -113,6 +113,7 @@ func (b *Redis) release(room string, seq uint64) {
 // held it: the room is dropped here (its members rejoin the new stream).
 func (b *Redis) lostRoom(room string) {
 	b.grants.take(room)
+	b.tellDropped(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.count.dropped.Add(1)

@@ -268,6 +268,7 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 // the stream holds, instead of missing messages in silence.
 func (b *Redis) lostStream(room, why string) {
 	b.grants.take(room)
+	b.tellDropped(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
 		b.count.diverged.Add(1)
