@@ -155,3 +155,43 @@ func TestRedisOwnerThatDropsARoomTellsItsFollowers(t *testing.T) {
 	owner.h.waitFor(t, 10*time.Second, "the owner to drop r", func() bool { r := owner.h.rooms["r"]; return r == nil || r.dropped })
 	follower.h.waitFor(t, 10*time.Second, "the follower to drop r", func() bool { r := follower.h.rooms["r"]; return r == nil || r.dropped })
 }
+
+// TestRedisOutagePastTheLeaseKeepsFollowedRooms: Redis answers nobody for
+// longer than a node's lease (a slow failover), so every lease in it runs
+// out, and the owner gets back a moment after its follower. The follower
+// must not take the owner for dead (it could not renew either): its
+// followed room used to be dropped, its members closed (1012), though the
+// owner was alive.
+func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	px := testsupport.NewProxy(t, rs.Addr())
+	cfg := Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour, OwnerOrder: true}
+	owner := startNodeConfig(t, cfg)
+	cfg.URL = rs.URL()
+	follower := startNodeConfig(t, cfg)
+	owner.join(t, "r")
+	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	follower.join(t, "r")
+	owner.b.Presence("r", "u", 1) // the follower follows the owner's presence, so checks its lease
+	owner.publish("r", "before")
+	follower.hasSeq(t, "r", 1)
+	testsupport.Eventually(t, 10*time.Second, "the owner's presence seen", func() bool { return len(follower.b.pres.following()) == 1 })
+
+	rs.Pause()
+	px.Refuse(true) // the owner gets back later than the follower
+	px.Drop()
+	time.Sleep(nodeLease + 500*time.Millisecond) // the fault itself: every lease runs out
+	rs.Resume()
+	resumed := time.Now()
+	// Two renewals of the follower's lease: the first checked the peers.
+	testsupport.Eventually(t, 20*time.Second, "the follower's lease renewed twice", func() bool {
+		return time.Unix(0, follower.b.lease.until.Load()).After(resumed.Add(nodeLease - leaseMargin + nodeLease/3))
+	})
+	px.Refuse(false)
+	if s := follower.b.Stats(); s.Dropped != 0 {
+		t.Fatalf("the follower dropped %d rooms after the outage: %+v", s.Dropped, s)
+	}
+	testsupport.Eventually(t, 20*time.Second, "the owner back", func() bool { return owner.b.Up() })
+	owner.publish("r", "after")
+	follower.hasSeq(t, "r", 2)
+}

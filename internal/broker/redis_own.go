@@ -329,6 +329,12 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 	t := time.NewTicker(nodeLease / 3)
 	defer t.Stop()
 	var until time.Time
+	// back is when this node's renewals came back after failing (Redis
+	// unreachable, a failover) or after its lease lapsed: until a lease
+	// later, a peer's lease gone is no sign of its death, since it could
+	// not renew it either, and the peers are not checked.
+	var back time.Time
+	failed := false
 	for {
 		if b.health.ready() {
 			sent := time.Now()
@@ -339,6 +345,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 			wasLapsed := sent.After(until)
 			switch {
 			case err != nil:
+				failed = true
 				if ctx.Err() == nil {
 					b.fail("renew the node's lease", err)
 				}
@@ -354,7 +361,12 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 						b.h.Verified(r)
 					}
 				}
-				b.checkPeers(ctx)
+				if failed || wasLapsed {
+					back, failed = sent, false
+				}
+				if sent.Sub(back) >= nodeLease {
+					b.checkPeers(ctx)
+				}
 			}
 		}
 		select {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,24 @@ func (s *Redis) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// Pause stops the server (SIGSTOP) until Resume: its clients' commands
+// wait unanswered, and its keys' TTLs run on, so that a key due meanwhile
+// is gone once it resumes, as after a long failover.
+func (s *Redis) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("pause redis-server: %v", err)
+	}
+}
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Redis) Resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("resume redis-server: %v", err)
+	}
 }
 
 // Restart starts the server again on the same port (empty: nothing is
