@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,6 +252,14 @@ func TestRedisPublishLostInFlightIsRefusedToItsSender(t *testing.T) {
 	b.join(t, "r")
 	a.publish("r", "before")
 	a.hasSeq(t, "r", 1)
+	// Connections made before the stall: the publish must go out on one,
+	// since the stalled proxy swallows a new one's handshake, and the
+	// publish with it (this test failed so once, 1 run in 8 under load).
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { a.b.rdb.Ping(t.Context()) })
+	}
+	wg.Wait()
 
 	px.Stall(false, true) // Redis's answers to a are lost from now on
 	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("amb#"), From: 3, Sender: "alice"}); err != nil {
