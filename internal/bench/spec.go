@@ -59,14 +59,18 @@ type specBench struct {
 	SmokeSteps int          `yaml:"smoke_steps"`
 	Knee       *specKnee    `yaml:"knee"`
 	Figures    []specFigure `yaml:"figures"`
+	// Setups are more server setups by name, besides Servers, for the
+	// steps whose bench: servers: names one (two servers side by side).
+	Setups map[string]specServers `yaml:"setups"`
 }
 
 // specStepBench is a step's bench: section.
 type specStepBench struct {
-	// Row, Latency and Note are the file's, for this step.
-	Row     string `yaml:"row"`
-	Latency string `yaml:"latency"`
-	Note    string `yaml:"note"`
+	// Row, Latency, Note and Figure are the file's, for this step.
+	Row     string   `yaml:"row"`
+	Latency string   `yaml:"latency"`
+	Note    string   `yaml:"note"`
+	Figure  []string `yaml:"figure"`
 	// With names the step before: this one starts once that one sends,
 	// After later (at most a second with --smoke), and both run at once.
 	With  string            `yaml:"with"`
@@ -77,18 +81,29 @@ type specStepBench struct {
 	// Args are more scalechat loadtest flags for this step's generators
 	// (--compression).
 	Args []string `yaml:"args"`
+	// Servers names the setup (bench: setups) this step runs against;
+	// "": the file's servers.
+	Servers string `yaml:"servers"`
+	// At "start" starts a step with: the one before at the same moment
+	// as that one, not once it sends.
+	At string `yaml:"at"`
 }
 
 // specServers are the servers a benchmark starts: this binary's serve,
 // nodes of them (a cluster on one redis-server when more than one, or
 // with redis), each with flags. Place "split" (a cluster's default) runs
 // one generator per node, shard i/n on node i; "first" puts every client
-// on the first node.
+// on the first node. Fresh servers are started for each group of steps
+// and stopped after it (others live from their first step to the file's
+// end); Scrape reads the one server's /metrics this often while a step
+// runs, as a monitoring system would.
 type specServers struct {
-	Nodes int      `yaml:"nodes"`
-	Redis bool     `yaml:"redis"`
-	Flags []string `yaml:"flags"`
-	Place string   `yaml:"place"`
+	Nodes  int               `yaml:"nodes"`
+	Redis  bool              `yaml:"redis"`
+	Flags  []string          `yaml:"flags"`
+	Place  string            `yaml:"place"`
+	Fresh  bool              `yaml:"fresh"`
+	Scrape loadtest.Duration `yaml:"scrape"`
 }
 
 // specKnee is the row that sums up a sweep: the last step that met every
@@ -101,25 +116,36 @@ type specKnee struct {
 }
 
 // specFigure is a derived row: the ratio of each metric Of between two
-// steps (Ratio: [step, base step]), each at most Max when given; with On,
+// steps (Ratio: [step, base step]), each at most Max when given, or their
+// difference (Diff: [step, base step]); each side may be several steps,
+// whose mean it takes (runs in turn, against a machine's noise). With On,
 // not a row of its own but the figure, target and verdict of step On's
 // row. Note is the row's note.
 type specFigure struct {
-	Name  string     `yaml:"name"`
-	Ratio [2]string  `yaml:"ratio"`
-	Of    metricList `yaml:"of"`
-	Max   float64    `yaml:"max"`
-	On    string     `yaml:"on"`
-	Note  string     `yaml:"note"`
+	Name  string      `yaml:"name"`
+	Ratio [2]nameList `yaml:"ratio"`
+	Diff  [2]nameList `yaml:"diff"`
+	Of    nameList    `yaml:"of"`
+	Max   float64     `yaml:"max"`
+	On    string      `yaml:"on"`
+	Note  string      `yaml:"note"`
 }
 
-// metricList is one metric (of: p99) or several (of: [p99, max]).
-type metricList []string
+// sides are the figure's two sides, whichever of ratio: and diff: it has.
+func (f specFigure) sides() [2]nameList {
+	if f.Diff[0] != nil || f.Diff[1] != nil {
+		return f.Diff
+	}
+	return f.Ratio
+}
 
-// UnmarshalYAML takes a metric or a list of them.
-func (m *metricList) UnmarshalYAML(n *yaml.Node) error {
+// nameList is one name (of: p99) or several (of: [p99, max]).
+type nameList []string
+
+// UnmarshalYAML takes a name or a list of them.
+func (m *nameList) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
-		*m = metricList{n.Value}
+		*m = nameList{n.Value}
 		return nil
 	}
 	var list []string
@@ -141,6 +167,9 @@ var specMetrics = map[string]string{
 	"unavailable":        "%.0f unavailable",
 	"deliveries_per_s":   "%s deliveries/s",
 	"bytes_per_delivery": "%.0f B/deliv out",
+	// µs of generator CPU per message it recorded (sent + received),
+	// over the sending window: what the generator's own work costs.
+	"generator_per_message": "gen %.2f µs/msg",
 }
 
 // parseSpec reads a benchmark file: a scenario file with a bench:
@@ -195,10 +224,8 @@ func (sp *spec) check() error {
 			return fmt.Errorf("step %s: %w", s.Name, err)
 		}
 	}
-	for _, m := range b.Figure {
-		if _, ok := specMetrics[m]; !ok {
-			return fmt.Errorf("figure %q: unknown (known: %s)", m, strings.Join(metricNames(), ", "))
-		}
+	if err := checkFigure(b.Figure); err != nil {
+		return err
 	}
 	for _, f := range b.Figures {
 		if len(f.Of) == 0 {
@@ -213,8 +240,16 @@ func (sp *spec) check() error {
 		if f.On != "" && !steps[f.On] {
 			return fmt.Errorf("figures %q: on %q is not a step", f.Name, f.On)
 		}
-		if !steps[f.Ratio[0]] || !steps[f.Ratio[1]] {
-			return fmt.Errorf("figures %q: ratio names steps %q and %q; the file's steps are %s", f.Name, f.Ratio[0], f.Ratio[1], stepNames(sp.sc.Steps))
+		if err := sp.checkSides(f, steps); err != nil {
+			return fmt.Errorf("figures %q: %w", f.Name, err)
+		}
+	}
+	for name, s := range b.Setups {
+		if name == "" || name == "default" {
+			return fmt.Errorf("setups: %q is not a name for a setup", name)
+		}
+		if err := checkServers(s); err != nil {
+			return fmt.Errorf("setups: %s: %w", name, err)
 		}
 	}
 	switch {
@@ -222,12 +257,60 @@ func (sp *spec) check() error {
 		return fmt.Errorf("until: %q (want knee)", b.Until)
 	case b.Latency != "" && b.Latency != "connect":
 		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", b.Latency)
-	case b.Servers.Place != "" && b.Servers.Place != "split" && b.Servers.Place != "first":
-		return fmt.Errorf("servers: place %q (want split or first)", b.Servers.Place)
-	case b.Servers.Nodes < 0 || b.Servers.Nodes > 8:
-		return fmt.Errorf("servers: nodes %d (want 1 to 8)", b.Servers.Nodes)
+
+	case checkServers(b.Servers) != nil:
+		return fmt.Errorf("servers: %w", checkServers(b.Servers))
 	case b.Knee != nil && b.Knee.Reach != "" && !steps[b.Knee.Reach]:
 		return fmt.Errorf("knee: reach %q is not a step (%s)", b.Knee.Reach, stepNames(sp.sc.Steps))
+	}
+	return nil
+}
+
+// checkFigure refuses a figure column of a metric it cannot show.
+func checkFigure(metrics []string) error {
+	for _, m := range metrics {
+		if _, ok := specMetrics[m]; !ok {
+			return fmt.Errorf("figure %q: unknown (known: %s)", m, strings.Join(metricNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// checkServers refuses a setup that cannot start, or whose scraping has
+// no one /metrics to read.
+func checkServers(s specServers) error {
+	switch {
+	case s.Place != "" && s.Place != "split" && s.Place != "first":
+		return fmt.Errorf("place %q (want split or first)", s.Place)
+	case s.Nodes < 0 || s.Nodes > 8:
+		return fmt.Errorf("nodes %d (want 1 to 8)", s.Nodes)
+	case s.Scrape < 0:
+		return fmt.Errorf("scrape %s (want a positive interval)", s.Scrape.D())
+	case s.Scrape > 0 && (s.Nodes > 1 || s.Redis || slices.Contains(s.Flags, "--metrics-addr")):
+		return errors.New("scrape reads one server's /metrics: one node, without Redis and without --metrics-addr in its flags")
+	}
+	return nil
+}
+
+// checkSides refuses a figures: row without exactly one of ratio: and
+// diff:, or whose sides name no step or one the file lacks.
+func (sp *spec) checkSides(f specFigure, steps map[string]bool) error {
+	ratio, diff := f.Ratio[0] != nil || f.Ratio[1] != nil, f.Diff[0] != nil || f.Diff[1] != nil
+	switch {
+	case ratio == diff:
+		return errors.New("give ratio: [STEP, BASE] or diff: [STEP, BASE]")
+	case diff && f.Max != 0:
+		return errors.New("max: judges a ratio, not a diff")
+	}
+	for _, side := range f.sides() {
+		if len(side) == 0 {
+			return errors.New("a side names no step")
+		}
+		for _, n := range side {
+			if !steps[n] {
+				return fmt.Errorf("%q is not a step; the file's steps are %s", n, stepNames(sp.sc.Steps))
+			}
+		}
 	}
 	return nil
 }
@@ -252,6 +335,9 @@ func (sp *spec) checkStep(i int) error {
 		}
 		return false
 	}
+	if err := checkFigure(sb.Figure); err != nil {
+		return err
+	}
 	switch {
 	case sb.With != "" && (i == 0 || sp.sc.Steps[i-1].Name != sb.With):
 		return fmt.Errorf("with: %q must name the step just before", sb.With)
@@ -259,8 +345,17 @@ func (sp *spec) checkStep(i int) error {
 		return fmt.Errorf("during: %q must name a step that runs beside it (with:)", sb.During)
 	case sb.Latency != "" && sb.Latency != "connect":
 		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", sb.Latency)
+	case sb.At != "" && (sb.At != "start" || sb.With == ""):
+		return fmt.Errorf("at: %q (want start, with with:)", sb.At)
+	case sb.Servers != "" && !hasSetup(sp.bench.Setups, sb.Servers):
+		return fmt.Errorf("servers: %q is not one of bench: setups", sb.Servers)
 	}
 	return nil
+}
+
+func hasSetup(setups map[string]specServers, name string) bool {
+	_, ok := setups[name]
+	return ok
 }
 
 func metricNames() []string {
@@ -351,7 +446,6 @@ func specScenario(sp *spec) Scenario {
 func goScenarios() []Scenario {
 	return []Scenario{
 		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
-		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
 		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}

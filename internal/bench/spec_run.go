@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/launch"
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/slo"
@@ -32,13 +31,8 @@ type specStep struct {
 // objectives, then its figures and knee.
 func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 	steps := sp.steps(r.smoke)
-	cl := clusterProcs{prefix: safeName(sp.sc.Name), extra: sp.bench.Servers.Flags}
-	defer cl.stop()
-	meters, err := r.startSpecServers(ctx, sp, &cl)
-	if err != nil {
-		return nil, err
-	}
-	time.Sleep(300 * time.Millisecond) // let fresh servers settle before their idle RSS is read
+	setups := newSpecSetups(r, sp)
+	defer setups.stop()
 	var done []specStep
 	var rows []Result
 	stopped := ""
@@ -46,23 +40,22 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
-		for _, p := range cl.all() {
-			if err := p.alive(); err != nil {
-				return rows, err
-			}
+		if err := setups.alive(); err != nil {
+			return rows, err
 		}
 		n := 1
 		for i+n < len(steps) && sp.stepBench[steps[i+n].Name].With != "" {
 			n++
 		}
-		if why := sp.tooMany(steps[i:i+n], len(cl.nodes), int(inspectHost().NofileSoft)); why != "" {
+		if why := sp.tooMany(steps[i:i+n], int(inspectHost().NofileSoft)); why != "" {
 			stopped = why
 			if sp.bench.Knee == nil {
 				rows = append(rows, Result{Scenario: sp.rowName(steps[i]), Ratio: -1, Verdict: "n/a", Note: why})
 			}
 			break
 		}
-		got, err := r.specGroup(ctx, sp, &cl, meters, steps[i:i+n])
+		got, err := r.specGroup(ctx, sp, setups, steps[i:i+n])
+		setups.endGroup()
 		if err != nil {
 			return rows, err
 		}
@@ -95,15 +88,18 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 }
 
 // tooMany says why steps (run at once) cannot run under the open-file
-// limit of each process, nofile, on nodes servers: a server or a generator
-// holds a file per connection besides scalingFiles of its own, and a step
-// beyond would measure refused connections. "" when they fit.
-func (sp *spec) tooMany(steps []loadtest.Step, nodes, nofile int) string {
+// limit of each process, nofile, on their servers: a server or a
+// generator holds a file per connection besides scalingFiles of its own,
+// and a step beyond would measure refused connections. "" when they fit.
+func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 	per := 0
-	split := nodes > 1 && sp.bench.Servers.Place != "first"
 	for _, st := range steps {
-		n := st.Clients()
-		if split {
+		cfg := sp.bench.Servers
+		if name := sp.setupOf(st); name != "" {
+			cfg = sp.bench.Setups[name]
+		}
+		n, nodes := st.Clients(), max(cfg.Nodes, 1)
+		if nodes > 1 && cfg.Place != "first" {
 			n = (n + nodes - 1) / nodes
 		}
 		per += n
@@ -160,85 +156,32 @@ func (sp *spec) pause(smoke bool) time.Duration {
 	return sp.sc.Pause.D()
 }
 
-// startSpecServers starts the file's servers: one serve, or a cluster of
-// nodes on one redis-server. It returns the /metrics URL of the one
-// serve (for bytes_per_delivery), none for a cluster.
-func (r *runner) startSpecServers(ctx context.Context, sp *spec, cl *clusterProcs) ([]string, error) {
-	s := sp.bench.Servers
-	if s.Nodes > 1 || s.Redis {
-		return nil, cl.grow(ctx, r, max(s.Nodes, 1))
-	}
-	maddr, err := launch.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	// The file's own --metrics-addr, if any, comes after and wins.
-	p, err := r.startServer(ctx, cl.prefix+"-server", append([]string{"--metrics-addr", maddr}, s.Flags...)...)
-	if err != nil {
-		return nil, err
-	}
-	cl.nodes = []*proc{p}
-	if slices.Contains(s.Flags, "--metrics-addr") {
-		return nil, nil
-	}
-	return []string{"http://" + maddr + "/metrics"}, nil
-}
-
-// bytesOut is what the servers at meters wrote so far (WebSocket frames
-// and HTTP), -1 when one cannot be read.
-func bytesOut(meters []string) int64 {
-	var sum int64
-	for _, m := range meters {
-		b, err := serverBytes(m)
-		if err != nil {
-			return -1
-		}
-		sum += b[1]
-	}
-	return sum
-}
-
-// all are the processes of the server side.
-func (c *clusterProcs) all() []*proc {
-	if c.redis == nil {
-		return c.nodes
-	}
-	return append([]*proc{c.redis}, c.nodes...)
-}
-
 // launched is a step whose generators run.
 type launched struct {
-	step   loadtest.Step
-	gens   []*loadgen
-	before int64 // the servers' RSS before it
-	out    int64 // bytes the servers wrote during it; -1: not measured
+	step    loadtest.Step
+	gens    []*loadgen
+	before  int64    // the servers' RSS before it
+	out     int64    // bytes the servers wrote during it; -1: not measured
+	scrape  *scraper // reading the servers' /metrics while it runs, or nil
+	scraped string   // what the scraper did, for the row's note
 }
 
 // specGroup runs steps at once: the first, then each of the others once
-// the one before sends (and its with: after has passed), and makes their
-// rows when all are done.
-func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, meters []string, steps []loadtest.Step) ([]specStep, error) {
-	targets := cl.nodes
-	if sp.bench.Servers.Place == "first" {
-		targets = cl.nodes[:1]
+// the one before sends (and its with: after has passed; at: start, at
+// once), each against its setup's servers, and makes their rows when all
+// are done.
+func (r *runner) specGroup(ctx context.Context, sp *spec, setups *specSetups, steps []loadtest.Step) ([]specStep, error) {
+	procs, err := setups.forGroup(ctx, steps)
+	if err != nil {
+		return nil, err
 	}
 	var runs []launched
-	var err error
 	for i, st := range steps {
-		if i > 0 {
+		if i > 0 && sp.stepBench[st.Name].At != "start" {
 			waitSending(ctx, runs[i-1].gens[0], sp.after(st, r.smoke))
 		}
-		l := launched{step: st, out: -1}
-		for _, p := range cl.nodes {
-			l.before += p.now().rss
-		}
-		if len(steps) == 1 && len(meters) > 0 {
-			l.out = bytesOut(meters) // steps at once share the servers: no step's own
-		}
-		args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
-		args = append(args, sp.stepBench[st.Name].Args...)
-		timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
-		l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+		var l launched
+		l, err = r.launchStep(ctx, sp, st, procs[i], len(steps) == 1)
 		runs = append(runs, l)
 		if err != nil {
 			break
@@ -250,8 +193,11 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, mete
 		var err error
 		gens[i], err = waitGenerators(l.gens)
 		errs = append(errs, err)
+		if l.scrape != nil {
+			runs[i].scraped = l.scrape.end()
+		}
 		if before := l.out; before >= 0 {
-			if after := bytesOut(meters); after >= before {
+			if after := bytesOut(procs[i].meters); after >= before {
 				runs[i].out = after - before
 			} else {
 				runs[i].out = -1
@@ -267,13 +213,42 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, mete
 	}
 	var out []specStep
 	for i, l := range runs {
-		got, err := sp.stepRow(l, gens[i], cl, metas)
+		got, err := sp.stepRow(l, gens[i], &procs[i].cl, metas)
 		if err != nil {
 			return out, fmt.Errorf("step %s: %w", l.step.Name, err)
 		}
 		out = append(out, got)
 	}
 	return out, nil
+}
+
+// launchStep starts a step's generators against its servers (and their
+// scraper); alone, it alone counts the bytes its servers write.
+func (r *runner) launchStep(ctx context.Context, sp *spec, st loadtest.Step, p *setupProcs, alone bool) (launched, error) {
+	l := launched{step: st, out: -1}
+	for _, n := range p.cl.nodes {
+		l.before += n.now().rss
+	}
+	if alone && len(p.meters) > 0 {
+		l.out = bytesOut(p.meters) // steps at once may share the servers: no step's own
+	}
+	if every := p.cfg.Scrape.D(); every > 0 && len(p.meters) > 0 {
+		l.scrape = startScraper(p.meters[0], every)
+	}
+	targets := p.cl.nodes
+	if p.cfg.Place == "first" {
+		targets = targets[:1]
+	}
+	args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
+	args = append(args, sp.stepBench[st.Name].Args...)
+	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
+	var err error
+	l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+	if err != nil && l.scrape != nil {
+		l.scrape.end()
+		l.scrape = nil
+	}
+	return l, err
 }
 
 // waitSending waits until g's traffic flows (or it ended), then after.
@@ -330,9 +305,16 @@ func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[
 	if cl.redis == nil {
 		row.cluster = nil // one server: no Redis figure in the results file
 	}
-	row.Figure = figureColumn(sp.bench.Figure, figs, row)
+	figure := sb.Figure
+	if figure == nil {
+		figure = sp.bench.Figure
+	}
+	row.Figure = figureColumn(figure, figs, row)
 	if note := cmp.Or(sb.Note, sp.bench.Note); note != "" {
 		addNote(&row, sp.expand(note, st, measures(pooled, l.before, row)))
+	}
+	if l.scraped != "" {
+		addNote(&row, l.scraped)
 	}
 	got := specStep{step: st, row: row, figures: figs}
 	got.met = sp.judge(&got)
@@ -434,6 +416,11 @@ func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int
 	if row.PerSecond > 0 {
 		f["deliveries_per_s"] = row.PerSecond
 	}
+	gen := time.Duration(row.GenCPU * float64(time.Second))
+	if n := pooled.ReceivedAll + pooled.Sent; n > 0 && results.CPUReadable(gen) {
+		// Each message received is one recorded row; each sent one more.
+		f["generator_per_message"] = row.GenCPU * 1e6 / float64(n)
+	}
 	if c := row.cluster; redis && c != nil && c.deliveries > 0 && c.redisCPU > 0 {
 		us, note := perDelivery(c.redisCPU, c.deliveries)
 		if note != "" {
@@ -455,6 +442,8 @@ func figureColumn(metrics []string, f map[string]float64, row Result) string {
 			parts = append(parts, perDelFigure(row))
 		case !ok && m == "redis_per_delivery":
 			parts = append(parts, "Redis – µs/deliv")
+		case !ok && m == "generator_per_message":
+			parts = append(parts, "gen – µs/msg")
 		case !ok:
 			parts = append(parts, m+" –")
 		case m == "rss_per_conn":
@@ -550,66 +539,6 @@ func (sp *spec) kneeRow(done []specStep, stopped string, smoke bool) Result {
 		row.Verdict = verdict(best >= reach, sat)
 	}
 	return row
-}
-
-// figureRow is a figures: row: its metrics of one step over another's,
-// "label –" for a metric one of them did not measure; "n/a" when none
-// was.
-func figureRow(f specFigure, done []specStep) Result {
-	row := Result{Scenario: f.Name, Ratio: -1, Note: f.Note}
-	var a, b map[string]float64
-	for _, s := range done {
-		switch s.step.Name {
-		case f.Ratio[0]:
-			a = s.figures
-		case f.Ratio[1]:
-			b = s.figures
-		}
-	}
-	if f.Max > 0 {
-		row.Target = fmt.Sprintf("≤ ×%g", f.Max)
-	}
-	var parts, missing []string
-	met := true
-	for _, m := range f.Of {
-		label := metricLabel(m)
-		if f.On != "" && len(f.Of) == 1 {
-			label = f.Name // on a step's row, the figure names itself
-		}
-		if a[m] <= 0 || b[m] <= 0 {
-			parts, missing = append(parts, label+" –"), append(missing, m)
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s ×%.2f", label, a[m]/b[m]))
-		met = met && (f.Max <= 0 || a[m]/b[m] <= f.Max)
-	}
-	if len(missing) > 0 {
-		addNote(&row, fmt.Sprintf("%s not measured in step %s or %s", strings.Join(missing, ", "), f.Ratio[0], f.Ratio[1]))
-	}
-	switch {
-	case len(missing) == len(f.Of):
-		row.Figure, row.Verdict = "–", "n/a"
-		return row
-	case f.Max > 0 && len(missing) > 0 && met:
-		row.Verdict = "n/a"
-	case f.Max > 0:
-		row.Verdict = verdict(met, false)
-	}
-	row.Figure = strings.Join(parts, ", ")
-	return row
-}
-
-// metricLabel is how a figures: row names a metric.
-func metricLabel(m string) string {
-	switch m {
-	case "cpu_per_delivery":
-		return "CPU"
-	case "bytes_per_delivery":
-		return "bytes"
-	case "deliveries_per_s":
-		return "deliveries/s"
-	}
-	return strings.ReplaceAll(m, "_", " ")
 }
 
 // rowName is a step's row name: the file's row: with the step's fields.
