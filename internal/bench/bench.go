@@ -40,8 +40,8 @@ type Options struct {
 	// and the second on a machine of two, the lower and upper half on
 	// more.
 	ServerCPUs, GeneratorCPUs string
-	// ScalingRoomSize is the members of the scaling scenario's rooms; 0:
-	// 50.
+	// ScalingRoomSize is the members of the rooms of the benchmarks that
+	// take it (scaling; bench: vary: room_size); 0: the file's own.
 	ScalingRoomSize int
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
@@ -117,9 +117,9 @@ type runner struct {
 	stderr           io.Writer
 	linger           time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
 	order            string        // the cluster nodes' --room-order; "": theirs by default
-	// scalingRoom is the members of the scaling scenario's rooms; 0: its
-	// default.
-	scalingRoom int
+	// roomSize is the members of the rooms of the benchmarks that take
+	// it (bench: vary: room_size); 0: the file's own.
+	roomSize int
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -229,7 +229,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	if opt.ScalingRoomSize < 0 {
 		return fmt.Errorf("--scaling-room-size must be at least 1, not %d", opt.ScalingRoomSize)
 	}
-	r.scalingRoom = opt.ScalingRoomSize
+	r.roomSize = opt.ScalingRoomSize
 	if err := r.setCPUs(opt.ServerCPUs, opt.GeneratorCPUs); err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/scalechat/scalechat/internal/results"
 )
 
 // sources spreads the generator's connections over 4 loopback addresses,
@@ -23,12 +21,6 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // connecting, draining and closing.
 func timeoutFor(clients int, ramp float64, d time.Duration) time.Duration {
 	return d + time.Duration(float64(clients)/ramp*float64(time.Second)) + 45*time.Second
-}
-
-// lossless reports whether a step delivered everything it expected and
-// kept every connection.
-func lossless(s results.StepMeta) bool {
-	return s.Expected > 0 && s.Lost == 0 && s.ConnectErrors == 0 && s.Disconnects == 0 && s.Joined == int64(s.LocalClients)
 }
 
 // trafficRow fills a row from a generator run and the server processes

@@ -29,6 +29,8 @@ import (
 // spec is a parsed benchmark file.
 type spec struct {
 	file      string // where it came from, for messages
+	loops     int    // a loops: each run's server size; 0: not one
+	tag       string // names its files in the work folder; "": the file's name
 	sc        *loadtest.Scenario
 	objs      []slo.Objective
 	bench     specBench
@@ -59,6 +61,14 @@ type specBench struct {
 	SmokeSteps int          `yaml:"smoke_steps"`
 	Knee       *specKnee    `yaml:"knee"`
 	Figures    []specFigure `yaml:"figures"`
+	// Loops "each" runs the steps once per server size, 1, 2, 4 … N
+	// event loops (N: the server CPUs), each server pinned to its first
+	// k CPUs with --loops k and every step's rooms × k.
+	Loops string `yaml:"loops"`
+	// Vary "room_size" lets the run set the rooms' members (bench
+	// --scaling-room-size): every step's rooms resized to keep its
+	// deliveries a second (resizeRooms).
+	Vary string `yaml:"vary"`
 	// Setups are more server setups by name, besides Servers, for the
 	// steps whose bench: servers: names one (two servers side by side).
 	Setups map[string]specServers `yaml:"setups"`
@@ -257,7 +267,10 @@ func (sp *spec) check() error {
 		return fmt.Errorf("until: %q (want knee)", b.Until)
 	case b.Latency != "" && b.Latency != "connect":
 		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", b.Latency)
-
+	case b.Loops != "" && b.Loops != "each":
+		return fmt.Errorf("loops: %q (want each)", b.Loops)
+	case b.Vary != "" && b.Vary != "room_size":
+		return fmt.Errorf("vary: %q (want room_size)", b.Vary)
 	case checkServers(b.Servers) != nil:
 		return fmt.Errorf("servers: %w", checkServers(b.Servers))
 	case b.Knee != nil && b.Knee.Reach != "" && !steps[b.Knee.Reach]:
@@ -447,7 +460,6 @@ func goScenarios() []Scenario {
 	return []Scenario{
 		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
-		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}
 }
 

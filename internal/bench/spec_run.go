@@ -25,12 +25,11 @@ type specStep struct {
 	met     bool // every objective that applies was met
 }
 
-// runSpec runs a benchmark file: its servers, then its steps one after
-// another (each its own generator, or one per node; a step with: the one
-// before runs beside it), a row per step judged against the file's
+// runSpecSteps runs a benchmark file's steps one after another against
+// its servers (each its own generator, or one per node; a step with: the
+// one before runs beside it), a row per step judged against the file's
 // objectives, then its figures and knee.
-func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
-	steps := sp.steps(r.smoke)
+func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.Step) ([]Result, error) {
 	setups := newSpecSetups(r, sp)
 	defer setups.stop()
 	var done []specStep
@@ -75,6 +74,7 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 	var own []Result
 	for _, f := range sp.bench.Figures {
 		fig := figureRow(f, done)
+		fig.Scenario = sp.expandVars(fig.Scenario)
 		if i := slices.IndexFunc(done, func(s specStep) bool { return s.step.Name == f.On }); f.On != "" && i >= 0 {
 			onRow(&rows[i], fig)
 			continue
@@ -89,7 +89,7 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 
 // tooMany says why steps (run at once) cannot run under the open-file
 // limit of each process, nofile, on their servers: a server or a
-// generator holds a file per connection besides scalingFiles of its own,
+// generator holds a file per connection besides openFiles of its own,
 // and a step beyond would measure refused connections. "" when they fit.
 func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 	per := 0
@@ -104,7 +104,7 @@ func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 		}
 		per += n
 	}
-	if nofile <= 0 || per <= nofile-scalingFiles {
+	if nofile <= 0 || per <= nofile-openFiles {
 		return ""
 	}
 	return fmt.Sprintf("step %s needs %d connections a process, more than the open-file limit (ulimit -n %d) allows: raise it to go on", steps[0].Name, per, nofile)
@@ -243,7 +243,7 @@ func (r *runner) launchStep(ctx context.Context, sp *spec, st loadtest.Step, p *
 	args = append(args, sp.stepBench[st.Name].Args...)
 	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
 	var err error
-	l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+	l.gens, err = r.startGenerators(ctx, safeName(sp.fileTag()+"-"+st.Name), targets, timeout, args)
 	if err != nil && l.scrape != nil {
 		l.scrape.end()
 		l.scrape = nil
@@ -316,6 +316,7 @@ func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[
 	if l.scraped != "" {
 		addNote(&row, l.scraped)
 	}
+	row.Loops = sp.loops
 	got := specStep{step: st, row: row, figures: figs}
 	got.met = sp.judge(&got)
 	return got, nil
@@ -500,7 +501,7 @@ func (sp *spec) judge(s *specStep) bool {
 // kneeRow sums up a sweep: the last step that met every objective.
 func (sp *spec) kneeRow(done []specStep, stopped string, smoke bool) Result {
 	k := sp.bench.Knee
-	row := Result{Scenario: k.Row, Ratio: -1, Note: stopped}
+	row := Result{Scenario: sp.expandVars(k.Row), Ratio: -1, Note: stopped}
 	best := -1
 	sat := false
 	for i, s := range done {
@@ -552,9 +553,12 @@ func (sp *spec) rowName(st loadtest.Step) string {
 
 // expand fills a template's placeholders with the step's fields and more.
 func (sp *spec) expand(tmpl string, st loadtest.Step, more map[string]string) string {
-	pairs := []string{"{name}", st.Name, "{rooms}", itoa(st.Rooms), "{room_size}", itoa(st.RoomSize), "{clients}", itoa(st.Clients()),
+	pairs := []string{"{name}", st.Name, "{planned}", rate(planned(st)), "{rooms}", itoa(st.Rooms), "{room_size}", itoa(st.RoomSize), "{clients}", itoa(st.Clients()),
 		"{rooms_per_client}", itoa(st.RoomsPerClient), "{senders}", itoa(st.Senders), "{msg_size}", itoa(st.MsgSize)}
 	for k, v := range more {
+		pairs = append(pairs, "{"+k+"}", v)
+	}
+	for k, v := range sp.vars() {
 		pairs = append(pairs, "{"+k+"}", v)
 	}
 	return strings.NewReplacer(pairs...).Replace(tmpl)

@@ -73,7 +73,7 @@ func (s *specSetups) start(ctx context.Context, name, step string) (*setupProcs,
 		old.cl.stop()
 	}
 	cfg := s.config(name)
-	prefix := s.sp.sc.Name
+	prefix := s.sp.fileTag()
 	if name != "" {
 		prefix += "-" + name
 	}

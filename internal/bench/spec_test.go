@@ -61,6 +61,8 @@ func TestParseSpec(t *testing.T) {
 		{"step on a setup not there", "name: t\nsteps:\n  - {name: a, bench: {servers: on}}\nbench: {}\n", `servers: "on" is not one`},
 		{"scrape of a cluster", specBase + "bench: {setups: {c: {nodes: 2, scrape: 1s}}}\n", "one server's /metrics"},
 		{"scrape with its own metrics address", specBase + "bench: {servers: {flags: [--metrics-addr, \"\"], scrape: 1s}}\n", "one server's /metrics"},
+		{"bad loops", specBase + "bench: {loops: some}\n", "loops"},
+		{"bad vary", specBase + "bench: {vary: msg_size}\n", "vary"},
 		{"bad setup", specBase + "bench: {setups: {c: {nodes: 9}}}\n", "setups: c: nodes 9"},
 		{"at start without with", "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {at: start}}\nbench: {}\n", "want start, with with:"},
 		{"at something else", "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {with: a, at: end}}\nbench: {}\n", "want start, with with:"},

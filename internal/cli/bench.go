@@ -103,7 +103,7 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenarios' nodes (cluster, and files with nodes) with this --room-order, redis or owner (default: serve's own, redis; a file's own flags win)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
-	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50); a loop starts at 10k deliveries/s, or one full room (size²) when more")
+	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50), and of any benchmark file with vary: room_size; a loop starts at 10k deliveries/s, or one full room (size²) when more")
 	f.StringVar(&opt.GeneratorCPUs, "generator-cpus", "", "CPU list for the load generators, e.g. 8-15 (default: CPU 1 on 2 cores, the upper half on more)")
 	return cmd
 }
