@@ -54,7 +54,7 @@ func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.St
 			break
 		}
 		got, err := r.specGroup(ctx, sp, setups, steps[i:i+n])
-		setups.endGroup()
+		setups.endGroup(steps[i+n:])
 		if err != nil {
 			return rows, err
 		}

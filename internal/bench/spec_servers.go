@@ -16,8 +16,9 @@ import (
 
 // specSetups are a benchmark's servers as its steps start them: the
 // file's servers (setup "") and its named setups (bench: setups), each
-// started at its first step and kept to the end, or, when fresh, started
-// for each group of steps and stopped after it.
+// started at its first step and stopped after its last, or, when fresh,
+// started for each group of steps and stopped after it: no idle server
+// shares the CPUs with the steps of another setup.
 type specSetups struct {
 	r    *runner
 	sp   *spec
@@ -91,10 +92,12 @@ func (s *specSetups) start(ctx context.Context, name, step string) (*setupProcs,
 	return p, nil
 }
 
-// endGroup stops the fresh setups after the group of steps that used them.
-func (s *specSetups) endGroup() {
+// endGroup stops, after a group of steps, the fresh setups and those no
+// step of rest (the steps still to run) uses.
+func (s *specSetups) endGroup(rest []loadtest.Step) {
 	for name, p := range s.live {
-		if p.cfg.Fresh {
+		used := slices.ContainsFunc(rest, func(st loadtest.Step) bool { return s.sp.setupOf(st) == name })
+		if p.cfg.Fresh || !used {
 			p.cl.stop()
 			delete(s.live, name)
 		}

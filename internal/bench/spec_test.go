@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -281,5 +282,26 @@ func TestExpand(t *testing.T) {
 	}
 	if got := sp.expand("{sent} in, {name}", st, map[string]string{"sent": "7"}); got != "7 in, x" {
 		t.Errorf("expand %q", got)
+	}
+}
+
+// A setup's servers stop after the last step that uses them, and fresh
+// ones after each group: no idle server beside another setup's steps.
+func TestSetupLifetime(t *testing.T) {
+	sp := mustSpec(t, "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {servers: f}}\n  - {name: c, bench: {servers: k}}\n  - {name: d, bench: {servers: f}}\n  - {name: e, bench: {servers: k}}\n"+
+		"bench: {setups: {f: {fresh: true}, k: {}}}\n")
+	s := newSpecSetups(nil, sp)
+	steps := sp.sc.Steps
+	for i, want := range [][]string{{}, {}, {"k"}, {"k"}, {}} {
+		s.live[sp.setupOf(steps[i])] = &setupProcs{cfg: s.config(sp.setupOf(steps[i]))}
+		s.endGroup(steps[i+1:])
+		var got []string
+		for name := range s.live {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) && (len(got) > 0 || len(want) > 0) {
+			t.Errorf("after step %s: running %q, want %q", steps[i].Name, got, want)
+		}
 	}
 }
