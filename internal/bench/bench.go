@@ -80,7 +80,11 @@ type Result struct {
 	Note       string
 	Loops      int // the server's event loops, on the rows of the scaling scenario's steps
 	deliveries int64
-	cluster    *clusterFig // the cluster scenario's figures, for the medians of --repeat
+	cluster    *clusterFig // a cluster's figures, for the results file
+	// step and figs are the benchmark file's step this row is of and its
+	// figures, for the medians of --repeat.
+	step string
+	figs map[string]float64
 }
 
 // Scenario is one benchmark.
@@ -124,21 +128,6 @@ type runner struct {
 
 func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
-// size picks the full or the smoke value.
-func (r *runner) size(full, smoke int) int {
-	if r.smoke {
-		return smoke
-	}
-	return full
-}
-
-func (r *runner) dur(full, smoke time.Duration) time.Duration {
-	if r.smoke {
-		return smoke
-	}
-	return full
 }
 
 // newRunner finds the binary (default: this one), makes the work folder

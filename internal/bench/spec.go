@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,6 +98,14 @@ type specStepBench struct {
 	// At "start" starts a step with: the one before at the same moment
 	// as that one, not once it sends.
 	At string `yaml:"at"`
+	// Nodes, on a cluster, is how many of its nodes this step uses (the
+	// first ones, started when missing); Place is the setup's place for
+	// this step.
+	Nodes int    `yaml:"nodes"`
+	Place string `yaml:"place"`
+	// NodeRows adds, for a step split over nodes, a row of its same-node
+	// deliveries and one of its cross-node deliveries.
+	NodeRows bool `yaml:"node_rows"`
 }
 
 // specServers are the servers a benchmark starts: this binary's serve,
@@ -139,6 +148,9 @@ type specFigure struct {
 	Max   float64     `yaml:"max"`
 	On    string      `yaml:"on"`
 	Note  string      `yaml:"note"`
+	// As names the results file's field the ratio also fills, on step
+	// On's row: node_cpu_vs_one_node (scalechat plan reads it).
+	As string `yaml:"as"`
 }
 
 // sides are the figure's two sides, whichever of ratio: and diff: it has.
@@ -253,6 +265,9 @@ func (sp *spec) check() error {
 		if err := sp.checkSides(f, steps); err != nil {
 			return fmt.Errorf("figures %q: %w", f.Name, err)
 		}
+		if f.As != "" && (f.As != "node_cpu_vs_one_node" || f.On == "" || len(f.Of) != 1 || f.Diff[0] != nil) {
+			return fmt.Errorf("figures %q: as: %q (want node_cpu_vs_one_node, on a step, of one metric, a ratio)", f.Name, f.As)
+		}
 	}
 	for name, s := range b.Setups {
 		if name == "" || name == "default" {
@@ -362,8 +377,33 @@ func (sp *spec) checkStep(i int) error {
 		return fmt.Errorf("at: %q (want start, with with:)", sb.At)
 	case sb.Servers != "" && !hasSetup(sp.bench.Setups, sb.Servers):
 		return fmt.Errorf("servers: %q is not one of bench: setups", sb.Servers)
+	case sb.Nodes < 0 || sb.Nodes > max(sp.setup(sb.Servers).Nodes, 1):
+		return fmt.Errorf("nodes: %d (its servers have %d)", sb.Nodes, max(sp.setup(sb.Servers).Nodes, 1))
+	case sb.Place != "" && sb.Place != "split" && sb.Place != "first":
+		return fmt.Errorf("place %q (want split or first)", sb.Place)
 	}
 	return nil
+}
+
+// setup is a setup's servers by name ("": the file's own).
+func (sp *spec) setup(name string) specServers {
+	if name == "" {
+		return sp.bench.Servers
+	}
+	return sp.bench.Setups[name]
+}
+
+// stepNodes is how many nodes a step uses: its nodes:, or all of its
+// setup's.
+func (sp *spec) stepNodes(st loadtest.Step) int {
+	sb := sp.stepBench[st.Name]
+	return cmp.Or(sb.Nodes, max(sp.setup(sb.Servers).Nodes, 1))
+}
+
+// stepPlace is where a step's clients go: its place:, or its setup's.
+func (sp *spec) stepPlace(st loadtest.Step) string {
+	sb := sp.stepBench[st.Name]
+	return cmp.Or(sb.Place, sp.setup(sb.Servers).Place)
 }
 
 func hasSetup(setups map[string]specServers, name string) bool {
@@ -452,13 +492,13 @@ func specScenario(sp *spec) Scenario {
 	if about == "" {
 		about = "scenario file " + sp.file
 	}
-	return Scenario{Name: sp.sc.Name, About: about, File: sp.file, run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
+	return Scenario{Name: sp.sc.Name, About: about, File: sp.file, medians: sp.medians,
+		run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
 }
 
 // goScenarios are the scenarios that are still Go code (see each for why).
 func goScenarios() []Scenario {
 	return []Scenario{
-		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
 	}
 }

@@ -40,6 +40,9 @@ func figureRow(f specFigure, done []specStep) Result {
 		addNote(&row, fmt.Sprintf("%s not measured in step %s or %s", strings.Join(missing, ", "), strings.Join(sides[0], "+"), strings.Join(sides[1], "+")))
 	}
 	switch {
+	case len(missing) == len(f.Of) && f.On != "":
+		row.Figure, row.Verdict = strings.Join(parts, ", "), "n/a" // on a row, the figure names itself
+		return row
 	case len(missing) == len(f.Of):
 		row.Figure, row.Verdict = "–", "n/a"
 		return row
@@ -50,6 +53,16 @@ func figureRow(f specFigure, done []specStep) Result {
 	}
 	row.Figure = strings.Join(parts, ", ")
 	return row
+}
+
+// sideRatio is a one-metric ratio figure's value: 0 when not measured.
+func sideRatio(done []specStep, f specFigure) float64 {
+	sides := f.sides()
+	a, b := sideMean(done, sides[0], f.Of[0]), sideMean(done, sides[1], f.Of[0])
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // sideMean is the mean of metric m over the steps of a side that

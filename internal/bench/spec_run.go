@@ -22,7 +22,8 @@ type specStep struct {
 	step    loadtest.Step
 	row     Result
 	figures map[string]float64
-	met     bool // every objective that applies was met
+	met     bool     // every objective that applies was met
+	extra   []Result // rows after its own: same-node and cross-node deliveries (node_rows)
 }
 
 // runSpecSteps runs a benchmark file's steps one after another against
@@ -34,6 +35,7 @@ func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.St
 	defer setups.stop()
 	var done []specStep
 	var rows []Result
+	var at []int // the index in rows of each done step's row
 	stopped := ""
 	for i := 0; i < len(steps) && stopped == ""; {
 		if err := ctx.Err(); err != nil {
@@ -60,7 +62,9 @@ func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.St
 		}
 		for _, g := range got {
 			done = append(done, g)
+			at = append(at, len(rows))
 			rows = append(rows, g.row)
+			rows = append(rows, g.extra...)
 			if sp.bench.Until == "knee" && stopped == "" && (!g.met || g.row.Saturated) {
 				stopped = fmt.Sprintf("stopped at %s: %s", g.row.Scenario, g.row.Verdict)
 			}
@@ -71,20 +75,31 @@ func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.St
 			}
 		}
 	}
+	own := sp.applyFigures(done, rows, at)
+	if k := sp.bench.Knee; k != nil {
+		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
+	}
+	return append(rows, own...), nil
+}
+
+// applyFigures puts the figures: with on: on their step's row (rows[at[i]]
+// is done[i]'s), with the results file's field as: names, and returns the
+// others as rows of their own.
+func (sp *spec) applyFigures(done []specStep, rows []Result, at []int) []Result {
 	var own []Result
 	for _, f := range sp.bench.Figures {
 		fig := figureRow(f, done)
 		fig.Scenario = sp.expandVars(fig.Scenario)
 		if i := slices.IndexFunc(done, func(s specStep) bool { return s.step.Name == f.On }); f.On != "" && i >= 0 {
-			onRow(&rows[i], fig)
+			onRow(&rows[at[i]], fig)
+			if c := rows[at[i]].cluster; f.As == "node_cpu_vs_one_node" && c != nil {
+				c.node = sideRatio(done, f)
+			}
 			continue
 		}
 		own = append(own, fig)
 	}
-	if k := sp.bench.Knee; k != nil {
-		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
-	}
-	return append(rows, own...), nil
+	return own
 }
 
 // tooMany says why steps (run at once) cannot run under the open-file
@@ -94,12 +109,8 @@ func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.St
 func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 	per := 0
 	for _, st := range steps {
-		cfg := sp.bench.Servers
-		if name := sp.setupOf(st); name != "" {
-			cfg = sp.bench.Setups[name]
-		}
-		n, nodes := st.Clients(), max(cfg.Nodes, 1)
-		if nodes > 1 && cfg.Place != "first" {
+		n, nodes := st.Clients(), sp.stepNodes(st)
+		if nodes > 1 && sp.stepPlace(st) != "first" {
 			n = (n + nodes - 1) / nodes
 		}
 		per += n
@@ -113,7 +124,7 @@ func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 // onRow puts a figures: row's figure, target and verdict on a step's row:
 // the step is met only when its objectives and the figure are.
 func onRow(row *Result, fig Result) {
-	row.Figure = fig.Figure
+	row.Figure = strings.Trim(row.Figure+"; "+fig.Figure, "; ")
 	row.Target = strings.Trim(row.Target+"; "+fig.Target, "; ")
 	if fig.Note != "" {
 		addNote(row, fig.Note)
@@ -160,10 +171,12 @@ func (sp *spec) pause(smoke bool) time.Duration {
 type launched struct {
 	step    loadtest.Step
 	gens    []*loadgen
-	before  int64    // the servers' RSS before it
-	out     int64    // bytes the servers wrote during it; -1: not measured
-	scrape  *scraper // reading the servers' /metrics while it runs, or nil
-	scraped string   // what the scraper did, for the row's note
+	before  int64        // the servers' RSS before it
+	out     int64        // bytes the servers wrote during it; -1: not measured
+	scrape  *scraper     // reading the servers' /metrics while it runs, or nil
+	scraped string       // what the scraper did, for the row's note
+	view    clusterProcs // the servers it runs on
+	cpus    string       // the server side's CPUs, for the note
 }
 
 // specGroup runs steps at once: the first, then each of the others once
@@ -213,7 +226,7 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, setups *specSetups, st
 	}
 	var out []specStep
 	for i, l := range runs {
-		got, err := sp.stepRow(l, gens[i], &procs[i].cl, metas)
+		got, err := sp.stepRow(l, gens[i], metas)
 		if err != nil {
 			return out, fmt.Errorf("step %s: %w", l.step.Name, err)
 		}
@@ -225,8 +238,12 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, setups *specSetups, st
 // launchStep starts a step's generators against its servers (and their
 // scraper); alone, it alone counts the bytes its servers write.
 func (r *runner) launchStep(ctx context.Context, sp *spec, st loadtest.Step, p *setupProcs, alone bool) (launched, error) {
-	l := launched{step: st, out: -1}
-	for _, n := range p.cl.nodes {
+	l := launched{step: st, out: -1, cpus: r.serverList()}
+	var err error
+	if l.view, err = p.view(ctx, r, sp.stepNodes(st)); err != nil {
+		return l, err
+	}
+	for _, n := range l.view.nodes {
 		l.before += n.now().rss
 	}
 	if alone && len(p.meters) > 0 {
@@ -235,14 +252,13 @@ func (r *runner) launchStep(ctx context.Context, sp *spec, st loadtest.Step, p *
 	if every := p.cfg.Scrape.D(); every > 0 && len(p.meters) > 0 {
 		l.scrape = startScraper(p.meters[0], every)
 	}
-	targets := p.cl.nodes
-	if p.cfg.Place == "first" {
+	targets := l.view.nodes
+	if sp.stepPlace(st) == "first" {
 		targets = targets[:1]
 	}
 	args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
 	args = append(args, sp.stepBench[st.Name].Args...)
 	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
-	var err error
 	l.gens, err = r.startGenerators(ctx, safeName(sp.fileTag()+"-"+st.Name), targets, timeout, args)
 	if err != nil && l.scrape != nil {
 		l.scrape.end()
@@ -276,19 +292,31 @@ func (sp *spec) after(st loadtest.Step, smoke bool) time.Duration {
 
 // stepRow makes a step's row from its generators' runs, and judges it;
 // metas are the steps that ran beside it, by name (during:).
-func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[string]results.StepMeta) (specStep, error) {
-	st, sb := l.step, sp.stepBench[l.step.Name]
+func (sp *spec) stepRow(l launched, gens []*genRun, metas map[string]results.StepMeta) (specStep, error) {
+	st, sb, cl := l.step, sp.stepBench[l.step.Name], l.view
 	name := sp.rowName(st)
 	row := mergedRow(name, gens, cl.nodes, cl.redis, st.Duration.D())
 	pooled := metas[st.Name]
+	var extra []Result
 	if len(gens) > 1 {
 		lat, err := nodeDeliveries(name, gens, st.Duration.D())
 		if err != nil {
 			return specStep{}, err
 		}
 		if lat.all != nil {
+			// The shards' own delivery ratios only count their own
+			// clients' messages: the whole run's comes from the events.
 			row.Ratio, row.P50, row.P99, row.Max = lat.all.ratio(), lat.all.ms(50), lat.all.ms(99), lat.all.ms(100)
 		}
+		if sb.NodeRows {
+			extra = lat.rows
+		}
+	}
+	if cl.redis != nil {
+		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); Redis apart; all on CPU %s", nodeLetters(len(cl.nodes)), l.cpus))
+	}
+	if len(gens) > 1 {
+		addNote(&row, fmt.Sprintf("%d generators, shard i/%d → node %s", len(gens), len(gens), nodeLetters(len(gens))))
 	}
 	if sb.During != "" {
 		if err := during(&row, gens, metas[sb.During]); err != nil {
@@ -317,7 +345,8 @@ func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[
 		addNote(&row, l.scraped)
 	}
 	row.Loops = sp.loops
-	got := specStep{step: st, row: row, figures: figs}
+	row.step, row.figs = st.Name, figs
+	got := specStep{step: st, row: row, figures: figs, extra: extra}
 	got.met = sp.judge(&got)
 	return got, nil
 }
@@ -427,7 +456,7 @@ func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int
 		if note != "" {
 			addNote(row, "Redis "+note)
 		} else {
-			c.redisUS, f["redis_per_delivery"] = us, us
+			c.redisUS, f["redis_per_delivery"] = us, us/1000 // slo keeps times in ms
 		}
 	}
 	return f
@@ -451,6 +480,8 @@ func figureColumn(metrics []string, f map[string]float64, row Result) string {
 			parts = append(parts, fmt.Sprintf(specMetrics[m], kib(v)))
 		case m == "deliveries_per_s":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], rate(v)))
+		case m == "redis_per_delivery":
+			parts = append(parts, fmt.Sprintf(specMetrics[m], 1000*v))
 		default:
 			parts = append(parts, fmt.Sprintf(specMetrics[m], v))
 		}

@@ -37,12 +37,7 @@ func newSpecSetups(r *runner, sp *spec) *specSetups {
 }
 
 // config is a setup's servers by name ("": the file's own).
-func (s *specSetups) config(name string) specServers {
-	if name == "" {
-		return s.sp.bench.Servers
-	}
-	return s.sp.bench.Setups[name]
-}
+func (s *specSetups) config(name string) specServers { return s.sp.setup(name) }
 
 // setupOf is the name of the setup a step runs against.
 func (sp *spec) setupOf(st loadtest.Step) string { return sp.stepBench[st.Name].Servers }
@@ -57,7 +52,7 @@ func (s *specSetups) forGroup(ctx context.Context, steps []loadtest.Step) ([]*se
 		p := s.live[name]
 		if p == nil || (p.cfg.Fresh && !started[name]) {
 			var err error
-			if p, err = s.start(ctx, name, st.Name); err != nil {
+			if p, err = s.start(ctx, name, st); err != nil {
 				return nil, err
 			}
 			started[name] = true
@@ -67,9 +62,10 @@ func (s *specSetups) forGroup(ctx context.Context, steps []loadtest.Step) ([]*se
 	return out, nil
 }
 
-// start starts a setup's servers and lets them settle before their idle
-// RSS is read; a fresh setup's logs are named after the step too.
-func (s *specSetups) start(ctx context.Context, name, step string) (*setupProcs, error) {
+// start starts a setup's servers (a cluster's nodes as many as step
+// uses) and lets them settle before their idle RSS is read; a fresh
+// setup's logs are named after the step too.
+func (s *specSetups) start(ctx context.Context, name string, step loadtest.Step) (*setupProcs, error) {
 	if old := s.live[name]; old != nil {
 		old.cl.stop()
 	}
@@ -79,11 +75,11 @@ func (s *specSetups) start(ctx context.Context, name, step string) (*setupProcs,
 		prefix += "-" + name
 	}
 	if cfg.Fresh {
-		prefix += "-" + step
+		prefix += "-" + step.Name
 	}
 	p := &setupProcs{cfg: cfg, cl: clusterProcs{prefix: safeName(prefix), extra: cfg.Flags}}
 	s.live[name] = p
-	meters, err := s.r.startSpecServers(ctx, cfg, &p.cl)
+	meters, err := s.r.startSpecServers(ctx, cfg, &p.cl, s.sp.stepNodes(step))
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +121,11 @@ func (s *specSetups) stop() {
 }
 
 // startSpecServers starts a setup's servers: one serve, or a cluster of
-// nodes on one redis-server. It returns the /metrics URL of the one
-// serve (for bytes_per_delivery and scrape), none for a cluster.
-func (r *runner) startSpecServers(ctx context.Context, s specServers, cl *clusterProcs) ([]string, error) {
+// nodes (the first n) on one redis-server. It returns the /metrics URL of
+// the one serve (for bytes_per_delivery and scrape), none for a cluster.
+func (r *runner) startSpecServers(ctx context.Context, s specServers, cl *clusterProcs, n int) ([]string, error) {
 	if s.Nodes > 1 || s.Redis {
-		return nil, cl.grow(ctx, r, max(s.Nodes, 1))
+		return nil, cl.grow(ctx, r, n)
 	}
 	maddr, err := launch.FreeAddr()
 	if err != nil {
@@ -145,6 +141,19 @@ func (r *runner) startSpecServers(ctx context.Context, s specServers, cl *cluste
 		return nil, nil
 	}
 	return []string{"http://" + maddr + "/metrics"}, nil
+}
+
+// view is the part of a setup a step runs on: Redis and its first n
+// nodes, started when missing.
+func (p *setupProcs) view(ctx context.Context, r *runner, n int) (clusterProcs, error) {
+	if p.cl.redis != nil && len(p.cl.nodes) < n {
+		if err := p.cl.grow(ctx, r, n); err != nil {
+			return clusterProcs{}, err
+		}
+	}
+	v := p.cl
+	v.nodes = v.nodes[:min(n, len(v.nodes))]
+	return v, nil
 }
 
 // bytesOut is what the servers at meters wrote so far (WebSocket frames
