@@ -129,6 +129,9 @@ func onRow(row *Result, fig Result) {
 	if fig.Note != "" {
 		addNote(row, fig.Note)
 	}
+	if strings.HasPrefix(fig.Verdict, "MISSED") {
+		addNote(row, fmt.Sprintf("%s, not %s", fig.Figure, fig.Target)) // which of the row's figures missed
+	}
 	switch {
 	case strings.HasPrefix(row.Verdict, "MISSED") || strings.HasPrefix(fig.Verdict, "MISSED"):
 		row.Verdict = verdict(false, row.Saturated)

@@ -250,6 +250,9 @@ func TestOnRow(t *testing.T) {
 		if row.Verdict != tt.want || row.Target != "p99<5ms; ≤ ×2" || row.Figure != "connect p99 ×1.20" {
 			t.Errorf("%s + %s: %+v, want %s", tt.row, tt.fig, row, tt.want)
 		}
+		if missed := strings.Contains(row.Note, "connect p99 ×1.20, not ≤ ×2"); missed != (tt.fig == "MISSED") {
+			t.Errorf("%s + %s: note %q", tt.row, tt.fig, row.Note)
+		}
 	}
 }
 
