@@ -40,8 +40,8 @@ type Options struct {
 	// and the second on a machine of two, the lower and upper half on
 	// more.
 	ServerCPUs, GeneratorCPUs string
-	// ScalingRoomSize is the members of the scaling scenario's rooms; 0:
-	// 50.
+	// ScalingRoomSize is the members of the rooms of the benchmarks that
+	// take it (scaling; bench: vary: room_size); 0: the file's own.
 	ScalingRoomSize int
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
@@ -80,7 +80,11 @@ type Result struct {
 	Note       string
 	Loops      int // the server's event loops, on the rows of the scaling scenario's steps
 	deliveries int64
-	cluster    *clusterFig // the cluster scenario's figures, for the medians of --repeat
+	cluster    *clusterFig // a cluster's figures, for the results file
+	// step and figs are the benchmark file's step this row is of and its
+	// figures, for the medians of --repeat.
+	step string
+	figs map[string]float64
 }
 
 // Scenario is one benchmark.
@@ -117,28 +121,13 @@ type runner struct {
 	stderr           io.Writer
 	linger           time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
 	order            string        // the cluster nodes' --room-order; "": theirs by default
-	// scalingRoom is the members of the scaling scenario's rooms; 0: its
-	// default.
-	scalingRoom int
+	// roomSize is the members of the rooms of the benchmarks that take
+	// it (bench: vary: room_size); 0: the file's own.
+	roomSize int
 }
 
 func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
-// size picks the full or the smoke value.
-func (r *runner) size(full, smoke int) int {
-	if r.smoke {
-		return smoke
-	}
-	return full
-}
-
-func (r *runner) dur(full, smoke time.Duration) time.Duration {
-	if r.smoke {
-		return smoke
-	}
-	return full
 }
 
 // newRunner finds the binary (default: this one), makes the work folder
@@ -229,7 +218,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	if opt.ScalingRoomSize < 0 {
 		return fmt.Errorf("--scaling-room-size must be at least 1, not %d", opt.ScalingRoomSize)
 	}
-	r.scalingRoom = opt.ScalingRoomSize
+	r.roomSize = opt.ScalingRoomSize
 	if err := r.setCPUs(opt.ServerCPUs, opt.GeneratorCPUs); err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func TestSmoke(t *testing.T) {
 	var names []string
 	redis := redisSpecs(t)
 	for _, s := range Scenarios() {
-		if s.Name == "cluster" || slices.Contains(redis, s.Name) {
+		if slices.Contains(redis, s.Name) {
 			continue // TestClusterSmoke and TestRedisSpecsSmoke run them, with redis-server
 		}
 		names = append(names, s.Name)

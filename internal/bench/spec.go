@@ -4,14 +4,11 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
-	"sort"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -29,6 +26,8 @@ import (
 // spec is a parsed benchmark file.
 type spec struct {
 	file      string // where it came from, for messages
+	loops     int    // a loops: each run's server size; 0: not one
+	tag       string // names its files in the work folder; "": the file's name
 	sc        *loadtest.Scenario
 	objs      []slo.Objective
 	bench     specBench
@@ -59,14 +58,26 @@ type specBench struct {
 	SmokeSteps int          `yaml:"smoke_steps"`
 	Knee       *specKnee    `yaml:"knee"`
 	Figures    []specFigure `yaml:"figures"`
+	// Loops "each" runs the steps once per server size, 1, 2, 4 … N
+	// event loops (N: the server CPUs), each server pinned to its first
+	// k CPUs with --loops k and every step's rooms × k.
+	Loops string `yaml:"loops"`
+	// Vary "room_size" lets the run set the rooms' members (bench
+	// --scaling-room-size): every step's rooms resized to keep its
+	// deliveries a second (resizeRooms).
+	Vary string `yaml:"vary"`
+	// Setups are more server setups by name, besides Servers, for the
+	// steps whose bench: servers: names one (two servers side by side).
+	Setups map[string]specServers `yaml:"setups"`
 }
 
 // specStepBench is a step's bench: section.
 type specStepBench struct {
-	// Row, Latency and Note are the file's, for this step.
-	Row     string `yaml:"row"`
-	Latency string `yaml:"latency"`
-	Note    string `yaml:"note"`
+	// Row, Latency, Note and Figure are the file's, for this step.
+	Row     string   `yaml:"row"`
+	Latency string   `yaml:"latency"`
+	Note    string   `yaml:"note"`
+	Figure  []string `yaml:"figure"`
 	// With names the step before: this one starts once that one sends,
 	// After later (at most a second with --smoke), and both run at once.
 	With  string            `yaml:"with"`
@@ -77,18 +88,37 @@ type specStepBench struct {
 	// Args are more scalechat loadtest flags for this step's generators
 	// (--compression).
 	Args []string `yaml:"args"`
+	// Servers names the setup (bench: setups) this step runs against;
+	// "": the file's servers.
+	Servers string `yaml:"servers"`
+	// At "start" starts a step with: the one before at the same moment
+	// as that one, not once it sends.
+	At string `yaml:"at"`
+	// Nodes, on a cluster, is how many of its nodes this step uses (the
+	// first ones, started when missing); Place is the setup's place for
+	// this step.
+	Nodes int    `yaml:"nodes"`
+	Place string `yaml:"place"`
+	// NodeRows adds, for a step split over nodes, a row of its same-node
+	// deliveries and one of its cross-node deliveries.
+	NodeRows bool `yaml:"node_rows"`
 }
 
 // specServers are the servers a benchmark starts: this binary's serve,
 // nodes of them (a cluster on one redis-server when more than one, or
 // with redis), each with flags. Place "split" (a cluster's default) runs
 // one generator per node, shard i/n on node i; "first" puts every client
-// on the first node.
+// on the first node. Fresh servers are started for each group of steps
+// and stopped after it (others live from their first step to the file's
+// end); Scrape reads the one server's /metrics this often while a step
+// runs, as a monitoring system would.
 type specServers struct {
-	Nodes int      `yaml:"nodes"`
-	Redis bool     `yaml:"redis"`
-	Flags []string `yaml:"flags"`
-	Place string   `yaml:"place"`
+	Nodes  int               `yaml:"nodes"`
+	Redis  bool              `yaml:"redis"`
+	Flags  []string          `yaml:"flags"`
+	Place  string            `yaml:"place"`
+	Fresh  bool              `yaml:"fresh"`
+	Scrape loadtest.Duration `yaml:"scrape"`
 }
 
 // specKnee is the row that sums up a sweep: the last step that met every
@@ -101,25 +131,39 @@ type specKnee struct {
 }
 
 // specFigure is a derived row: the ratio of each metric Of between two
-// steps (Ratio: [step, base step]), each at most Max when given; with On,
+// steps (Ratio: [step, base step]), each at most Max when given, or their
+// difference (Diff: [step, base step]); each side may be several steps,
+// whose mean it takes (runs in turn, against a machine's noise). With On,
 // not a row of its own but the figure, target and verdict of step On's
 // row. Note is the row's note.
 type specFigure struct {
-	Name  string     `yaml:"name"`
-	Ratio [2]string  `yaml:"ratio"`
-	Of    metricList `yaml:"of"`
-	Max   float64    `yaml:"max"`
-	On    string     `yaml:"on"`
-	Note  string     `yaml:"note"`
+	Name  string      `yaml:"name"`
+	Ratio [2]nameList `yaml:"ratio"`
+	Diff  [2]nameList `yaml:"diff"`
+	Of    nameList    `yaml:"of"`
+	Max   float64     `yaml:"max"`
+	On    string      `yaml:"on"`
+	Note  string      `yaml:"note"`
+	// As names the results file's field the ratio also fills, on step
+	// On's row: node_cpu_vs_one_node (scalechat plan reads it).
+	As string `yaml:"as"`
 }
 
-// metricList is one metric (of: p99) or several (of: [p99, max]).
-type metricList []string
+// sides are the figure's two sides, whichever of ratio: and diff: it has.
+func (f specFigure) sides() [2]nameList {
+	if f.Diff[0] != nil || f.Diff[1] != nil {
+		return f.Diff
+	}
+	return f.Ratio
+}
 
-// UnmarshalYAML takes a metric or a list of them.
-func (m *metricList) UnmarshalYAML(n *yaml.Node) error {
+// nameList is one name (of: p99) or several (of: [p99, max]).
+type nameList []string
+
+// UnmarshalYAML takes a name or a list of them.
+func (m *nameList) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
-		*m = metricList{n.Value}
+		*m = nameList{n.Value}
 		return nil
 	}
 	var list []string
@@ -141,6 +185,9 @@ var specMetrics = map[string]string{
 	"unavailable":        "%.0f unavailable",
 	"deliveries_per_s":   "%s deliveries/s",
 	"bytes_per_delivery": "%.0f B/deliv out",
+	// µs of generator CPU per message it recorded (sent + received),
+	// over the sending window: what the generator's own work costs.
+	"generator_per_message": "gen %.2f µs/msg",
 }
 
 // parseSpec reads a benchmark file: a scenario file with a bench:
@@ -174,110 +221,6 @@ func parseSpec(name string, b []byte) (*spec, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return sp, nil
-}
-
-// check refuses a bench: section that cannot run.
-func (sp *spec) check() error {
-	b := &sp.bench
-	if sp.sc.Name == "" {
-		return errors.New("a benchmark needs a name (name: at the top)")
-	}
-	if len(sp.sc.Targets) > 0 {
-		return errors.New("a benchmark starts its own servers (bench: servers), not targets")
-	}
-	steps := map[string]bool{}
-	for i, s := range sp.sc.Steps {
-		if steps[s.Name] {
-			return fmt.Errorf("two steps are named %q", s.Name)
-		}
-		steps[s.Name] = true
-		if err := sp.checkStep(i); err != nil {
-			return fmt.Errorf("step %s: %w", s.Name, err)
-		}
-	}
-	for _, m := range b.Figure {
-		if _, ok := specMetrics[m]; !ok {
-			return fmt.Errorf("figure %q: unknown (known: %s)", m, strings.Join(metricNames(), ", "))
-		}
-	}
-	for _, f := range b.Figures {
-		if len(f.Of) == 0 {
-			return fmt.Errorf("figures %q: of: names no metric", f.Name)
-		}
-		for _, m := range f.Of {
-			_, mine := specMetrics[m]
-			if _, theirs := slo.Metrics[m]; !mine && !theirs {
-				return fmt.Errorf("figures %q: unknown metric %q", f.Name, m)
-			}
-		}
-		if f.On != "" && !steps[f.On] {
-			return fmt.Errorf("figures %q: on %q is not a step", f.Name, f.On)
-		}
-		if !steps[f.Ratio[0]] || !steps[f.Ratio[1]] {
-			return fmt.Errorf("figures %q: ratio names steps %q and %q; the file's steps are %s", f.Name, f.Ratio[0], f.Ratio[1], stepNames(sp.sc.Steps))
-		}
-	}
-	switch {
-	case b.Until != "" && b.Until != "knee":
-		return fmt.Errorf("until: %q (want knee)", b.Until)
-	case b.Latency != "" && b.Latency != "connect":
-		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", b.Latency)
-	case b.Servers.Place != "" && b.Servers.Place != "split" && b.Servers.Place != "first":
-		return fmt.Errorf("servers: place %q (want split or first)", b.Servers.Place)
-	case b.Servers.Nodes < 0 || b.Servers.Nodes > 8:
-		return fmt.Errorf("servers: nodes %d (want 1 to 8)", b.Servers.Nodes)
-	case b.Knee != nil && b.Knee.Reach != "" && !steps[b.Knee.Reach]:
-		return fmt.Errorf("knee: reach %q is not a step (%s)", b.Knee.Reach, stepNames(sp.sc.Steps))
-	}
-	return nil
-}
-
-// checkStep refuses a step's bench: section that cannot run.
-func (sp *spec) checkStep(i int) error {
-	sb := sp.stepBench[sp.sc.Steps[i].Name]
-	beside := func(name string) bool {
-		for j, st := range sp.sc.Steps {
-			if st.Name != name {
-				continue
-			}
-			// The steps between i and j (both included but the first)
-			// must each run with: the one before.
-			lo, hi := min(i, j), max(i, j)
-			for k := lo + 1; k <= hi; k++ {
-				if sp.stepBench[sp.sc.Steps[k].Name].With != sp.sc.Steps[k-1].Name {
-					return false
-				}
-			}
-			return j != i
-		}
-		return false
-	}
-	switch {
-	case sb.With != "" && (i == 0 || sp.sc.Steps[i-1].Name != sb.With):
-		return fmt.Errorf("with: %q must name the step just before", sb.With)
-	case sb.During != "" && !beside(sb.During):
-		return fmt.Errorf("during: %q must name a step that runs beside it (with:)", sb.During)
-	case sb.Latency != "" && sb.Latency != "connect":
-		return fmt.Errorf("latency: %q (want connect, or nothing for delivery)", sb.Latency)
-	}
-	return nil
-}
-
-func metricNames() []string {
-	var out []string
-	for m := range specMetrics {
-		out = append(out, m)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func stepNames(steps []loadtest.Step) string {
-	var out []string
-	for _, s := range steps {
-		out = append(out, s.Name)
-	}
-	return strings.Join(out, ", ")
 }
 
 // IsSpec reports whether the scenario file at path is a benchmark (has a
@@ -344,16 +287,19 @@ func specScenario(sp *spec) Scenario {
 	if about == "" {
 		about = "scenario file " + sp.file
 	}
-	return Scenario{Name: sp.sc.Name, About: about, File: sp.file, run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
+	return Scenario{Name: sp.sc.Name, About: about, File: sp.file, medians: sp.medians,
+		run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
 }
 
-// goScenarios are the scenarios that are still Go code (see each for why).
+// goScenarios are the scenarios that are still Go code: transports, whose
+// clients each send one message and wait for it to come back over three
+// transports in turn at 19 client counts, its server CPU over the whole
+// run (connects included: scalechat plan reads the connect cost from it),
+// its bytes both ways, and its results in the comparison files scalechat
+// report draws; a step of scalechat loadtest measures none of these.
 func goScenarios() []Scenario {
 	return []Scenario{
-		{Name: "cluster", About: "1 node vs 2 and 3 nodes + Redis (rooms of 4, of 50, 5 rooms a client): node and Redis CPU per delivery", run: runCluster, medians: clusterMedians},
-		{Name: "overhead", About: "cost of metrics (server) and of CSV recording (generator), on vs off", run: runOverhead},
 		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
-		{Name: "scaling", About: "servers of 1, 2, 4 … N loops (N: --server-cpus), rooms of 50 (--scaling-room-size), load doubling from 10k deliveries/s a loop to the knee: p50, p99, CPU per delivery, generator cores", run: runScaling},
 	}
 }
 

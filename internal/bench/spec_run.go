@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scalechat/scalechat/internal/launch"
 	"github.com/scalechat/scalechat/internal/loadtest"
 	"github.com/scalechat/scalechat/internal/results"
-	"github.com/scalechat/scalechat/internal/slo"
 )
 
 // specStep is one step of a benchmark file as it ran: its row and the
@@ -23,52 +20,49 @@ type specStep struct {
 	step    loadtest.Step
 	row     Result
 	figures map[string]float64
-	met     bool // every objective that applies was met
+	met     bool     // every objective that applies was met
+	extra   []Result // rows after its own: same-node and cross-node deliveries (node_rows)
 }
 
-// runSpec runs a benchmark file: its servers, then its steps one after
-// another (each its own generator, or one per node; a step with: the one
-// before runs beside it), a row per step judged against the file's
+// runSpecSteps runs a benchmark file's steps one after another against
+// its servers (each its own generator, or one per node; a step with: the
+// one before runs beside it), a row per step judged against the file's
 // objectives, then its figures and knee.
-func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
-	steps := sp.steps(r.smoke)
-	cl := clusterProcs{prefix: safeName(sp.sc.Name), extra: sp.bench.Servers.Flags}
-	defer cl.stop()
-	meters, err := r.startSpecServers(ctx, sp, &cl)
-	if err != nil {
-		return nil, err
-	}
-	time.Sleep(300 * time.Millisecond) // let fresh servers settle before their idle RSS is read
+func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.Step) ([]Result, error) {
+	setups := newSpecSetups(r, sp)
+	defer setups.stop()
 	var done []specStep
 	var rows []Result
+	var at []int // the index in rows of each done step's row
 	stopped := ""
 	for i := 0; i < len(steps) && stopped == ""; {
 		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
-		for _, p := range cl.all() {
-			if err := p.alive(); err != nil {
-				return rows, err
-			}
+		if err := setups.alive(); err != nil {
+			return rows, err
 		}
 		n := 1
 		for i+n < len(steps) && sp.stepBench[steps[i+n].Name].With != "" {
 			n++
 		}
-		if why := sp.tooMany(steps[i:i+n], len(cl.nodes), int(inspectHost().NofileSoft)); why != "" {
+		if why := sp.tooMany(steps[i:i+n], int(inspectHost().NofileSoft)); why != "" {
 			stopped = why
 			if sp.bench.Knee == nil {
 				rows = append(rows, Result{Scenario: sp.rowName(steps[i]), Ratio: -1, Verdict: "n/a", Note: why})
 			}
 			break
 		}
-		got, err := r.specGroup(ctx, sp, &cl, meters, steps[i:i+n])
+		got, err := r.specGroup(ctx, sp, setups, steps[i:i+n])
+		setups.endGroup(steps[i+n:])
 		if err != nil {
 			return rows, err
 		}
 		for _, g := range got {
 			done = append(done, g)
+			at = append(at, len(rows))
 			rows = append(rows, g.row)
+			rows = append(rows, g.extra...)
 			if sp.bench.Until == "knee" && stopped == "" && (!g.met || g.row.Saturated) {
 				stopped = fmt.Sprintf("stopped at %s: %s", g.row.Scenario, g.row.Verdict)
 			}
@@ -79,36 +73,47 @@ func (r *runner) runSpec(ctx context.Context, sp *spec) ([]Result, error) {
 			}
 		}
 	}
-	var own []Result
-	for _, f := range sp.bench.Figures {
-		fig := figureRow(f, done)
-		if i := slices.IndexFunc(done, func(s specStep) bool { return s.step.Name == f.On }); f.On != "" && i >= 0 {
-			onRow(&rows[i], fig)
-			continue
-		}
-		own = append(own, fig)
-	}
+	own := sp.applyFigures(done, rows, at)
 	if k := sp.bench.Knee; k != nil {
 		rows = append(rows, sp.kneeRow(done, stopped, r.smoke))
 	}
 	return append(rows, own...), nil
 }
 
+// applyFigures puts the figures: with on: on their step's row (rows[at[i]]
+// is done[i]'s), with the results file's field as: names, and returns the
+// others as rows of their own.
+func (sp *spec) applyFigures(done []specStep, rows []Result, at []int) []Result {
+	var own []Result
+	for _, f := range sp.bench.Figures {
+		fig := figureRow(f, done)
+		fig.Scenario = sp.expandVars(fig.Scenario)
+		if i := slices.IndexFunc(done, func(s specStep) bool { return s.step.Name == f.On }); f.On != "" && i >= 0 {
+			onRow(&rows[at[i]], fig)
+			if c := rows[at[i]].cluster; f.As == "node_cpu_vs_one_node" && c != nil {
+				c.node = sideRatio(done, f)
+			}
+			continue
+		}
+		own = append(own, fig)
+	}
+	return own
+}
+
 // tooMany says why steps (run at once) cannot run under the open-file
-// limit of each process, nofile, on nodes servers: a server or a generator
-// holds a file per connection besides scalingFiles of its own, and a step
-// beyond would measure refused connections. "" when they fit.
-func (sp *spec) tooMany(steps []loadtest.Step, nodes, nofile int) string {
+// limit of each process, nofile, on their servers: a server or a
+// generator holds a file per connection besides openFiles of its own,
+// and a step beyond would measure refused connections. "" when they fit.
+func (sp *spec) tooMany(steps []loadtest.Step, nofile int) string {
 	per := 0
-	split := nodes > 1 && sp.bench.Servers.Place != "first"
 	for _, st := range steps {
-		n := st.Clients()
-		if split {
+		n, nodes := st.Clients(), sp.stepNodes(st)
+		if nodes > 1 && sp.stepPlace(st) != "first" {
 			n = (n + nodes - 1) / nodes
 		}
 		per += n
 	}
-	if nofile <= 0 || per <= nofile-scalingFiles {
+	if nofile <= 0 || per <= nofile-openFiles {
 		return ""
 	}
 	return fmt.Sprintf("step %s needs %d connections a process, more than the open-file limit (ulimit -n %d) allows: raise it to go on", steps[0].Name, per, nofile)
@@ -117,10 +122,13 @@ func (sp *spec) tooMany(steps []loadtest.Step, nodes, nofile int) string {
 // onRow puts a figures: row's figure, target and verdict on a step's row:
 // the step is met only when its objectives and the figure are.
 func onRow(row *Result, fig Result) {
-	row.Figure = fig.Figure
+	row.Figure = strings.Trim(row.Figure+"; "+fig.Figure, "; ")
 	row.Target = strings.Trim(row.Target+"; "+fig.Target, "; ")
 	if fig.Note != "" {
 		addNote(row, fig.Note)
+	}
+	if strings.HasPrefix(fig.Verdict, "MISSED") {
+		addNote(row, fmt.Sprintf("%s, not %s", fig.Figure, fig.Target)) // which of the row's figures missed
 	}
 	switch {
 	case strings.HasPrefix(row.Verdict, "MISSED") || strings.HasPrefix(fig.Verdict, "MISSED"):
@@ -160,85 +168,34 @@ func (sp *spec) pause(smoke bool) time.Duration {
 	return sp.sc.Pause.D()
 }
 
-// startSpecServers starts the file's servers: one serve, or a cluster of
-// nodes on one redis-server. It returns the /metrics URL of the one
-// serve (for bytes_per_delivery), none for a cluster.
-func (r *runner) startSpecServers(ctx context.Context, sp *spec, cl *clusterProcs) ([]string, error) {
-	s := sp.bench.Servers
-	if s.Nodes > 1 || s.Redis {
-		return nil, cl.grow(ctx, r, max(s.Nodes, 1))
-	}
-	maddr, err := launch.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	// The file's own --metrics-addr, if any, comes after and wins.
-	p, err := r.startServer(ctx, cl.prefix+"-server", append([]string{"--metrics-addr", maddr}, s.Flags...)...)
-	if err != nil {
-		return nil, err
-	}
-	cl.nodes = []*proc{p}
-	if slices.Contains(s.Flags, "--metrics-addr") {
-		return nil, nil
-	}
-	return []string{"http://" + maddr + "/metrics"}, nil
-}
-
-// bytesOut is what the servers at meters wrote so far (WebSocket frames
-// and HTTP), -1 when one cannot be read.
-func bytesOut(meters []string) int64 {
-	var sum int64
-	for _, m := range meters {
-		b, err := serverBytes(m)
-		if err != nil {
-			return -1
-		}
-		sum += b[1]
-	}
-	return sum
-}
-
-// all are the processes of the server side.
-func (c *clusterProcs) all() []*proc {
-	if c.redis == nil {
-		return c.nodes
-	}
-	return append([]*proc{c.redis}, c.nodes...)
-}
-
 // launched is a step whose generators run.
 type launched struct {
-	step   loadtest.Step
-	gens   []*loadgen
-	before int64 // the servers' RSS before it
-	out    int64 // bytes the servers wrote during it; -1: not measured
+	step    loadtest.Step
+	gens    []*loadgen
+	before  int64        // the servers' RSS before it
+	out     int64        // bytes the servers wrote during it; -1: not measured
+	scrape  *scraper     // reading the servers' /metrics while it runs, or nil
+	scraped string       // what the scraper did, for the row's note
+	view    clusterProcs // the servers it runs on
+	cpus    string       // the server side's CPUs, for the note
 }
 
 // specGroup runs steps at once: the first, then each of the others once
-// the one before sends (and its with: after has passed), and makes their
-// rows when all are done.
-func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, meters []string, steps []loadtest.Step) ([]specStep, error) {
-	targets := cl.nodes
-	if sp.bench.Servers.Place == "first" {
-		targets = cl.nodes[:1]
+// the one before sends (and its with: after has passed; at: start, at
+// once), each against its setup's servers, and makes their rows when all
+// are done.
+func (r *runner) specGroup(ctx context.Context, sp *spec, setups *specSetups, steps []loadtest.Step) ([]specStep, error) {
+	procs, err := setups.forGroup(ctx, steps)
+	if err != nil {
+		return nil, err
 	}
 	var runs []launched
-	var err error
 	for i, st := range steps {
-		if i > 0 {
+		if i > 0 && sp.stepBench[st.Name].At != "start" {
 			waitSending(ctx, runs[i-1].gens[0], sp.after(st, r.smoke))
 		}
-		l := launched{step: st, out: -1}
-		for _, p := range cl.nodes {
-			l.before += p.now().rss
-		}
-		if len(steps) == 1 && len(meters) > 0 {
-			l.out = bytesOut(meters) // steps at once share the servers: no step's own
-		}
-		args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
-		args = append(args, sp.stepBench[st.Name].Args...)
-		timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
-		l.gens, err = r.startGenerators(ctx, safeName(sp.sc.Name+"-"+st.Name), targets, timeout, args)
+		var l launched
+		l, err = r.launchStep(ctx, sp, st, procs[i], len(steps) == 1)
 		runs = append(runs, l)
 		if err != nil {
 			break
@@ -250,8 +207,11 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, mete
 		var err error
 		gens[i], err = waitGenerators(l.gens)
 		errs = append(errs, err)
+		if l.scrape != nil {
+			runs[i].scraped = l.scrape.end()
+		}
 		if before := l.out; before >= 0 {
-			if after := bytesOut(meters); after >= before {
+			if after := bytesOut(procs[i].meters); after >= before {
 				runs[i].out = after - before
 			} else {
 				runs[i].out = -1
@@ -267,13 +227,45 @@ func (r *runner) specGroup(ctx context.Context, sp *spec, cl *clusterProcs, mete
 	}
 	var out []specStep
 	for i, l := range runs {
-		got, err := sp.stepRow(l, gens[i], cl, metas)
+		got, err := sp.stepRow(l, gens[i], metas)
 		if err != nil {
 			return out, fmt.Errorf("step %s: %w", l.step.Name, err)
 		}
 		out = append(out, got)
 	}
 	return out, nil
+}
+
+// launchStep starts a step's generators against its servers (and their
+// scraper); alone, it alone counts the bytes its servers write.
+func (r *runner) launchStep(ctx context.Context, sp *spec, st loadtest.Step, p *setupProcs, alone bool) (launched, error) {
+	l := launched{step: st, out: -1, cpus: r.serverList()}
+	var err error
+	if l.view, err = p.view(ctx, r, sp.stepNodes(st)); err != nil {
+		return l, err
+	}
+	for _, n := range l.view.nodes {
+		l.before += n.now().rss
+	}
+	if alone && len(p.meters) > 0 {
+		l.out = bytesOut(p.meters) // steps at once may share the servers: no step's own
+	}
+	if every := p.cfg.Scrape.D(); every > 0 && len(p.meters) > 0 {
+		l.scrape = startScraper(p.meters[0], every)
+	}
+	targets := l.view.nodes
+	if sp.stepPlace(st) == "first" {
+		targets = targets[:1]
+	}
+	args := append(stepArgs(st), "--source-ips", sources, "--connect-timeout", "30s")
+	args = append(args, sp.stepBench[st.Name].Args...)
+	timeout := timeoutFor(st.Clients(), st.Ramp, st.Duration.D()+st.Drain.D())
+	l.gens, err = r.startGenerators(ctx, safeName(sp.fileTag()+"-"+st.Name), targets, timeout, args)
+	if err != nil && l.scrape != nil {
+		l.scrape.end()
+		l.scrape = nil
+	}
+	return l, err
 }
 
 // waitSending waits until g's traffic flows (or it ended), then after.
@@ -297,342 +289,4 @@ func (sp *spec) after(st loadtest.Step, smoke bool) time.Duration {
 		d = min(d, time.Second)
 	}
 	return d
-}
-
-// stepRow makes a step's row from its generators' runs, and judges it;
-// metas are the steps that ran beside it, by name (during:).
-func (sp *spec) stepRow(l launched, gens []*genRun, cl *clusterProcs, metas map[string]results.StepMeta) (specStep, error) {
-	st, sb := l.step, sp.stepBench[l.step.Name]
-	name := sp.rowName(st)
-	row := mergedRow(name, gens, cl.nodes, cl.redis, st.Duration.D())
-	pooled := metas[st.Name]
-	if len(gens) > 1 {
-		lat, err := nodeDeliveries(name, gens, st.Duration.D())
-		if err != nil {
-			return specStep{}, err
-		}
-		if lat.all != nil {
-			row.Ratio, row.P50, row.P99, row.Max = lat.all.ratio(), lat.all.ms(50), lat.all.ms(99), lat.all.ms(100)
-		}
-	}
-	if sb.During != "" {
-		if err := during(&row, gens, metas[sb.During]); err != nil {
-			return specStep{}, err
-		}
-	}
-	figs := specFigures(&row, pooled, cl.redis != nil, l.before)
-	if l.out >= 0 && pooled.ReceivedAll > 0 {
-		figs["bytes_per_delivery"] = float64(l.out) / float64(pooled.ReceivedAll)
-	}
-	if cmp.Or(sb.Latency, sp.bench.Latency) == "connect" {
-		row.P50, row.P99, row.Max = pooled.ConnectMs.P50, pooled.ConnectMs.P99, pooled.ConnectMs.Max
-	}
-	if cl.redis == nil {
-		row.cluster = nil // one server: no Redis figure in the results file
-	}
-	row.Figure = figureColumn(sp.bench.Figure, figs, row)
-	if note := cmp.Or(sb.Note, sp.bench.Note); note != "" {
-		addNote(&row, sp.expand(note, st, measures(pooled, l.before, row)))
-	}
-	got := specStep{step: st, row: row, figures: figs}
-	got.met = sp.judge(&got)
-	return got, nil
-}
-
-// during sets a row's delivery and latency to those of the messages due
-// while the step beside it (other) connected: its start to its first send.
-func during(row *Result, gens []*genRun, other results.StepMeta) error {
-	var paths []string
-	for _, g := range gens {
-		if g.csv == "" {
-			return nil // --no-csv: no events to read
-		}
-		paths = append(paths, g.csv)
-	}
-	ev, err := readEvents(paths...)
-	if err != nil {
-		return err
-	}
-	from, to := other.StartedAt.UnixMicro(), other.SendStartedAt.UnixMicro()
-	if other.SendStartedAt.IsZero() {
-		to = other.EndedAt.UnixMicro()
-	}
-	g := ev.group(func(m sentMsg) bool { return m.due >= from && m.due <= to }, func(_, _ uint64) string { return "" })[""]
-	if g == nil || g.count() == 0 {
-		addNote(row, "no message of this step was due while the other connected")
-		return nil
-	}
-	addNote(row, fmt.Sprintf("latency of the %d deliveries of messages due during the other step's %.1f s of connecting; the whole step: p99 %s, delivery %s",
-		g.count(), float64(to-from)/1e6, ms(row.P99), ratio(row.Ratio)))
-	row.P50, row.P99, row.Max, row.Ratio = g.ms(50), g.ms(99), g.ms(100), g.ratio()
-	return nil
-}
-
-// poolSteps is the step of one generator, or of several (one per node)
-// as one: counts summed, the widest sending window, the slowest shard's
-// connect times (the caller takes the latencies from the events).
-func poolSteps(gens []*genRun) results.StepMeta {
-	if len(gens) == 1 {
-		return gens[0].step()
-	}
-	metas := make([]results.StepMeta, len(gens))
-	for i, g := range gens {
-		metas[i] = g.step()
-	}
-	w := slo.Pool(metas)
-	for _, s := range metas {
-		if w.SendStartedAt.IsZero() || (!s.SendStartedAt.IsZero() && s.SendStartedAt.Before(w.SendStartedAt)) {
-			w.SendStartedAt = s.SendStartedAt
-		}
-		if s.SendEndedAt.After(w.SendEndedAt) {
-			w.SendEndedAt = s.SendEndedAt
-		}
-		if s.ConnectMs.P99 > w.ConnectMs.P99 {
-			w.ConnectMs = s.ConnectMs
-		}
-	}
-	return w
-}
-
-// stepArgs are the loadtest flags of one step.
-func stepArgs(s loadtest.Step) []string {
-	args := []string{"--rooms", itoa(s.Rooms), "--room-size", itoa(s.RoomSize),
-		"--rooms-per-client", itoa(s.RoomsPerClient), "--msg-frequency", s.MsgFrequency.D().String(), "--msg-size", itoa(s.MsgSize),
-		"--duration", s.Duration.D().String(), "--ramp", fmt.Sprint(s.Ramp), "--drain", s.Drain.D().String()}
-	if s.NumClients > 0 {
-		args = append(args, "--clients", itoa(s.NumClients))
-	}
-	if s.Senders > 0 {
-		args = append(args, "--senders", itoa(s.Senders))
-	}
-	if s.RoomSkew > 0 {
-		args = append(args, "--room-skew", fmt.Sprint(s.RoomSkew))
-	}
-	return args
-}
-
-// specFigures are a step's figures by metric: the objectives' (from the
-// generators' pooled meta.json, with the row's delivery and latency,
-// which for a split run come from the events) and the bench's own.
-func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int64) map[string]float64 {
-	f := slo.FromMeta(pooled, nil).Figures
-	if row.Ratio >= 0 {
-		f["delivery"], f["loss"] = row.Ratio, 1-row.Ratio
-	}
-	if row.P50 > 0 {
-		f["p50"], f["p99"], f["max"] = row.P50, row.P99, row.Max
-	}
-	if row.CPUPerDel > 0 {
-		f["cpu_per_delivery"] = row.CPUPerDel / 1000 // slo keeps times in ms
-	}
-	if pooled.Joined > 0 && row.RSS > 0 {
-		f["rss_per_conn"] = float64(row.RSS-rssBefore) / float64(pooled.Joined)
-	}
-	if w := pooled.SendEndedAt.Sub(pooled.SendStartedAt).Seconds(); w > 0 && row.GenCPU > 0 {
-		f["generator_cores"] = row.GenCPU / w
-	}
-	if row.PerSecond > 0 {
-		f["deliveries_per_s"] = row.PerSecond
-	}
-	if c := row.cluster; redis && c != nil && c.deliveries > 0 && c.redisCPU > 0 {
-		us, note := perDelivery(c.redisCPU, c.deliveries)
-		if note != "" {
-			addNote(row, "Redis "+note)
-		} else {
-			c.redisUS, f["redis_per_delivery"] = us, us
-		}
-	}
-	return f
-}
-
-// figureColumn shows the figures the file names, "; " between.
-func figureColumn(metrics []string, f map[string]float64, row Result) string {
-	var parts []string
-	for _, m := range metrics {
-		v, ok := f[m]
-		switch {
-		case m == "cpu_per_delivery":
-			parts = append(parts, perDelFigure(row))
-		case !ok && m == "redis_per_delivery":
-			parts = append(parts, "Redis – µs/deliv")
-		case !ok:
-			parts = append(parts, m+" –")
-		case m == "rss_per_conn":
-			parts = append(parts, fmt.Sprintf(specMetrics[m], kib(v)))
-		case m == "deliveries_per_s":
-			parts = append(parts, fmt.Sprintf(specMetrics[m], rate(v)))
-		default:
-			parts = append(parts, fmt.Sprintf(specMetrics[m], v))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// judge fills a step's target and verdict columns from the objectives
-// that apply to it: met, MISSED, "–" when one could not be read (no
-// deliveries, too few CPU ticks), each saying when the generator
-// saturated.
-func (sp *spec) judge(s *specStep) bool {
-	var mine []slo.Objective
-	var texts []string
-	for _, o := range sp.objs {
-		if o.Step == "" || o.Step == s.step.Name {
-			mine = append(mine, o)
-			texts = append(texts, strings.TrimPrefix(o.Text, o.Step+":")) // the row names its step
-		}
-	}
-	if len(mine) == 0 {
-		return true
-	}
-	s.row.Target = strings.Join(texts, ", ")
-	verdicts := slo.Evaluate(mine, []slo.Step{{Name: s.step.Name, Figures: s.figures}})
-	switch slo.Worst(verdicts) {
-	case slo.Met:
-		s.row.Verdict = verdict(true, s.row.Saturated)
-		return true
-	case slo.Missed:
-		s.row.Verdict = verdict(false, s.row.Saturated)
-		for _, v := range verdicts {
-			if v.Verdict == slo.Missed {
-				addNote(&s.row, v.Reason)
-			}
-		}
-	default:
-		s.row.Verdict = "–"
-		for _, v := range verdicts {
-			if v.Verdict == slo.Inconclusive {
-				addNote(&s.row, v.SLO+" not judged: "+v.Metric+" not measured")
-			}
-		}
-	}
-	return false
-}
-
-// kneeRow sums up a sweep: the last step that met every objective.
-func (sp *spec) kneeRow(done []specStep, stopped string, smoke bool) Result {
-	k := sp.bench.Knee
-	row := Result{Scenario: k.Row, Ratio: -1, Note: stopped}
-	best := -1
-	sat := false
-	for i, s := range done {
-		if s.met {
-			best = i
-		}
-		sat = sat || s.row.Saturated
-	}
-	reach := -1
-	for i, st := range sp.sc.Steps {
-		if st.Name == k.Reach {
-			reach = i
-		}
-	}
-	if reach >= 0 {
-		row.Target = "≥ " + sp.rowName(sp.sc.Steps[reach])
-	}
-	if best < 0 {
-		row.Figure, row.Verdict = "none met the objectives", verdict(false, sat)
-		return row
-	}
-	b := done[best]
-	row.Clients, row.PerSecond, row.P50, row.P99, row.CPUPerDel, row.CPUNote = b.row.Clients, b.row.PerSecond, b.row.P50, b.row.P99, b.row.CPUPerDel, b.row.CPUNote
-	row.Figure = sp.expand(k.Figure, b.step, map[string]string{"deliveries_per_s": rate(b.row.PerSecond)})
-	if sat {
-		row.Figure, row.Saturated = "≥ "+row.Figure+" (lower bound)", true
-		addNote(&row, "the generator saturated: the server's knee lies at or above this step")
-	}
-	switch {
-	case reach < 0:
-		row.Verdict = "measured"
-	case smoke && reach >= len(done):
-		row.Verdict = "–"
-		addNote(&row, "not judged at smoke size: the sweep does not reach its target step")
-	default:
-		row.Verdict = verdict(best >= reach, sat)
-	}
-	return row
-}
-
-// figureRow is a figures: row: its metrics of one step over another's,
-// "label –" for a metric one of them did not measure; "n/a" when none
-// was.
-func figureRow(f specFigure, done []specStep) Result {
-	row := Result{Scenario: f.Name, Ratio: -1, Note: f.Note}
-	var a, b map[string]float64
-	for _, s := range done {
-		switch s.step.Name {
-		case f.Ratio[0]:
-			a = s.figures
-		case f.Ratio[1]:
-			b = s.figures
-		}
-	}
-	if f.Max > 0 {
-		row.Target = fmt.Sprintf("≤ ×%g", f.Max)
-	}
-	var parts, missing []string
-	met := true
-	for _, m := range f.Of {
-		label := metricLabel(m)
-		if f.On != "" && len(f.Of) == 1 {
-			label = f.Name // on a step's row, the figure names itself
-		}
-		if a[m] <= 0 || b[m] <= 0 {
-			parts, missing = append(parts, label+" –"), append(missing, m)
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s ×%.2f", label, a[m]/b[m]))
-		met = met && (f.Max <= 0 || a[m]/b[m] <= f.Max)
-	}
-	if len(missing) > 0 {
-		addNote(&row, fmt.Sprintf("%s not measured in step %s or %s", strings.Join(missing, ", "), f.Ratio[0], f.Ratio[1]))
-	}
-	switch {
-	case len(missing) == len(f.Of):
-		row.Figure, row.Verdict = "–", "n/a"
-		return row
-	case f.Max > 0 && len(missing) > 0 && met:
-		row.Verdict = "n/a"
-	case f.Max > 0:
-		row.Verdict = verdict(met, false)
-	}
-	row.Figure = strings.Join(parts, ", ")
-	return row
-}
-
-// metricLabel is how a figures: row names a metric.
-func metricLabel(m string) string {
-	switch m {
-	case "cpu_per_delivery":
-		return "CPU"
-	case "bytes_per_delivery":
-		return "bytes"
-	case "deliveries_per_s":
-		return "deliveries/s"
-	}
-	return strings.ReplaceAll(m, "_", " ")
-}
-
-// rowName is a step's row name: the file's row: with the step's fields.
-func (sp *spec) rowName(st loadtest.Step) string {
-	row := cmp.Or(sp.stepBench[st.Name].Row, sp.bench.Row)
-	if row == "" {
-		return sp.sc.Name + " " + st.Name
-	}
-	return sp.expand(row, st, nil)
-}
-
-// expand fills a template's placeholders with the step's fields and more.
-func (sp *spec) expand(tmpl string, st loadtest.Step, more map[string]string) string {
-	pairs := []string{"{name}", st.Name, "{rooms}", itoa(st.Rooms), "{room_size}", itoa(st.RoomSize), "{clients}", itoa(st.Clients()),
-		"{rooms_per_client}", itoa(st.RoomsPerClient), "{senders}", itoa(st.Senders), "{msg_size}", itoa(st.MsgSize)}
-	for k, v := range more {
-		pairs = append(pairs, "{"+k+"}", v)
-	}
-	return strings.NewReplacer(pairs...).Replace(tmpl)
-}
-
-// measures are a step's measured placeholders for its note.
-func measures(s results.StepMeta, rssBefore int64, row Result) map[string]string {
-	return map[string]string{"joined": fmt.Sprint(s.Joined), "sent": fmt.Sprint(s.Sent), "deliveries": fmt.Sprint(s.ReceivedAll),
-		"rss_before": mib(rssBefore), "rss_held": mib(row.RSS)}
 }

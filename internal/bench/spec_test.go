@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,7 +51,28 @@ func TestParseSpec(t *testing.T) {
 		{"no bench section", specBase, "no bench: section"},
 		{"unknown bench field", specBase + "bench: {rows: x}\n", "rows"},
 		{"unknown figure", specBase + "bench: {figure: [speed]}\n", `figure "speed": unknown`},
-		{"ratio of a step not there", specBase + "bench: {figures: [{name: f, ratio: [a, c], of: p99}]}\n", `ratio names steps "a" and "c"`},
+		{"ratio of a step not there", specBase + "bench: {figures: [{name: f, ratio: [a, c], of: p99}]}\n", `"c" is not a step`},
+		{"ratio of means", specBase + "bench: {figures: [{name: f, ratio: [[a, b], b], of: p99}]}\n", ""},
+		{"diff", specBase + "bench: {figures: [{name: f, diff: [a, b], of: cpu_per_delivery}]}\n", ""},
+		{"diff with max", specBase + "bench: {figures: [{name: f, diff: [a, b], of: p99, max: 2}]}\n", "not a diff"},
+		{"ratio and diff", specBase + "bench: {figures: [{name: f, ratio: [a, b], diff: [a, b], of: p99}]}\n", "ratio: [STEP, BASE] or diff"},
+		{"neither ratio nor diff", specBase + "bench: {figures: [{name: f, of: p99}]}\n", "ratio: [STEP, BASE] or diff"},
+		{"a side of no step", specBase + "bench: {figures: [{name: f, ratio: [[], b], of: p99}]}\n", "names no step"},
+		{"setups", "name: t\nsteps:\n  - {name: a, bench: {servers: on}}\n  - {name: b, bench: {servers: off, with: a, at: start}}\nbench: {setups: {on: {fresh: true, scrape: 1s}, off: {flags: [--metrics-addr, \"\"]}}}\n", ""},
+		{"step on a setup not there", "name: t\nsteps:\n  - {name: a, bench: {servers: on}}\nbench: {}\n", `servers: "on" is not one`},
+		{"scrape of a cluster", specBase + "bench: {setups: {c: {nodes: 2, scrape: 1s}}}\n", "one server's /metrics"},
+		{"scrape with its own metrics address", specBase + "bench: {servers: {flags: [--metrics-addr, \"\"], scrape: 1s}}\n", "one server's /metrics"},
+		{"bad loops", specBase + "bench: {loops: some}\n", "loops"},
+		{"bad vary", specBase + "bench: {vary: msg_size}\n", "vary"},
+		{"step on more nodes than its setup", "name: t\nsteps:\n  - {name: a, bench: {servers: c, nodes: 3}}\nbench: {setups: {c: {nodes: 2}}}\n", "nodes: 3 (its servers have 2)"},
+		{"step on fewer nodes", "name: t\nsteps:\n  - {name: a, bench: {servers: c, nodes: 2, place: first, node_rows: true}}\nbench: {setups: {c: {nodes: 3}}}\n", ""},
+		{"bad step place", "name: t\nsteps:\n  - {name: a, bench: {place: there}}\nbench: {}\n", "place"},
+		{"as an unknown field", specBase + "bench: {figures: [{name: f, on: a, ratio: [a, b], of: cpu_per_delivery, as: speed}]}\n", "as:"},
+		{"as off a row", specBase + "bench: {figures: [{name: f, ratio: [a, b], of: cpu_per_delivery, as: node_cpu_vs_one_node}]}\n", "as:"},
+		{"as of a diff", specBase + "bench: {figures: [{name: f, on: a, diff: [a, b], of: cpu_per_delivery, as: node_cpu_vs_one_node}]}\n", "as:"},
+		{"bad setup", specBase + "bench: {setups: {c: {nodes: 9}}}\n", "setups: c: nodes 9"},
+		{"at start without with", "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {at: start}}\nbench: {}\n", "want start, with with:"},
+		{"at something else", "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {with: a, at: end}}\nbench: {}\n", "want start, with with:"},
 		{"ratio of an unknown metric", specBase + "bench: {figures: [{name: f, ratio: [a, b], of: speed}]}\n", `unknown metric "speed"`},
 		{"bad until", specBase + "bench: {until: forever}\n", "until"},
 		{"bad place", specBase + "bench: {servers: {nodes: 2, place: everywhere}}\n", "place"},
@@ -164,20 +186,26 @@ func TestKneeRow(t *testing.T) {
 // its max when it has one.
 func TestFigureRow(t *testing.T) {
 	done := []specStep{
-		{step: loadtest.Step{Name: "a"}, figures: map[string]float64{"cpu_per_delivery": 0.004, "p99": 2}},
-		{step: loadtest.Step{Name: "b"}, figures: map[string]float64{"cpu_per_delivery": 0.005}},
+		{step: loadtest.Step{Name: "a"}, figures: map[string]float64{"cpu_per_delivery": 0.004, "p99": 2, "generator_per_message": 1.5}},
+		{step: loadtest.Step{Name: "b"}, figures: map[string]float64{"cpu_per_delivery": 0.005, "generator_per_message": 1}},
+		{step: loadtest.Step{Name: "c"}, figures: map[string]float64{"cpu_per_delivery": 0.006}},
 	}
 	tests := []struct {
 		f                    specFigure
 		figure, target, want string
 	}{
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×0.80", "≤ ×1", "met"},
-		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}, Max: 1}, "CPU ×1.25", "≤ ×1", "MISSED"},
-		{specFigure{Name: "x", Ratio: [2]string{"b", "a"}, Of: metricList{"cpu_per_delivery"}}, "CPU ×1.25", "", ""},
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99"}}, "–", "", "n/a"},
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}}, "p99 –, CPU ×0.80", "", ""},
-		{specFigure{Name: "x", Ratio: [2]string{"a", "b"}, Of: metricList{"p99", "cpu_per_delivery"}, Max: 1}, "p99 –, CPU ×0.80", "≤ ×1", "n/a"},
-		{specFigure{Name: "x", On: "a", Ratio: [2]string{"a", "b"}, Of: metricList{"cpu_per_delivery"}}, "x ×0.80", "", ""},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"a"}, {"b"}}, Of: nameList{"cpu_per_delivery"}, Max: 1}, "CPU ×0.80", "≤ ×1", "met"},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"b"}, {"a"}}, Of: nameList{"cpu_per_delivery"}, Max: 1}, "CPU ×1.25", "≤ ×1", "MISSED"},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"b"}, {"a"}}, Of: nameList{"cpu_per_delivery"}}, "CPU ×1.25", "", ""},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"a"}, {"b"}}, Of: nameList{"p99"}}, "–", "", "n/a"},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"a"}, {"b"}}, Of: nameList{"p99", "cpu_per_delivery"}}, "p99 –, CPU ×0.80", "", ""},
+		{specFigure{Name: "x", Ratio: [2]nameList{{"a"}, {"b"}}, Of: nameList{"p99", "cpu_per_delivery"}, Max: 1}, "p99 –, CPU ×0.80", "≤ ×1", "n/a"},
+		{specFigure{Name: "x", On: "a", Ratio: [2]nameList{{"a"}, {"b"}}, Of: nameList{"cpu_per_delivery"}}, "x ×0.80", "", ""},
+		// A side of several steps is their mean: (0.004+0.006)/2 over 0.005.
+		{specFigure{Name: "x", Ratio: [2]nameList{{"a", "c"}, {"b"}}, Of: nameList{"cpu_per_delivery"}}, "CPU ×1.00", "", ""},
+		{specFigure{Name: "x", Diff: [2]nameList{{"b"}, {"a"}}, Of: nameList{"cpu_per_delivery"}}, "+1.00 µs/deliv (+25%) server CPU", "", ""},
+		{specFigure{Name: "x", Diff: [2]nameList{{"a"}, {"b"}}, Of: nameList{"generator_per_message"}}, "+0.50 µs/msg (+50%) generator CPU", "", ""},
+		{specFigure{Name: "x", Diff: [2]nameList{{"a"}, {"c"}}, Of: nameList{"generator_per_message"}}, "–", "", "n/a"},
 	}
 	for _, tt := range tests {
 		row := figureRow(tt.f, done)
@@ -222,6 +250,9 @@ func TestOnRow(t *testing.T) {
 		if row.Verdict != tt.want || row.Target != "p99<5ms; ≤ ×2" || row.Figure != "connect p99 ×1.20" {
 			t.Errorf("%s + %s: %+v, want %s", tt.row, tt.fig, row, tt.want)
 		}
+		if missed := strings.Contains(row.Note, "connect p99 ×1.20, not ≤ ×2"); missed != (tt.fig == "MISSED") {
+			t.Errorf("%s + %s: note %q", tt.row, tt.fig, row.Note)
+		}
 	}
 }
 
@@ -231,20 +262,21 @@ func TestTooMany(t *testing.T) {
 	one := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {}\n")
 	two := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2}}\n")
 	first := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10}\nbench: {servers: {nodes: 2, place: first}}\n")
+	setup := mustSpec(t, "name: t\nsteps:\n  - {name: a, rooms: 1000, room_size: 10, bench: {servers: pair}}\nbench: {setups: {pair: {nodes: 2}}}\n")
 	tests := []struct {
 		sp     *spec
-		nodes  int
 		nofile int
 		stop   bool
 	}{
-		{one, 1, 20000, false},
-		{one, 1, 10500, true},
-		{two, 2, 10500, false},
-		{first, 2, 10500, true},
-		{one, 1, 0, false}, // the limit unknown
+		{one, 20000, false},
+		{one, 10500, true},
+		{two, 10500, false},
+		{first, 10500, true},
+		{setup, 10500, false}, // the step's own setup splits it
+		{one, 0, false},       // the limit unknown
 	}
 	for i, tt := range tests {
-		why := tt.sp.tooMany(tt.sp.sc.Steps, tt.nodes, tt.nofile)
+		why := tt.sp.tooMany(tt.sp.sc.Steps, tt.nofile)
 		if (why != "") != tt.stop || (tt.stop && !strings.Contains(why, "ulimit -n")) {
 			t.Errorf("%d: %q, want stop %v", i, why, tt.stop)
 		}
@@ -259,5 +291,26 @@ func TestExpand(t *testing.T) {
 	}
 	if got := sp.expand("{sent} in, {name}", st, map[string]string{"sent": "7"}); got != "7 in, x" {
 		t.Errorf("expand %q", got)
+	}
+}
+
+// A setup's servers stop after the last step that uses them, and fresh
+// ones after each group: no idle server beside another setup's steps.
+func TestSetupLifetime(t *testing.T) {
+	sp := mustSpec(t, "name: t\nsteps:\n  - {name: a}\n  - {name: b, bench: {servers: f}}\n  - {name: c, bench: {servers: k}}\n  - {name: d, bench: {servers: f}}\n  - {name: e, bench: {servers: k}}\n"+
+		"bench: {setups: {f: {fresh: true}, k: {}}}\n")
+	s := newSpecSetups(nil, sp)
+	steps := sp.sc.Steps
+	for i, want := range [][]string{{}, {}, {"k"}, {"k"}, {}} {
+		s.live[sp.setupOf(steps[i])] = &setupProcs{cfg: s.config(sp.setupOf(steps[i]))}
+		s.endGroup(steps[i+1:])
+		var got []string
+		for name := range s.live {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) && (len(got) > 0 || len(want) > 0) {
+			t.Errorf("after step %s: running %q, want %q", steps[i].Name, got, want)
+		}
 	}
 }

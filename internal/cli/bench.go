@@ -32,14 +32,20 @@ from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
-	var files []string
+	var files, code []string
 	for _, s := range bench.Scenarios() {
 		long += fmt.Sprintf("  %-16s %s\n", s.Name, s.About)
 		if s.File != "" {
 			files = append(files, s.Name)
+		} else {
+			code = append(code, s.Name)
 		}
 	}
-	long += fmt.Sprintf("\n%s are files in scenarios/ (embedded); the others are still Go code.\n", strings.Join(files, ", "))
+	long += fmt.Sprintf("\n%s are files in scenarios/ (embedded)", strings.Join(files, ", "))
+	if len(code) > 0 {
+		long += fmt.Sprintf("; %s: still Go code (the format cannot say it)", strings.Join(code, ", "))
+	}
+	long += ".\n"
 	long += `
 --smoke runs every scenario at tiny sizes in a few seconds each: it proves the command
 works and says nothing about speed. The exit code is 1 when a scenario could not run;
@@ -61,8 +67,8 @@ verdict beside it).
 
 --repeat N runs the named scenarios N times in turn (a b … a b …), since one run on a
 shared machine is noisy; rows are numbered #1, #2 …, each run keeps its files in its own
-folder (run1, run2 … under --dir), and the cluster scenario adds rows with the medians of
-its ratios over the runs.
+folder (run1, run2 … under --dir), and each benchmark file adds rows with the medians of
+its figures over the runs (cluster: its node and Redis ratios).
 
 "scalechat bench transports" runs the transports scenario alone, with flags for its sizes,
 and keeps its results folder for scalechat report. "scalechat bench analyze" times the
@@ -97,13 +103,13 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	cmd.AddCommand(newBenchTransportsCmd(), newBenchAnalyzeCmd(), newBenchGeneratorCmd(), newBenchCompareCmd(), newFiveFieldCmd(), newBenchPageCmd())
 	f := cmd.Flags()
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
-	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); cluster adds the medians")
+	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); benchmark files add the medians")
 	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
 	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenarios' nodes (cluster, and files with nodes) with this --redis-linger (default: serve's own, 500µs; a file's own flags win)")
 	f.StringVar(&opt.RoomOrder, "room-order", "", "start the cluster scenarios' nodes (cluster, and files with nodes) with this --room-order, redis or owner (default: serve's own, redis; a file's own flags win)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
-	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50); a loop starts at 10k deliveries/s, or one full room (size²) when more")
+	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50), and of any benchmark file with vary: room_size; a loop starts at 10k deliveries/s, or one full room (size²) when more")
 	f.StringVar(&opt.GeneratorCPUs, "generator-cpus", "", "CPU list for the load generators, e.g. 8-15 (default: CPU 1 on 2 cores, the upper half on more)")
 	return cmd
 }

@@ -29,19 +29,21 @@ var Metrics = map[string]Kind{
 	"connect_p99":      Duration, // a client's connect, from its due instant to its last joined frame
 	"cpu_per_delivery": Duration, // server CPU time per delivery (needs --server-metrics)
 	"rss_per_conn":     Bytes,    // scalechat bench: the server's memory growth per connection held
-	"delivery":         Ratio,    // received ÷ expected deliveries
-	"loss":             Ratio,    // lost ÷ expected deliveries
-	"lost":             Count,    // expected deliveries that did not arrive
-	"connect_errors":   Count,    // clients that failed to connect or join
-	"disconnects":      Count,    // connections dropped during the step
-	"errors":           Count,    // connect errors, disconnects and failed HTTP requests
-	"refusals":         Count,    // the server's error frames, rate_limited among them
-	"rate_limited":     Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
-	"unavailable":      Count,    // messages the server gave up (code unavailable: its cluster could not take them)
-	"unexpected":       Count,    // deliveries from senders or rooms the run did not create
-	"recovery":         Duration, // audit: the longest time from a fault until every client was back in its room
-	"duplicates":       Count,    // audit: deliveries received twice
-	"reordered":        Count,    // audit: deliveries below the previous seq on their connection
+	// scalechat bench: a cluster's Redis CPU time per delivery.
+	"redis_per_delivery": Duration,
+	"delivery":           Ratio,    // received ÷ expected deliveries
+	"loss":               Ratio,    // lost ÷ expected deliveries
+	"lost":               Count,    // expected deliveries that did not arrive
+	"connect_errors":     Count,    // clients that failed to connect or join
+	"disconnects":        Count,    // connections dropped during the step
+	"errors":             Count,    // connect errors, disconnects and failed HTTP requests
+	"refusals":           Count,    // the server's error frames, rate_limited among them
+	"rate_limited":       Count,    // refusals for the server's rate limit (code rate_limited, HTTP 429)
+	"unavailable":        Count,    // messages the server gave up (code unavailable: its cluster could not take them)
+	"unexpected":         Count,    // deliveries from senders or rooms the run did not create
+	"recovery":           Duration, // audit: the longest time from a fault until every client was back in its room
+	"duplicates":         Count,    // audit: deliveries received twice
+	"reordered":          Count,    // audit: deliveries below the previous seq on their connection
 }
 
 // Op compares a measured value with an objective's limit.

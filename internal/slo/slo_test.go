@@ -30,6 +30,7 @@ func TestParseGood(t *testing.T) {
 		{"refusals==0", "", "refusals", Equal, 0},
 		{"cpu_per_delivery<20us", "", "cpu_per_delivery", Less, 0.02},
 		{"rss_per_conn<=2KiB", "", "rss_per_conn", LessEq, 2048},
+		{"split:redis_per_delivery<=3us", "split", "redis_per_delivery", LessEq, 0.003},
 		{"rss_per_conn<1.5MiB", "", "rss_per_conn", Less, 1.5 * (1 << 20)},
 		{"s2:p99<50ms", "s2", "p99", Less, 50},
 		{"big-step:errors>3", "big-step", "errors", Greater, 3},

@@ -1,0 +1,128 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// clusterProcs are the servers of a benchmark's setup: Redis and the
+// nodes of a cluster (started as its steps need them), or one serve.
+type clusterProcs struct {
+	prefix string   // of the log files' names
+	extra  []string // serve flags of every node, after the bench's own
+	redis  *proc
+	nodes  []*proc
+}
+
+// grow starts Redis (once) and nodes until there are n.
+func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
+	if c.redis == nil {
+		p, err := r.startRedis(ctx, c.prefix+"-redis")
+		if err != nil {
+			return err
+		}
+		c.redis = p
+	}
+	flags := []string{"--redis", "redis://" + c.redis.addr + "/0"}
+	if r.linger != 0 {
+		flags = append(flags, "--redis-linger", r.linger.String())
+	}
+	if r.order != "" {
+		flags = append(flags, "--room-order", r.order)
+	}
+	flags = append(flags, c.extra...)
+	for len(c.nodes) < n {
+		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), flags...)
+		if err != nil {
+			return err
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	return nil
+}
+
+func (c *clusterProcs) stop() {
+	for _, p := range c.nodes {
+		_ = p.shutdown(5 * time.Second)
+	}
+	if c.redis != nil {
+		_ = c.redis.shutdown(5 * time.Second)
+	}
+	c.redis, c.nodes = nil, nil
+}
+
+// startGenerators starts one generator with args per target node without
+// waiting: with several, generator i runs shard i/n on node i, all with
+// one room prefix. It returns those started, and the error that stopped
+// the others.
+func (r *runner) startGenerators(ctx context.Context, tag string, targets []*proc, timeout time.Duration, args []string) ([]*loadgen, error) {
+	if len(targets) == 1 {
+		g, err := r.startLoadtest(ctx, tag, wsURL(targets[0]), timeout, args...)
+		if err != nil {
+			return nil, err
+		}
+		return []*loadgen{g}, nil
+	}
+	prefix := fmt.Sprintf("bench%d", time.Now().UnixNano())
+	var started []*loadgen
+	for i, p := range targets {
+		g, err := r.startLoadtest(ctx, fmt.Sprintf("%s-%d", tag, i), wsURL(p), timeout,
+			slices.Concat(args, []string{"--shard", fmt.Sprintf("%d/%d", i, len(targets)), "--room-prefix", prefix})...)
+		if err != nil {
+			return started, err
+		}
+		started = append(started, g)
+	}
+	return started, nil
+}
+
+// waitGenerators waits for every generator started, whatever happened to
+// the others.
+func waitGenerators(started []*loadgen) ([]*genRun, error) {
+	var runs []*genRun
+	var errs []error
+	for _, g := range started {
+		run, err := g.wait()
+		errs = append(errs, err)
+		runs = append(runs, run)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// nodeLetters names the first n nodes: "A, B" or "A, B, C".
+func nodeLetters(n int) string {
+	s := ""
+	for i := range n {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(rune('A' + i))
+	}
+	return s
+}
+
+// safeName turns a row label into a file name for logs and CSVs.
+func safeName(s string) string {
+	out := []rune{}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
+			out = append(out, c)
+		case c == '×':
+			out = append(out, 'x')
+		default:
+			if len(out) > 0 && out[len(out)-1] != '-' {
+				out = append(out, '-')
+			}
+		}
+	}
+	return string(out)
+}
