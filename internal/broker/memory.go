@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 )
 
@@ -13,8 +12,7 @@ type Memory struct {
 	h     memoryHandler
 	rooms atomic.Int64
 
-	mu   sync.Mutex
-	self [2]string // announced name and URL
+	self atomic.Pointer[[2]string] // announced name and URL; nil: not announced
 }
 
 var _ Broker = (*Memory)(nil)
@@ -65,19 +63,16 @@ func (m *Memory) Stats() Stats { return Stats{Up: true, Rooms: m.rooms.Load()} }
 
 // Announce implements Broker.
 func (m *Memory) Announce(name, url string) {
-	m.mu.Lock()
-	m.self = [2]string{name, url}
-	m.mu.Unlock()
+	m.self.Store(&[2]string{name, url})
 }
 
 // Nodes implements Broker: this node alone, once announced.
 func (m *Memory) Nodes(context.Context) (map[string]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.self[0] == "" {
+	self := m.self.Load()
+	if self == nil || self[0] == "" {
 		return map[string]string{}, nil
 	}
-	return map[string]string{m.self[0]: m.self[1]}, nil
+	return map[string]string{self[0]: self[1]}, nil
 }
 
 // Presence implements Broker: a single node's rooms know their members.

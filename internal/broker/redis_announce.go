@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,24 +15,22 @@ const announceTTL = 10 * time.Second
 // announcer holds the name and URL this node announces to the others, and
 // wakes the loop that writes them when they change. Its lock is a leaf.
 type announcer struct {
-	mu   sync.Mutex
-	self [2]string     // name and URL; "" name: not announced
-	wake chan struct{} // announce now
+	self atomic.Pointer[[2]string] // name and URL; nil or "" name: not announced
+	wake chan struct{}             // announce now
 }
 
 // set makes name and url the node's announcement, written at once.
 func (a *announcer) set(name, url string) {
-	a.mu.Lock()
-	a.self = [2]string{name, url}
-	a.mu.Unlock()
+	a.self.Store(&[2]string{name, url})
 	signal(a.wake)
 }
 
 // get returns the node's name and URL ("" name: not announced).
 func (a *announcer) get() [2]string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.self
+	if self := a.self.Load(); self != nil {
+		return *self
+	}
+	return [2]string{}
 }
 
 // Announce implements Broker: it makes this node known to the others as name, reachable at url
