@@ -39,6 +39,7 @@ type comparisonOut struct {
 	args    []string
 	version string
 	rows    []results.ComparisonRow // what it measured so far
+	notes   []string                // transports.json's notes: each run's first error
 }
 
 // transport is a step's transport: websocket unless its bench: says.
@@ -83,8 +84,12 @@ func (r *runner) runRoundTrips(ctx context.Context, sp *spec, steps []loadtest.S
 		}
 		out.rows = append(out.rows, c)
 		rows = append(rows, got.row)
-		r.logf("%-12s %5d clients: %d errors, p50 %.1f ms, p99 %.1f ms, server CPU %.2f s, %.2f MB in, %.2f MB out",
-			c.Transport, c.Clients, c.Errors, c.P50, c.P99, c.ServerCPU, float64(c.BytesIn)/1e6, float64(c.BytesOut)/1e6)
+		sat := ""
+		if c.Saturated {
+			sat = " (GENERATOR SATURATED)"
+		}
+		r.logf("%-12s %5d clients: %d errors, p50 %.1f ms, p99 %.1f ms, server CPU %.2f s, %.2f MB in, %.2f MB out%s",
+			c.Transport, c.Clients, c.Errors, c.P50, c.P99, c.ServerCPU, float64(c.BytesIn)/1e6, float64(c.BytesOut)/1e6, sat)
 		if err := save(); err != nil {
 			return rows, err
 		}
@@ -130,6 +135,7 @@ func (r *runner) comparisonSaver(ctx context.Context, sp *spec, steps []loadtest
 	}
 	return func() error {
 		meta.EndedAt, meta.LoadAfter, meta.Interrupted = time.Now().UTC(), procstat.LoadAvg(), ctx.Err() != nil
+		meta.Notes = out.notes
 		var b bytes.Buffer
 		if err := results.WriteComparison(&b, out.rows); err != nil {
 			return err
@@ -196,6 +202,9 @@ func (r *runner) roundTripStep(ctx context.Context, sp *spec, setups *specSetups
 	}
 	c.ServerCPU = cpu.Seconds()
 	c.BytesIn, c.BytesOut = after[0]-before[0], after[1]-before[1]
+	if s.FirstError != "" {
+		sp.out.notes = append(sp.out.notes, fmt.Sprintf("%s, %d clients: first error: %s", c.Transport, c.Clients, s.FirstError))
+	}
 	return sp.roundTripRow(st, c, s), c, nil
 }
 
