@@ -91,8 +91,7 @@ type Result struct {
 type Scenario struct {
 	Name  string
 	About string
-	// File is the benchmark file it runs (scenarios/NAME.yaml, embedded),
-	// or "" for a scenario still in Go.
+	// File is the benchmark file it runs (scenarios/NAME.yaml, embedded).
 	File string
 	run  func(ctx context.Context, r *runner) ([]Result, error)
 	// medians, when set, summarises the rows of several runs (--repeat).
@@ -100,8 +99,8 @@ type Scenario struct {
 }
 
 // Scenarios lists the benchmarks in the order a full run takes them: the
-// benchmark files of scenarios/ (embedded), then those still in Go. An
-// embedded file that does not parse is left out here, and Run says why.
+// benchmark files of scenarios/ (embedded), by file name. An embedded
+// file that does not parse is left out here, and Run says why.
 func Scenarios() []Scenario {
 	all, _ := allScenarios()
 	return all

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -32,6 +33,9 @@ type spec struct {
 	objs      []slo.Objective
 	bench     specBench
 	stepBench map[string]specStepBench // a step's bench: section, by its name
+	// out, when set, is where a round_trip: run writes its comparison
+	// files and what it says of its command (bench transports' flags).
+	out *comparisonOut
 }
 
 // specBench is a file's bench: section.
@@ -69,6 +73,60 @@ type specBench struct {
 	// Setups are more server setups by name, besides Servers, for the
 	// steps whose bench: servers: names one (two servers side by side).
 	Setups map[string]specServers `yaml:"setups"`
+	// Sweep generates the steps: each file step once per rooms value
+	// and, within it, once per transport (specSweep).
+	Sweep *specSweep `yaml:"sweep"`
+	// RoundTrip, when set, measures each step as round trips: every
+	// client sends one message and waits for it to come back within
+	// this (spec_roundtrip.go); the row's server CPU covers the whole
+	// run, connects included, and the bytes read and written are kept.
+	RoundTrip loadtest.Duration `yaml:"round_trip"`
+	// PollWait and PollInterval are the long-polling and polling
+	// transports' wait and interval (loadtest's --poll-wait and
+	// --poll-interval).
+	PollWait     loadtest.Duration `yaml:"poll_wait"`
+	PollInterval loadtest.Duration `yaml:"poll_interval"`
+	// Comparison names a folder of the work folder (--dir) where a
+	// round_trip: benchmark writes its runs as transports.csv and
+	// transports.json, which scalechat report draws.
+	Comparison string `yaml:"comparison"`
+}
+
+// specSweep generates a benchmark's steps: for each value of Rooms (the
+// values of Smoke with --smoke), for each of Transport (none: the steps'
+// own), each file step with those rooms and that transport, named
+// STEP-TRANSPORT-ROOMS.
+type specSweep struct {
+	Rooms     intRange `yaml:"rooms"`
+	Smoke     intRange `yaml:"smoke"`
+	Transport []string `yaml:"transport"`
+}
+
+// intRange is a list of numbers ([10, 20, 50]) or a range of them
+// ({from: 100, to: 1000, step: 50}).
+type intRange []int
+
+// UnmarshalYAML takes a list or a range.
+func (v *intRange) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var list []int
+		if err := n.Decode(&list); err != nil {
+			return err
+		}
+		*v = list
+		return nil
+	}
+	var rng struct {
+		From int `yaml:"from"`
+		To   int `yaml:"to"`
+		Step int `yaml:"step"`
+	}
+	if err := n.Decode(&rng); err != nil {
+		return err
+	}
+	list, err := ClientSteps(rng.From, rng.To, cmp.Or(rng.Step, 1))
+	*v = list
+	return err
 }
 
 // specStepBench is a step's bench: section.
@@ -102,6 +160,10 @@ type specStepBench struct {
 	// NodeRows adds, for a step split over nodes, a row of its same-node
 	// deliveries and one of its cross-node deliveries.
 	NodeRows bool `yaml:"node_rows"`
+	// Transport is how this step's clients talk to the server:
+	// websocket (the default), long-polling or polling (loadtest's
+	// --transport poll, with the file's poll_wait or poll_interval).
+	Transport string `yaml:"transport"`
 }
 
 // specServers are the servers a benchmark starts: this binary's serve,
@@ -188,6 +250,13 @@ var specMetrics = map[string]string{
 	// µs of generator CPU per message it recorded (sent + received),
 	// over the sending window: what the generator's own work costs.
 	"generator_per_message": "gen %.2f µs/msg",
+	// Of a round_trip: step: the clients whose message did not come
+	// back in time, and the bytes the server read and wrote, in all and
+	// per message sent.
+	"errors":                "%.0f errors",
+	"megabytes":             "%.2f MB",
+	"bytes_in_per_message":  "%.0f B/msg in",
+	"bytes_out_per_message": "%.0f B/msg out",
 }
 
 // parseSpec reads a benchmark file: a scenario file with a bench:
@@ -291,32 +360,33 @@ func specScenario(sp *spec) Scenario {
 		run: func(ctx context.Context, r *runner) ([]Result, error) { return r.runSpec(ctx, sp) }}
 }
 
-// goScenarios are the scenarios that are still Go code: transports, whose
-// clients each send one message and wait for it to come back over three
-// transports in turn at 19 client counts, its server CPU over the whole
-// run (connects included: scalechat plan reads the connect cost from it),
-// its bytes both ways, and its results in the comparison files scalechat
-// report draws; a step of scalechat loadtest measures none of these.
-func goScenarios() []Scenario {
-	return []Scenario{
-		{Name: "transports", About: "100 … 1,000 clients send one message each over WebSocket, long polling, polling: errors, p99, CPU, bytes", run: runTransports},
-	}
-}
-
-// allScenarios are the benchmark files of scenarios/, then the Go
-// scenarios; an embedded file that does not parse is an error (a test
-// keeps them parsing).
+// allScenarios are the benchmark files of scenarios/: every named
+// scenario is one; an embedded file that does not parse is an error (a
+// test keeps them parsing).
 func allScenarios() ([]Scenario, error) {
 	specs, err := shippedSpecs(scenarios.Files())
 	var out []Scenario
 	for _, sp := range specs {
 		out = append(out, specScenario(sp))
 	}
-	out = append(out, goScenarios()...)
 	for i, s := range out {
 		if slices.ContainsFunc(out[:i], func(o Scenario) bool { return o.Name == s.Name }) {
 			return nil, fmt.Errorf("two scenarios are named %q", s.Name)
 		}
 	}
 	return out, err
+}
+
+// shippedSpec is the benchmark file of scenarios/ named name.
+func shippedSpec(name string) (*spec, error) {
+	specs, err := shippedSpecs(scenarios.Files())
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range specs {
+		if sp.sc.Name == name {
+			return sp, nil
+		}
+	}
+	return nil, fmt.Errorf("no benchmark file in scenarios/ is named %q", name)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/scalechat/scalechat/internal/loadtest"
+	"github.com/scalechat/scalechat/internal/results"
 	"github.com/scalechat/scalechat/internal/slo"
 )
 
@@ -55,6 +56,9 @@ func (sp *spec) check() error {
 		if f.As != "" && (f.As != "node_cpu_vs_one_node" || f.On == "" || len(f.Of) != 1 || f.Diff[0] != nil) {
 			return fmt.Errorf("figures %q: as: %q (want node_cpu_vs_one_node, on a step, of one metric, a ratio)", f.Name, f.As)
 		}
+	}
+	if err := sp.checkRoundTrip(); err != nil {
+		return err
 	}
 	for name, s := range b.Setups {
 		if name == "" || name == "default" {
@@ -168,6 +172,8 @@ func (sp *spec) checkStep(i int) error {
 		return fmt.Errorf("nodes: %d (its servers have %d)", sb.Nodes, max(sp.setup(sb.Servers).Nodes, 1))
 	case sb.Place != "" && sb.Place != "split" && sb.Place != "first":
 		return fmt.Errorf("place %q (want split or first)", sb.Place)
+	case sb.Transport != "" && !slices.Contains(results.TransportNames, sb.Transport):
+		return fmt.Errorf("transport %q (want %s)", sb.Transport, strings.Join(results.TransportNames, ", "))
 	}
 	return nil
 }

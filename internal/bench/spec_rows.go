@@ -311,7 +311,8 @@ func (sp *spec) rowName(st loadtest.Step) string {
 // expand fills a template's placeholders with the step's fields and more.
 func (sp *spec) expand(tmpl string, st loadtest.Step, more map[string]string) string {
 	pairs := []string{"{name}", st.Name, "{planned}", rate(planned(st)), "{rooms}", itoa(st.Rooms), "{room_size}", itoa(st.RoomSize), "{clients}", itoa(st.Clients()),
-		"{rooms_per_client}", itoa(st.RoomsPerClient), "{senders}", itoa(st.Senders), "{msg_size}", itoa(st.MsgSize)}
+		"{rooms_per_client}", itoa(st.RoomsPerClient), "{senders}", itoa(st.Senders), "{msg_size}", itoa(st.MsgSize),
+		"{transport}", sp.transport(st)}
 	for k, v := range more {
 		pairs = append(pairs, "{"+k+"}", v)
 	}

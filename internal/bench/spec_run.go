@@ -29,6 +29,9 @@ type specStep struct {
 // one before runs beside it), a row per step judged against the file's
 // objectives, then its figures and knee.
 func (r *runner) runSpecSteps(ctx context.Context, sp *spec, steps []loadtest.Step) ([]Result, error) {
+	if sp.bench.RoundTrip > 0 {
+		return r.runRoundTrips(ctx, sp, steps)
+	}
 	setups := newSpecSetups(r, sp)
 	defer setups.stop()
 	var done []specStep
@@ -144,6 +147,9 @@ func onRow(row *Result, fig Result) {
 // file's smoke: fields, or every step shrunk), at most smoke_steps of
 // them.
 func (sp *spec) steps(smoke bool) []loadtest.Step {
+	if sp.bench.Sweep != nil {
+		return sp.sweepSteps(smoke)
+	}
 	if !smoke {
 		return sp.sc.Steps
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Every benchmark file of scenarios/ parses, each scenario has one name
-// and a line for --help, and the files are listed first.
+// and a line for --help, and every scenario is a file.
 func TestShippedSpecs(t *testing.T) {
 	specs, err := shippedSpecs(scenarios.Files())
 	if err != nil {
@@ -28,11 +28,11 @@ func TestShippedSpecs(t *testing.T) {
 			t.Errorf("scenario %q: twice, or no about", s.Name)
 		}
 		names[s.Name] = true
-		if (i < len(specs)) != (s.File != "") {
+		if i >= len(specs) || s.File == "" {
 			t.Errorf("scenario %d %s: file %q", i, s.Name, s.File)
 		}
 	}
-	for _, want := range []string{"idle", "oneroom", "rooms", "storm", "topics", "cluster-capacity", "rooms-slo", "cluster", "scaling"} {
+	for _, want := range []string{"idle", "oneroom", "rooms", "storm", "topics", "cluster-capacity", "rooms-slo", "cluster", "scaling", "overhead", "compression", "transports"} {
 		if !names[want] {
 			t.Errorf("no scenario %s", want)
 		}
@@ -86,6 +86,22 @@ func TestParseSpec(t *testing.T) {
 		{"during a step beside", "name: t\nsteps:\n  - {name: a, bench: {during: b}}\n  - {name: b, bench: {with: a, after: 1s}}\nbench: {}\n", ""},
 		{"unknown step bench field", "name: t\nsteps:\n  - {name: a, bench: {wiht: x}}\nbench: {}\n", "wiht"},
 		{"figure on a step not there", specBase + "bench: {figures: [{name: f, on: z, ratio: [a, b], of: p99}]}\n", `on "z"`},
+		{"round trips", specBase + "bench: {sweep: {rooms: {from: 10, to: 30, step: 10}, smoke: [1], transport: [websocket, long-polling, polling]}, round_trip: 3s, poll_wait: 5s, poll_interval: 1s, comparison: cmp, figure: [errors, megabytes, bytes_in_per_message]}\n", ""},
+		{"a step's transport", "name: t\nsteps:\n  - {name: a, bench: {transport: polling}}\nbench: {round_trip: 3s, poll_interval: 1s}\n", ""},
+		{"bad step transport", "name: t\nsteps:\n  - {name: a, bench: {transport: pigeon}}\nbench: {}\n", `transport "pigeon"`},
+		{"bad sweep transport", specBase + "bench: {sweep: {rooms: [1], transport: [pigeon]}}\n", `sweep: transport "pigeon"`},
+		{"sweep of no rooms", specBase + "bench: {sweep: {rooms: []}}\n", "rooms: no values"},
+		{"sweep of no room", specBase + "bench: {sweep: {rooms: [0, 2]}}\n", "at least 1"},
+		{"bad sweep range", specBase + "bench: {sweep: {rooms: {from: 5, to: 1}}}\n", "want 1 ≤ from ≤ to"},
+		{"polling without round trips", specBase + "bench: {sweep: {rooms: [1], transport: [polling]}, poll_interval: 1s}\n", "need round_trip"},
+		{"long polling without its wait", specBase + "bench: {sweep: {rooms: [1], transport: [long-polling]}, round_trip: 3s}\n", "poll_wait"},
+		{"long polling beyond the server's wait", specBase + "bench: {sweep: {rooms: [1], transport: [long-polling]}, round_trip: 3s, poll_wait: 61s}\n", "poll_wait"},
+		{"polling without its interval", specBase + "bench: {sweep: {rooms: [1], transport: [polling]}, round_trip: 3s}\n", "poll_interval"},
+		{"comparison without round trips", specBase + "bench: {comparison: cmp}\n", "comparison"},
+		{"comparison out of the work folder", specBase + "bench: {round_trip: 1s, comparison: ../cmp}\n", "comparison"},
+		{"round trips on a cluster", specBase + "bench: {round_trip: 1s, servers: {nodes: 2}}\n", "one server each"},
+		{"round trips to the knee", specBase + "bench: {round_trip: 1s, until: knee}\n", "one server each"},
+		{"round trips without their metrics", specBase + "bench: {round_trip: 1s, servers: {flags: [--metrics-addr, \"\"]}}\n", "no --metrics-addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"slices"
 	"strings"
 
@@ -32,20 +33,12 @@ from benchmarks/results); their history: docs/benchmarks-log.md.
 
 Scenarios (all by default, in this order):
 `
-	var files, code []string
+	var files []string
 	for _, s := range bench.Scenarios() {
 		long += fmt.Sprintf("  %-16s %s\n", s.Name, s.About)
-		if s.File != "" {
-			files = append(files, s.Name)
-		} else {
-			code = append(code, s.Name)
-		}
+		files = append(files, path.Base(s.File))
 	}
-	long += fmt.Sprintf("\n%s are files in scenarios/ (embedded)", strings.Join(files, ", "))
-	if len(code) > 0 {
-		long += fmt.Sprintf("; %s: still Go code (the format cannot say it)", strings.Join(code, ", "))
-	}
-	long += ".\n"
+	long += fmt.Sprintf("\nEvery scenario is a file in scenarios/ (embedded): %s.\n", strings.Join(files, ", "))
 	long += `
 --smoke runs every scenario at tiny sizes in a few seconds each: it proves the command
 works and says nothing about speed. The exit code is 1 when a scenario could not run;

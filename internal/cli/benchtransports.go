@@ -17,17 +17,19 @@ import (
 
 func newBenchTransportsCmd() *cobra.Command {
 	opt := bench.DefaultTransportsOptions()
+	from, to, step := sweepBounds(opt.Clients)
 	var (
-		from, to, step = 100, 1000, 50
-		list           = strings.Join(opt.Transports, ",")
-		smoke          bool
+		list  = strings.Join(opt.Transports, ",")
+		smoke bool
 	)
 	cmd := &cobra.Command{
 		Use:   "transports",
 		Short: "Compare WebSocket, HTTP long polling and plain polling as clients grow",
-		Long: `transports answers "is polling really that much worse?" with numbers. For each number of
-clients (--from … --to in steps of --step), each client, alone in its room, sends one
-message and waits for it to come back; a message not back within --timeout is an error.
+		Long: `transports answers "is polling really that much worse?" with numbers: it runs the
+benchmark file scenarios/transports.yaml (embedded) with its sizes from these flags (their
+defaults are the file's) and keeps its results folder. For each number of clients (--from
+… --to in steps of --step), each client, alone in its room, sends one message and waits
+for it to come back; a message not back within --timeout is an error.
 Each transport runs against a freshly started server (scalechat serve, pinned to CPU 0
 with taskset) driven by scalechat loadtest (pinned to CPU 1): WebSocket, long polling
 (GET with --poll-wait) and plain polling (GET every --poll-interval). The transports of one
@@ -84,4 +86,17 @@ scalechat report --out DIR <--out>.`,
 	f.StringVar(&opt.Out, "out", "", "results folder (default results/transports-<timestamp>)")
 	f.BoolVar(&smoke, "smoke", false, "10 and 20 clients, a 3 s timeout: checks the command works, not speed")
 	return cmd
+}
+
+// sweepBounds are the first, last and step of evenly spaced client
+// counts (the file's sweep), for the flags' defaults.
+func sweepBounds(clients []int) (from, to, step int) {
+	if len(clients) == 0 {
+		return 0, 0, 0
+	}
+	from, to, step = clients[0], clients[len(clients)-1], 1
+	if len(clients) > 1 {
+		step = clients[1] - clients[0]
+	}
+	return from, to, step
 }
