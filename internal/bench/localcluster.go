@@ -68,11 +68,9 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 		return nil, err
 	}
 	for i := range n {
-		port, err := freePort()
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
+		// The node's link listens first: a port freePort gives back is
+		// free only until someone takes it, and the link's listener on :0
+		// once took the node's (CI: "node1 exited", address in use).
 		if c.rc == nil {
 			l, err := newRedisLink("127.0.0.1:" + strconv.Itoa(c.redisPort))
 			if err != nil {
@@ -80,6 +78,11 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 				return nil, err
 			}
 			c.links = append(c.links, l)
+		}
+		port, err := freePort()
+		if err != nil {
+			c.Stop()
+			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		p, err := r.startServerAt(c.ctx, "node"+strconv.Itoa(i), addr, c.nodeFlags(i)...)
