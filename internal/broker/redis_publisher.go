@@ -113,30 +113,41 @@ func (q *publisher) add(jobs ...job) (full bool) {
 // writes, which stay for a later round (held).
 func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	// Every job bound for other nodes goes in this round: the oldest
 	// of them is now the round's.
 	if w := q.waiting.Swap(0); w != 0 {
 		q.sending.Store(w)
 	}
-	if len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && now.Sub(q.persistAt) < q.persistLinger {
-		batch, q.pending = q.pending, into
+	held = len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && now.Sub(q.persistAt) < q.persistLinger
+	batch, q.pending = q.pending, into
+	if held {
+		q.mu.Unlock()
 		return batch, true
 	}
-	batch = q.takePersists(into)
-	batch = append(batch, q.pending...)
-	clear(q.pending)
-	q.pending = q.pending[:0]
+	persists := q.persists
+	q.persists = nil
 	q.persistAt, q.handing = time.Time{}, false
-	return batch, false
+	q.mu.Unlock()
+	if len(persists) == 0 {
+		return batch, false
+	}
+	// Sorted once let go: rooms publishing (keep, under their own lock)
+	// wait for mu, never for the sort.
+	byRoomStable(persists)
+	return append(persists, batch...), false
+}
+
+// byRoomStable puts each room's writes side by side, in their order, so
+// that a room's messages of the linger share a script call and a stream
+// entry; the order between rooms does not matter.
+func byRoomStable(persists []job) {
+	slices.SortStableFunc(persists, func(a, b job) int { return strings.Compare(a.room, b.room) })
 }
 
 // takePersists appends the pending writes of owned rooms to into, each
-// room's side by side in their order, so that a room's messages of the
-// linger share a script call and a stream entry; the order between rooms
-// does not matter. The caller holds mu.
+// room's side by side (byRoomStable). The caller holds mu.
 func (q *publisher) takePersists(into []job) []job {
-	slices.SortStableFunc(q.persists, func(a, b job) int { return strings.Compare(a.room, b.room) })
+	byRoomStable(q.persists)
 	into = append(into, q.persists...)
 	clear(q.persists)
 	q.persists = q.persists[:0]
