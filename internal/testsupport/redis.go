@@ -71,18 +71,60 @@ func (s *Redis) cli(args ...string) string {
 }
 
 // WaitReplicas waits up to timeout until n replicas acknowledged every
-// write the server took before (Redis's WAIT) and reports how many did.
+// write the server took before the call, and reports how many did.
 // Replication is asynchronous: a master killed before its replica read
 // the last writes takes them with it, which a test of what survives a
-// failover must rule out first. An answer that is no count (the server
-// down, an error) is an error naming it.
+// failover must rule out first. It compares offsets (INFO replication:
+// the master's, then each replica's acknowledged one, which replicas send
+// every second): Redis's WAIT counts only the writes of the client that
+// asks, and a client of its own has none, so WAIT answered at once (a
+// failover test so lost the last writes on a loaded machine). An answer
+// without the master's offset (the server down, an error) is an error
+// naming it.
 func (s *Redis) WaitReplicas(n int, timeout time.Duration) (int, error) {
-	out := strings.TrimSpace(s.cli("WAIT", strconv.Itoa(n), strconv.FormatInt(timeout.Milliseconds(), 10)))
-	got, err := strconv.Atoi(out)
-	if err != nil {
-		return 0, fmt.Errorf("WAIT answered %q, not a count of replicas", out)
+	info := s.cli("INFO", "replication")
+	target, ok := replField(info, "master_repl_offset")
+	if !ok {
+		return 0, fmt.Errorf("INFO replication answered %q, without the master's offset", info)
 	}
-	return got, nil
+	deadline := time.Now().Add(timeout)
+	for {
+		acked := ackedReplicas(s.cli("INFO", "replication"), target)
+		if acked >= n || time.Now().After(deadline) {
+			return acked, nil
+		}
+		time.Sleep(50 * time.Millisecond) // replicas acknowledge once a second: no signal to wait on
+	}
+}
+
+// replField reads an integer field of INFO's "name:value" lines.
+func replField(info, name string) (int64, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// ackedReplicas counts the replicas in INFO replication ("slaveK:ip=…,
+// offset=N,…") whose acknowledged offset reached target.
+func ackedReplicas(info string, target int64) int {
+	acked := 0
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "offset=") {
+			continue
+		}
+		for _, kv := range strings.Split(strings.TrimSpace(line), ",") {
+			if v, ok := strings.CutPrefix(kv, "offset="); ok {
+				if off, err := strconv.ParseInt(v, 10, 64); err == nil && off >= target {
+					acked++
+				}
+			}
+		}
+	}
+	return acked
 }
 
 // Addr returns host:port.
