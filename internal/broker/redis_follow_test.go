@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -194,4 +195,30 @@ func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
 	testsupport.Eventually(t, 20*time.Second, "the owner back", func() bool { return owner.b.Up() })
 	owner.publish("r", "after")
 	follower.hasSeq(t, "r", 2)
+}
+
+// TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway: while Redis is away
+// an owner goes on ordering the rooms only it has, and refuses the rooms
+// other nodes follow, as the Redis order refuses shared rooms: their
+// messages would reach its own members alone, a sender alone there no one
+// (the audit once counted such a send as lost under a Redis restart).
+func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true}
+	owner, follower := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	for _, r := range []string{"shared", "solo"} {
+		owner.join(t, r)
+		owner.h.waitFor(t, 10*time.Second, r+" owned", func() bool { return owner.h.rooms[r].owned })
+	}
+	follower.join(t, "shared")
+	owner.publish("shared", "before")
+	follower.hasSeq(t, "shared", 1)
+	rs.Stop()
+	testsupport.Eventually(t, 10*time.Second, "the owner to see Redis gone", func() bool { return !owner.b.Up() })
+	if err := owner.b.Publish(Publication{Room: "shared", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a followed room's publish while Redis is away: %v, want ErrUnavailable", err)
+	}
+	if err := owner.b.Publish(Publication{Room: "solo", Prefix: []byte("during#"), From: 3}); err != nil {
+		t.Errorf("a room owned alone refused while Redis is away: %v", err)
+	}
 }

@@ -611,7 +611,13 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // healthState.localMu (whileDown), so that recovery knows when the last
 // publish of the outage is done.
 func (b *Redis) publishDown(p Publication) error {
-	if b.h.PublishOwned(p, b.keep) {
+	// With the owner order a room other nodes follow is shared: while Redis
+	// is away its messages would reach this node's members alone (a sender
+	// alone here: no one, though answered a seq), so it is refused as a
+	// shared room of the Redis order is. Nobody can start following it
+	// meanwhile: that takes Redis.
+	followed := b.cfg.OwnerOrder && len(b.follow.followersOf(p.Room)) > 0
+	if !followed && b.h.PublishOwned(p, b.keep) {
 		b.count.local.Add(1)
 		return nil
 	}
