@@ -246,8 +246,9 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 			continue
 		}
 		if e.Seq > next || e.Seq > to {
-			// A hole: the stream no longer holds next (it fell out of
-			// the history). Delivering past it would skip it in silence.
+			// Past to (an entry's run goes on beyond it): done. Or a
+			// hole: the stream no longer holds next (it fell out of the
+			// history), and delivering past it would skip it in silence.
 			break
 		}
 		b.count.gaps.Add(1)
