@@ -390,3 +390,20 @@ func TestRedisClusterBatchesPersistsPerSlot(t *testing.T) {
 		t.Errorf("stats %+v: a call crossed slots?", s)
 	}
 }
+
+// Without history the writes of an owned room raise its counter alone: no
+// stream, and no message sent to the script.
+func TestRedisPersistWithoutHistoryRaisesTheCounter(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a := startNode(t, rs.URL(), 0)
+	ownRooms(t, a, "r")
+	persistRound(a, []string{"r"}, 2, 3)
+	ctx := context.Background()
+	testsupport.Eventually(t, 10*time.Second, "r's counter at 3", func() bool {
+		n, _ := a.b.rdb.Get(ctx, a.b.seqKey("r")).Uint64()
+		return n == 3
+	})
+	if n := a.b.rdb.Exists(ctx, a.b.historyKey("r")).Val(); n != 0 {
+		t.Errorf("a room without history has a stream in Redis")
+	}
+}

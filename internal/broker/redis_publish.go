@@ -420,7 +420,7 @@ func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, 
 	var msgs [][]int
 	c.rooms, msgs = byRoom(batch, c.js)
 	keys := make([]string, 0, 5*len(c.rooms))
-	args := make([]any, 0, 3+2*len(c.rooms)+2*len(c.js))
+	args := make([]any, 0, 3+2*len(c.rooms)+3*len(c.js)) // at most a run a message
 	// Renewed once a renewInterval, as publishCmd's.
 	args = append(args, b.id, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)))
 	for n, r := range c.rooms {
@@ -430,6 +430,12 @@ func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, 
 			if renew[i] == "1" {
 				flag = "1"
 			}
+		}
+		if rc.History == 0 {
+			// No history kept: the script raises the counter alone, so
+			// one run of the last seq, without the messages.
+			args = append(args, flag, 1, batch[msgs[n][len(msgs[n])-1]].e.Seq, "m", "")
+			continue
 		}
 		args = appendRuns(append(args, flag), batch, msgs[n])
 	}
