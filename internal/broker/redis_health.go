@@ -160,8 +160,17 @@ func (b *Redis) healthLoop(ctx context.Context) {
 	}
 }
 
-// backoff is an exponential backoff with full jitter, 50 ms to 5 s.
+// backoff is an exponential backoff with jitter, from 50 ms up to
+// maxBackoff.
 type backoff struct{ next time.Duration }
+
+// maxBackoff bounds backoff: a node tries Redis again at least about once
+// a second (each sleep within 1.5 times it), so that after an outage of any
+// length it is back within the lease of grace its peers give it
+// (leaseLoop's back) and they do not take it for dead. A dial and a PING a
+// second a node cost Redis nothing. It was 5 s (sleeps up to 7.5 s): a node
+// back that late lost the rooms it owned to their followers.
+const maxBackoff = nodeLease / 4
 
 func newBackoff() backoff { return backoff{next: 50 * time.Millisecond} }
 
@@ -170,6 +179,6 @@ func (b *backoff) reset() { b.next = 50 * time.Millisecond }
 // sleep waits for the next attempt and reports whether ctx is still live.
 func (b *backoff) sleep(ctx context.Context) bool {
 	d := time.Duration(rand.Int64N(int64(b.next))) + b.next/2
-	b.next = min(b.next*2, 5*time.Second)
+	b.next = min(b.next*2, maxBackoff)
 	return sleepCtx(ctx, d)
 }
