@@ -182,7 +182,11 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		opts.DialTimeout = time.Second
 		opts.ReadTimeout = 2 * time.Second
 		opts.WriteTimeout = 2 * time.Second
-		opts.MaxRetries = 0 // a failed publish falls back to local delivery at once
+		// Never retried by the client: a round it sent again after its
+		// connection broke would run its scripts and PUBLISHes twice, and
+		// a message Redis or an owner ordered already would get a second
+		// seq. go-redis reads 0 as its default, 3 retries; -1 is none.
+		opts.MaxRetries = -1
 		opts.DialerRetries = 1
 		opts.PoolSize = 8
 		opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)

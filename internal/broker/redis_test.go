@@ -325,6 +325,31 @@ func TestNewRedisRejectsABadURL(t *testing.T) {
 	}
 }
 
+// TestRedisClientNeverRetries: the client sends a round once. go-redis
+// sends a pipeline again after a broken connection, up to MaxRetries times,
+// and reads 0 as 3: a round sent again runs its scripts and PUBLISHes
+// twice, and a message ordered already gets a second seq
+// (TestClusterForwardLostInFlightIsRefusedToItsSender saw it).
+func TestRedisClientNeverRetries(t *testing.T) {
+	for _, url := range []string{"redis://127.0.0.1:1/0", "redis-cluster://127.0.0.1:1"} {
+		b, err := NewRedis(Config{URL: url}, newFakeRooms())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var retries int
+		switch c := b.rdb.(type) {
+		case *redis.Client:
+			retries = c.Options().MaxRetries
+		case *redis.ClusterClient:
+			retries = c.Options().MaxRetries
+		}
+		if retries > 0 {
+			t.Errorf("%s: the client retries a failed round %d times, want never", url, retries)
+		}
+		_ = b.rdb.Close()
+	}
+}
+
 // TestRedisOwnedRoom: a room whose only subscriber is one node is ordered
 // on that node (Redis stores it behind), handed over in one order when
 // another node joins, and taken over with a new epoch when its owner dies.

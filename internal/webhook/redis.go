@@ -152,7 +152,7 @@ func newWebhookClient(url string) (redis.UniversalClient, error) {
 	opts.DialTimeout = time.Second
 	opts.ReadTimeout = 3 * time.Second // above XREAD's block
 	opts.WriteTimeout = 2 * time.Second
-	opts.MaxRetries = 0
+	opts.MaxRetries = -1 // none (0 is go-redis's default, 3): a script run twice would count a change twice
 	opts.PoolSize = 4
 	return redis.NewClient(opts), nil
 }
