@@ -137,8 +137,7 @@ type Redis struct {
 	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
 	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
 	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
-	grants grantSet      // rooms Redis granted this node (redis_ownstate.go)
-	blocks blockSet      // rooms another node holds: their publishes wait
+	own    ownState      // rooms Redis granted this node, and those another node holds (redis_ownstate.go)
 	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
 	follow followSet     // the owner protocol's followers, owners and forwards (redis_follow.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
@@ -214,7 +213,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
+		own: newOwnState(), follow: newFollowSet(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
@@ -289,7 +288,7 @@ func (c *counters) read(s *Stats) {
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
 	n := b.sub.count()
-	held := b.grants.len()
+	held := b.own.heldCount()
 	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)
 	return s
@@ -358,7 +357,7 @@ func (b *Redis) handOver() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rooms := b.grants.rooms()
+	rooms := b.own.heldRooms()
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)

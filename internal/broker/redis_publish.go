@@ -218,7 +218,7 @@ func linger(ctx context.Context, t *time.Timer, d, publish time.Duration, wake c
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	// A publish queued before its room was blocked waits behind the held
 	// ones: sent now, it could be ordered before them.
-	batch = b.blocks.divert(batch)
+	batch = b.own.divert(batch)
 	var calls []call
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		calls = b.round(ctx, p, batch)
@@ -683,7 +683,7 @@ const deliverNodes = "n"
 // messages on the other nodes of their rooms.
 func (b *Redis) refusePending() {
 	batch := b.pub.take(nil)
-	held := b.blocks.takeAll()
+	held := b.own.unblockAll()
 	for _, j := range batch {
 		if j.kind == jobPublish {
 			held = append(held, j.p)

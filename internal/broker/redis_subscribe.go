@@ -268,7 +268,7 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 // seq and epoch, and get history_gap (with reset for a new epoch) and what
 // the stream holds, instead of missing messages in silence.
 func (b *Redis) lostStream(room, why string) {
-	b.grants.take(room)
+	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
