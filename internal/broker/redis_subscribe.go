@@ -31,9 +31,9 @@ type roomState struct {
 // subscriptions is the rooms this node subscribed to, the (un)subscriptions
 // queued for subscribeLoop, and who waits for a room's owner to release it.
 // rooms is written by the subscription goroutine alone and read by others
-// under mu; a roomState's fields are read and written under mu. mu is
-// taken under shardConns.mu and fillMu, and only kept's lock (a leaf) is
-// taken under it: the wakes sent under it never block.
+// under mu; a roomState's fields, and kept, are read and written under mu.
+// mu is taken under shardConns.mu and fillMu, and nothing is taken under it:
+// the wakes sent under it never block.
 type subscriptions struct {
 	mu       sync.Mutex
 	cmds     []subCmd
