@@ -137,9 +137,8 @@ type Redis struct {
 	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
 	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
 	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
-	own    ownState      // rooms Redis granted this node, and those another node holds (redis_ownstate.go)
+	own    ownState      // rooms granted here, held elsewhere, followed (redis_ownstate.go, redis_followset.go)
 	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
-	follow followSet     // the owner protocol's followers, owners and forwards (redis_follow.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
 	count  counters      // what Stats reports
 
@@ -213,7 +212,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		own: newOwnState(), follow: newFollowSet(),
+		own:  newOwnState(),
 		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
 		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
@@ -361,7 +360,7 @@ func (b *Redis) handOver() {
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)
-		if fs := b.follow.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
+		if fs := b.own.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
 			jobs = append(jobs, b.handoffJob(r, seq, fs))
 			continue
 		}

@@ -100,7 +100,7 @@ func (b *Redis) holds(room string) bool { return b.own.holds(room) }
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
 	if b.own.giveUp(room) {
-		if fs := b.follow.takeFollowers(room); b.cfg.OwnerOrder && len(fs) > 0 {
+		if fs := b.own.takeFollowers(room); b.cfg.OwnerOrder && len(fs) > 0 {
 			b.handOff(room, seq, fs)
 			return
 		}
@@ -162,7 +162,7 @@ func (b *Redis) onTakenOver(name string) {
 	if b.own.holds(name) {
 		b.lostRoom(name)
 	}
-	if b.follow.ownerOf(name) != "" {
+	if b.own.ownerOf(name) != "" {
 		b.dropFollowed(name, "taken over by another node")
 	}
 }

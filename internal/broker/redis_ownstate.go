@@ -6,11 +6,13 @@ import (
 )
 
 // ownState is this node's state of room ownership (redis_own.go): the
-// rooms Redis granted this node, and the publishes held behind rooms
-// another node holds. The two are never changed together, and no step
-// holds the lock long: one lock serves both. It may be held while
-// publisher.mu is taken (release), never the other way round; nothing else
-// is taken under it.
+// rooms Redis granted this node, the publishes held behind rooms another
+// node holds, and with --room-order owner the followers and owners of
+// rooms (follows, redis_followset.go). No step changes two of them
+// together, nor holds the lock long: one lock serves all three. It is
+// taken under a room's lock (keep, Follow's add), healthState.localMu
+// (publishDown) and fillMu; it may be held while publisher.mu is taken
+// (unblock), never the other way round; nothing else is taken under it.
 type ownState struct {
 	mu      sync.Mutex
 	granted map[string]bool // the rooms Redis granted this node, not given up
@@ -19,10 +21,11 @@ type ownState struct {
 	// (Redis.block). A room's publishes leave in the order they came.
 	blocked  map[string][]Publication
 	nBlocked atomic.Int64 // len(blocked), read without the lock
+	follows               // the owner protocol's followers, owners and forwards
 }
 
 func newOwnState() ownState {
-	return ownState{granted: make(map[string]bool), blocked: make(map[string][]Publication)}
+	return ownState{granted: make(map[string]bool), blocked: make(map[string][]Publication), follows: newFollows()}
 }
 
 // grant records that Redis granted this node the room.

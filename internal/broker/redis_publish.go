@@ -31,7 +31,7 @@ func (b *Redis) Publish(p Publication) error {
 	// followers (the owner order), whose messages would queue. Read once:
 	// a clock read a publish while anything waits.
 	over := b.cfg.OwnerOrder && b.overloaded()
-	if over && len(b.follow.followersOf(p.Room)) > 0 {
+	if over && len(b.own.followersOf(p.Room)) > 0 {
 		return b.refuseOverloaded(p)
 	}
 	if b.h.PublishOwned(p, b.keep) {
@@ -622,7 +622,7 @@ func (b *Redis) publishDown(p Publication) error {
 	// alone here: no one, though answered a seq), so it is refused as a
 	// shared room of the Redis order is. Nobody can start following it
 	// meanwhile: that takes Redis.
-	followed := b.cfg.OwnerOrder && len(b.follow.followersOf(p.Room)) > 0
+	followed := b.cfg.OwnerOrder && len(b.own.followersOf(p.Room)) > 0
 	if !followed && b.h.PublishOwned(p, b.keep) {
 		b.count.local.Add(1)
 		return nil
