@@ -138,7 +138,6 @@ type Redis struct {
 	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
 	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
 	own    ownState      // rooms granted here, held elsewhere, followed (redis_ownstate.go, redis_followset.go)
-	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
 	count  counters      // what Stats reports
 
@@ -212,9 +211,8 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		own:  newOwnState(),
-		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
-		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
+		own: newOwnState(),
+		ann: announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
 	b.shards = shardConns{conns: make(map[string]*pubsub), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
 	if cluster == nil {
