@@ -60,12 +60,8 @@ func TestForeignLockSitesFound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "x.go")
-			if err := os.WriteFile(path, []byte("package x\n"+c.src+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
 			var got []string
-			for _, s := range foreignLockSites(t, path) {
+			for _, s := range foreignLockSites(t, sourceFile(t, c.src)) {
 				got = append(got, s.key)
 			}
 			if strings.Join(got, ",") != strings.Join(c.want, ",") {
@@ -111,11 +107,7 @@ func TestMutexDeclsFound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "x.go")
-			if err := os.WriteFile(path, []byte("package x\n"+c.src+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			got := mutexDecls(t, path)
+			got := mutexDecls(t, sourceFile(t, c.src))
 			if strings.Join(got, ",") != strings.Join(c.want, ",") {
 				t.Errorf("mutexes %v, want %v", got, c.want)
 			}
@@ -213,6 +205,17 @@ func unstar(typ ast.Expr) ast.Expr {
 		return s.X
 	}
 	return typ
+}
+
+// sourceFile writes src, declarations of a package x, to a file of its own
+// and returns its path.
+func sourceFile(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "x.go")
+	if err := os.WriteFile(path, []byte("package x\n"+src+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 type lockSite struct {
