@@ -137,10 +137,7 @@ type Redis struct {
 	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
 	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
 	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
-	grants grantSet      // rooms Redis granted this node (redis_ownstate.go)
-	blocks blockSet      // rooms another node holds: their publishes wait
-	pres   presenceState // what this node reported, whom it follows (redis_presence.go)
-	follow followSet     // the owner protocol's followers, owners and forwards (redis_follow.go)
+	own    ownState      // rooms granted here, held elsewhere, followed (redis_ownstate.go, redis_followset.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
 	count  counters      // what Stats reports
 
@@ -218,9 +215,8 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		grants: newGrantSet(), blocks: newBlockSet(), follow: newFollowSet(),
-		pres: presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)},
-		ann:  announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
+		own: newOwnState(),
+		ann: announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
 	b.shards = shardConns{conns: make(map[string]*pubsub), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
 	if cluster == nil {
@@ -293,7 +289,7 @@ func (c *counters) read(s *Stats) {
 // Stats implements Broker.
 func (b *Redis) Stats() Stats {
 	n := b.sub.count()
-	held := b.grants.len()
+	held := b.own.heldCount()
 	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)
 	return s
@@ -362,11 +358,11 @@ func (b *Redis) handOver() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rooms := b.grants.rooms()
+	rooms := b.own.heldRooms()
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)
-		if fs := b.follow.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
+		if fs := b.own.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
 			jobs = append(jobs, b.handoffJob(r, seq, fs))
 			continue
 		}

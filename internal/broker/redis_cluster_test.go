@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -123,6 +124,7 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	if len(masters) < 2 {
 		t.Fatalf("the rooms all live on one master (%v): pick other names", masters)
 	}
+	occupancyFromEveryMaster(t, a, b, rooms)
 	a.b.shards.mu.Lock()
 	conns := len(a.b.shards.conns)
 	a.b.shards.mu.Unlock()
@@ -202,4 +204,20 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 		a.publish(r, "end")
 		b.hasSeq(t, r, 3)
 	}
+}
+
+// occupancyFromEveryMaster checks that Occupancy finds the presence of
+// rooms that live on several masters: a scan per master, merged.
+func occupancyFromEveryMaster(t *testing.T, a, b *node, rooms []string) {
+	t.Helper()
+	want := map[string]map[string]int{}
+	for i, r := range rooms {
+		a.b.Presence(r, "alice", i+1)
+		b.b.Presence(r, "bob", 1)
+		want[r] = map[string]int{"alice": i + 1, "bob": 1}
+	}
+	testsupport.Eventually(t, 10*time.Second, "every master's presence in the occupancy", func() bool {
+		got, err := b.b.Occupancy(context.Background(), "")
+		return err == nil && reflect.DeepEqual(got, want)
+	})
 }

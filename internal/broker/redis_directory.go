@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,15 +152,23 @@ func (b *Redis) presenceKeys(ctx context.Context) ([]string, error) {
 	if b.cluster == nil {
 		return scan(ctx, b.rdb)
 	}
-	var mu sync.Mutex
+	// Each master's scan runs in a goroutine of its own and hands its keys
+	// over a channel: no lock. ForEachMaster returns once every scan has
+	// sent, and err is read after found is closed.
+	found := make(chan []string)
+	var err error
+	go func() {
+		err = b.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			keys, err := scan(ctx, c)
+			found <- keys
+			return err
+		})
+		close(found)
+	}()
 	var all []string
-	err := b.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		keys, err := scan(ctx, c)
-		mu.Lock()
+	for keys := range found {
 		all = append(all, keys...)
-		mu.Unlock()
-		return err
-	})
+	}
 	return all, err
 }
 

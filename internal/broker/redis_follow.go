@@ -72,7 +72,7 @@ func (b *Redis) sendTo(node string, rec []byte) {
 // keepFollowed is keep's part for a room with followers: each gets the
 // message. The caller holds the room's lock, so they queue in seq order.
 func (b *Redis) keepFollowed(room string, e Entry) bool {
-	fs := b.follow.followersOf(room)
+	fs := b.own.followersOf(room)
 	if len(fs) == 0 {
 		return false
 	}
@@ -91,12 +91,12 @@ func (b *Redis) keepFollowed(room string, e Entry) bool {
 // forwardPublish sends p on to the owner of its room, if this node follows
 // the room, and reports whether it did.
 func (b *Redis) forwardPublish(p Publication) bool {
-	owner := b.follow.ownerOf(p.Room)
+	owner := b.own.ownerOf(p.Room)
 	if owner == "" {
 		return false
 	}
 	p.From, p.Target = -1, nil
-	req := b.follow.addPending(p, owner, time.Now(), 1)
+	req := b.own.addPending(p, owner, time.Now(), 1)
 	b.sendTo(owner, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	return true
 }
@@ -130,7 +130,7 @@ func (b *Redis) onFollow(ctx context.Context, payload string) {
 func (b *Redis) onFollowRec(r followRec) {
 	switch r.kind {
 	case recAck:
-		fw, ok := b.follow.takePending(r.req)
+		fw, ok := b.own.takePending(r.req)
 		p := fw.p
 		switch {
 		case !ok: // refused already: it waited too long
@@ -144,23 +144,23 @@ func (b *Redis) onFollowRec(r followRec) {
 			}
 		}
 	case recSnapshot, recNotOwner:
-		b.follow.answer(r)
+		b.own.answer(r)
 	case recFollow:
 		b.onFollowAsk(r.room, r.node)
 	case recUnfollow:
-		b.follow.removeFollower(r.room, r.node)
+		b.own.removeFollower(r.room, r.node)
 	case recForward:
 		b.onForward(r)
 	case recOwn:
-		b.follow.setOwner(r.room, "")
-		b.follow.setFollowers(r.room, r.nodes)
+		b.own.setOwner(r.room, "")
+		b.own.setFollowers(r.room, r.nodes)
 		b.owns(r.room, r.seq)
 	case recOwner:
-		if b.follow.ownerOf(r.room) != "" {
-			b.follow.setOwner(r.room, r.node)
+		if b.own.ownerOf(r.room) != "" {
+			b.own.setOwner(r.room, r.node)
 		}
 	case recDropped:
-		if b.follow.ownerOf(r.room) == r.node {
+		if b.own.ownerOf(r.room) == r.node {
 			b.dropFollowed(r.room, "its owner dropped it")
 		}
 	}
@@ -174,7 +174,7 @@ func (b *Redis) tellDropped(room string) {
 	if !b.cfg.OwnerOrder {
 		return
 	}
-	for _, node := range b.follow.takeFollowers(room) {
+	for _, node := range b.own.takeFollowers(room) {
 		b.sendTo(node, encRoomNode(recDropped, room, b.id))
 	}
 }
@@ -183,7 +183,7 @@ func (b *Redis) tellDropped(room string) {
 // taken under the room's order, or N when this node does not order it now.
 func (b *Redis) onFollowAsk(room, node string) {
 	_, _, _, ok := b.h.Follow(room, func(epoch string, seq uint64, tail []Entry) {
-		b.follow.addFollower(room, node)
+		b.own.addFollower(room, node)
 		b.sendTo(node, encSnapshot(room, epoch, seq, tail))
 	})
 	if !ok {
@@ -209,8 +209,8 @@ func (b *Redis) onForward(r followRec) {
 // followWait while its lease is gone is taken over, and the room loaded
 // again (now this node's). It runs on its own goroutine, one per room.
 func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomState) {
-	w := b.follow.await(name)
-	defer b.follow.stopAwaiting(name, w)
+	w := b.own.await(name)
+	defer b.own.stopAwaiting(name, w)
 	for ctx.Err() == nil && b.sub.stillSubscribed(name, st) {
 		b.sendTo(owner, encRoomNode(recFollow, name, b.id))
 		t := time.NewTimer(followWait)
@@ -243,7 +243,7 @@ func (b *Redis) followed(name, owner string, st *roomState, r followRec) {
 		b.sendTo(owner, encRoomNode(recUnfollow, name, b.id))
 		return
 	}
-	b.follow.setOwner(name, owner)
+	b.own.setOwner(name, owner)
 	b.sub.keepAlive(name, st)
 	b.h.Loaded(name, r.epoch, r.seq, r.tail)
 }
@@ -309,8 +309,8 @@ func (b *Redis) reload(ctx context.Context, name string, st *roomState, wait tim
 
 // unfollow tells a room's owner that this node frees the room.
 func (b *Redis) unfollow(room string) {
-	if owner := b.follow.ownerOf(room); owner != "" {
-		b.follow.setOwner(room, "")
+	if owner := b.own.ownerOf(room); owner != "" {
+		b.own.setOwner(room, "")
 		b.sendTo(owner, encRoomNode(recUnfollow, room, b.id))
 	}
 }
@@ -319,10 +319,10 @@ func (b *Redis) unfollow(room string) {
 // ended: their members resume, and the next load takes the room over.
 // The publishes forwarded to it are refused.
 func (b *Redis) ownerGone(node string) {
-	for _, room := range b.follow.followedFrom(node) {
+	for _, room := range b.own.followedFrom(node) {
 		b.dropFollowed(room, "its owner's lease ended")
 	}
-	for _, fw := range b.follow.takeExpired(time.Time{}, node) {
+	for _, fw := range b.own.takeExpired(time.Time{}, node) {
 		b.unsent(fw.p)
 	}
 }
@@ -330,7 +330,7 @@ func (b *Redis) ownerGone(node string) {
 // dropFollowed drops a room followed here: its members resume into the
 // room loaded anew.
 func (b *Redis) dropFollowed(room, why string) {
-	b.follow.setOwner(room, "")
+	b.own.setOwner(room, "")
 	if b.h.Drop(room) {
 		b.count.dropped.Add(1)
 		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
@@ -345,7 +345,7 @@ func (b *Redis) dropFollowed(room, why string) {
 // forwarded to it in earlier rounds waits for its answer or forwardTimeout:
 // it may have been ordered.
 func (b *Redis) unheard(node string) {
-	for _, room := range b.follow.followedFrom(node) {
+	for _, room := range b.own.followedFrom(node) {
 		b.dropFollowed(room, "its owner no longer listens to Redis")
 	}
 }
@@ -369,7 +369,7 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 			b.unsent(p)
 			return
 		}
-		req := b.follow.addPending(p, holder, time.Now(), tries)
+		req := b.own.addPending(p, holder, time.Now(), tries)
 		b.sendTo(holder, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	})
 }
@@ -408,7 +408,7 @@ func (b *Redis) forwardsIn(batch []job, js []int) []forward {
 			continue
 		}
 		if rs, err := splitFollow(string(rec), nil); err == nil && len(rs) == 1 {
-			if fw, ok := b.follow.takePending(rs[0].req); ok {
+			if fw, ok := b.own.takePending(rs[0].req); ok {
 				fws = append(fws, fw)
 			}
 		}
@@ -428,7 +428,7 @@ func (b *Redis) sendFailed(batch []job, js []int) {
 // expireForwards refuses the forwarded publishes whose owner has not
 // answered within forwardTimeout.
 func (b *Redis) expireForwards(now time.Time) {
-	for _, fw := range b.follow.takeExpired(now.Add(-forwardTimeout), "") {
+	for _, fw := range b.own.takeExpired(now.Add(-forwardTimeout), "") {
 		b.unsent(fw.p)
 	}
 }

@@ -176,7 +176,7 @@ func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
 	owner.b.Presence("r", "u", 1) // the follower follows the owner's presence, so checks its lease
 	owner.publish("r", "before")
 	follower.hasSeq(t, "r", 1)
-	testsupport.Eventually(t, 10*time.Second, "the owner's presence seen", func() bool { return len(follower.b.pres.following()) == 1 })
+	testsupport.Eventually(t, 10*time.Second, "the owner's presence seen", func() bool { return len(follower.b.sub.presencePeers()) == 1 })
 
 	rs.Pause()
 	px.Refuse(true) // the owner gets back later than the follower

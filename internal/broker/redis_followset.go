@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"sync"
 	"time"
 )
 
@@ -22,12 +21,13 @@ const (
 	retryWait       = 100 * time.Millisecond
 )
 
-// followSet is this node's side of the owner protocol: the followers of
-// each room it owns, the owner of each room it follows, the loads waiting
-// for an owner's snapshot and the forwarded publishes waiting for their
-// seq. Its lock is a leaf, taken under a room's lock (keep, Follow's add).
-type followSet struct {
-	mu        sync.Mutex
+// follows is this node's side of the owner protocol (--room-order owner):
+// the followers of each room it owns, the owner of each room it follows,
+// the loads waiting for an owner's snapshot and the forwarded publishes
+// waiting for their seq. It is part of ownState, under ownState.mu, which a
+// room's lock may be held while taking (keep, Follow's add): the methods
+// below take it, and nothing is taken under it.
+type follows struct {
 	followers map[string][]string       // room owned here → the nodes that follow it
 	owners    map[string]string         // room followed here → its owner
 	waiting   map[string]chan followRec // room loading from its owner → its answer
@@ -35,27 +35,27 @@ type followSet struct {
 	nextReq   uint64
 }
 
-func newFollowSet() followSet {
-	return followSet{followers: map[string][]string{}, owners: map[string]string{},
+func newFollows() follows {
+	return follows{followers: map[string][]string{}, owners: map[string]string{},
 		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}}
 }
 
 // addFollower records that node follows room, owned here.
-func (f *followSet) addFollower(room, node string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, n := range f.followers[room] {
+func (s *ownState) addFollower(room, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.followers[room] {
 		if n == node {
 			return
 		}
 	}
-	f.followers[room] = append(f.followers[room], node)
+	s.followers[room] = append(s.followers[room], node)
 }
 
-func (f *followSet) removeFollower(room, node string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fs := f.followers[room]
+func (s *ownState) removeFollower(room, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.followers[room]
 	for i, n := range fs {
 		if n == node {
 			fs = append(fs[:i:i], fs[i+1:]...)
@@ -63,62 +63,62 @@ func (f *followSet) removeFollower(room, node string) {
 		}
 	}
 	if len(fs) == 0 {
-		delete(f.followers, room)
+		delete(s.followers, room)
 	} else {
-		f.followers[room] = fs
+		s.followers[room] = fs
 	}
 }
 
 // followersOf returns the nodes following room; the slice is not to be
 // changed.
-func (f *followSet) followersOf(room string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.followers[room]
+func (s *ownState) followersOf(room string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followers[room]
 }
 
 // takeFollowers returns and forgets the followers of room.
-func (f *followSet) takeFollowers(room string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fs := f.followers[room]
-	delete(f.followers, room)
+func (s *ownState) takeFollowers(room string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.followers[room]
+	delete(s.followers, room)
 	return fs
 }
 
-func (f *followSet) setFollowers(room string, nodes []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (s *ownState) setFollowers(room string, nodes []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(nodes) == 0 {
-		delete(f.followers, room)
+		delete(s.followers, room)
 		return
 	}
-	f.followers[room] = nodes
+	s.followers[room] = nodes
 }
 
-func (f *followSet) ownerOf(room string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.owners[room]
+func (s *ownState) ownerOf(room string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owners[room]
 }
 
 // setOwner records room's owner; "" forgets it.
-func (f *followSet) setOwner(room, owner string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (s *ownState) setOwner(room, owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if owner == "" {
-		delete(f.owners, room)
+		delete(s.owners, room)
 	} else {
-		f.owners[room] = owner
+		s.owners[room] = owner
 	}
 }
 
 // followedFrom returns the rooms followed here whose owner is node.
-func (f *followSet) followedFrom(node string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (s *ownState) followedFrom(node string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var rooms []string
-	for r, o := range f.owners {
+	for r, o := range s.owners {
 		if o == node {
 			rooms = append(rooms, r)
 		}
@@ -127,27 +127,27 @@ func (f *followSet) followedFrom(node string) []string {
 }
 
 // await returns the channel a load of room waits on for its owner's answer.
-func (f *followSet) await(room string) chan followRec {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (s *ownState) await(room string) chan followRec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	w := make(chan followRec, 1)
-	f.waiting[room] = w
+	s.waiting[room] = w
 	return w
 }
 
-func (f *followSet) stopAwaiting(room string, w chan followRec) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.waiting[room] == w {
-		delete(f.waiting, room)
+func (s *ownState) stopAwaiting(room string, w chan followRec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting[room] == w {
+		delete(s.waiting, room)
 	}
 }
 
 // answer hands rec to the load of its room waiting for it, if any.
-func (f *followSet) answer(rec followRec) {
-	f.mu.Lock()
-	w := f.waiting[rec.room]
-	f.mu.Unlock()
+func (s *ownState) answer(rec followRec) {
+	s.mu.Lock()
+	w := s.waiting[rec.room]
+	s.mu.Unlock()
 	if w != nil {
 		select {
 		case w <- rec:
@@ -157,32 +157,32 @@ func (f *followSet) answer(rec followRec) {
 }
 
 // addPending records a forwarded publish and returns its request id.
-func (f *followSet) addPending(p Publication, owner string, now time.Time, tries int) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextReq++
-	f.pending[f.nextReq] = forward{p: p, owner: owner, sent: now, tries: tries}
-	return f.nextReq
+func (s *ownState) addPending(p Publication, owner string, now time.Time, tries int) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextReq++
+	s.pending[s.nextReq] = forward{p: p, owner: owner, sent: now, tries: tries}
+	return s.nextReq
 }
 
-func (f *followSet) takePending(req uint64) (forward, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fw, ok := f.pending[req]
-	delete(f.pending, req)
+func (s *ownState) takePending(req uint64) (forward, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fw, ok := s.pending[req]
+	delete(s.pending, req)
 	return fw, ok
 }
 
 // takeExpired returns and forgets the forwarded publishes sent before
 // deadline, or to owner when owner is not "".
-func (f *followSet) takeExpired(deadline time.Time, owner string) []forward {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (s *ownState) takeExpired(deadline time.Time, owner string) []forward {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var fws []forward
-	for req, fw := range f.pending {
+	for req, fw := range s.pending {
 		if fw.sent.Before(deadline) || owner != "" && fw.owner == owner {
 			fws = append(fws, fw)
-			delete(f.pending, req)
+			delete(s.pending, req)
 		}
 	}
 	return fws

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,15 +39,21 @@ type keptRoom struct {
 	due   time.Time     // when to renew them next
 }
 
+// keptChunk is how many kept rooms a look reads under subscriptions.mu at
+// a time (a few ns a room, BenchmarkKeptRoomsLook): between two chunks the
+// lock is let go, so that a round's publishes wait for one chunk at most,
+// not for a look over every room.
+const keptChunk = 4096
+
 // keptRooms is the rooms this node loaded from Redis and keeps alive
-// there, in a slice so that a look reads them at a few ns a room, apart
-// from the subscriptions' map and lock, which publishes take. Its lock is a
-// leaf, taken under subscriptions.mu (add and remove follow the rooms'
-// subscriptions).
+// there, in a slice so that a look reads them at a few ns a room. It has
+// no lock of its own: it is subscriptions' (the rooms are kept from their
+// load and no longer once unsubscribed), and every method is called with
+// subscriptions.mu held.
 type keptRooms struct {
-	mu    sync.Mutex
-	rooms []keptRoom
-	at    map[string]int // room → its index in rooms
+	rooms    []keptRoom
+	at       map[string]int // room → its index in rooms
+	removals uint64         // rooms removed so far: a look in chunks sees whether rooms moved
 }
 
 func newKeptRooms() keptRooms { return keptRooms{at: map[string]int{}} }
@@ -56,8 +61,6 @@ func newKeptRooms() keptRooms { return keptRooms{at: map[string]int{}} }
 // add keeps room's keys alive from now, renewed first a renewInterval
 // after now (its load renewed them).
 func (k *keptRooms) add(room string, ttl time.Duration, now time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	every := renewInterval(ttl)
 	r := keptRoom{name: room, ttl: ttl + every, every: every, due: now.Add(every)}
 	if i, ok := k.at[room]; ok {
@@ -68,10 +71,8 @@ func (k *keptRooms) add(room string, ttl time.Duration, now time.Time) {
 	k.rooms = append(k.rooms, r)
 }
 
-// remove stops keeping room's keys alive.
+// remove stops keeping room's keys alive. The last room takes its place.
 func (k *keptRooms) remove(room string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	i, ok := k.at[room]
 	if !ok {
 		return
@@ -82,32 +83,56 @@ func (k *keptRooms) remove(room string) {
 	k.rooms[last] = keptRoom{}
 	k.rooms = k.rooms[:last]
 	delete(k.at, room)
+	k.removals++
 }
 
-// take returns the rooms due at now, due again a renewInterval later, and
-// how long until the next look: until the earliest due, within
-// [keepAliveMin, keepAliveMax].
-func (k *keptRooms) take(now time.Time) ([]keptRoom, time.Duration) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	next := keepAliveMax
-	var due []keptRoom
-	for i := range k.rooms {
-		r := &k.rooms[i]
-		if !now.Before(r.due) {
-			due = append(due, *r)
-			r.due = now.Add(r.every)
-		}
-		next = min(next, r.due.Sub(now))
+// keptLook is one look over the kept rooms, made a chunk at a time: the
+// rooms due at now, and how long until the earliest of the others.
+type keptLook struct {
+	now      time.Time
+	next     int // the index of the next room to look at
+	removals uint64
+	moved    bool // rooms were removed between two chunks: one may have moved to a place looked at already
+	due      []keptRoom
+	wait     time.Duration
+}
+
+func newKeptLook(now time.Time) keptLook { return keptLook{now: now, wait: keepAliveMax} }
+
+// look goes on with l over at most n rooms: each due is taken, due again a
+// renewInterval later. It reports whether rooms are left to look at.
+func (k *keptRooms) look(l *keptLook, n int) (more bool) {
+	if l.next == 0 {
+		l.removals = k.removals
+	} else if k.removals != l.removals {
+		l.moved = true
 	}
-	return due, max(next, keepAliveMin)
+	end := min(l.next+n, len(k.rooms))
+	for i := l.next; i < end; i++ {
+		r := &k.rooms[i]
+		if !l.now.Before(r.due) {
+			l.due = append(l.due, *r)
+			r.due = l.now.Add(r.every)
+		}
+		l.wait = min(l.wait, r.due.Sub(l.now))
+	}
+	l.next = end
+	return end < len(k.rooms)
+}
+
+// nextLook is how long after l's end the next look comes: until the
+// earliest due, within [keepAliveMin, keepAliveMax]; keepAliveMin when a
+// room may have been passed over (moved).
+func (l *keptLook) nextLook() time.Duration {
+	if l.moved {
+		return keepAliveMin
+	}
+	return max(l.wait, keepAliveMin)
 }
 
 // failed makes rooms due again at once: Redis did not answer their
 // renewal.
 func (k *keptRooms) failed(rooms []keptRoom) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	for _, r := range rooms {
 		if i, ok := k.at[r.name]; ok {
 			k.rooms[i].due = time.Time{}
@@ -137,11 +162,11 @@ func (b *Redis) keepAlive(ctx context.Context, now time.Time) time.Duration {
 	if !b.health.up.Load() {
 		return keepAliveMin // recovery checks every room against Redis first
 	}
-	due, next := b.sub.kept.take(now)
+	due, next := b.sub.dueKept(now)
 	for len(due) > 0 {
 		n := min(len(due), maxKeepAlive)
 		if !b.renewKept(ctx, due[:n]) {
-			b.sub.kept.failed(due)
+			b.sub.keptFailed(due)
 			return keepAliveMin
 		}
 		due = due[n:]

@@ -84,7 +84,7 @@ func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + 
 // from were handed out by Redis.
 func (b *Redis) owns(room string, from uint64) {
 	subscribed := b.sub.subscribed(room)
-	b.grants.add(room)
+	b.own.grant(room)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
 		return
@@ -94,13 +94,13 @@ func (b *Redis) owns(room string, from uint64) {
 
 // holds reports whether Redis granted this node the room and it has not
 // given it up.
-func (b *Redis) holds(room string) bool { return b.grants.has(room) }
+func (b *Redis) holds(room string) bool { return b.own.holds(room) }
 
 // release gives up the room: after the writes already queued, so Redis's
 // seq is the room's last.
 func (b *Redis) release(room string, seq uint64) {
-	if b.grants.take(room) {
-		if fs := b.follow.takeFollowers(room); b.cfg.OwnerOrder && len(fs) > 0 {
+	if b.own.giveUp(room) {
+		if fs := b.own.takeFollowers(room); b.cfg.OwnerOrder && len(fs) > 0 {
 			b.handOff(room, seq, fs)
 			return
 		}
@@ -112,7 +112,7 @@ func (b *Redis) release(room string, seq uint64) {
 // lostRoom handles a room another node took over while this one thought it
 // held it: the room is dropped here (its members rejoin the new stream).
 func (b *Redis) lostRoom(room string) {
-	b.grants.take(room)
+	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {
@@ -159,10 +159,10 @@ func (b *Redis) onControl(ctx context.Context, name, payload string) {
 // thought it owned the room, it lost it; if it followed the room's old
 // owner, it loads the room again from the new one.
 func (b *Redis) onTakenOver(name string) {
-	if b.grants.has(name) {
+	if b.own.holds(name) {
 		b.lostRoom(name)
 	}
-	if b.follow.ownerOf(name) != "" {
+	if b.own.ownerOf(name) != "" {
 		b.dropFollowed(name, "taken over by another node")
 	}
 }
@@ -264,7 +264,7 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 // release the room, and this node then catches up with what the holder
 // ordered before they go out. p, when not nil, is the first to wait.
 func (b *Redis) block(ctx context.Context, name string, p *Publication) {
-	if b.blocks.block(name, p) {
+	if b.own.block(name, p) {
 		return // waiting already
 	}
 	b.count.blockedRooms.Add(1)
@@ -288,7 +288,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 			}
 			// The held publishes go out ahead of any that comes once the
 			// room is no longer blocked: queued before the room is let go.
-			b.blocks.release(name, b.pub.addPublishes)
+			b.own.unblock(name, b.pub.addPublishes)
 			signal(b.pub.wake)
 		}
 		if holder == "" || holder == b.id {
@@ -301,7 +301,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 
 // blockedPublish queues p behind the others of its room when the room is
 // blocked, and reports whether it did.
-func (b *Redis) blockedPublish(p Publication) bool { return b.blocks.hold(p) }
+func (b *Redis) blockedPublish(p Publication) bool { return b.own.holdBack(p) }
 
 func (b *Redis) publishControl(ctx context.Context, name, msg string) error {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -357,7 +357,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 				if wasLapsed {
 					// Joins that came between the check and the new lease
 					// waited on the lapsed one: they go on now.
-					for _, r := range b.grants.rooms() {
+					for _, r := range b.own.heldRooms() {
 						b.h.Verified(r)
 					}
 				}
@@ -382,7 +382,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 // node took over are dropped, the others' waiting joiners go on. It reports
 // whether Redis answered.
 func (b *Redis) verifyHeld(ctx context.Context) bool {
-	rooms := b.grants.rooms()
+	rooms := b.own.heldRooms()
 	if len(rooms) == 0 {
 		return true
 	}

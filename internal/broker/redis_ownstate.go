@@ -5,106 +5,103 @@ import (
 	"sync/atomic"
 )
 
-// The state of room ownership on this node (redis_own.go), in two parts
-// that are never changed together, each under its own lock: the rooms
-// Redis granted this node, and the publishes held behind rooms another node
-// holds.
-
-// grantSet is the rooms Redis granted this node and it has not given up.
-// Its lock is a leaf.
-type grantSet struct {
-	mu   sync.Mutex
-	held map[string]bool
+// ownState is this node's state of room ownership (redis_own.go): the
+// rooms Redis granted this node, the publishes held behind rooms another
+// node holds, and with --room-order owner the followers and owners of
+// rooms (follows, redis_followset.go). No step changes two of them
+// together, nor holds the lock long: one lock serves all three. It is
+// taken under a room's lock (keep, Follow's add), healthState.localMu
+// (publishDown) and fillMu; it may be held while publisher.mu is taken
+// (unblock), never the other way round; nothing else is taken under it.
+type ownState struct {
+	mu      sync.Mutex
+	granted map[string]bool // the rooms Redis granted this node, not given up
+	// blocked holds, per room that another node holds while this node has
+	// it loaded, the publishes that wait until the holder released it
+	// (Redis.block). A room's publishes leave in the order they came.
+	blocked  map[string][]Publication
+	nBlocked atomic.Int64 // len(blocked), read without the lock
+	follows               // the owner protocol's followers, owners and forwards
 }
 
-func newGrantSet() grantSet { return grantSet{held: make(map[string]bool)} }
-
-// add records that Redis granted this node the room.
-func (g *grantSet) add(room string) {
-	g.mu.Lock()
-	g.held[room] = true
-	g.mu.Unlock()
+func newOwnState() ownState {
+	return ownState{granted: make(map[string]bool), blocked: make(map[string][]Publication), follows: newFollows()}
 }
 
-// has reports whether the room is held here.
-func (g *grantSet) has(room string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.held[room]
+// grant records that Redis granted this node the room.
+func (s *ownState) grant(room string) {
+	s.mu.Lock()
+	s.granted[room] = true
+	s.mu.Unlock()
 }
 
-// take forgets the room and reports whether it was held here.
-func (g *grantSet) take(room string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	held := g.held[room]
-	delete(g.held, room)
+// holds reports whether the room is held here.
+func (s *ownState) holds(room string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.granted[room]
+}
+
+// giveUp forgets the room's grant and reports whether it was held here.
+func (s *ownState) giveUp(room string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.granted[room]
+	delete(s.granted, room)
 	return held
 }
 
-// rooms returns the rooms held here.
-func (g *grantSet) rooms() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	rooms := make([]string, 0, len(g.held))
-	for r := range g.held {
+// heldRooms returns the rooms held here.
+func (s *ownState) heldRooms() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rooms := make([]string, 0, len(s.granted))
+	for r := range s.granted {
 		rooms = append(rooms, r)
 	}
 	return rooms
 }
 
-// len returns the number of rooms held here.
-func (g *grantSet) len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.held)
+// heldCount returns the number of rooms held here.
+func (s *ownState) heldCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.granted)
 }
-
-// blockSet holds, per room that another node holds while this node has it
-// loaded, the publishes that wait until the holder released it (Redis.block).
-// A room's publishes leave in the order they came. Its lock may be held
-// while publisher.mu is taken (release), never the other way round.
-type blockSet struct {
-	mu    sync.Mutex
-	rooms map[string][]Publication
-	n     atomic.Int64 // len(rooms), read without the lock
-}
-
-func newBlockSet() blockSet { return blockSet{rooms: make(map[string][]Publication)} }
 
 // block makes the room blocked, with p (when not nil) waiting first after
 // any already there; it reports whether the room was blocked already.
-func (s *blockSet) block(room string, p *Publication) (already bool) {
+func (s *ownState) block(room string, p *Publication) (already bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, already := s.rooms[room]
+	q, already := s.blocked[room]
 	if p != nil {
 		q = append(q, *p)
 	}
-	s.rooms[room] = q
-	s.n.Store(int64(len(s.rooms)))
+	s.blocked[room] = q
+	s.nBlocked.Store(int64(len(s.blocked)))
 	return already
 }
 
-// hold queues p behind the others of its room when the room is blocked,
+// holdBack queues p behind the others of its room when the room is blocked,
 // and reports whether it did.
-func (s *blockSet) hold(p Publication) bool {
-	if s.n.Load() == 0 {
+func (s *ownState) holdBack(p Publication) bool {
+	if s.nBlocked.Load() == 0 {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, ok := s.rooms[p.Room]
+	q, ok := s.blocked[p.Room]
 	if ok {
-		s.rooms[p.Room] = append(q, p)
+		s.blocked[p.Room] = append(q, p)
 	}
 	return ok
 }
 
 // divert takes out of batch the publishes of blocked rooms, queued behind
 // the ones that wait there, and returns what is left (in batch's array).
-func (s *blockSet) divert(batch []job) []job {
-	if s.n.Load() == 0 {
+func (s *ownState) divert(batch []job) []job {
+	if s.nBlocked.Load() == 0 {
 		return batch
 	}
 	s.mu.Lock()
@@ -112,8 +109,8 @@ func (s *blockSet) divert(batch []job) []job {
 	kept := batch[:0]
 	for _, j := range batch {
 		if j.kind == jobPublish {
-			if q, ok := s.rooms[j.p.Room]; ok {
-				s.rooms[j.p.Room] = append(q, j.p)
+			if q, ok := s.blocked[j.p.Room]; ok {
+				s.blocked[j.p.Room] = append(q, j.p)
 				continue
 			}
 		}
@@ -122,27 +119,27 @@ func (s *blockSet) divert(batch []job) []job {
 	return kept
 }
 
-// release unblocks the room and hands its waiting publishes to queue,
+// unblock unblocks the room and hands its waiting publishes to queue,
 // under the lock: a publish that comes once the room is no longer blocked
 // is queued after them.
-func (s *blockSet) release(room string, queue func([]Publication)) {
+func (s *ownState) unblock(room string, queue func([]Publication)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.rooms[room]
-	delete(s.rooms, room)
-	s.n.Store(int64(len(s.rooms)))
+	q := s.blocked[room]
+	delete(s.blocked, room)
+	s.nBlocked.Store(int64(len(s.blocked)))
 	queue(q)
 }
 
-// takeAll unblocks every room and returns the publishes that waited.
-func (s *blockSet) takeAll() []Publication {
+// unblockAll unblocks every room and returns the publishes that waited.
+func (s *ownState) unblockAll() []Publication {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var all []Publication
-	for room, q := range s.rooms {
+	for room, q := range s.blocked {
 		all = append(all, q...)
-		delete(s.rooms, room)
+		delete(s.blocked, room)
 	}
-	s.n.Store(0)
+	s.nBlocked.Store(0)
 	return all
 }

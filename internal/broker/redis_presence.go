@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,17 +19,16 @@ import (
 // presenceState is what this node knows of presence across nodes, apart
 // from the rooms (which hold the counts): what it reported of its own
 // connections, to write again after an outage, and the peers whose reports
-// it follows, to forget when their lease ends. Its lock is a leaf.
+// it follows, to forget when their lease ends. It has no lock of its own:
+// it is subscriptions' (subscriptions.pres), whose methods below call its
+// own with that lock held, one step each: none calls out.
 type presenceState struct {
-	mu       sync.Mutex
 	reported map[string]map[string]int // room → user → connections here, as told to the others
 	peers    map[string]bool           // nodes whose presence this node follows
 }
 
 // report records that this node has count connections of user in room.
 func (s *presenceState) report(room, user string, count int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	users := s.reported[room]
 	switch {
 	case count > 0 && users == nil:
@@ -47,8 +45,6 @@ func (s *presenceState) report(room, user string, count int) {
 
 // jobs returns a presence job for everything this node reported.
 func (s *presenceState) jobs() []job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var jobs []job
 	for room, users := range s.reported {
 		for u, n := range users {
@@ -59,16 +55,10 @@ func (s *presenceState) jobs() []job {
 }
 
 // follow records that node reported presence here.
-func (s *presenceState) follow(node string) {
-	s.mu.Lock()
-	s.peers[node] = true
-	s.mu.Unlock()
-}
+func (s *presenceState) follow(node string) { s.peers[node] = true }
 
 // following returns the nodes whose presence this node follows.
 func (s *presenceState) following() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	peers := make([]string, 0, len(s.peers))
 	for p := range s.peers {
 		peers = append(peers, p)
@@ -77,17 +67,53 @@ func (s *presenceState) following() []string {
 }
 
 // forget stops following node: it is gone.
-func (s *presenceState) forget(node string) {
+func (s *presenceState) forget(node string) { delete(s.peers, node) }
+
+func newPresenceState() presenceState {
+	return presenceState{reported: make(map[string]map[string]int), peers: make(map[string]bool)}
+}
+
+// reportPresence records that this node has count connections of user in
+// room.
+func (s *subscriptions) reportPresence(room, user string, count int) {
 	s.mu.Lock()
-	delete(s.peers, node)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.pres.report(room, user, count)
+}
+
+// presenceJobs returns a presence job for everything this node reported.
+func (s *subscriptions) presenceJobs() []job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pres.jobs()
+}
+
+// followPresence records that node reported presence here.
+func (s *subscriptions) followPresence(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pres.follow(node)
+}
+
+// presencePeers returns the nodes whose presence this node follows.
+func (s *subscriptions) presencePeers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pres.following()
+}
+
+// forgetPeer stops following node's presence: it is gone.
+func (s *subscriptions) forgetPeer(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pres.forget(node)
 }
 
 func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
 
 // Presence implements Broker.
 func (b *Redis) Presence(room, user string, count int) {
-	b.pres.report(room, user, count)
+	b.sub.reportPresence(room, user, count)
 	if b.health.up.Load() {
 		b.pub.queue(job{kind: jobPresence, room: room, user: user, e: Entry{Seq: uint64(count)}})
 	}
@@ -96,7 +122,7 @@ func (b *Redis) Presence(room, user string, count int) {
 // republishPresence writes again, after an outage, what this node reported:
 // the changes made meanwhile never reached Redis.
 func (b *Redis) republishPresence() {
-	b.pub.queue(b.pres.jobs()...)
+	b.pub.queue(b.sub.presenceJobs()...)
 }
 
 // onPresence handles a "P node␟count␟user" announcement.
@@ -115,7 +141,7 @@ func (b *Redis) remotePresence(room, node, user string, n int) {
 	if node == b.id {
 		return
 	}
-	b.pres.follow(node)
+	b.sub.followPresence(node)
 	b.h.RemotePresence(room, node, user, n)
 }
 
@@ -132,7 +158,7 @@ func (b *Redis) loadPresence(room string, fields map[string]string) {
 
 // checkPeers forgets the presence of the nodes whose lease ended.
 func (b *Redis) checkPeers(ctx context.Context) {
-	peers := b.pres.following()
+	peers := b.sub.presencePeers()
 	if len(peers) == 0 {
 		return
 	}
@@ -151,7 +177,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 		if cmds[i].(*redis.IntCmd).Val() != 0 {
 			continue
 		}
-		b.pres.forget(peer)
+		b.sub.forgetPeer(peer)
 		b.ownerGone(peer)
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))

@@ -25,7 +25,7 @@ func TestPresenceStateKeepsTheLastReport(t *testing.T) {
 		{"anonymous connections", []job{{room: "a", user: "", e: Entry{Seq: 3}}}, map[string]map[string]int{"a": {"": 3}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := presenceState{reported: map[string]map[string]int{}, peers: map[string]bool{}}
+			s := newPresenceState()
 			for _, r := range tt.reports {
 				s.report(r.room, r.user, int(r.e.Seq))
 			}
@@ -47,7 +47,7 @@ func TestPresenceStateKeepsTheLastReport(t *testing.T) {
 }
 
 func TestPresenceStateFollowsPeersUntilForgotten(t *testing.T) {
-	s := presenceState{reported: map[string]map[string]int{}, peers: map[string]bool{}}
+	s := newPresenceState()
 	s.follow("n1")
 	s.follow("n2")
 	s.follow("n1")

@@ -31,7 +31,7 @@ func (b *Redis) Publish(p Publication) error {
 	// followers (the owner order), whose messages would queue. Read once:
 	// a clock read a publish while anything waits.
 	over := b.cfg.OwnerOrder && b.overloaded()
-	if over && len(b.follow.followersOf(p.Room)) > 0 {
+	if over && len(b.own.followersOf(p.Room)) > 0 {
 		return b.refuseOverloaded(p)
 	}
 	if b.h.PublishOwned(p, b.keep) {
@@ -218,7 +218,7 @@ func linger(ctx context.Context, t *time.Timer, d, publish time.Duration, wake c
 func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 	// A publish queued before its room was blocked waits behind the held
 	// ones: sent now, it could be ordered before them.
-	batch = b.blocks.divert(batch)
+	batch = b.own.divert(batch)
 	var calls []call
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		calls = b.round(ctx, p, batch)
@@ -622,7 +622,7 @@ func (b *Redis) publishDown(p Publication) error {
 	// alone here: no one, though answered a seq), so it is refused as a
 	// shared room of the Redis order is. Nobody can start following it
 	// meanwhile: that takes Redis.
-	followed := b.cfg.OwnerOrder && len(b.follow.followersOf(p.Room)) > 0
+	followed := b.cfg.OwnerOrder && len(b.own.followersOf(p.Room)) > 0
 	if !followed && b.h.PublishOwned(p, b.keep) {
 		b.count.local.Add(1)
 		return nil
@@ -683,7 +683,7 @@ const deliverNodes = "n"
 // messages on the other nodes of their rooms.
 func (b *Redis) refusePending() {
 	batch := b.pub.take(nil)
-	held := b.blocks.takeAll()
+	held := b.own.unblockAll()
 	for _, j := range batch {
 		if j.kind == jobPublish {
 			held = append(held, j.p)

@@ -36,7 +36,7 @@ type job struct {
 
 // publisher is the jobs waiting for the next round to Redis (publishLoop),
 // and the channels that wake that loop. Its lock is a leaf, taken under a
-// room's lock (keep), blockSet.mu and fillMu: nothing is taken under it,
+// room's lock (keep), ownState.mu and fillMu: nothing is taken under it,
 // and its wakes are sent after it is let go.
 type publisher struct {
 	mu      sync.Mutex

@@ -29,11 +29,13 @@ type roomState struct {
 }
 
 // subscriptions is the rooms this node subscribed to, the (un)subscriptions
-// queued for subscribeLoop, and who waits for a room's owner to release it.
+// queued for subscribeLoop, who waits for a room's owner to release it, the
+// rooms whose keys this node keeps alive and the presence it reported and
+// follows.
 // rooms is written by the subscription goroutine alone and read by others
-// under mu; a roomState's fields are read and written under mu. mu is
-// taken under shardConns.mu and fillMu, and only kept's lock (a leaf) is
-// taken under it: the wakes sent under it never block.
+// under mu; a roomState's fields, and kept, are read and written under mu.
+// mu is taken under shardConns.mu and fillMu, and nothing is taken under it:
+// the wakes sent under it never block.
 type subscriptions struct {
 	mu       sync.Mutex
 	cmds     []subCmd
@@ -41,11 +43,12 @@ type subscriptions struct {
 	rooms    map[string]*roomState
 	awaiting map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes)
 	kept     keptRooms                  // the rooms loaded from Redis, whose keys this node keeps alive (redis_keepalive.go)
+	pres     presenceState              // what this node reported, whom it follows (redis_presence.go)
 }
 
 func newSubscriptions() subscriptions {
 	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{}),
-		kept: newKeptRooms()}
+		kept: newKeptRooms(), pres: newPresenceState()}
 }
 
 // queue queues c for subscribeLoop and wakes it.
@@ -268,7 +271,7 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 // seq and epoch, and get history_gap (with reset for a new epoch) and what
 // the stream holds, instead of missing messages in silence.
 func (b *Redis) lostStream(room, why string) {
-	b.grants.take(room)
+	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
 	if b.h.Drop(room) {

@@ -196,6 +196,27 @@ func (s *subscriptions) keepAlive(room string, st *roomState) {
 	}
 }
 
+// dueKept returns the kept rooms due at now, due again a renewInterval
+// later, and how long until the next look. It reads the rooms keptChunk at
+// a time, each chunk under its own acquisition.
+func (s *subscriptions) dueKept(now time.Time) ([]keptRoom, time.Duration) {
+	l := newKeptLook(now)
+	for more := true; more; {
+		s.mu.Lock()
+		more = s.kept.look(&l, keptChunk)
+		s.mu.Unlock()
+	}
+	return l.due, l.nextLook()
+}
+
+// keptFailed makes rooms due again at once: Redis did not answer their
+// renewal.
+func (s *subscriptions) keptFailed(rooms []keptRoom) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept.failed(rooms)
+}
+
 // renewDue reports whether a publish of the room now is to renew its TTLs
 // in Redis (this node has not renewed them for renewInterval; due, it is
 // recorded as renewed now) and the room's RoomConfig; ok is false when the
