@@ -306,6 +306,10 @@ func signal(c chan struct{}) {
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {
 	b.base = ctx
+	// The receive loops stop last: see the end.
+	recv, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRecv()
+	b.shards.recv = recv
 	if b.checkUp(ctx) {
 		b.health.up.Store(true)
 	}
@@ -322,7 +326,7 @@ func (b *Redis) Run(ctx context.Context) error {
 		if err := s.ps.Subscribe(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err)
 		}
-		b.shards.wg.Go(func() { b.receiveLoop(ctx, s) })
+		b.shards.wg.Go(func() { b.receiveLoop(recv, s) })
 	}
 	if b.cluster != nil && b.cfg.OwnerOrder {
 		if err := b.shards.subscribeNode(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
@@ -339,14 +343,38 @@ func (b *Redis) Run(ctx context.Context) error {
 		wg.Go(func() { b.forwardSweepLoop(ctx) })
 	}
 	<-ctx.Done()
-	errs := b.shards.closeAll()
-	b.shards.wg.Wait()
 	wg.Wait()
 	b.waitWG.Wait()
+	// Still subscribed while the owned rooms are handed over: a publish
+	// another node forwards here meanwhile is answered (this node no
+	// longer orders its room: its node sends it on to the new owner). Deaf
+	// before, this node looked dead to them: their PUBLISH reached nobody,
+	// and they dropped the rooms they followed from it (their members were
+	// closed with 1012) or refused the publish.
 	b.handOver()
+	errs := b.shards.closeAll()
+	stopRecv()
+	b.shards.wg.Wait()
+	b.signOff()
 	err := errors.Join(append(errs, b.rdb.Close())...)
 	b.refusePending()
 	return err
+}
+
+// signOff sends, at shutdown, the records queued for other nodes after the
+// loop that sends them ended (answers to publishes forwarded while the
+// rooms were handed over, and on a Redis Cluster the handovers' own
+// records: tellHandover), then ends the node's lease.
+func (b *Redis) signOff() {
+	if !b.health.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if sends := b.pub.takeSends(); len(sends) > 0 {
+		b.send(ctx, sends, 3)
+	}
+	_ = b.rdb.Del(ctx, b.leaseKey(b.id)).Err() // best effort: it expires anyway
 }
 
 // handOver, at shutdown, writes what owned rooms ordered and releases them,
@@ -372,10 +400,4 @@ func (b *Redis) handOver() {
 	if len(jobs) > 0 {
 		b.send(ctx, jobs, 3)
 	}
-	// On a Redis Cluster the handovers' records were queued once their
-	// scripts answered (tellHandover); the loop that would send them is gone.
-	if sends := b.pub.takeSends(); len(sends) > 0 {
-		b.send(ctx, sends, 3)
-	}
-	_ = b.rdb.Del(ctx, b.leaseKey(b.id)).Err() // best effort: it expires anyway
 }

@@ -362,7 +362,11 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		holder, err := b.rdb.Get(c, b.holderKey(p.Room)).Result()
 		cancel()
-		if err != nil || holder == "" || holder == b.id {
+		if err == nil && holder == b.id {
+			b.orderHere(p, tries)
+			return
+		}
+		if err != nil || holder == "" {
 			if err != nil && !errorsIsNil(err) {
 				b.fail("read a room's holder", err)
 			}
@@ -372,6 +376,18 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 		req := b.own.addPending(p, holder, time.Now(), tries)
 		b.sendTo(holder, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	})
+}
+
+// orderHere orders a publish whose room was handed to this node while it
+// was on its way to the old owner (a drained node's). Its decline is
+// answered first: a room orders nothing while one is unanswered. Declined
+// again (the handover's record not read yet), it is tried again.
+func (b *Redis) orderHere(p Publication, tries int) {
+	b.h.Answered(p.Room)
+	if b.h.PublishOwned(p, b.keep) {
+		return
+	}
+	b.retryForward(forward{p: p, tries: tries})
 }
 
 // retryForward sends a forwarded publish again, to the room's holder of

@@ -70,6 +70,50 @@ func TestRedisOwnerOrdersWhatItsFollowersSend(t *testing.T) {
 	}
 }
 
+// TestRedisOwnerStoppingHandsOverWhatFollowersSend: an owner stopped (a
+// node drained) while its follower forwards publishes hands the room over
+// to the follower, and every publish is ordered once, by one owner or the
+// other: none refused, the room never dropped. The owner used to stop
+// listening first: the follower's forwards reached nobody, and it dropped
+// the room (its members closed with 1012) or refused them.
+func TestRedisOwnerStoppingHandsOverWhatFollowersSend(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour, OwnerOrder: true}
+	owner, stop := startStoppable(t, cfg)
+	follower := startNodeConfig(t, cfg)
+	owner.join(t, "r")
+	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	follower.join(t, "r")
+	const total, stopAt = 300, 100
+	acked := make(chan uint64, total)
+	for i := range total {
+		if i == stopAt {
+			go stop()
+		}
+		follower.b.Publish(Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3, Done: func(seq uint64) { acked <- seq }})
+		time.Sleep(time.Millisecond) // paces the sends over the owner's stop; nothing waits on it
+	}
+	seqs := map[uint64]bool{}
+	for range total {
+		select {
+		case seq := <-acked:
+			if seq == 0 || seqs[seq] {
+				t.Fatalf("a forwarded publish answered seq %d (0: refused; or twice)", seq)
+			}
+			seqs[seq] = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("a forwarded publish got no answer")
+		}
+	}
+	follower.hasSeq(t, "r", total)
+	if s := follower.b.Stats(); s.Dropped != 0 || s.Refused != 0 {
+		t.Errorf("follower: %+v, want nothing dropped or refused", s)
+	}
+	if p := follower.h.payloads("r"); len(p) != total {
+		t.Errorf("the follower holds %d messages, want %d", len(p), total)
+	}
+}
+
 // BenchmarkRedisOwnerForward is the follower's side of a message of a room
 // owned by another node: forwarded, ordered there, and back in a batch.
 func BenchmarkRedisOwnerForward(b *testing.B) {

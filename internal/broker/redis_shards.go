@@ -26,6 +26,10 @@ type shardConns struct {
 	// none yet, or its connection broke.
 	node *pubsub
 	wg   sync.WaitGroup // the receive goroutine of every pubsub
+	// recv is the receive goroutines' context (Run's, set before any
+	// subscription): it outlives the node's other loops until its owned
+	// rooms are handed over, so that what comes meanwhile is answered.
+	recv context.Context
 
 	// Set when made, then only read.
 	cluster *redis.ClusterClient           // nil: one Redis, conns[""]
@@ -151,7 +155,7 @@ func (s *shardConns) conn(ctx context.Context, channel string) (*pubsub, error) 
 	})
 	ps := &pubsub{addr: addr, client: c, ps: c.SSubscribe(ctx)}
 	s.conns[addr] = ps
-	s.wg.Go(func() { s.receive(ctx, ps) })
+	s.wg.Go(func() { s.receive(s.recv, ps) })
 	return ps, nil
 }
 

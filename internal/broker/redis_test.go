@@ -30,6 +30,14 @@ func startNode(t testing.TB, url string, history int) *node {
 // startNodeConfig runs a broker of cfg over fake rooms until the test ends.
 func startNodeConfig(t testing.TB, cfg Config) *node {
 	t.Helper()
+	n, _ := startStoppable(t, cfg)
+	return n
+}
+
+// startStoppable runs a broker of cfg over fake rooms until stop, which
+// returns once its Run did, or the test ends.
+func startStoppable(t testing.TB, cfg Config) (n *node, stop func()) {
+	t.Helper()
 	h := newFakeRooms()
 	b, err := NewRedis(cfg, h)
 	if err != nil {
@@ -41,8 +49,9 @@ func startNodeConfig(t testing.TB, cfg Config) *node {
 		defer close(done)
 		_ = b.Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return &node{b: b, h: h}
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return &node{b: b, h: h}, stop
 }
 
 // join opens room on the node and waits until the broker loaded it.
