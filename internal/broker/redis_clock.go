@@ -3,8 +3,8 @@ package broker
 import "time"
 
 // The ownership protocol's timing (redis_own.go, redis_follow.go) as
-// decisions driven by explicit times: the loops that run it (leaseLoop)
-// read the clock and call these,
+// decisions driven by explicit times: the loops that run it (leaseLoop,
+// followRoom, awaitHolder, forwardSweepLoop) read the clock and call these,
 // and redis_clock_test.go gives them the times instead, with no Redis and
 // no sleeps.
 
@@ -61,3 +61,51 @@ func (l *leaseClock) renewed(r renewal) (until time.Time, checkPeers bool) {
 // ordersAt reports whether the node may order its rooms at now: fencing,
 // as leaseState.lapsedAt and the rooms (room.Hub's leased) read it.
 func (l *leaseClock) ordersAt(now time.Time) bool { return now.Before(l.until) }
+
+// ownerAsk is a node's wait on a room's owner, asked at at (to follow the
+// room, F: followRoom; or to release it, H: awaitHolder): the owner has
+// wait to answer before the node reads the room's holder.
+type ownerAsk struct {
+	self  string // this node
+	owner string // the node asked
+	at    time.Time
+	wait  time.Duration
+}
+
+// checkAt is when the node stops waiting and reads the room's holder.
+func (a ownerAsk) checkAt() time.Time { return a.at.Add(a.wait) }
+
+// due reports whether the owner had its time to answer at now.
+func (a ownerAsk) due(now time.Time) bool { return !now.Before(a.checkAt()) }
+
+// holderStep is what a node whose owner did not answer in time does on
+// reading the room's holder.
+type holderStep int
+
+const (
+	holderFree   holderStep = iota // nobody holds the room, or this node does: load it
+	holderMoved                    // another node holds it now: ask that one
+	holderSilent                   // the node asked still holds it: see takeOver
+)
+
+// onHolder says what to do when the room's holder is holder.
+func (a ownerAsk) onHolder(holder string) holderStep {
+	switch holder {
+	case "", a.self:
+		return holderFree
+	case a.owner:
+		return holderSilent
+	}
+	return holderMoved
+}
+
+// takeOver reports whether a holder that did not answer in time is taken
+// over: its lease is gone (Redis let it expire a nodeLease after its last
+// renewal, when the holder had stopped ordering for leaseMargin already),
+// or it listens to nothing (it died and Redis dropped its subscription, or
+// it lost Redis: either way it answers no one).
+func takeOver(leaseAlive, listens bool) bool { return !leaseAlive || !listens }
+
+// forwardDeadline is the send time before which a forwarded publish not
+// answered at now is refused: its owner was stopped or cut off.
+func forwardDeadline(now time.Time) time.Time { return now.Add(-forwardTimeout) }

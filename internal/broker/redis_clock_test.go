@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -128,5 +129,164 @@ func TestLeaseFencing(t *testing.T) {
 			t.Errorf("renewal took %v: the node orders until %v after sending, past %v, leaseMargin before Redis's lease ends",
 				took, until.Sub(sent), stop.Sub(sent))
 		}
+	}
+}
+
+// TestOwnerAsk: when a node that asked a room's owner (to follow the room,
+// or to have it released) stops waiting, and what it does on reading the
+// room's holder.
+func TestOwnerAsk(t *testing.T) {
+	for _, wait := range []time.Duration{followWait, releaseWait} {
+		a := ownerAsk{self: "me", owner: "a", at: at(0), wait: wait}
+		if a.due(at(wait-time.Nanosecond)) || !a.due(at(wait)) || !a.checkAt().Equal(at(wait)) {
+			t.Errorf("wait %v: due before %v, or not at it", wait, wait)
+		}
+	}
+	a := ownerAsk{self: "me", owner: "a"}
+	for holder, want := range map[string]holderStep{
+		"":   holderFree,   // released: load the room
+		"me": holderFree,   // granted here meanwhile
+		"a":  holderSilent, // the owner asked still holds it
+		"b":  holderMoved,  // another node took it meanwhile: ask b
+	} {
+		if got := a.onHolder(holder); got != want {
+			t.Errorf("holder %q: %v, want %v", holder, got, want)
+		}
+	}
+	for _, c := range []struct{ alive, listens, want bool }{
+		{true, true, false}, // a live owner that stalls: asked again
+		{false, true, true}, // its lease is gone: it stopped ordering
+		{true, false, true}, // it listens to nothing: dead, or cut off
+		{false, false, true},
+	} {
+		if got := takeOver(c.alive, c.listens); got != c.want {
+			t.Errorf("lease alive %v, listens %v: take over %v, want %v", c.alive, c.listens, got, c.want)
+		}
+	}
+}
+
+// fakeOwner is an owner node on the fake clock: its lease clock and the
+// lease Redis keeps for it.
+type fakeOwner struct {
+	lc      leaseClock
+	gone    time.Time // when Redis lets its lease go
+	listens bool      // whether it still listens on its channel
+}
+
+// renewEvery renews the owner's lease every third of a lease from from to
+// to (included), each renewal reaching Redis took after it was sent.
+func (o *fakeOwner) renewEvery(from, to, took time.Duration) {
+	for s := from; s <= to; s += nodeLease / 3 {
+		o.lc.renewed(o.lc.renew(at(s)))
+		o.gone = at(s + took + nodeLease)
+	}
+}
+
+// TestTakeoverOnAFakeClock: a follower waiting on an owner that does not
+// answer checks it every followWait, and takes the room over at the first
+// check that finds its lease gone or nobody listening, never while the old
+// owner still orders; the old owner, once it runs again, checks its rooms
+// before it orders (and so finds the room lost).
+func TestTakeoverOnAFakeClock(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		name     string
+		stalled  time.Duration // the owner's last renewal
+		took     time.Duration // how long it took to reach Redis
+		listens  bool
+		askedAt  time.Duration
+		wantTake time.Duration // when the follower takes the room over
+	}{
+		{"stalled owner: taken at the first check past its lease", 4 * s, 0, true, 5*s + 500*time.Millisecond, 7*s + 500*time.Millisecond},
+		{"a slow last renewal keeps the lease longer", 4 * s, 600 * time.Millisecond, true, 5*s + 500*time.Millisecond, 8*s + 500*time.Millisecond},
+		{"dead owner (nobody listens): taken at the first check", 4 * s, 0, false, 5*s + 500*time.Millisecond, 6*s + 500*time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var o fakeOwner
+			o.renewEvery(0, c.stalled, c.took)
+			o.listens = c.listens
+			a := ownerAsk{self: "b", owner: "a", at: at(c.askedAt), wait: followWait}
+			var took time.Time
+			for now := a.at; took.IsZero() && now.Before(at(time.Minute)); now = a.checkAt() {
+				a.at = now // asked (again)
+				if a.onHolder("a") != holderSilent {
+					t.Fatal("the owner, still the holder, is not seen silent")
+				}
+				if now := a.checkAt(); takeOver(now.Before(o.gone), o.listens) {
+					took = now
+				}
+			}
+			if !took.Equal(at(c.wantTake)) {
+				t.Fatalf("taken over at %v, want %v", took.Sub(clockT0), c.wantTake)
+			}
+			if o.listens && o.lc.ordersAt(took) {
+				t.Fatalf("the old owner still orders at the takeover (%v), its lease until %v", took.Sub(clockT0), o.lc.until.Sub(clockT0))
+			}
+			// The old owner runs again: its first renewal checks its rooms
+			// (and finds this one lost) before it orders anything.
+			r := o.lc.renew(took.Add(time.Second))
+			if !r.verify || o.lc.ordersAt(r.sent) {
+				t.Fatalf("the old owner woken at %v: verify %v, orders %v", r.sent.Sub(clockT0), r.verify, o.lc.ordersAt(r.sent))
+			}
+		})
+	}
+}
+
+// TestHandoverOnAFakeClock: an owner that frees a room hands it to its
+// first follower with the room's last seq, so that the new owner orders
+// from the next one, at once: it waits for no answer and no lease (its
+// own lives); the other followers are told who owns the room now.
+func TestHandoverOnAFakeClock(t *testing.T) {
+	j := job{kind: jobHandover, room: "r", e: Entry{Seq: 41}, nodes: []string{"b", "c", "d"}}
+	got := map[string]followRec{}
+	handoverRecords(j, func(node string, rec []byte) {
+		recs, err := splitFollow(string(rec), nil)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("record to %s: %v, %d records", node, err, len(recs))
+		}
+		got[node] = recs[0]
+	})
+	own := got["b"]
+	if own.kind != recOwn || own.room != "r" || own.seq != 41 || !slices.Equal(own.nodes, []string{"c", "d"}) {
+		t.Fatalf("the new owner got %+v, want O r 41 [c d]", own)
+	}
+	for _, n := range []string{"c", "d"} {
+		if w := got[n]; w.kind != recOwner || w.room != "r" || w.node != "b" {
+			t.Errorf("%s got %+v, want W r b", n, w)
+		}
+	}
+	var b leaseClock
+	b.renewed(b.renew(at(0)))
+	if !b.ordersAt(at(time.Second)) {
+		t.Error("the new owner, leased, does not order at once")
+	}
+}
+
+// TestForwardRefusedOnAFakeClock: a publish forwarded to an owner that does
+// not answer is refused forwardTimeout after it was sent, not before; those
+// forwarded to an owner whose lease ended (ownerGone) at once.
+func TestForwardRefusedOnAFakeClock(t *testing.T) {
+	s := newOwnState()
+	first := s.addPending(Publication{Room: "r"}, "a", at(0), 1)
+	s.addPending(Publication{Room: "r"}, "a", at(500*time.Millisecond), 1)
+	s.addPending(Publication{Room: "q"}, "b", at(900*time.Millisecond), 1)
+	for _, c := range []struct {
+		now  time.Duration
+		want int
+	}{
+		{forwardTimeout, 0},
+		{forwardTimeout + time.Nanosecond, 1},
+		{forwardTimeout + 500*time.Millisecond, 0},
+		{forwardTimeout + 500*time.Millisecond + 1, 1},
+	} {
+		if fws := s.takeExpired(forwardDeadline(at(c.now)), ""); len(fws) != c.want {
+			t.Errorf("at %v: %d refused, want %d", c.now, len(fws), c.want)
+		}
+	}
+	if _, ok := s.takePending(first); ok {
+		t.Error("the first forward is still pending once refused")
+	}
+	if fws := s.takeExpired(time.Time{}, "b"); len(fws) != 1 || fws[0].p.Room != "q" {
+		t.Errorf("b's lease ended: refused %+v, want q's", fws)
 	}
 }

@@ -196,7 +196,8 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 		if err := b.publishControl(ctx, name, "H"); err != nil {
 			b.fail("ask for a room", err)
 		}
-		t := time.NewTimer(releaseWait)
+		a := ownerAsk{self: b.id, owner: holder, at: time.Now(), wait: releaseWait}
+		t := time.NewTimer(time.Until(a.checkAt()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -217,28 +218,27 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 			cancel()
 			b.fail("read a room's holder", err)
 			continue
-		case now == "" || now == b.id:
+		case a.onHolder(now) == holderFree:
 			cancel()
 			done(false)
 			return
-		case now != holder:
+		case a.onHolder(now) == holderMoved:
 			holder = now // another node took it meanwhile: ask that one
 			cancel()
 			continue
 		}
 		alive, err := b.rdb.Exists(c, b.leaseKey(holder)).Result()
+		listens := true
 		if err == nil && alive == 1 {
 			// A live holder that does not answer may hold a room it no
 			// longer listens to: then this node is the room's only
 			// subscriber.
 			var subs int64
 			subs, err = b.subscribers(c, name)
-			if subs <= 1 {
-				alive = 0
-			}
+			listens = subs > 1
 		}
 		var took int64
-		if err == nil && alive == 0 {
+		if err == nil && takeOver(alive == 1, listens) {
 			took, err = takeoverScript.Run(c, b.rdb, b.publishKeys(name), holder, NewEpoch(), ttl).Int64()
 		}
 		cancel()
