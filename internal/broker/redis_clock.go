@@ -62,6 +62,26 @@ func (l *leaseClock) renewed(r renewal) (until time.Time, checkPeers bool) {
 // as leaseState.lapsedAt and the rooms (room.Hub's leased) read it.
 func (l *leaseClock) ordersAt(now time.Time) bool { return now.Before(l.until) }
 
+// cutOffLease is how long a node cut off from Redis goes on ordering the
+// rooms it owns: as long as it is cut off (leaseLoop gives it a lease anew
+// once Redis answers). Nodes that find its lease gone meanwhile take its
+// rooms over under a new epoch: the two streams are told apart by the
+// epoch, and the old owner's writes refused by the holder key
+// (persist.lua), not by the lease; once back, it drops the rooms it lost
+// (verifyHeld).
+const cutOffLease = 100 * 365 * 24 * time.Hour
+
+// cutOff returns the lease of a node found cut off from Redis at now, and
+// whether it keeps one: not when its lease had lapsed already (it was
+// stopped, and a command failed on waking), for rooms it held may be
+// another node's by now, and their joiners wait for the check.
+func (l *leaseState) cutOff(now time.Time) (until time.Time, ok bool) {
+	if l.lapsedAt(now) {
+		return time.Time{}, false
+	}
+	return now.Add(cutOffLease), true
+}
+
 // ownerAsk is a node's wait on a room's owner, asked at at (to follow the
 // room, F: followRoom; or to release it, H: awaitHolder): the owner has
 // wait to answer before the node reads the room's holder.

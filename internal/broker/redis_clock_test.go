@@ -132,6 +132,27 @@ func TestLeaseFencing(t *testing.T) {
 	}
 }
 
+// TestLeaseCutOff: a node cut off from Redis within its lease goes on
+// ordering its rooms while it is cut off; one whose lease had lapsed (it
+// was stopped, and failed a command on waking) orders nothing until it
+// checked its rooms.
+func TestLeaseCutOff(t *testing.T) {
+	var ls leaseState
+	ls.until.Store(at(2 * time.Second).UnixNano())
+	until, ok := ls.cutOff(at(time.Second))
+	if !ok || !until.Equal(at(time.Second+cutOffLease)) {
+		t.Fatalf("cut off within the lease: %v until %v", ok, until.Sub(clockT0))
+	}
+	ls.until.Store(until.UnixNano())
+	if ls.lapsedAt(at(24 * time.Hour)) {
+		t.Error("cut off a day: the lease lapsed")
+	}
+	ls.until.Store(at(2 * time.Second).UnixNano())
+	if _, ok := ls.cutOff(at(2 * time.Second)); ok {
+		t.Error("cut off with the lease lapsed: it keeps a lease")
+	}
+}
+
 // TestOwnerAsk: when a node that asked a room's owner (to follow the room,
 // or to have it released) stops waiting, and what it does on reading the
 // room's holder.
