@@ -13,9 +13,11 @@ import "time"
 // counts, and when the peers' leases say anything.
 type leaseClock struct {
 	// until is when the node stops ordering: a nodeLease after its last
-	// renewal was sent, less leaseMargin for the time the renewal took to
-	// reach Redis (Redis keeps the lease a nodeLease after it got it).
-	// Zero before the first renewal.
+	// renewal was sent, less leaseMargin. Redis keeps the lease a
+	// nodeLease after it got the renewal, later than it was sent, so the
+	// node stops at least leaseMargin before: slack for a look at the
+	// lease made just before it ends and acted on after, and for clocks
+	// that run at different rates. Zero before the first renewal.
 	until time.Time
 	// back is when renewals came back after failing (Redis unreachable, a
 	// failover) or after the lease lapsed: until a lease later, a peer's

@@ -88,9 +88,8 @@ func TestLeaseClock(t *testing.T) {
 
 // TestLeaseFencing: a node orders only within its lease, and stops at
 // least leaseMargin before Redis lets the lease go, however long its
-// renewal took to get there (within the renewal's timeout): a takeover,
-// which waits for the lease to be gone in Redis, never finds the old owner
-// still ordering. leaseState (what the rooms and the receiving side read)
+// renewal took to get there: a takeover, which waits for the lease to be
+// gone in Redis, never finds the old owner still ordering. leaseState (what the rooms and the receiving side read)
 // says the same. The room refusing to order while lapsed is pinned by
 // room's TestPublishOwned ("lease lapsed"); the old owner's writes after a
 // takeover refused by Redis (persist.lua, the holder key) by

@@ -346,9 +346,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 // what lc asks of the renewal (redis_clock.go).
 func (b *Redis) renewLease(ctx context.Context, lc *leaseClock, sent time.Time) {
 	r := lc.renew(sent)
-	// A renewal that took longer than leaseMargin to reach Redis could
-	// leave the lease there ending before lc's: it does not count.
-	c, cancel := context.WithTimeout(ctx, leaseMargin)
+	c, cancel := context.WithTimeout(ctx, time.Second)
 	err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
 	cancel()
 	switch {
