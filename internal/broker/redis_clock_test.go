@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 // The ownership protocol's decisions (redis_clock.go) on a fake clock:
@@ -308,5 +311,56 @@ func TestForwardRefusedOnAFakeClock(t *testing.T) {
 	}
 	if fws := s.takeExpired(time.Time{}, "b"); len(fws) != 1 || fws[0].p.Room != "q" {
 		t.Errorf("b's lease ended: refused %+v, want q's", fws)
+	}
+}
+
+// TestRedisRenewLeaseOnExplicitTimes: renewLease, leaseLoop's step, does
+// against a real Redis what its leaseClock says of the times it is given. A
+// renewal within the lease leaves alone a room taken over meanwhile (the
+// node learns it when Redis refuses its writes); one past the lease checks
+// the rooms held first, drops the one taken over, lets the joiners of the
+// other go on, and only then gives the rooms the new lease.
+func TestRedisRenewLeaseOnExplicitTimes(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	a := startNode(t, rs.URL(), 100)
+	ownRooms(t, a, "kept", "lost")
+	a.takenOver(t, "lost")
+	ctx := context.Background()
+	var lc leaseClock
+	t0 := time.Now()
+	lc.renewed(lc.renew(t0))
+	calls := func() int { a.h.mu.Lock(); defer a.h.mu.Unlock(); return len(a.h.calls) }
+
+	a.b.renewLease(ctx, &lc, t0.Add(time.Second)) // within the lease
+	a.h.mu.Lock()
+	lost := a.h.rooms["lost"]
+	a.h.mu.Unlock()
+	if lost == nil {
+		t.Fatal("a renewal within the lease checked the rooms: the room taken over is gone")
+	}
+
+	before := calls()
+	late := t0.Add(time.Minute) // the node was stopped
+	a.b.renewLease(ctx, &lc, late)
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	if a.h.rooms["lost"] != nil || a.h.rooms["kept"] == nil {
+		t.Fatalf("after a renewal past the lease: lost %v, kept %v; want lost dropped, kept kept",
+			a.h.rooms["lost"] != nil, a.h.rooms["kept"] != nil)
+	}
+	got := a.h.calls[before:]
+	// leaseLoop, running meanwhile, may note a lease of its own: the last
+	// one noted is this renewal's or comes after it.
+	verified, leased := slices.Index(got, "verified kept"), -1
+	for i, c := range got {
+		if c == "lease" {
+			leased = i
+		}
+	}
+	if verified < 0 || leased < verified {
+		t.Fatalf("calls %q: want kept verified, then the lease", got)
+	}
+	if want := late.Add(nodeLease - leaseMargin); !lc.until.Equal(want) {
+		t.Errorf("lease until %v after the late renewal, want %v", lc.until.Sub(late), want.Sub(late))
 	}
 }
