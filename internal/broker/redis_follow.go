@@ -213,7 +213,8 @@ func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomStat
 	defer b.own.stopAwaiting(name, w)
 	for ctx.Err() == nil && b.sub.stillSubscribed(name, st) {
 		b.sendTo(owner, encRoomNode(recFollow, name, b.id))
-		t := time.NewTimer(followWait)
+		a := ownerAsk{self: b.id, owner: owner, at: time.Now(), wait: followWait}
+		t := time.NewTimer(time.Until(a.checkAt()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -228,7 +229,7 @@ func (b *Redis) followRoom(ctx context.Context, name, owner string, st *roomStat
 			return
 		case <-t.C:
 		}
-		now, reload := b.checkOwner(ctx, name, owner)
+		now, reload := b.checkOwner(ctx, name, a)
 		if reload {
 			b.reload(ctx, name, st, 0)
 			return
@@ -252,7 +253,8 @@ func (b *Redis) followed(name, owner string, st *roomState, r followRec) {
 // returns the owner to ask next, or reload when the room is to be loaded
 // again (nobody holds it, or this node does, or it took the room over from
 // an owner whose lease is gone).
-func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string, reload bool) {
+func (b *Redis) checkOwner(ctx context.Context, name string, a ownerAsk) (next string, reload bool) {
+	owner := a.owner
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	now, err := b.rdb.Get(c, b.holderKey(name)).Result()
@@ -260,22 +262,22 @@ func (b *Redis) checkOwner(ctx context.Context, name, owner string) (next string
 	case err != nil && !errorsIsNil(err):
 		b.fail("read a room's holder", err)
 		return owner, false
-	case now == "" || now == b.id:
+	case a.onHolder(now) == holderFree:
 		return "", true
-	case now != owner:
+	case a.onHolder(now) == holderMoved:
 		return now, false
 	}
 	alive, err := b.rdb.Exists(c, b.leaseKey(owner)).Result()
+	listens := true
 	if err == nil && alive == 1 {
 		// A live lease whose node listens to nothing: it died (Redis
 		// dropped its subscription at once) or lost Redis; either way it
 		// answers no one.
 		var n int64
-		if n, err = b.nodeListeners(c, owner); n == 0 {
-			alive = 0
-		}
+		n, err = b.nodeListeners(c, owner)
+		listens = n > 0
 	}
-	if err != nil || alive == 1 {
+	if err != nil || !takeOver(alive == 1, listens) {
 		return owner, false
 	}
 	ttl := int(b.roomConfigOf(name).TTL / time.Second)
@@ -444,7 +446,7 @@ func (b *Redis) sendFailed(batch []job, js []int) {
 // expireForwards refuses the forwarded publishes whose owner has not
 // answered within forwardTimeout.
 func (b *Redis) expireForwards(now time.Time) {
-	for _, fw := range b.own.takeExpired(now.Add(-forwardTimeout), "") {
+	for _, fw := range b.own.takeExpired(forwardDeadline(now), "") {
 		b.unsent(fw.p)
 	}
 }

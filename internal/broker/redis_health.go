@@ -73,12 +73,10 @@ func (b *Redis) fail(op string, err error) {
 	b.count.lastErr.Store(&msg)
 	if b.health.fell() {
 		// Cut off, the node goes on ordering the rooms it owns, joins
-		// of them included (messages to other rooms are refused); once back, it checks which are still its
-		// own (leaseLoop). Not when the lease had lapsed already (the node
-		// was stopped, and a command failed on waking): rooms it held may
-		// be another node's by now, and their joiners wait for the check.
-		if !b.lease.lapsed() {
-			b.setLease(time.Now().Add(100 * 365 * 24 * time.Hour))
+		// of them included (messages to other rooms are refused); once
+		// back, it checks which are still its own (leaseLoop). See cutOff.
+		if until, ok := b.lease.cutOff(time.Now()); ok {
+			b.setLease(until)
 		}
 		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
 		signal(b.health.wake)

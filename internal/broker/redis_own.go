@@ -196,7 +196,8 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 		if err := b.publishControl(ctx, name, "H"); err != nil {
 			b.fail("ask for a room", err)
 		}
-		t := time.NewTimer(releaseWait)
+		a := ownerAsk{self: b.id, owner: holder, at: time.Now(), wait: releaseWait}
+		t := time.NewTimer(time.Until(a.checkAt()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -217,28 +218,27 @@ func (b *Redis) awaitHolder(ctx context.Context, name, holder string, done func(
 			cancel()
 			b.fail("read a room's holder", err)
 			continue
-		case now == "" || now == b.id:
+		case a.onHolder(now) == holderFree:
 			cancel()
 			done(false)
 			return
-		case now != holder:
+		case a.onHolder(now) == holderMoved:
 			holder = now // another node took it meanwhile: ask that one
 			cancel()
 			continue
 		}
 		alive, err := b.rdb.Exists(c, b.leaseKey(holder)).Result()
+		listens := true
 		if err == nil && alive == 1 {
 			// A live holder that does not answer may hold a room it no
 			// longer listens to: then this node is the room's only
 			// subscriber.
 			var subs int64
 			subs, err = b.subscribers(c, name)
-			if subs <= 1 {
-				alive = 0
-			}
+			listens = subs > 1
 		}
 		var took int64
-		if err == nil && alive == 0 {
+		if err == nil && takeOver(alive == 1, listens) {
 			took, err = takeoverScript.Run(c, b.rdb, b.publishKeys(name), holder, NewEpoch(), ttl).Int64()
 		}
 		cancel()
@@ -328,46 +328,10 @@ func isSeq(payload string) bool { return payload != "" && payload[0] >= '0' && p
 func (b *Redis) leaseLoop(ctx context.Context) {
 	t := time.NewTicker(nodeLease / 3)
 	defer t.Stop()
-	var until time.Time
-	// back is when this node's renewals came back after failing (Redis
-	// unreachable, a failover) or after its lease lapsed: until a lease
-	// later, a peer's lease gone is no sign of its death, since it could
-	// not renew it either, and the peers are not checked.
-	var back time.Time
-	failed := false
+	var lc leaseClock
 	for {
 		if b.health.ready() {
-			sent := time.Now()
-			c, cancel := context.WithTimeout(ctx, time.Second)
-			err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
-			cancel()
-			lapsed := !until.IsZero() && sent.After(until)
-			wasLapsed := sent.After(until)
-			switch {
-			case err != nil:
-				failed = true
-				if ctx.Err() == nil {
-					b.fail("renew the node's lease", err)
-				}
-			case sent.After(until) && !b.verifyHeld(ctx):
-			case lapsed && !b.rejoin(ctx):
-			default:
-				until = sent.Add(nodeLease - leaseMargin)
-				b.setLease(until)
-				if wasLapsed {
-					// Joins that came between the check and the new lease
-					// waited on the lapsed one: they go on now.
-					for _, r := range b.own.heldRooms() {
-						b.h.Verified(r)
-					}
-				}
-				if failed || wasLapsed {
-					back, failed = sent, false
-				}
-				if sent.Sub(back) >= nodeLease {
-					b.checkPeers(ctx)
-				}
-			}
+			b.renewLease(ctx, &lc, time.Now())
 		}
 		select {
 		case <-ctx.Done():
@@ -375,6 +339,39 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 		case <-t.C:
 		case <-b.lease.wake:
 		}
+	}
+}
+
+// renewLease renews this node's lease in Redis, sent at sent, doing first
+// what lc asks of the renewal (redis_clock.go).
+func (b *Redis) renewLease(ctx context.Context, lc *leaseClock, sent time.Time) {
+	r := lc.renew(sent)
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
+	cancel()
+	switch {
+	case err != nil:
+		lc.fail()
+		if ctx.Err() == nil {
+			b.fail("renew the node's lease", err)
+		}
+		return
+	case r.verify && !b.verifyHeld(ctx):
+		return
+	case r.rejoin && !b.rejoin(ctx):
+		return
+	}
+	until, checkPeers := lc.renewed(r)
+	b.setLease(until)
+	if r.verify {
+		// Joins that came between the check and the new lease waited on
+		// the lapsed one: they go on now.
+		for _, room := range b.own.heldRooms() {
+			b.h.Verified(room)
+		}
+	}
+	if checkPeers {
+		b.checkPeers(ctx)
 	}
 }
 
@@ -447,7 +444,10 @@ type leaseState struct {
 
 // lapsed reports whether this node's lease lapsed (it was stopped): rooms
 // it held may have been taken over.
-func (l *leaseState) lapsed() bool { return time.Now().UnixNano() >= l.until.Load() }
+func (l *leaseState) lapsed() bool { return l.lapsedAt(time.Now()) }
+
+// lapsedAt reports whether this node's lease had lapsed at now.
+func (l *leaseState) lapsedAt(now time.Time) bool { return now.UnixNano() >= l.until.Load() }
 
 // setLease says until when this node's held rooms are its own, to the
 // rooms and to the receiving side.
