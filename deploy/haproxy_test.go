@@ -27,22 +27,24 @@ type cluster struct {
 	lb    *testsupport.LoadBalancer
 }
 
-func startNodes(t *testing.T, redis *testsupport.Redis, n int) []*testsupport.Node {
+func startNodes(t *testing.T, redis *testsupport.Redis, n int, flags ...string) []*testsupport.Node {
 	t.Helper()
 	var nodes []*testsupport.Node
 	for i := range n {
-		nodes = append(nodes, testsupport.StartNode(t, bin, fmt.Sprintf("node%d", i+1),
-			"--redis", redis.URL(), "--history", "1000", "--rate-limit", "1000", "--rate-burst", "1000",
-			"--shutdown-timeout", "5s"))
+		args := append([]string{"--redis", redis.URL(), "--history", "1000", "--rate-limit", "1000", "--rate-burst", "1000",
+			"--shutdown-timeout", "5s"}, flags...)
+		nodes = append(nodes, testsupport.StartNode(t, bin, fmt.Sprintf("node%d", i+1), args...))
 	}
 	return nodes
 }
 
-func startHAProxyCluster(t *testing.T, n int) *cluster {
+// startHAProxyCluster starts n nodes with flags besides the tests' own,
+// one Redis and HAProxy in front of them.
+func startHAProxyCluster(t *testing.T, n int, flags ...string) *cluster {
 	t.Helper()
 	testsupport.Need(t, "haproxy", "haproxy")
 	redis := testsupport.StartRedis(t)
-	nodes := startNodes(t, redis, n)
+	nodes := startNodes(t, redis, n, flags...)
 	lb := testsupport.StartHAProxy(t, repoFile(t, "deploy/haproxy/haproxy.cfg"), nodes)
 	return &cluster{redis: redis, nodes: nodes, lb: lb}
 }
@@ -184,8 +186,13 @@ func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
 	}
 }
 
+// TestHAProxyNodeKilledClientsMoveWithoutLoss runs with --room-order redis,
+// where Redis orders a room shared by several nodes: a node killed loses
+// none of its messages. With the owner order (the default) the killed node
+// owns the room, and its members on every node resume with reset
+// (TestHAProxyOwnerKilledRoomTakenOver, docs/guarantees.md).
 func TestHAProxyNodeKilledClientsMoveWithoutLoss(t *testing.T) {
-	c := startHAProxyCluster(t, 3)
+	c := startHAProxyCluster(t, 3, "--room-order", "redis")
 	failover(t, c, func(n *testsupport.Node) error { n.Kill(); return nil }, false)
 }
 
@@ -289,8 +296,12 @@ func failover(t *testing.T, c *cluster, stop func(*testsupport.Node) error, drai
 				break
 			}
 		}
-		if s.connects < 2 || s.replayed == 0 {
-			t.Errorf("follower %d connected %d times and got %d messages replayed: it never resumed on another node", i, s.connects, s.replayed)
+		// Every message once, in order, over two connections: it resumed
+		// on another node. None may have been replayed: with the owner
+		// order the room's messages wait while its owner hands it over, and
+		// a follower may be back before the next.
+		if s.connects < 2 {
+			t.Errorf("follower %d connected %d times: it never resumed on another node", i, s.connects)
 		}
 		t.Logf("follower %d: %d connections, %d messages replayed on reconnect, close codes %v", i, s.connects, s.replayed, s.closes)
 		if drained && !containsInt(s.closes, 1001) {

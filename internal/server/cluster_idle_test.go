@@ -26,7 +26,12 @@ func TestClusterIdleRoomOutlivesItsTTL(t *testing.T) {
 	sendAcross(a, b, "1", "2", "3")
 	rdb := redisClient(t, redis)
 	ctx := context.Background()
-	// The history expires after the TTL (and its quarter) without messages.
+	// The owner writes the history behind (--history-linger); it expires
+	// after the TTL (and its quarter) without messages.
+	testsupport.Eventually(t, 10*time.Second, "the room's history written", func() bool {
+		n, err := rdb.Exists(ctx, "scalechat:{idle}:history").Result()
+		return err == nil && n == 1
+	})
 	testsupport.Eventually(t, 10*time.Second, "the room's history to expire", func() bool {
 		n, err := rdb.Exists(ctx, "scalechat:{idle}:history").Result()
 		return err == nil && n == 0

@@ -76,8 +76,12 @@ func sendAcrossInOneOrder(t *testing.T, nodes []*testServer, n, per int) []*clie
 	return cs
 }
 
+// testDeliversAcrossNodes runs with --room-order redis, where Redis gives
+// every message of a shared room its seq and every node receives it from
+// the room's channel (TestClusterOwnerOrderDeliversInOneOrder is the
+// default order's).
 func testDeliversAcrossNodes(t *testing.T, url string) {
-	nodes := startCluster(t, url, 3, nil)
+	nodes := startCluster(t, url, 3, func(c *Config) { c.RoomOrder = "redis" })
 	cs := sendAcrossInOneOrder(t, nodes, 6, 30)
 	const per = 30
 	for i, n := range nodes {
@@ -150,6 +154,12 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 	}
 
 	redis.Stop()
+	// Once node 0 knows Redis is away, it refuses the room: it owns it, but
+	// node 1 follows it and would not get its messages.
+	testsupport.Eventually(t, 10*time.Second, "node 0 to see Redis gone", func() bool {
+		s, _ := nodes[0].BrokerStats()
+		return !s.Up
+	})
 	a1.sendJSON(msg("during", "message_id", 7))
 	if m := a1.next(); m["type"] != "error" || m["code"] != "unavailable" || m["message_id"] != float64(7) {
 		t.Fatalf("during the outage the sender got %v, want an error unavailable naming message 7", m)
@@ -210,11 +220,16 @@ func TestClusterSurvivesRedisOutage(t *testing.T) {
 // unavailable naming its message (never silence, never a seq of node 0's
 // own), and once node 0 reaches Redis again the message arrives as well,
 // under the seq Redis gave it: ambiguous, not silent.
+//
+// With --room-order redis, where Redis orders each message of a shared
+// room; TestClusterForwardLostInFlightIsRefusedToItsSender is the owner
+// order's.
 func TestClusterMessageLostInFlightIsRefusedToItsSender(t *testing.T) {
 	redis := testsupport.StartRedis(t)
 	px := testsupport.NewProxy(t, redis.Addr())
-	via := startCluster(t, "redis://"+px.Addr()+"/0", 1, nil)[0]
-	direct := startCluster(t, redis.URL(), 1, nil)[0]
+	order := func(c *Config) { c.RoomOrder = "redis" }
+	via := startCluster(t, "redis://"+px.Addr()+"/0", 1, order)[0]
+	direct := startCluster(t, redis.URL(), 1, order)[0]
 	a, b := connect(t, via, "f"), connect(t, direct, "f")
 	a.sendJSON(msg("before"))
 	a.next()
@@ -297,22 +312,16 @@ func TestClusterOwnedRoomTakenOverClosesItsMembers(t *testing.T) {
 	c := dial(t, node.url("/ws/d"))
 	j, _ := c.joined()
 	epoch := j["epoch"].(string)
-	c.sendJSON(msg("1")) // through Redis, which grants the room to the node
-	c.next()
-	// The echo can come (through the room's channel) before the node has
-	// read Redis's answer, which grants it the room.
-	testsupport.Eventually(t, 10*time.Second, "the room granted", func() bool {
-		s, _ := node.BrokerStats()
-		return s.Owned == 1
-	})
-	c.sendJSON(msg("2")) // ordered on the node
-	if m := c.next(); m["seq"] != float64(2) {
-		t.Fatalf("second message %v", m)
+	// The node loaded the room first: it owns it and orders its messages.
+	for i := 1; i <= 2; i++ {
+		c.sendJSON(msg(fmt.Sprint(i)))
+		if m := c.next(); m["seq"] != float64(i) {
+			t.Fatalf("message %d: %v", i, m)
+		}
 	}
-	testsupport.Eventually(t, 10*time.Second, "the room owned", func() bool {
-		s, _ := node.BrokerStats()
-		return s.Owned == 1 && s.OwnedPublished == 1
-	})
+	if s, _ := node.BrokerStats(); s.Owned != 1 || s.OwnedPublished != 2 {
+		t.Fatalf("broker stats %+v: want the room owned, its 2 messages ordered here", s)
+	}
 	// Another node took the room over: it holds it now, and listens.
 	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr()})
 	defer rdb.Close()
@@ -383,5 +392,48 @@ func TestClusterOwnedRoomKeepsEveryMessage(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestClusterForwardLostInFlightIsRefusedToItsSender: the owner order's
+// message lost in flight. Node 1 owns room f; node 0 follows it and sends
+// its member's message on to it, and is cut off from Redis's answers
+// after Redis carried the message: the owner orders and delivers it, but
+// node 0 hears neither the owner's answer nor the message. The sender gets
+// an error unavailable naming its message once the forward timed out
+// (never silence, never a seq of node 0's own), and once node 0 reaches
+// Redis again the message reaches the sender as well, under the seq the
+// owner gave it: ambiguous, not silent.
+func TestClusterForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
+	redis := testsupport.StartRedis(t)
+	px := testsupport.NewProxy(t, redis.Addr())
+	via := startCluster(t, "redis://"+px.Addr()+"/0", 1, nil)[0]
+	direct := startCluster(t, redis.URL(), 1, nil)[0]
+	b := connect(t, direct, "f") // the first to load the room: its owner
+	a := connect(t, via, "f")
+	a.sendJSON(msg("before"))
+	a.next()
+	b.next()
+
+	px.Stall(false, true) // Redis's answers to node 0 are lost from now on
+	a.sendJSON(msg("amb", "message_id", 9, "room", "f"))
+	if m := b.next(); m["text"] != "amb" || m["seq"] != float64(2) {
+		t.Fatalf("the owner's member got %v, want the message the owner ordered", m)
+	}
+	if m := a.next(); m["type"] != "error" || m["code"] != "unavailable" || m["message_id"] != float64(9) || m["room"] != "f" {
+		t.Fatalf("the sender got %v, want an error unavailable naming message 9 of room f", m)
+	}
+	px.Refuse(true)
+	px.Drop()
+	px.Stall(false, false)
+	px.Refuse(false)
+	if m := a.next(); m["text"] != "amb" || m["seq"] != float64(2) {
+		t.Errorf("after the return the sender got %v, want its message under seq 2", m)
+	}
+	// Once: a round sent again after its connection broke (go-redis's
+	// retries) had the owner order it a second time, at seq 3.
+	a.sendJSON(msg("next"))
+	if m := a.next(); m["text"] != "next" || m["seq"] != float64(3) {
+		t.Errorf("the next message: %v, want it at seq 3", m)
 	}
 }

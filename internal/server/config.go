@@ -61,7 +61,7 @@ type Config struct {
 	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
 	RedisMaxWait      time.Duration  // refuse publishes to shared rooms while this node's messages to other nodes waited longer; 0: no bound
 	HistoryLinger     time.Duration  // how long messages of rooms a node orders alone wait to be written to Redis's history with others; 0: broker.DefaultHistoryLinger
-	RoomOrder         string         // who orders a room on several nodes: "redis" (a script a round; "" too) or "owner" (the node that owns it; one Redis)
+	RoomOrder         string         // who orders a room on several nodes: "owner" (the node that owns it; "" too) or "redis" (a script a round)
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -235,6 +236,26 @@ func (c *client) expectClose() int {
 		if f.Header.OpCode == gws.OpClose {
 			code, _ := closeOf(f)
 			return code
+		}
+	}
+}
+
+// textsUntilClose reads until the close frame and returns the texts of the
+// chat messages before it and the close code.
+func (c *client) textsUntilClose() (texts []string, code int) {
+	c.t.Helper()
+	for {
+		f, err := c.readFrame(10 * time.Second)
+		if err != nil {
+			c.t.Fatalf("want a close frame, got error %v", err)
+		}
+		if f.Header.OpCode == gws.OpClose {
+			code, _ := closeOf(f)
+			return texts, code
+		}
+		var m map[string]any
+		if json.Unmarshal(f.Payload, &m) == nil && m["type"] == nil { // a chat message
+			texts = append(texts, fmt.Sprint(m["text"]))
 		}
 	}
 }
