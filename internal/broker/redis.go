@@ -218,7 +218,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		own: newOwnState(),
 		ann: announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
 	}
-	b.shards = shardConns{conns: make(map[string]*pubsub), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
+	b.shards = shardConns{conns: make(map[string]*pubsub), left: make(chan struct{}, 1), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
 	if cluster == nil {
 		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
 	}
@@ -352,13 +352,27 @@ func (b *Redis) Run(ctx context.Context) error {
 	// and they dropped the rooms they followed from it (their members were
 	// closed with 1012) or refused the publish.
 	b.handOver()
+	b.leaveNodeChannel()
+	stopRecv() // first: a receive loop whose connection closed under it would take Redis for lost
 	errs := b.shards.closeAll()
-	stopRecv()
 	b.shards.wg.Wait()
 	b.signOff()
 	err := errors.Join(append(errs, b.rdb.Close())...)
 	b.refusePending()
 	return err
+}
+
+// leaveNodeChannel stops the node's channel, at shutdown, once every record
+// sent to it before was read (shardConns.leaveNode).
+func (b *Redis) leaveNodeChannel() {
+	if !b.health.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.shards.leaveNode(ctx, b.nodeChannel()); err != nil {
+		b.log.Warn("publishes other nodes sent here as the node stopped may be refused to their senders", "err", err)
+	}
 }
 
 // signOff sends, at shutdown, the records queued for other nodes after the

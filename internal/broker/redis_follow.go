@@ -365,7 +365,7 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 		holder, err := b.rdb.Get(c, b.holderKey(p.Room)).Result()
 		cancel()
 		if err == nil && holder == b.id {
-			b.orderHere(p, tries)
+			b.orderHere(ctx, p)
 			return
 		}
 		if err != nil || holder == "" {
@@ -383,13 +383,24 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 // orderHere orders a publish whose room was handed to this node while it
 // was on its way to the old owner (a drained node's). Its decline is
 // answered first: a room orders nothing while one is unanswered. Declined
-// again (the handover's record not read yet), it is tried again.
-func (b *Redis) orderHere(p Publication, tries int) {
+// again (the handover's record not read yet, or publishes sent on before
+// it still unanswered), it is tried again every retryWait/4 for up to
+// forwardTimeout, holding no count while it waits: several waits, each
+// counted, held each other back until all were refused. So it may be
+// ordered after a publish its sender sent later (docs/cluster.md).
+func (b *Redis) orderHere(ctx context.Context, p Publication) {
+	until := time.Now().Add(forwardTimeout)
 	b.h.Answered(p.Room)
-	if b.h.PublishOwned(p, b.keep) {
-		return
+	for {
+		if b.h.PublishOwned(p, b.keep) {
+			return
+		}
+		b.h.Answered(p.Room)
+		if time.Now().After(until) || !sleepCtx(ctx, retryWait/4) {
+			b.giveUp(p)
+			return
+		}
 	}
-	b.retryForward(forward{p: p, tries: tries})
 }
 
 // retryForward sends a forwarded publish again, to the room's holder of

@@ -79,8 +79,14 @@ func unixNano() int64 { return time.Now().UnixNano() }
 // sender gets both the refusal and the message; if Redis lost the stream,
 // every member of the room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
-	b.count.refused.Add(1)
 	b.h.Answered(p.Room)
+	b.giveUp(p)
+}
+
+// giveUp refuses p, whose decline by the room was answered already, and
+// tells its sender.
+func (b *Redis) giveUp(p Publication) {
+	b.count.refused.Add(1)
 	if p.Done != nil {
 		p.Done(0)
 	}

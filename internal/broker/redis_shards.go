@@ -30,6 +30,9 @@ type shardConns struct {
 	// subscription): it outlives the node's other loops until its owned
 	// rooms are handed over, so that what comes meanwhile is answered.
 	recv context.Context
+	// left is signalled when Redis confirmed the node's channel
+	// unsubscribed (leaveNode, at shutdown).
+	left chan struct{}
 
 	// Set when made, then only read.
 	cluster *redis.ClusterClient           // nil: one Redis, conns[""]
@@ -54,6 +57,34 @@ func (s *shardConns) drop(ps *pubsub, subs *subscriptions) {
 		s.node = nil // subscribed again by the next reshard
 	}
 	subs.detach(ps)
+}
+
+// leaveNode unsubscribes ch, the node's channel, at shutdown, and waits
+// until Redis confirmed it or ctx ends. Redis sends a subscriber every
+// message published to the channel before the confirmation, so those are
+// read (and answered) first; a PUBLISH after it reaches nobody, and its
+// node sends the publish on to the room's holder of the moment. Closed
+// before, the connection lost what Redis had sent and no one had read: the
+// other nodes waited for answers that never came, and refused.
+func (s *shardConns) leaveNode(ctx context.Context, ch string) error {
+	s.mu.Lock()
+	ps := s.node
+	if s.cluster == nil {
+		ps = s.conns[""]
+	}
+	s.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	if err := ps.unsubscribe(ctx, []string{ch}); err != nil {
+		return fmt.Errorf("unsubscribe the node's channel: %w", err)
+	}
+	select {
+	case <-s.left:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("unsubscribe the node's channel: %w", ctx.Err())
+	}
 }
 
 // closeAll closes every connection, at shutdown: none is made after it.

@@ -158,6 +158,12 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 			}
 			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
 		case *redis.Subscription:
+			if m.Channel == b.nodeChannel() {
+				if m.Kind == "unsubscribe" || m.Kind == "sunsubscribe" {
+					signal(b.shards.left) // leaveNode, at shutdown
+				}
+				continue
+			}
 			b.onSubscription(ctx, s, m, reconnected)
 		}
 	}
