@@ -275,3 +275,34 @@ func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
 		t.Errorf("a room owned alone refused while Redis is away: %v", err)
 	}
 }
+
+// TestRedisOwnerOrderScriptRefusesItsOwnRoom: with the owner order, a
+// publish that reaches publish.lua (sent before its room here was loaded)
+// for a room this node holds is refused by the script and ordered by the
+// room. Redis used to order it beside the room: a POST into a room the node
+// had just loaded got seq 1 from Redis while the room gave seq 1 to the
+// next one.
+func TestRedisOwnerOrderScriptRefusesItsOwnRoom(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true})
+	n.join(t, "r")
+	n.h.waitFor(t, 10*time.Second, "r owned", func() bool { return n.h.rooms["r"].owned })
+	got := make(chan uint64, 1)
+	n.b.pub.queue(job{kind: jobPublish, p: Publication{Room: "r", Prefix: []byte("x#"), From: -1, Done: func(seq uint64) { got <- seq }}})
+	select {
+	case seq := <-got:
+		if seq != 1 {
+			t.Fatalf("the publish got seq %d, want 1", seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish got no answer")
+	}
+	n.publish("r", "y")
+	n.hasSeq(t, "r", 2)
+	if p := n.h.payloads("r"); len(p) != 2 {
+		t.Errorf("the room holds %q, want x then y", p)
+	}
+	if s := n.b.Stats(); s.Published != 0 || s.OwnedPublished != 2 {
+		t.Errorf("stats %+v: want both ordered by the room, none by Redis", s)
+	}
+}

@@ -403,10 +403,10 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 func (b *Redis) publishCmd(ctx context.Context, p redis.Pipeliner, batch []job, js []int, renew []string, rc RoomConfig) redis.Cmder {
 	deliver := b.deliveryMode()
 	keys := make([]string, 0, 5*len(js))
-	args := make([]any, 0, 6+4*len(js))
+	args := make([]any, 0, 7+4*len(js))
 	// Renewed once a renewInterval, the keys live a renewInterval longer:
 	// at least the TTL after the room's last message.
-	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix(), b.cfg.Prefix)
+	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix(), b.cfg.Prefix, heldByItsHolder(b.cfg.OwnerOrder))
 	for _, i := range js {
 		q := batch[i].p
 		keys = append(keys, b.publishKeys(q.Room)...)
@@ -636,6 +636,18 @@ func (b *Redis) publishDown(p Publication) error {
 	b.h.Answered(p.Room) // declined, and not sent on either
 	b.count.refused.Add(1)
 	return ErrUnavailable
+}
+
+// heldByItsHolder is publishScript's ARGV[7]: with the owner order a room
+// any node holds, this one included, is refused (and ordered by its
+// holder's room), never given a seq by Redis beside the one the room gives.
+// Redis once ordered a message of a room this node had just loaded and
+// held while the room ordered the next one: both got seq 1.
+func heldByItsHolder(ownerOrder bool) string {
+	if ownerOrder {
+		return "1"
+	}
+	return "0"
 }
 
 // renewDue is publishScript's argument asking it to renew the room's TTLs:

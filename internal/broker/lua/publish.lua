@@ -35,7 +35,11 @@
 -- ARGV[5] the prefix of the nodes' channels ("n")
 -- ARGV[6] the prefix of every key and channel: with ":{room}:messages",
 --         the room's channel, where its control messages go ("n")
--- then four per message m (a = 7 + 4m):
+-- ARGV[7] "1" with the owner order: a room any node holds, the publishing
+--         one included, is ordered by its holder alone (its rooms, not
+--         Redis), so it is refused here too; "0": the publishing node's
+--         own room is ordered here (the Redis order's grant)
+-- then four per message m (a = 8 + 4m):
 --   ARGV[a]   the message's JSON before the seq (prefix)
 --   ARGV[a+1] the message's JSON after the seq (suffix)
 --   ARGV[a+2] the room's channel; its name for "n"
@@ -52,9 +56,11 @@
 -- epoch already (made when the first node loads it).
 --
 -- Returns, per message, its seq and 1 when the node owns the room, else 0;
--- or 0 and -1, without publishing, when another node holds the room.
+-- or 0 and -1, without publishing, when another node holds the room (or,
+-- with ARGV[7] "1", any node does).
 local node, ttl, mode = ARGV[4], ARGV[2], ARGV[3]
 local hist = tonumber(ARGV[1])
+local ownerOrder = ARGV[7] == '1'
 local res = {}
 local members = {} -- set of nodes key → its members, read once a call
 local batches, order = {}, {} -- node → its framed messages; nodes in first-use order
@@ -67,9 +73,9 @@ local function nodesOf(key)
   return m
 end
 for m = 0, #KEYS / 5 - 1 do
-  local k, a = m * 5, 7 + m * 4
+  local k, a = m * 5, 8 + m * 4
   local holder = redis.call('GET', KEYS[k+4])
-  if holder and holder ~= node then
+  if holder and (holder ~= node or ownerOrder) then
     res[#res+1] = 0 -- another node orders this room: not here
     res[#res+1] = -1
   else
