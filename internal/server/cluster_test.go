@@ -379,10 +379,17 @@ func TestClusterOwnedRoomKeepsEveryMessage(t *testing.T) {
 				Text string
 			}
 		}
-		testsupport.Eventually(t, 10*time.Second, room+"'s messages", func() bool {
+		var last string // the last answer, printed if it never comes whole
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			code, b := httpGet(t, "http://"+nodes[0].addr+"/rooms/"+room+"/messages", nil)
-			return code == 200 && json.Unmarshal([]byte(b), &body) == nil && body.Seq >= per
-		})
+			if code == 200 && json.Unmarshal([]byte(b), &body) == nil && body.Seq >= per {
+				break
+			}
+			if last = fmt.Sprint(code, " ", b); time.Now().After(deadline) {
+				st, _ := nodes[0].BrokerStats()
+				t.Fatalf("%s's messages never reached seq %d on node 0: last answer %.600s; broker %+v", room, per, last, st)
+			}
+		}
 		if body.Seq != per || len(body.Messages) != per {
 			t.Errorf("%s: seq %d, %d messages, want %d", room, body.Seq, len(body.Messages), per)
 		}
@@ -432,6 +439,10 @@ func TestClusterForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
 	}
 	// Once: a round sent again after its connection broke (go-redis's
 	// retries) had the owner order it a second time, at seq 3.
+	testsupport.Eventually(t, 10*time.Second, "node 0 back in step", func() bool {
+		s, _ := via.BrokerStats()
+		return s.Up
+	})
 	a.sendJSON(msg("next"))
 	if m := a.next(); m["text"] != "next" || m["seq"] != float64(3) {
 		t.Errorf("the next message: %v, want it at seq 3", m)
