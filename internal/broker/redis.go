@@ -145,10 +145,14 @@ type Redis struct {
 	// delivery from the channel (redis_subscribe.go, redis_nodechan.go).
 	fillMu sync.Mutex
 	waitWG sync.WaitGroup // the goroutines waiting for a room's release (awaitRelease, block)
-	// base is Run's context, for the work Run's goroutines hand on (a
-	// forwarded publish sent again); set before they start.
-	base context.Context
+	// base is Run's context (*context.Context), for the work handed on
+	// to goroutines of their own (a publish sent to its room's holder):
+	// Publish reads it, and may be called before Run sets it.
+	base atomic.Pointer[context.Context]
 }
+
+// runCtx returns Run's context, or the background one before Run.
+func (b *Redis) runCtx() context.Context { return *b.base.Load() }
 
 var _ Broker = (*Redis)(nil)
 
@@ -216,8 +220,10 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		own: newOwnState(),
-		ann: announcer{wake: make(chan struct{}, 1)}, base: context.Background(),
+		ann: announcer{wake: make(chan struct{}, 1)},
 	}
+	bg := context.Background()
+	b.base.Store(&bg)
 	b.shards = shardConns{conns: make(map[string]*pubsub), left: make(chan struct{}, 1), cluster: cluster, channel: b.channel, receive: b.receiveLoop, fail: b.fail}
 	if cluster == nil {
 		b.shards.conns[""] = &pubsub{ps: rdb.Subscribe(context.Background())}
@@ -305,7 +311,7 @@ func signal(c chan struct{}) {
 // Run implements Broker: it works until ctx is done, then closes the
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {
-	b.base = ctx
+	b.base.Store(&ctx)
 	// The receive loops stop last: see the end.
 	recv, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRecv()

@@ -352,9 +352,12 @@ func (b *Redis) unheard(node string) {
 	}
 }
 
-// forwardToHolder sends a publish that publish.lua refused (another node
-// holds its room, which this node has not loaded: the server API's) on to
-// the room's holder, or refuses it when none is found.
+// forwardToHolder sends a publish whose room this node does not order now
+// (loading it, or owning it but not ordering yet; a forward the old owner
+// declined) to the room's holder of the moment: its owner, or this node's
+// room (orderHere). A room nobody holds yet (its load here or elsewhere
+// has not claimed it) is looked at again retryWait later; after
+// maxForwardTries the publish is refused.
 func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 	b.waitWG.Go(func() {
 		if tries > 1 && !sleepCtx(ctx, retryWait) {
@@ -368,11 +371,13 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 			b.orderHere(ctx, p)
 			return
 		}
-		if err != nil || holder == "" {
-			if err != nil && !errorsIsNil(err) {
-				b.fail("read a room's holder", err)
-			}
+		if err != nil && !errorsIsNil(err) {
+			b.fail("read a room's holder", err)
 			b.unsent(p)
+			return
+		}
+		if holder == "" {
+			b.retryForward(forward{p: p, tries: tries})
 			return
 		}
 		req := b.own.addPending(p, holder, time.Now(), tries)
@@ -415,7 +420,7 @@ func (b *Redis) retryForward(fw forward) {
 		b.unsent(fw.p)
 		return
 	}
-	b.forwardToHolder(b.base, fw.p, fw.tries+1)
+	b.forwardToHolder(b.runCtx(), fw.p, fw.tries+1)
 }
 
 // sendUnheard sends again, to the holder of the moment, the publishes

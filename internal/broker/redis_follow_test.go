@@ -1,12 +1,17 @@
 package broker
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
@@ -305,4 +310,72 @@ func TestRedisOwnerOrderScriptRefusesItsOwnRoom(t *testing.T) {
 	if s := n.b.Stats(); s.Published != 0 || s.OwnedPublished != 2 {
 		t.Errorf("stats %+v: want both ordered by the room, none by Redis", s)
 	}
+}
+
+// TestRedisOwnerOrderNeverRunsPublishLua: with the owner order no message
+// is ordered by a script in Redis: not an owner's, not a follower's, not
+// one sent as its room loads (a POST opens its room and publishes at once),
+// which went through publish.lua.
+func TestRedisOwnerOrderNeverRunsPublishLua(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	runs := scriptRuns(t, rs.Addr(), publishScript)
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true}
+	owner, follower := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	owner.join(t, "r")
+	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	follower.join(t, "r")
+	owner.publish("r", "o")
+	follower.publish("r", "f")
+	got := make(chan uint64, 1)
+	follower.h.open("s")
+	follower.b.Subscribe("s")
+	follower.b.Publish(Publication{Room: "s", Prefix: []byte("early#"), From: -1, Done: func(seq uint64) { got <- seq }})
+	select {
+	case seq := <-got:
+		if seq != 1 {
+			t.Errorf("the publish sent as its room loaded got seq %d, want 1", seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish sent as its room loaded got no answer")
+	}
+	owner.hasSeq(t, "r", 2)
+	follower.hasSeq(t, "r", 2)
+	if n := runs(); n != 0 {
+		t.Errorf("publish.lua ran %d times", n)
+	}
+}
+
+// scriptRuns watches Redis at addr (MONITOR, on a connection of its own
+// read line by line: go-redis's Monitor races inside the library) from now
+// until the test ends, and returns how many calls of script it has served
+// so far.
+func scriptRuns(t *testing.T, addr string, script *redis.Script) func() int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(l, "+OK") {
+		t.Fatalf("MONITOR answered %q, %v", l, err)
+	}
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return // closed at the test's end
+			}
+			if strings.Contains(l, script.Hash()) {
+				n.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = conn.Close(); <-done })
+	return func() int { return int(n.Load()) }
 }

@@ -43,7 +43,13 @@ func (b *Redis) Publish(p Publication) error {
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
-	if b.cfg.OwnerOrder && b.forwardPublish(p) {
+	if b.cfg.OwnerOrder {
+		// Followed: to the owner. Else the room's holder of the moment
+		// orders it, this node's room included (the room loading here, or
+		// owned but not ordering yet): never a script in Redis.
+		if !b.forwardPublish(p) {
+			b.forwardToHolder(b.runCtx(), p, 1)
+		}
 		return nil
 	}
 	if b.blockedPublish(p) {
