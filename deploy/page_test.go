@@ -48,9 +48,10 @@ func pageEval[T any](t *testing.T, tab context.Context, expr string) T {
 func pageWait(t *testing.T, tab context.Context, timeout time.Duration, expr string) {
 	t.Helper()
 	if err := testsupport.WaitJS(tab, timeout, expr); err != nil {
-		state, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('state').textContent`))
-		log, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('messages').innerText.slice(-2000)`))
-		t.Fatalf("waiting for %s: %v (state %q, messages:\n%s)", expr, err, state, log)
+		state, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('state')?.textContent ?? ''`))
+		log, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('messages')?.innerText.slice(-2000) ?? ''`))
+		page, _ := chromedp.Run(tab, chromedp.Evaluate[string](`location.href + ' ' + document.readyState + ': ' + (document.body?.innerText ?? '').slice(0, 300)`))
+		t.Fatalf("waiting for %s: %v (state %q, page %q, messages:\n%s)", expr, err, state, page, log)
 	}
 }
 
@@ -67,7 +68,8 @@ func openPage(t *testing.T, url, name string) context.Context {
 	t.Helper()
 	tab := testsupport.NewBrowser(t, 3*time.Minute)
 	testsupport.BrowserDo(t, tab, chromedp.Navigate(url))
-	pageWait(t, tab, 30*time.Second, `document.getElementById('state').dataset.state === 'connected'`)
+	// Until the page is there: a predicate that throws ends the wait.
+	pageWait(t, tab, 30*time.Second, `document.getElementById('state')?.dataset.state === 'connected'`)
 	testsupport.BrowserDo(t, tab, chromedp.SetValue(chromedp.ID("name"), name))
 	pageEval[bool](t, tab, `document.getElementById('name').dispatchEvent(new Event('change')), true`)
 	pageWait(t, tab, 30*time.Second, fmt.Sprintf(`document.querySelector('#people li[data-user=%q]') !== null`, name))
