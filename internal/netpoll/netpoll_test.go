@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,7 +179,11 @@ func TestWakeIsNeverLost(t *testing.T) {
 		p := newPoller(t)
 		const n = 20000
 		var sent atomic.Int64
-		go func() {
+		var waker sync.WaitGroup
+		// Waited for below: its last Wake can come after the waiter saw
+		// the last count (it counts first), and once the test had ended
+		// its error on the closed poller panicked the run (CI, 2026-11-27).
+		waker.Go(func() {
 			for range n {
 				sent.Add(1)
 				if err := p.Wake(); err != nil {
@@ -186,7 +191,7 @@ func TestWakeIsNeverLost(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 		stuck := time.AfterFunc(20*time.Second, func() { p.Close() })
 		var seen int64
 		for seen < n {
@@ -199,5 +204,6 @@ func TestWakeIsNeverLost(t *testing.T) {
 			}
 		}
 		stuck.Stop()
+		waker.Wait()
 	}
 }
