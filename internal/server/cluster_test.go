@@ -231,12 +231,7 @@ func TestClusterMessageLostInFlightIsRefusedToItsSender(t *testing.T) {
 	via := startCluster(t, "redis://"+px.Addr()+"/0", 1, order)[0]
 	direct := startCluster(t, redis.URL(), 1, order)[0]
 	a, b := connect(t, via, "f"), connect(t, direct, "f")
-	a.sendJSON(msg("before"))
-	a.next()
-	b.next()
-
-	px.Stall(false, true) // Redis's answers to node 0 are lost from now on
-	a.sendJSON(msg("amb", "message_id", 9, "room", "f"))
+	sendThenStall(a, b, px)
 	if m := b.next(); m["text"] != "amb" || m["seq"] != float64(2) {
 		t.Fatalf("the other node got %v, want the message Redis ordered", m)
 	}
@@ -418,12 +413,7 @@ func TestClusterForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
 	direct := startCluster(t, redis.URL(), 1, nil)[0]
 	b := connect(t, direct, "f") // the first to load the room: its owner
 	a := connect(t, via, "f")
-	a.sendJSON(msg("before"))
-	a.next()
-	b.next()
-
-	px.Stall(false, true) // Redis's answers to node 0 are lost from now on
-	a.sendJSON(msg("amb", "message_id", 9, "room", "f"))
+	sendThenStall(a, b, px)
 	if m := b.next(); m["text"] != "amb" || m["seq"] != float64(2) {
 		t.Fatalf("the owner's member got %v, want the message the owner ordered", m)
 	}
@@ -447,4 +437,15 @@ func TestClusterForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
 	if m := a.next(); m["text"] != "next" || m["seq"] != float64(3) {
 		t.Errorf("the next message: %v, want it at seq 3", m)
 	}
+}
+
+// sendThenStall has a send "before", which a and b receive, then loses
+// Redis's answers to a's node (through px) from then on, and has a send
+// message 9, "amb".
+func sendThenStall(a, b *client, px *testsupport.Proxy) {
+	a.sendJSON(msg("before"))
+	a.next()
+	b.next()
+	px.Stall(false, true)
+	a.sendJSON(msg("amb", "message_id", 9, "room", "f"))
 }

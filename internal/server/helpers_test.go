@@ -228,16 +228,8 @@ func (c *client) joined(gap ...bool) (map[string]any, []map[string]any) {
 // before it are skipped.
 func (c *client) expectClose() int {
 	c.t.Helper()
-	for {
-		f, err := c.readFrame(10 * time.Second)
-		if err != nil {
-			c.t.Fatalf("want a close frame, got error %v", err)
-		}
-		if f.Header.OpCode == gws.OpClose {
-			code, _ := closeOf(f)
-			return code
-		}
-	}
+	_, code := c.textsUntilClose()
+	return code
 }
 
 // textsUntilClose reads until the close frame and returns the texts of the
