@@ -112,42 +112,6 @@ func (b *Redis) keep(room string, e Entry) {
 	signal(b.pub.persistWake)
 }
 
-// DefaultHistoryLinger is how long the writes of owned rooms wait to go
-// out with others (Config.HistoryLinger): what a node that dies loses at
-// most from Redis's history, whose members are told (reset). It is short
-// because a message to a room whose other members are away (a direct
-// message to someone offline) is nowhere else. A room's writes of one
-// linger share a script call and a stream entry (persist.lua), so a longer
-// linger stores a room of a few messages a second with one XADD a second
-// instead of one a message; the other nodes never wait for the writes
-// (docs/cluster.md#history-written-behind---history-linger).
-const DefaultHistoryLinger = 5 * time.Millisecond
-
-// maxHeldWrites bounds the writes of owned rooms held for the history
-// linger: past it they go out at the next round, so that a busy node
-// neither holds much memory nor hands Redis one long burst a linger.
-const maxHeldWrites = 4096
-
-// DefaultMaxWait is serve's --redis-max-wait (Config.MaxWait): a cluster
-// past its capacity refuses rather than delivering seconds late. It is
-// well above a round's usual wait (a linger and a Redis round trip), so
-// that a burst is carried, and within what a chat user tolerates.
-const DefaultMaxWait = 250 * time.Millisecond
-
-// MaxHistoryLinger bounds Config.HistoryLinger.
-const MaxHistoryLinger = time.Second
-
-// DefaultLinger is how long a publish waits for others to go out with it
-// in one round (Config.Linger): a round costs the node a goroutine wake, a
-// write and a read, and Redis a read and a write to each subscribed node,
-// however many messages it carries. Go's timers may make it up to about a
-// millisecond on an idle node.
-const DefaultLinger = 500 * time.Microsecond
-
-// MaxLinger bounds Config.Linger: a publish waits no longer than a
-// twentieth of a second for company.
-const MaxLinger = 50 * time.Millisecond
-
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
 // round.
 func (b *Redis) publishLoop(ctx context.Context) {
