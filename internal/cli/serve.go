@@ -227,6 +227,9 @@ func serveUntilDone(cmd *cobra.Command, o *serveFlags, srv *server.Server, logge
 	logger.Info("scalechat listening", "url", scheme+"://"+ln.Addr().String()+"/",
 		"websocket", strings.Replace(scheme, "http", "ws", 1)+"://"+ln.Addr().String()+"/ws/{room}",
 		"auth", o.cfg.Auth != nil)
+	if o.cfg.Redis != "" && o.cfg.RoomOrder == "redis" {
+		logger.Warn("--room-order redis is deprecated and will be removed: every message of a shared room runs a script in Redis; the default, owner, needs none (docs/cluster.md)")
+	}
 	node := nodeName(ln.Addr())
 	if o.metricsAddr == "" {
 		srv.SetNodeName(node)
