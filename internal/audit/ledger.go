@@ -27,7 +27,7 @@ func (p position) String() string {
 
 func (k msgKey) String() string { return fmt.Sprintf("a%d's message %d", k.sender, k.counter) }
 
-// sighting is a message a client received, where it first received it.
+// sighting is a message and the client that received it.
 type sighting struct {
 	key    msgKey
 	client int
@@ -99,6 +99,13 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 	if !slices.Contains(m.at, pos) {
 		m.at = append(m.at, pos)
 	}
+	a.sawAt(client, k, pos, t)
+	a.sawOrdered(client, k, pos, t)
+}
+
+// sawAt records that client received k at pos: a position that names a
+// second message is a broken order. The caller holds a.mu.
+func (a *auditor) sawAt(client int, k msgKey, pos position, t time.Time) {
 	switch other, ok := a.named[pos]; {
 	case !ok:
 		a.named[pos] = sighting{k, client}
@@ -111,12 +118,17 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 			}
 		}
 	}
+}
+
+// sawOrdered records where client received k: a second seq (or room) for
+// the same message is a conflict, a broken order. The caller holds a.mu.
+func (a *auditor) sawOrdered(client int, k msgKey, pos position, t time.Time) {
 	d, ok := a.delivered[k]
 	if !ok {
-		a.delivered[k] = deliveredAt{room: room, epoch: epoch, seq: seq, client: client}
+		a.delivered[k] = deliveredAt{room: pos.room, epoch: pos.epoch, seq: pos.seq, client: client}
 		return
 	}
-	if d.room != room || d.seq != seq {
+	if d.room != pos.room || d.seq != pos.seq {
 		a.conflicts++
 		if a.conflictExample == "" {
 			first := position{d.room, d.epoch, d.seq}
@@ -129,7 +141,7 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 // sawAgain records that client received message k, which it had at had
 // in the same epoch, again at pos: a duplicate, whether pos is had (the
 // same seq twice, which the client counts) or another seq (the same
-// message ordered twice, counted here).
+// message ordered twice, counted here). The caller holds a.mu.
 func (a *auditor) sawAgain(client int, k msgKey, had, pos position, t time.Time) {
 	if had != pos {
 		a.again[client] = append(a.again[client], t)
