@@ -323,9 +323,12 @@ type msgKey struct {
 	counter uint64
 }
 
+// deliveredAt is where a message was first received, and by whom: the
+// first of two seqs, when it comes under another.
 type deliveredAt struct {
-	room string
-	seq  uint64
+	room, epoch string
+	seq         uint64
+	client      int
 }
 
 type faultRef struct {

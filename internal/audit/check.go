@@ -15,7 +15,8 @@ import (
 // check computes the result once every client has stopped.
 func (a *auditor) check() *results.Audit {
 	res := &results.Audit{Protocol: a.cfg.Protocol, Clients: len(a.clients), Rooms: a.cfg.Rooms, Conflicts: a.conflicts, FirstError: a.firstErr,
-		SeqsTwoMessages: int64(len(a.twice)), SeqTwoExample: a.twiceExample, AfterReset: a.afterReset}
+		SeqsTwoMessages: int64(len(a.twice)), SeqTwoExample: a.twiceExample, AfterReset: a.afterReset,
+		ConflictExample: a.conflictExample, DuplicateExample: a.dupExample}
 	res.Faults = a.sortedFaults()
 	blame := func(c *client, t time.Time) *results.AuditCounts { return blameFor(res, c.name, t) }
 	for _, c := range a.clients {
@@ -89,8 +90,8 @@ func (a *auditor) checkOwed(res *results.Audit, c *client, blame func(*client, t
 		case owedMissing:
 			blame(c, m.first).Missing++
 			if res.MissingExample == "" {
-				res.MissingExample = fmt.Sprintf("%s missed a%d's message %d (%s, first received at %s)",
-					c.name, k.sender, k.counter, positions(m.at), m.first.Format("15:04:05.000"))
+				res.MissingExample = fmt.Sprintf("%s missed %s (%s, first received at %s)",
+					c.name, k, positions(m.at), m.first.Format("15:04:05.000"))
 			}
 		}
 		res.Expected++
@@ -142,11 +143,14 @@ func guarantees(res *results.Audit) []results.Guarantee {
 		{Name: "no loss: every message of a room reaches every member, or the member is told (history_gap)",
 			Held: res.Missing == 0 && res.LostSends == 0,
 			What: fmt.Sprintf("%d of %d owed deliveries missing without a gap, %d flagged by a gap, %d missed while away (no resume in the protocol); %d sends lost, %d unconfirmed (connection ended within 1 s), %d refused with an error frame",
-				res.Missing, res.Expected, res.Flagged, res.MissedAway, res.LostSends, res.UnconfirmedSends, res.RefusedSends) + lostWhat(res)},
+				res.Missing, res.Expected, res.Flagged, res.MissedAway, res.LostSends, res.UnconfirmedSends, res.RefusedSends) +
+				examples(res.MissingExample, res.LostExample)},
 		{Name: "no duplicates: a member receives each message once, resumes included", Held: res.Duplicates == 0,
-			What: fmt.Sprintf("%d duplicate deliveries; %d received again after a reset (the room started anew: told, not counted)", res.Duplicates, res.AfterReset)},
+			What: fmt.Sprintf("%d duplicate deliveries; %d received again after a reset (the room started anew: told, not counted)", res.Duplicates, res.AfterReset) +
+				examples(res.DuplicateExample)},
 		{Name: "order: one order per room, seen by every member in seq order", Held: res.Reordered == 0 && res.Conflicts == 0 && res.SeqsTwoMessages == 0,
-			What: orderWhat(res)},
+			What: fmt.Sprintf("%d out-of-order deliveries, %d messages with two seqs, %d seqs naming two messages", res.Reordered, res.Conflicts, res.SeqsTwoMessages) +
+				examples(res.ConflictExample, res.SeqTwoExample)},
 		{Name: "isolation: a member receives only its rooms' messages", Held: res.Foreign == 0,
 			What: fmt.Sprintf("%d foreign deliveries", res.Foreign)},
 		{Name: "recovery: after every fault, every client is back in its room", Held: recovered == len(res.Faults),
@@ -154,11 +158,11 @@ func guarantees(res *results.Audit) []results.Guarantee {
 	}
 }
 
-// lostWhat names the first missing delivery and the first lost send,
-// when there are.
-func lostWhat(res *results.Audit) string {
+// examples appends to a guarantee's figures the examples of what broke
+// it, those there are.
+func examples(all ...string) string {
 	var eg []string
-	for _, e := range []string{res.MissingExample, res.LostExample} {
+	for _, e := range all {
 		if e != "" {
 			eg = append(eg, e)
 		}
@@ -173,17 +177,9 @@ func lostWhat(res *results.Audit) string {
 func positions(at []position) string {
 	s := make([]string, len(at))
 	for i, p := range at {
-		s[i] = fmt.Sprintf("seq %d of epoch %s in %s", p.seq, p.epoch, p.room)
+		s[i] = p.String()
 	}
 	return strings.Join(s, " and ")
-}
-
-func orderWhat(res *results.Audit) string {
-	s := fmt.Sprintf("%d out-of-order deliveries, %d messages with two seqs, %d seqs naming two messages", res.Reordered, res.Conflicts, res.SeqsTwoMessages)
-	if res.SeqTwoExample != "" {
-		s += " (e.g. " + res.SeqTwoExample + ")"
-	}
-	return s
 }
 
 func inGap(gaps [][2]uint64, seq uint64) bool {

@@ -21,6 +21,18 @@ type position struct {
 	seq         uint64
 }
 
+func (p position) String() string {
+	return fmt.Sprintf("seq %d of epoch %s in room %s", p.seq, p.epoch, p.room)
+}
+
+func (k msgKey) String() string { return fmt.Sprintf("a%d's message %d", k.sender, k.counter) }
+
+// sighting is a message and the client that received it.
+type sighting struct {
+	key    msgKey
+	client int
+}
+
 // message is what the run saw of one message some client received: the
 // server accepted it (its sender got the echo, or another member got it).
 type message struct {
@@ -33,7 +45,7 @@ type message struct {
 type ledger struct {
 	msgs   map[msgKey]*message
 	byRoom map[string][]msgKey         // the room's messages, in the order first received
-	named  map[position]msgKey         // the first message received at each position
+	named  map[position]sighting       // the first message received at each position, and by whom
 	twice  map[position]struct{}       // positions a second, different message was received at
 	got    map[int]map[msgKey]position // per client id: the messages it received, where first
 	// again are the times a client received a message it had already
@@ -46,12 +58,15 @@ type ledger struct {
 	// which holds what it had. The protocol tells it (reset); a client
 	// that must not show a message twice drops them by message_id.
 	afterReset int64
-	// twiceExample describes the first position found naming two messages.
-	twiceExample string
+	// The examples name the first of each anomaly, with who received
+	// what where and when, to find in the nodes' logs: a position naming
+	// two messages, a message under two seqs, a message a client received
+	// twice.
+	twiceExample, conflictExample, dupExample string
 }
 
 func newLedger() ledger {
-	return ledger{msgs: map[msgKey]*message{}, byRoom: map[string][]msgKey{}, named: map[position]msgKey{},
+	return ledger{msgs: map[msgKey]*message{}, byRoom: map[string][]msgKey{}, named: map[position]sighting{},
 		twice: map[position]struct{}{}, got: map[int]map[msgKey]position{}, again: map[int][]time.Time{}}
 }
 
@@ -72,8 +87,8 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 	} else if had.epoch != pos.epoch {
 		a.afterReset++
 		a.got[client][k] = pos
-	} else if had != pos {
-		a.again[client] = append(a.again[client], t)
+	} else {
+		a.sawAgain(client, k, had, pos, t)
 	}
 	m := a.msgs[k]
 	if m == nil {
@@ -84,26 +99,61 @@ func (a *auditor) sawMessage(client int, k msgKey, room, epoch string, seq uint6
 	if !slices.Contains(m.at, pos) {
 		m.at = append(m.at, pos)
 	}
+	a.sawAt(client, k, pos, t)
+	a.sawOrdered(client, k, pos, t)
+}
+
+// sawAt records that client received k at pos: a position that names a
+// second message is a broken order. The caller holds a.mu.
+func (a *auditor) sawAt(client int, k msgKey, pos position, t time.Time) {
 	switch other, ok := a.named[pos]; {
 	case !ok:
-		a.named[pos] = k
-	case other != k:
+		a.named[pos] = sighting{k, client}
+	case other.key != k:
 		if _, dup := a.twice[pos]; !dup {
 			a.twice[pos] = struct{}{}
 			if a.twiceExample == "" {
-				a.twiceExample = fmt.Sprintf("seq %d of epoch %s in room %s was a%d's message %d and a%d's message %d",
-					seq, epoch, room, other.sender, other.counter, k.sender, k.counter)
+				a.twiceExample = fmt.Sprintf("%s was %s (received by a%d) and %s (received by a%d at %s)",
+					pos, other.key, other.client, k, client, t.Format("15:04:05.000"))
 			}
 		}
 	}
+}
+
+// sawOrdered records where client received k: a second seq (or room) for
+// the same message is a conflict, a broken order. The caller holds a.mu.
+func (a *auditor) sawOrdered(client int, k msgKey, pos position, t time.Time) {
 	d, ok := a.delivered[k]
 	if !ok {
-		a.delivered[k] = deliveredAt{room, seq}
+		a.delivered[k] = deliveredAt{room: pos.room, epoch: pos.epoch, seq: pos.seq, client: client}
 		return
 	}
-	if d.room != room || d.seq != seq {
+	if d.room != pos.room || d.seq != pos.seq {
 		a.conflicts++
+		if a.conflictExample == "" {
+			first := position{d.room, d.epoch, d.seq}
+			a.conflictExample = fmt.Sprintf("%s was %s (received by a%d) and %s (received by a%d at %s)",
+				k, first, d.client, pos, client, t.Format("15:04:05.000"))
+		}
 	}
+}
+
+// sawAgain records that client received message k, which it had at had
+// in the same epoch, again at pos: a duplicate, whether pos is had (the
+// same seq twice, which the client counts) or another seq (the same
+// message ordered twice, counted here). The caller holds a.mu.
+func (a *auditor) sawAgain(client int, k msgKey, had, pos position, t time.Time) {
+	if had != pos {
+		a.again[client] = append(a.again[client], t)
+	}
+	if a.dupExample != "" {
+		return
+	}
+	where := "at " + pos.String()
+	if had != pos {
+		where = "at " + had.String() + " and at " + pos.String()
+	}
+	a.dupExample = fmt.Sprintf("a%d received %s twice, %s (again at %s)", client, k, where, t.Format("15:04:05.000"))
 }
 
 // owed is what message m means to member c once the run is over.

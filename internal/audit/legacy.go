@@ -80,7 +80,8 @@ func (c *client) legacyFrame(data []byte, _ *uint64) error {
 	}
 	k := msgKey{id, f.ID}
 	c.legacy.got[k]++
-	if c.legacy.got[k] > 1 {
+	dup := c.legacy.got[k] > 1
+	if dup {
 		c.dups = append(c.dups, now)
 	}
 	if f.ID < c.legacy.lastID[id] {
@@ -88,15 +89,19 @@ func (c *client) legacyFrame(data []byte, _ *uint64) error {
 	}
 	c.legacy.lastID[id] = max(c.legacy.lastID[id], f.ID)
 	c.mu.Unlock()
-	c.a.sawLegacy(k, c.room, now)
+	c.a.sawLegacy(c.id, k, c.room, now, dup)
 	c.mu.Lock()
 	return nil
 }
 
-// sawLegacy records that a client received message k of room at t.
-func (a *auditor) sawLegacy(k msgKey, room string, t time.Time) {
+// sawLegacy records that client received message k of room at t, again
+// if dup.
+func (a *auditor) sawLegacy(client int, k msgKey, room string, t time.Time, dup bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if dup && a.dupExample == "" {
+		a.dupExample = fmt.Sprintf("a%d received %s twice in room %s (again at %s)", client, k, room, t.Format("15:04:05.000"))
+	}
 	if _, ok := a.delivered[k]; !ok {
 		a.delivered[k] = deliveredAt{room: room}
 		a.firstSeen[k] = t

@@ -41,10 +41,17 @@ type Audit struct {
 	Protocol   string `json:"protocol"`
 	Foreign    int64  `json:"foreign"`   // chat frames of a room the client is not in
 	Conflicts  int64  `json:"conflicts"` // one message delivered under two seqs (two orders)
+	// ConflictExample names the first message received under a second
+	// seq: the message, both positions and who received each.
+	ConflictExample string `json:"conflict_example,omitempty"`
 	// SeqsTwoMessages counts the (room, epoch, seq) that were received as
-	// two different messages (two orders); SeqTwoExample names the first.
+	// two different messages (two orders); SeqTwoExample names the first:
+	// the position, both messages and who received each.
 	SeqsTwoMessages int64  `json:"seqs_two_messages"`
 	SeqTwoExample   string `json:"seq_two_example,omitempty"`
+	// DuplicateExample names the first message a client received twice
+	// in one epoch: the client, the message and where it came each time.
+	DuplicateExample string `json:"duplicate_example,omitempty"`
 	// LostSends are messages written on a connection that stayed up and
 	// never delivered to anyone; UnconfirmedSends were written within a
 	// second before their connection ended (they may never have reached
