@@ -416,7 +416,7 @@ func (b *Redis) handOver() {
 		}
 		jobs = append(jobs, job{kind: jobRelease, room: r, e: Entry{Seq: seq}})
 	}
-	jobs = append(b.pub.writes(), jobs...) // what is still to be written goes first
+	jobs = append(b.pub.takeWrites(), jobs...) // what is still to be written goes first
 	if len(jobs) > 0 {
 		b.send(ctx, jobs, 3)
 	}

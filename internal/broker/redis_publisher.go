@@ -220,15 +220,18 @@ func (q *publisher) takeSends() []job {
 	return sends
 }
 
-// writes returns the pending jobs that are not publishes, in order.
-func (q *publisher) writes() []job {
+// takeWrites takes the pending jobs that are not publishes, the writes of
+// owned rooms first, in order, and leaves the publishes. At shutdown: what
+// it takes goes out once. It used to leave them pending, and the records
+// for other nodes among them went out again after the handover (signOff's
+// takeSends): a publish this node had forwarded to an owner was ordered
+// twice, under two seqs.
+func (q *publisher) takeWrites() []job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ws := slices.Clone(q.persists)
-	for _, j := range q.pending {
-		if j.kind != jobPublish {
-			ws = append(ws, j)
-		}
-	}
-	return ws
+	ws := q.takePersists(nil)
+	publishes, others := splitKind(q.pending, jobPublish, nil)
+	q.pending = publishes
+	q.persistAt, q.handing = time.Time{}, false
+	return append(ws, others...)
 }

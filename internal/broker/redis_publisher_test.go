@@ -71,3 +71,26 @@ func TestPublisherSendsWritesPastTheBound(t *testing.T) {
 		t.Fatalf("at the bound: a round of %d jobs (held %v), want all %d", len(batch), held, maxHeldWrites)
 	}
 }
+
+// At shutdown every pending job but the publishes goes out once: what
+// takeWrites took is gone, so the records for other nodes the handover
+// sent (a publish forwarded to an owner among them) are not sent again by
+// signOff's takeSends, which had an owner order such a publish twice.
+func TestPublisherTakeWritesTakesThemOnce(t *testing.T) {
+	q := newPublisher(time.Hour)
+	q.add(job{kind: jobPersist, room: "b", e: Entry{Seq: 1}}, job{kind: jobPublish, p: Publication{Room: "p"}},
+		job{kind: jobSend, room: "s", e: Entry{Seq: 7}}, job{kind: jobPersist, room: "a", e: Entry{Seq: 1}})
+	if got, want := jobsOf(q.takeWrites()), "1:a:1 1:b:1 4:s:7"; got != want {
+		t.Errorf("takeWrites: %s, want %s", got, want)
+	}
+	if sends := q.takeSends(); len(sends) != 0 {
+		t.Errorf("takeSends after takeWrites: %s, want none (sent twice)", jobsOf(sends))
+	}
+	if got := jobsOf(q.takeWrites()); got != "" {
+		t.Errorf("takeWrites again: %s, want none", got)
+	}
+	if left, _ := q.takeRound(nil, time.Now()); jobsOf(left) != "0:p:0" {
+		got := jobsOf(left)
+		t.Errorf("what is left: %s, want the publish alone", got)
+	}
+}
