@@ -321,11 +321,13 @@ func (b *Redis) unfollow(room string) {
 // ended: their members resume, and the next load takes the room over.
 // The publishes forwarded to it are refused.
 func (b *Redis) ownerGone(node string) {
-	for _, room := range b.own.followedFrom(node) {
-		b.dropFollowed(room, "its owner's lease ended")
-	}
+	// Refused first, while their senders' connections are up: the drop
+	// closes the rooms' members.
 	for _, fw := range b.own.takeExpired(time.Time{}, node) {
 		b.unsent(fw.p)
+	}
+	for _, room := range b.own.followedFrom(node) {
+		b.dropFollowed(room, "its owner's lease ended")
 	}
 }
 

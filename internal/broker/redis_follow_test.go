@@ -379,3 +379,25 @@ func scriptRuns(t *testing.T, addr string, script *redis.Script) func() int {
 	t.Cleanup(func() { _ = conn.Close(); <-done })
 	return func() int { return int(n.Load()) }
 }
+
+// TestRedisOwnerGoneRefusesBeforeItDrops: when a followed room's owner is
+// found gone, the publishes forwarded to it are refused before the room is
+// dropped: a refusal reaches its sender while its connection is up. The
+// drop came first, closing the members (1012), and senders of the last
+// second were never told: the audit counted lost sends (1 run in 5 of a
+// node stopped past its lease, helper-11's report).
+func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true})
+	n.h.open("r")
+	n.b.own.setOwner("r", "gone")
+	n.b.own.addPending(Publication{Room: "r", Prefix: []byte("x#")}, "gone", time.Now(), 1)
+	n.b.ownerGone("gone")
+	n.h.mu.Lock()
+	defer n.h.mu.Unlock()
+	refused, dropped := slices.IndexFunc(n.h.calls, func(c string) bool { return strings.HasPrefix(c, "refused r x#") }),
+		slices.Index(n.h.calls, "drop r")
+	if refused < 0 || dropped < 0 || refused > dropped {
+		t.Errorf("calls %q: want the forward refused, then the room dropped", n.h.calls)
+	}
+}
