@@ -49,6 +49,13 @@ func TestAuditLocalCluster(t *testing.T) {
 		// drops them when it is back.
 		{"owner order: a node cut off from Redis past its lease", []string{"--room-order", "owner", "--node-cut", "1s", "--node-down", "4s"}, true,
 			[]string{"1 × node cut from Redis", "verdict: every guarantee held"}},
+		// The owner SIGSTOPped past its 3 s lease: the follower takes its
+		// rooms over under a new epoch, and on waking the stopped node
+		// drops them (1012). Out of CI until 2026-11-27: go-redis's
+		// retries ordered messages twice (7138ddc), and a follower closed
+		// the members before it refused what it had forwarded (8316866).
+		{"owner order: node SIGSTOP past the lease", []string{"--room-order", "owner", "--node-pause", "1s", "--node-down", "5s"}, true,
+			[]string{"1 × node SIGSTOP", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
 		{"owner order: Redis restart", []string{"--room-order", "owner", "--redis-restart", "1500ms"}, true,
 			[]string{"1 × Redis restart", "refused with an error frame", "0 sends lost", "0 seqs naming two messages", "verdict: every guarantee held"}},
 		{"webhooks under a node SIGKILL and a Redis restart", []string{"--webhooks", "--node-kill", "1s", "--redis-restart", "3500ms"}, true,
