@@ -361,6 +361,12 @@ func (b *Redis) unheard(node string) {
 // has not claimed it) is looked at again retryWait later; after
 // maxForwardTries the publish is refused.
 func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
+	if ctx.Err() != nil {
+		// Stopping (an answer read as the node hands its rooms over):
+		// Run no longer waits for a goroutine started now.
+		b.unsent(p)
+		return
+	}
 	b.waitWG.Go(func() {
 		if tries > 1 && !sleepCtx(ctx, retryWait) {
 			b.unsent(p)
@@ -374,7 +380,9 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 			return
 		}
 		if err != nil && !errorsIsNil(err) {
-			b.fail("read a room's holder", err)
+			if ctx.Err() == nil {
+				b.fail("read a room's holder", err)
+			}
 			b.unsent(p)
 			return
 		}
