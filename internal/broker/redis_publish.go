@@ -13,11 +13,13 @@ import (
 
 // Publish implements Broker. It never blocks: a message of a room this node
 // owns is ordered and delivered here at once, and stored in Redis in the
-// background; any other is sent by the publishing goroutine in a pipeline
-// with every other pending one. While Redis is down, an owned room goes
-// on (its members are all here) and any other refuses the message with
-// ErrUnavailable: ordered here alone, its seq would name another message
-// on the other nodes of the room.
+// background. With the owner order any other goes to its room's owner (a
+// follower's forward) or its holder of the moment (forwardToHolder); with
+// the Redis order it goes to publish.lua in the next round's pipeline with
+// every other pending one. While Redis is down, a room no other node
+// follows goes on and any other refuses the message with ErrUnavailable:
+// ordered here alone, its seq would name another message on the other
+// nodes of the room.
 func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
@@ -482,7 +484,7 @@ func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err er
 			b.fail("publish", err)
 			b.sub.renewFailed(j.p.Room)
 			b.unsent(j.p)
-		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there
+		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there (a guard: Publish sends none here since cd3e8ba)
 			b.sub.renewFailed(j.p.Room)
 			b.forwardToHolder(ctx, j.p, 1)
 		case res[2*n+1] == -1: // another node holds the room: not published
