@@ -321,13 +321,18 @@ func (b *Redis) unfollow(room string) {
 // ended: their members resume, and the next load takes the room over.
 // The publishes forwarded to it are refused.
 func (b *Redis) ownerGone(node string) {
-	// Refused first, while their senders' connections are up: the drop
-	// closes the rooms' members.
-	for _, fw := range b.own.takeExpired(time.Time{}, node) {
-		b.unsent(fw.p)
-	}
+	b.refuseForwardsTo(node)
 	for _, room := range b.own.followedFrom(node) {
 		b.dropFollowed(room, "its owner's lease ended")
+	}
+}
+
+// refuseForwardsTo refuses what was forwarded to node and not answered. It
+// runs before the rooms followed from node are dropped, while the senders'
+// connections are up: the drop closes the rooms' members.
+func (b *Redis) refuseForwardsTo(node string) {
+	for _, fw := range b.own.takeExpired(time.Time{}, node) {
+		b.unsent(fw.p)
 	}
 }
 
@@ -346,9 +351,12 @@ func (b *Redis) dropFollowed(room, why string) {
 // reached no one): it died, or lost its connection to Redis. The rooms
 // followed from it are dropped: their members resume, and the next load
 // takes the room over once the owner is found gone (checkOwner). What was
-// forwarded to it in earlier rounds waits for its answer or forwardTimeout:
-// it may have been ordered.
+// forwarded to it in earlier rounds is refused first, as ownerGone does:
+// its answer could only come once the node hears again, by when the drop
+// has closed the senders, who would never learn. It may have been ordered
+// (Refused says so to the handler).
 func (b *Redis) unheard(node string) {
+	b.refuseForwardsTo(node)
 	for _, room := range b.own.followedFrom(node) {
 		b.dropFollowed(room, "its owner no longer listens to Redis")
 	}

@@ -384,23 +384,34 @@ func scriptRuns(t *testing.T, addr string, script *redis.Script) func() (runs, s
 }
 
 // TestRedisOwnerGoneRefusesBeforeItDrops: when a followed room's owner is
-// found gone, the publishes forwarded to it are refused before the room is
-// dropped: a refusal reaches its sender while its connection is up. The
-// drop came first, closing the members (1012), and senders of the last
-// second were never told: the audit counted lost sends (1 run in 5 of a
-// node stopped past its lease, helper-11's report).
+// found gone (its lease ended) or unheard (a PUBLISH to it reached nobody),
+// the publishes forwarded to it are refused before the room is dropped: a
+// refusal reaches its sender while its connection is up. The drop came
+// first, closing the members (1012), and senders of the last second were
+// never told: the audit counted lost sends (1 run in 5 of a node stopped
+// past its lease, helper-11's report; unheard, the same order, by reading).
 func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true})
-	n.h.open("r")
-	n.b.own.setOwner("r", "gone")
-	n.b.own.addPending(Publication{Room: "r", Prefix: []byte("x#")}, "gone", time.Now(), 1)
-	n.b.ownerGone("gone")
-	n.h.mu.Lock()
-	defer n.h.mu.Unlock()
-	refused, dropped := slices.IndexFunc(n.h.calls, func(c string) bool { return strings.HasPrefix(c, "refused r x#") }),
-		slices.Index(n.h.calls, "drop r")
-	if refused < 0 || dropped < 0 || refused > dropped {
-		t.Errorf("calls %q: want the forward refused, then the room dropped", n.h.calls)
+	for _, c := range []struct {
+		name string
+		gone func(b *Redis, node string)
+	}{
+		{"lease ended", (*Redis).ownerGone},
+		{"unheard", (*Redis).unheard},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true})
+			n.h.open("r")
+			n.b.own.setOwner("r", "gone")
+			n.b.own.addPending(Publication{Room: "r", Prefix: []byte("x#")}, "gone", time.Now(), 1)
+			c.gone(n.b, "gone")
+			n.h.mu.Lock()
+			defer n.h.mu.Unlock()
+			refused, dropped := slices.IndexFunc(n.h.calls, func(c string) bool { return strings.HasPrefix(c, "refused r x#") }),
+				slices.Index(n.h.calls, "drop r")
+			if refused < 0 || dropped < 0 || refused > dropped {
+				t.Errorf("calls %q: want the forward refused, then the room dropped", n.h.calls)
+			}
+		})
 	}
 }
