@@ -62,7 +62,7 @@ func TestClusterSmoke(t *testing.T) {
 	// "–": a CPU figure of fewer than 10 clock ticks, as smoke sizes give.
 	num := `(\d+\.\d\d|–)`
 	alone := regexp.MustCompile(`  ` + num + ` µs/deliv  `)
-	nodes := regexp.MustCompile(`Redis ` + num + ` µs/deliv; nodes vs 1 node (×\d+\.\d\d|–)`)
+	nodes := regexp.MustCompile(`Redis ` + num + ` µs/deliv; ([\d.]+[kM]?|–) deliveries/s a Redis core; nodes vs 1 node (×\d+\.\d\d|–)`)
 	latency := regexp.MustCompile(`cross-node p50 (×\d+\.\d\d|n/a) vs same node`)
 	judged := regexp.MustCompile(`  (met|MISSED|–)( \(generator saturated\))?\s*$`)
 	type row struct {
@@ -81,10 +81,10 @@ func TestClusterSmoke(t *testing.T) {
 		want = append(want,
 			row{sh + ": 1 node, no Redis", "", alone},
 			row{sh + ": 2 nodes, rooms on A", pick("≤ ×1.1"), nodes},
-			row{sh + ": 2 nodes, rooms split", pick("redis_per_delivery<=3us; ≤ ×1.3"), nodes},
+			row{sh + ": 2 nodes, rooms split", pick("redis_per_delivery<=2us; ≤ ×1.3"), nodes},
 			row{sh + ": 2 nodes, rooms split: same-node deliveries", "", nil},
 			row{sh + ": 2 nodes, rooms split: cross-node deliveries", "", latency},
-			row{sh + ": 3 nodes, rooms split", pick("redis_per_delivery<=3us; ") + "≤ ×1.15", nodes},
+			row{sh + ": 3 nodes, rooms split", pick("redis_per_delivery<=2us; ") + "≤ ×1.15", nodes},
 			row{sh + ": 3 nodes, rooms split: same-node deliveries", "", nil},
 			row{sh + ": 3 nodes, rooms split: cross-node deliveries", "", latency})
 	}

@@ -244,9 +244,12 @@ var specMetrics = map[string]string{
 	"rss_per_conn":       "%s/conn",
 	"generator_cores":    "generator %.2f cores",
 	"redis_per_delivery": "Redis %.2f µs/deliv",
-	"unavailable":        "%.0f unavailable",
-	"deliveries_per_s":   "%s deliveries/s",
-	"bytes_per_delivery": "%.0f B/deliv out",
+	// 1 s ÷ redis_per_delivery: the deliveries a second one Redis core
+	// would carry at the step's cost.
+	"redis_core_deliveries": "%s deliveries/s a Redis core",
+	"unavailable":           "%.0f unavailable",
+	"deliveries_per_s":      "%s deliveries/s",
+	"bytes_per_delivery":    "%.0f B/deliv out",
 	// µs of generator CPU per message it recorded (sent + received),
 	// over the sending window: what the generator's own work costs.
 	"generator_per_message": "gen %.2f µs/msg",

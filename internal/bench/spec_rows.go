@@ -183,6 +183,11 @@ func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int
 			addNote(row, "Redis "+note)
 		} else {
 			c.redisUS, f["redis_per_delivery"] = us, us/1000 // slo keeps times in ms
+			if us > 0 {
+				// What one Redis core would carry at this cost: the
+				// cluster's ceiling while Redis does work per delivery.
+				f["redis_core_deliveries"] = 1e6 / us
+			}
 		}
 	}
 	return f
@@ -198,13 +203,15 @@ func figureColumn(metrics []string, f map[string]float64, row Result) string {
 			parts = append(parts, perDelFigure(row))
 		case !ok && m == "redis_per_delivery":
 			parts = append(parts, "Redis – µs/deliv")
+		case !ok && m == "redis_core_deliveries":
+			parts = append(parts, "– deliveries/s a Redis core")
 		case !ok && m == "generator_per_message":
 			parts = append(parts, "gen – µs/msg")
 		case !ok:
 			parts = append(parts, m+" –")
 		case m == "rss_per_conn":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], kib(v)))
-		case m == "deliveries_per_s":
+		case m == "deliveries_per_s" || m == "redis_core_deliveries":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], rate(v)))
 		case m == "redis_per_delivery":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], 1000*v))
