@@ -21,7 +21,7 @@ import (
 func startOwnerNodes(t testing.TB, rooms []string) (owner, follower *node) {
 	t.Helper()
 	rs := testsupport.StartRedis(t)
-	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true}
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour}
 	owner, follower = startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	for _, r := range rooms {
 		owner.join(t, r)
@@ -83,7 +83,7 @@ func TestRedisOwnerOrdersWhatItsFollowersSend(t *testing.T) {
 // the room (its members closed with 1012) or refused them.
 func TestRedisOwnerStoppingHandsOverWhatFollowersSend(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour, OwnerOrder: true}
+	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour}
 	owner, stop := startStoppable(t, cfg)
 	follower := startNodeConfig(t, cfg)
 	owner.join(t, "r")
@@ -215,7 +215,7 @@ func TestRedisOwnerThatDropsARoomTellsItsFollowers(t *testing.T) {
 func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	px := testsupport.NewProxy(t, rs.Addr())
-	cfg := Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour, OwnerOrder: true}
+	cfg := Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour}
 	owner := startNodeConfig(t, cfg)
 	cfg.URL = rs.URL()
 	follower := startNodeConfig(t, cfg)
@@ -262,7 +262,7 @@ func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
 // (the audit once counted such a send as lost under a Redis restart).
 func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true}
+	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour}
 	owner, follower := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	for _, r := range []string{"shared", "solo"} {
 		owner.join(t, r)
@@ -363,7 +363,7 @@ func scriptRuns(t *testing.T, addr string, except *redis.Script) func() (runs, s
 // node stopped past its lease, helper-11's report).
 func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, OwnerOrder: true})
+	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour})
 	n.h.open("r")
 	n.b.own.setOwner("r", "gone")
 	n.b.own.addPending(Publication{Room: "r", Prefix: []byte("x#")}, "gone", time.Now(), 1)
