@@ -286,10 +286,11 @@ func TestClusterOwnedRoomTakenOverClosesItsMembers(t *testing.T) {
 }
 
 // TestClusterOwnedRoomKeepsEveryMessage posts quickly into new rooms of a
-// cluster node: each room is granted to the node while its first messages
-// are still on their way through Redis. Every message must keep its place:
-// a message ordered on the node once took the seq Redis gave the one before
-// it, which was then dropped as a duplicate.
+// cluster node: each room comes to be ordered on the node while its first
+// messages (a POST opens its room and publishes at once) are still on their
+// way to the room's holder through Redis. Every message must keep its place:
+// with the Redis order a message ordered on the node once took the seq Redis
+// gave the one before it, which was then dropped as a duplicate.
 func TestClusterOwnedRoomKeepsEveryMessage(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	nodes := startCluster(t, rs.URL(), 2, nil)
