@@ -186,16 +186,10 @@ func TestHAProxyKeepsDegradedNodesInRotation(t *testing.T) {
 	}
 }
 
-// TestHAProxyNodeKilledClientsMoveWithoutLoss runs with --room-order redis,
-// where Redis orders a room shared by several nodes: a node killed loses
-// none of its messages. With the owner order (the default) the killed node
-// owns the room, and its members on every node resume with reset
-// (TestHAProxyOwnerKilledRoomTakenOver, docs/guarantees.md).
-func TestHAProxyNodeKilledClientsMoveWithoutLoss(t *testing.T) {
-	c := startHAProxyCluster(t, 3, "--room-order", "redis")
-	failover(t, c, func(n *testsupport.Node) error { n.Kill(); return nil }, false)
-}
-
+// TestHAProxyNodeDrainedClientsMoveWithoutLoss: the room's node drained
+// (SIGTERM) hands its rooms to a follower, and its members lose nothing. A
+// node killed loses its rooms instead: they are taken over under a new
+// epoch (TestHAProxyOwnerKilledRoomTakenOver, docs/guarantees.md).
 func TestHAProxyNodeDrainedClientsMoveWithoutLoss(t *testing.T) {
 	c := startHAProxyCluster(t, 3)
 	failover(t, c, func(n *testsupport.Node) error { return n.Terminate(15 * time.Second) }, true)

@@ -46,9 +46,6 @@ type Options struct {
 	// RedisLinger, when not 0, is every cluster node's --redis-linger
 	// (the cluster scenario): what a longer round saves and costs.
 	RedisLinger time.Duration
-	// RoomOrder, when not "", is every cluster node's --room-order (the
-	// cluster scenario): redis or owner.
-	RoomOrder string
 	// Files are benchmark files (scenario files with a bench: section) to
 	// run after the named scenarios.
 	Files []string
@@ -119,7 +116,6 @@ type runner struct {
 	srvCPUs, genCPUs []int
 	stderr           io.Writer
 	linger           time.Duration // the cluster nodes' --redis-linger; 0: theirs by default
-	order            string        // the cluster nodes' --room-order; "": theirs by default
 	// roomSize is the members of the rooms of the benchmarks that take
 	// it (bench: vary: room_size); 0: the file's own.
 	roomSize int
@@ -213,7 +209,7 @@ func Run(ctx context.Context, names []string, opt Options) error {
 		return err
 	}
 	defer cleanup()
-	r.linger, r.order = opt.RedisLinger, opt.RoomOrder
+	r.linger = opt.RedisLinger
 	if opt.ScalingRoomSize < 0 {
 		return fmt.Errorf("--scaling-room-size must be at least 1, not %d", opt.ScalingRoomSize)
 	}
@@ -236,9 +232,6 @@ func Run(ctx context.Context, names []string, opt Options) error {
 	}
 	if r.linger != 0 {
 		mode += fmt.Sprintf(", cluster nodes with --redis-linger %s", r.linger)
-	}
-	if r.order != "" {
-		mode += ", cluster nodes with --room-order " + r.order
 	}
 	fmt.Fprintf(opt.Stdout, "scalechat bench, %s; %s; load average before %s, after %s; %s\n",
 		mode, r.pinning(), load, procstat.LoadAvg(), time.Since(start).Round(time.Second))

@@ -32,9 +32,6 @@ func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
 	if r.linger != 0 {
 		flags = append(flags, "--redis-linger", r.linger.String())
 	}
-	if r.order != "" {
-		flags = append(flags, "--room-order", r.order)
-	}
 	flags = append(flags, c.extra...)
 	for len(c.nodes) < n {
 		p, err := r.startServer(ctx, fmt.Sprintf("%s-node-%c", c.prefix, 'a'+len(c.nodes)), flags...)

@@ -136,17 +136,18 @@ type DeliveryHandler interface {
 	// between can no longer be had.
 	Skip(room string, seq uint64)
 	// Refused says that a publish Publish took was given up afterwards:
-	// Redis became unreachable before it answered, or the node stopped
-	// first. The message was not delivered under a seq of this node's
-	// own; Redis may still have ordered it (a round that failed midway),
-	// in which case it arrives from the room's stream too. The handler
-	// tells p.Sender, which must not be left to believe it was delivered.
+	// the room's owner it was sent on to did not answer in time (stopped,
+	// or cut off from Redis), or the node stopped first. The message was
+	// not delivered under a seq of this node's own; the owner may still
+	// have ordered it, in which case it arrives from the owner too. The
+	// handler tells p.Sender, which must not be left to believe it was
+	// delivered.
 	Refused(p Publication)
 }
 
-// OwnershipHandler is the node-local fast path of a cluster: a room whose
-// members are all on this node is ordered here (owned) while the broker
-// says so, and handed back when another node needs it or the node's lease
+// OwnershipHandler is how a cluster orders a room: the room's owner node
+// orders it here (owned) while the broker says so, and stops when the node
+// gives the room up (hands it to another node, or frees it) or its lease
 // lapses (docs/architecture.md, "The node-local fast path").
 type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
@@ -155,9 +156,9 @@ type OwnershipHandler interface {
 	// here.
 	PublishOwned(p Publication, keep func(room string, e Entry)) bool
 	// Answered says that a publish PublishOwned declined, and the broker
-	// sent on to its order, was answered: ordered, or given up (delivered
-	// locally). Until every declined publish of a room is answered, the
-	// room declines more: they must not overtake it.
+	// sent on to the room's owner, was answered: ordered, or given up.
+	// Until every declined publish of a room is answered, the room
+	// declines more: they must not overtake it.
 	Answered(room string)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
@@ -240,8 +241,8 @@ type Entry struct {
 // Stats counts a broker's traffic.
 type Stats struct {
 	Up          bool   // the broker reaches the other nodes
-	Published   uint64 // messages sent to the broker
-	Received    uint64 // messages received from the broker
+	Published   uint64 // messages sent on to their room's owner on another node, and answered
+	Received    uint64 // messages of followed rooms received from their owners
 	Errors      uint64 // failed broker operations
 	Local       uint64 // messages of owned rooms published while the broker was unreachable
 	Refused     uint64 // publishes refused or given up because the broker was unreachable
@@ -251,11 +252,10 @@ type Stats struct {
 	Unrecovered uint64 // seqs skipped because the broker no longer had them
 	Rooms       int64  // rooms subscribed
 	Reconnects  uint64
-	// Owned rooms are ordered on this node (their members are all here);
-	// OwnedPublished counts their messages, Releases the rooms given to
-	// Redis's order when another node joined, Takeovers the rooms this node
-	// took from an owner that did not answer, Dropped the rooms another
-	// node took from this one.
+	// Owned rooms are ordered on this node; OwnedPublished counts their
+	// messages, Releases the rooms it gave up (handed to a follower, or
+	// freed), Takeovers the rooms this node took from an owner that did not
+	// answer, Dropped the rooms another node took from this one.
 	Owned          int64
 	OwnedPublished uint64
 	Releases       uint64

@@ -28,6 +28,7 @@ type fakeRoom struct {
 	dropped bool
 
 	loaded bool
+	early  []Entry // delivered before the load, as room.Hub keeps them (a follower's records may beat its snapshot)
 	seq    uint64
 	msgs   []Entry // delivered or published here, in order
 	tail   []Entry // what Loaded brought
@@ -65,13 +66,25 @@ func (f *fakeRooms) Loaded(name, epoch string, seq uint64, tail []Entry) {
 		r.seq = max(r.seq, e.Seq)
 	}
 	f.note(fmt.Sprintf("loaded %s %d", name, r.seq))
+	early := r.early
+	r.early = nil
+	for _, e := range early {
+		if e.Seq == r.seq+1 {
+			r.seq = e.Seq
+			r.msgs = append(r.msgs, e)
+		}
+	}
 }
 
 func (f *fakeRooms) Deliver(name string, seq uint64, payload []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]
-	if r == nil || !r.loaded || seq <= r.seq {
+	if r != nil && !r.loaded {
+		r.early = append(r.early, Entry{seq, payload})
+		return
+	}
+	if r == nil || seq <= r.seq {
 		return
 	}
 	r.seq = seq

@@ -1,35 +1,36 @@
-// The Redis broker: every message of a room on several nodes goes through
-// one Lua script that, atomically, takes the room's next seq (INCR), appends
-// the message to the room's capped history stream (XADD MAXLEN) and sends it
-// to the nodes that loaded the room (its set of nodes): on one Redis in one
-// PUBLISH per node per script call on the node's own channel, all its
-// messages in one payload (redis_nodechan.go); on a Redis Cluster on the room's
-// shard channel. Redis runs scripts one at a time, so every node receives a
-// room's messages in seq order. A node subscribes to a room's channel (its
-// control messages: handover, presence) and joins its set of nodes only
-// while it has members of the room, so no node reads traffic it does not
-// need.
+// The Redis broker: every room of a cluster has one owner node, the node
+// that loaded it first (it claims the room's holder key in Redis), which
+// orders all its messages, delivers them on that node at once and writes
+// them to the room's capped history stream in Redis behind (persist.lua, a
+// round of writes per call). The other nodes that have the room follow the
+// owner: they load it from the owner's snapshot, get every message it
+// orders on their node's channel, in batches, and send their members'
+// publishes on to it (redis_follow.go). No script runs for a message. A
+// node subscribes to a room's channel (its control messages: presence, new
+// streams, takeovers) only while it has members of the room, so no node
+// reads traffic it does not need.
 //
-// When Redis is unreachable, a node goes on ordering the rooms it owns (all
-// their members are on it) and refuses messages to every other room
-// (ErrUnavailable), and /readyz reports it. When Redis is back, it checks
-// each room's stream against Redis (streamScript): the same epoch, with a
-// counter at or above every seq the node has, is the same stream, and the
-// node catches up what it missed; any other (Redis lost the room, or some
-// of its messages) starts a new epoch, and the room's members here are
-// closed with 1012 to resume into it and be told what they missed
-// (lostStream).
+// When Redis is unreachable, a node goes on ordering the rooms it owns that
+// no other node follows (all their members are on it) and refuses messages
+// to every other room (ErrUnavailable), and /readyz reports it. When Redis
+// is back, it checks each room's stream against Redis (streamScript): the
+// same epoch, with a counter at or above every seq the node has (a room
+// held by an owner: the epoch alone), is the same stream, and the node
+// catches up what it missed; any other (Redis lost the room, or some of its
+// messages) starts a new epoch, and the room's members here are closed
+// with 1012 to resume into it and be told what they missed (lostStream).
 //
-// The same broker runs on a Redis Cluster (redis_cluster.go): a room lives
-// in one hash slot, and its messages cross only the master that owns it.
+// The same broker runs on a Redis Cluster (redis_cluster.go): a room's keys
+// live in one hash slot, and each node's channel is a shard channel.
 //
 // The files: redis.go (the type, its goroutines, its counters), redis_publish.go,
-// redis_own.go and redis_ownstate.go (owned rooms), redis_presence.go,
-// redis_subscribe.go (subscriptions, loading rooms, receiving and filling
-// gaps), redis_nodechan.go (a node's channel: its batches, rejoining the
-// rooms' sets), redis_health.go (outages and recovery), redis_cluster.go (slots,
-// shard channels), redis_announce.go (the nodes of the dashboard),
-// redis_scripts.go (the Lua scripts of lua/, embedded).
+// redis_own.go and redis_ownstate.go (owned rooms), redis_follow.go,
+// redis_followset.go and redis_followwire.go (following an owner),
+// redis_presence.go, redis_subscribe.go (subscriptions, loading rooms,
+// filling gaps), redis_nodechan.go (a node's channel: its records,
+// rejoining the rooms' sets), redis_health.go (outages and recovery),
+// redis_cluster.go (slots, shard channels), redis_announce.go (the nodes of
+// the dashboard), redis_scripts.go (the Lua scripts of lua/, embedded).
 
 package broker
 
@@ -52,14 +53,15 @@ type Config struct {
 	History int           // messages kept per room in Redis; 0 keeps none
 	TTL     time.Duration // a room's keys expire after this long without messages
 	Prefix  string        // of every key and channel
-	// Linger is how long a publish to a room shared with other nodes
+	// Linger is how long a message of a room shared with other nodes (a
+	// forward to its owner, or the owner's records to its followers)
 	// waits for others to go out with it in one round to Redis; 0 means
 	// DefaultLinger. Longer rounds carry more messages: less CPU on the
 	// nodes and in Redis a message, more latency (docs/cluster.md).
 	Linger time.Duration
-	// HistoryLinger is how long the messages of rooms this node orders
-	// alone wait to be written to Redis's history with others, in one
-	// script call; 0 means DefaultHistoryLinger.
+	// HistoryLinger is how long the messages of rooms this node owns wait
+	// to be written to Redis's history with others, in one script call; 0
+	// means DefaultHistoryLinger.
 	HistoryLinger time.Duration
 	// MaxWait, when positive, bounds how long messages to other nodes
 	// queue: while the oldest of them waited longer, publishes to rooms
@@ -69,15 +71,8 @@ type Config struct {
 	// namespace's), in place of History and TTL: called once when the
 	// node subscribes to the room, and for publishes into a room it has
 	// not subscribed to.
-	Room func(room string) RoomConfig
-	// OwnerOrder gives every room one owner node that orders all its
-	// messages; the other nodes that have the room follow it, and send
-	// their members' publishes on to it (redis_follow.go). Without it, a
-	// room on several nodes is ordered by a script in Redis every round.
-	// On a Redis Cluster the records between nodes go on each node's
-	// shard channel.
-	OwnerOrder bool
-	Logger     *slog.Logger
+	Room   func(room string) RoomConfig
+	Logger *slog.Logger
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master
@@ -137,14 +132,14 @@ type Redis struct {
 	pub    publisher     // the jobs for the next round to Redis (redis_publish.go)
 	health healthState   // whether Redis answers, and the outage in progress (redis_health.go)
 	lease  leaseState    // until when the rooms held here are this node's (redis_own.go)
-	own    ownState      // rooms granted here, held elsewhere, followed (redis_ownstate.go, redis_followset.go)
+	own    ownState      // rooms held here, followed, and their followers (redis_ownstate.go, redis_followset.go)
 	ann    announcer     // this node's name and URL for the others (redis_announce.go)
 	count  counters      // what Stats reports
 
 	// fillMu: one catch-up or gap fill at a time, never interleaved with a
 	// delivery from the channel (redis_subscribe.go, redis_nodechan.go).
 	fillMu sync.Mutex
-	waitWG sync.WaitGroup // the goroutines waiting for a room's release (awaitRelease, block)
+	waitWG sync.WaitGroup // the goroutines waiting for a room's owner (followRoom) or sending a publish on to its holder (forwardToHolder)
 	// base is Run's context (*context.Context), for the work handed on
 	// to goroutines of their own (a publish sent to its room's holder):
 	// Publish reads it, and may be called before Run sets it.
@@ -276,7 +271,6 @@ type counters struct {
 	releases       atomic.Uint64
 	takeovers      atomic.Uint64
 	dropped        atomic.Uint64
-	blockedRooms   atomic.Uint64 // rooms whose publishes waited for another node's release; not in Stats
 	lastErr        atomic.Pointer[string]
 }
 
@@ -334,7 +328,7 @@ func (b *Redis) Run(ctx context.Context) error {
 		}
 		b.shards.wg.Go(func() { b.receiveLoop(recv, s) })
 	}
-	if b.cluster != nil && b.cfg.OwnerOrder {
+	if b.cluster != nil {
 		if err := b.shards.subscribeNode(ctx, b.nodeChannel()); err != nil && b.health.up.Load() {
 			b.fail("subscribe the node's channel", err) // again at the next reshard
 		}
@@ -345,9 +339,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.controlLoop(ctx) })
 	wg.Go(func() { b.keepAliveLoop(ctx) })
-	if b.cfg.OwnerOrder {
-		wg.Go(func() { b.forwardSweepLoop(ctx) })
-	}
+	wg.Go(func() { b.forwardSweepLoop(ctx) })
 	<-ctx.Done()
 	wg.Wait()
 	b.waitWG.Wait()
@@ -363,9 +355,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	errs := b.shards.closeAll()
 	b.shards.wg.Wait()
 	b.signOff()
-	err := errors.Join(append(errs, b.rdb.Close())...)
-	b.refusePending()
-	return err
+	return errors.Join(append(errs, b.rdb.Close())...)
 }
 
 // leaveNodeChannel stops the node's channel, at shutdown, once every record
@@ -392,7 +382,7 @@ func (b *Redis) signOff() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if sends := b.pub.takeSends(); len(sends) > 0 {
-		b.send(ctx, sends, 3)
+		b.send(ctx, sends)
 	}
 	_ = b.rdb.Del(ctx, b.leaseKey(b.id)).Err() // best effort: it expires anyway
 }
@@ -410,7 +400,7 @@ func (b *Redis) handOver() {
 	var jobs []job
 	for _, r := range rooms {
 		seq, _ := b.h.Disown(r)
-		if fs := b.own.takeFollowers(r); b.cfg.OwnerOrder && len(fs) > 0 {
+		if fs := b.own.takeFollowers(r); len(fs) > 0 {
 			jobs = append(jobs, b.handoffJob(r, seq, fs))
 			continue
 		}
@@ -418,6 +408,6 @@ func (b *Redis) handOver() {
 	}
 	jobs = append(b.pub.takeWrites(), jobs...) // what is still to be written goes first
 	if len(jobs) > 0 {
-		b.send(ctx, jobs, 3)
+		b.send(ctx, jobs)
 	}
 }

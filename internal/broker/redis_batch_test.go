@@ -38,69 +38,10 @@ func commandCalls(t testing.TB, n *node, command string) int {
 	return 0
 }
 
-// The publishes of one round go to Redis in one script call, and each is
-// ordered as if alone: one order per room on every node, and seqs 1..n.
-func TestRedisPublishesOfARoundShareAScriptCall(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
-	rooms := []string{"r0", "r1", "r2", "r3"}
-	for _, r := range rooms {
-		a.join(t, r)
-		b.join(t, r) // on both nodes: nobody owns it, Redis orders every message
-	}
-	before := evalshaCalls(t, a)
-	const each = 5
-	for i := range each {
-		for _, r := range rooms {
-			a.publish(r, fmt.Sprintf("%s-%d", r, i))
-		}
-	}
-	sameOrderOnBoth(t, a, b, rooms, each)
-	// 20 messages queued at once go out in a round or two (the first may
-	// leave before the last is queued), not in 20 calls.
-	if calls := evalshaCalls(t, a) - before; calls > 4 {
-		t.Errorf("%d script calls for %d messages queued at once: not batched", calls, each*len(rooms))
-	}
-	// A message may come back on a's channel before a read Redis's answer
-	// to its call: the count follows.
-	testsupport.Eventually(t, 5*time.Second, fmt.Sprintf("node a to count %d published", each*len(rooms)), func() bool {
-		return a.b.Stats().Published == uint64(each*len(rooms))
-	})
-}
-
-// A node's publishes renew a room's TTLs once per renewInterval, not with
-// every message; a publish after the interval renews them again.
-func TestRedisPublishRenewsTTLsOncePerInterval(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
-	a.join(t, "r")
-	b.join(t, "r")
-	ctx := context.Background()
-	ttl := func() time.Duration { return a.b.rdb.TTL(ctx, a.b.seqKey("r")).Val() }
-	a.publish("r", "m1")
-	a.hasSeq(t, "r", 1)
-	if got := ttl(); got < 50*time.Minute {
-		t.Fatalf("the first publish left the seq's TTL at %v, want the hour of the config", got)
-	}
-	if err := a.b.rdb.Expire(ctx, a.b.seqKey("r"), 100*time.Second).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.publish("r", "m2")
-	a.hasSeq(t, "r", 2)
-	if got := ttl(); got > 100*time.Second || got <= 0 {
-		t.Errorf("a publish within the interval set the TTL to %v, want it left at ≤ 100s", got)
-	}
-	a.renewalDue("r")
-	a.publish("r", "m3")
-	a.hasSeq(t, "r", 3)
-	if got := ttl(); got < 50*time.Minute {
-		t.Errorf("a publish after the interval left the TTL at %v, want it renewed to the hour", got)
-	}
-}
-
 // BenchmarkRedisPublishSpanning is the path of a room whose members sit on
-// two nodes, against a real redis-server: a message published on one node
-// is ordered by Redis and delivered on both. One op is one message.
+// two nodes, against a real redis-server: a message published on the
+// room's owner is ordered there, sent to its follower and written behind.
+// One op is one message.
 func BenchmarkRedisPublishSpanning(b *testing.B) {
 	rs := testsupport.StartRedis(b)
 	na, nb := startNode(b, rs.URL(), 100), startNode(b, rs.URL(), 100)
@@ -119,29 +60,6 @@ func BenchmarkRedisPublishSpanning(b *testing.B) {
 	nb.hasSeqs(b, rooms, b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(evalshaCalls(b, na)-before)/float64(b.N), "calls/msg")
-}
-
-// On a Redis Cluster a round's publishes are batched per hash slot: the
-// messages of one room share a call, rooms of other slots go in their own,
-// and each room keeps one order on every node.
-func TestRedisClusterBatchesPublishesPerSlot(t *testing.T) {
-	rc := testsupport.StartRedisCluster(t, 3, 0)
-	a, b := startNode(t, rc.URL(), 100), startNode(t, rc.URL(), 100)
-	rooms := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
-	for _, r := range rooms {
-		a.join(t, r)
-		b.join(t, r)
-	}
-	const each = 3
-	for i := range each {
-		for _, r := range rooms {
-			a.publish(r, fmt.Sprintf("%s-%d", r, i))
-		}
-	}
-	sameOrderOnBoth(t, a, b, rooms, each)
-	if s := a.b.Stats(); s.Refused != 0 {
-		t.Errorf("node a refused %d publishes: a call crossed slots?", s.Refused)
-	}
 }
 
 // sameOrderOnBoth waits until both nodes have each room's first each
@@ -164,14 +82,17 @@ func sameOrderOnBoth(t *testing.T, a, b *node, rooms []string, each int) {
 	}
 }
 
-// ownRooms has the node own each room: loaded here alone, granted by its
-// first message (seq 1, through Redis).
+// ownRooms has the node own each room, loaded here first, with its first
+// message (seq 1) ordered here and written to Redis.
 func ownRooms(t testing.TB, n *node, rooms ...string) {
 	t.Helper()
 	for _, r := range rooms {
 		n.join(t, r)
 		n.publish(r, "first")
-		n.h.waitFor(t, 10*time.Second, r+" to be granted", func() bool { return n.h.rooms[r].owned && n.h.rooms[r].seq == 1 })
+		n.h.waitFor(t, 10*time.Second, r+" to be owned", func() bool { return n.h.rooms[r].owned && n.h.rooms[r].seq == 1 })
+	}
+	for _, r := range rooms {
+		storedSeq(t, n, r, 1)
 	}
 }
 
@@ -216,8 +137,8 @@ func storedSeq(t testing.TB, n *node, room string, seq uint64) {
 
 // The writes of a round's owned rooms go to Redis in one script call, and
 // every message lands in its room's stream under its seq: a room's run of
-// messages (queued between other rooms') as one entry, which a node that
-// loads the room reads back message by message.
+// messages (queued between other rooms') as one entry, read back message by
+// message.
 func TestRedisPersistsOfARoundShareAScriptCall(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 100)
@@ -238,18 +159,15 @@ func TestRedisPersistsOfARoundShareAScriptCall(t *testing.T) {
 	if s := a.b.Stats(); s.Dropped != 0 || s.Owned != int64(len(rooms)) {
 		t.Errorf("stats %+v: want every room still owned", s)
 	}
-	b := startNode(t, rs.URL(), 100)
-	b.join(t, "r3")
-	var tail string
-	b.h.waitFor(t, 10*time.Second, "r3 loaded", func() bool {
-		r := b.h.rooms["r3"]
-		if r != nil && r.loaded {
-			tail = show(r.tail)
-		}
-		return r != nil && r.loaded
-	})
-	if want := `2:{"room":"r3","seq":2} 3:{"room":"r3","seq":3} 4:{"room":"r3","seq":4}`; !strings.HasSuffix(tail, want) || !strings.HasPrefix(tail, "1:") {
-		t.Errorf("r3 loaded with history %s, want seq 1 then %s", tail, want)
+	if n := commandCalls(t, a, "xadd") - xadds; n != len(rooms) {
+		t.Errorf("%d XADDs, want one a room", n)
+	}
+	var tail []string
+	for _, e := range a.stored(t, "r3") {
+		tail = append(tail, fmt.Sprintf("%d:%s", e.Seq, e.Payload))
+	}
+	if got, want := strings.Join(tail, " "), `2:{"room":"r3","seq":2} 3:{"room":"r3","seq":3} 4:{"room":"r3","seq":4}`; !strings.HasSuffix(got, want) || !strings.HasPrefix(got, "1:") {
+		t.Errorf("r3's stream reads back %s, want seq 1 then %s", got, want)
 	}
 }
 
@@ -258,7 +176,7 @@ func TestRedisPersistsOfARoundShareAScriptCall(t *testing.T) {
 func TestRedisPersistRenewsTTLsOncePerInterval(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 100)
-	ownRooms(t, a, "r") // its grant renewed the keys
+	ownRooms(t, a, "r") // its first write renewed the keys
 	ctx := context.Background()
 	for _, key := range []string{a.b.seqKey("r"), a.b.roomNodesKey("r")} {
 		if err := a.b.rdb.Expire(ctx, key, 100*time.Second).Err(); err != nil {
@@ -335,25 +253,23 @@ func TestRedisPersistCallRerunsAfterNOSCRIPT(t *testing.T) {
 }
 
 // plan batches the writes of owned rooms across rooms, yet never moves a
-// room's job past another of the same room: a write after a publish or
-// release of its room waits for a later call, and the call cap holds.
+// room's job past another of the same room: a write after a release of
+// its room waits for a later call, and the call cap holds.
 func TestPlanKeepsEachRoomsOrder(t *testing.T) {
 	b, err := NewRedis(Config{URL: "redis://127.0.0.1:1", History: 10, TTL: time.Hour}, newFakeRooms())
 	if err != nil {
 		t.Fatal(err)
 	}
 	persist := func(room string) job { return job{kind: jobPersist, room: room} }
-	publish := func(room string) job { return job{kind: jobPublish, p: Publication{Room: room}} }
+	release := func(room string) job { return job{kind: jobRelease, room: room} }
 	for _, c := range []struct {
 		name  string
 		batch []job
 		want  [][]int
 	}{
 		{"rooms share a call", []job{persist("x"), persist("y"), persist("x")}, [][]int{{0, 1, 2}}},
-		{"past another room's publish", []job{persist("x"), publish("y"), persist("z")}, [][]int{{0, 2}, {1}}},
-		{"not past its room's publish", []job{persist("x"), publish("x"), persist("y"), persist("x")}, [][]int{{0, 2}, {1}, {3}}},
-		{"not past its room's release", []job{persist("x"), {kind: jobRelease, room: "x"}, persist("x"), persist("y")}, [][]int{{0}, {1}, {2, 3}}},
-		{"publishes not past a write", []job{publish("x"), persist("y"), publish("z")}, [][]int{{0}, {1}, {2}}},
+		{"past another room's release", []job{persist("x"), release("y"), persist("z")}, [][]int{{0, 2}, {1}}},
+		{"not past its room's release", []job{persist("x"), release("x"), persist("x"), persist("y")}, [][]int{{0}, {1}, {2, 3}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			calls := b.plan(c.batch, make([]string, len(c.batch)), make([]RoomConfig, len(c.batch)))

@@ -4,7 +4,7 @@ import "time"
 
 // The ownership protocol's timing (redis_own.go, redis_follow.go) as
 // decisions driven by explicit times: the loops that run it (leaseLoop,
-// followRoom, awaitHolder, forwardSweepLoop) read the clock and call these,
+// followRoom, forwardSweepLoop) read the clock and call these,
 // and redis_clock_test.go gives them the times instead, with no Redis and
 // no sleeps.
 
@@ -84,9 +84,9 @@ func (l *leaseState) cutOff(now time.Time) (until time.Time, ok bool) {
 	return now.Add(cutOffLease), true
 }
 
-// ownerAsk is a node's wait on a room's owner, asked at at (to follow the
-// room, F: followRoom; or to release it, H: awaitHolder): the owner has
-// wait to answer before the node reads the room's holder.
+// ownerAsk is a node's wait on a room's owner, asked at at to follow the
+// room (F: followRoom): the owner has wait to answer before the node reads
+// the room's holder.
 type ownerAsk struct {
 	self  string // this node
 	owner string // the node asked

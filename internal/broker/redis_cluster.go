@@ -16,9 +16,10 @@ import (
 
 // A Redis Cluster spreads rooms over its masters by hash slot. Every key of
 // a room carries the room in a hash tag ({room}), so the room's seq, stream
-// and epoch live in one slot and its publish script runs on one master; its
-// messages go out with SPUBLISH on a shard channel of the same slot, so they
-// cross only the master that owns the room (and its replicas). A node keeps
+// and epoch live in one slot and its scripts run on one master; its control
+// messages go out with SPUBLISH on a shard channel of the same slot, so
+// they cross only the master that owns the room (and its replicas), and
+// each node's channel is a shard channel too. A node keeps
 // one subscription connection per master, for the rooms of that master's
 // slots; when slots move (a failover, a resharding) the node resubscribes
 // each room where it now lives and catches up from its stream.

@@ -9,8 +9,7 @@ import (
 )
 
 // A room's history stream holds entries of one message or of several with
-// consecutive seqs. publish.lua writes one a message; persist.lua writes
-// each run of a room's messages in one call as one entry, so that storing a
+// consecutive seqs. persist.lua writes each run of a room's messages in one call as one entry, so that storing a
 // round of a room costs Redis one XADD and the script never reads a
 // message. An entry's id is "<seq>-1", seq being its last message's; its
 // one field is m, that message, or ms, the run's messages in seq order,

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// One owner per room (Config.OwnerOrder): every room a node loads has an
+// One owner per room: every room a node loads has an
 // owner, the node that claimed its holder key first, and the owner orders
 // every message of the room itself, as it does for a room whose members
 // are all its own. Redis carries what nodes send each other on their node
@@ -171,9 +171,6 @@ func (b *Redis) onFollowRec(r followRec) {
 // into the room loaded anew) instead of following an owner that orders
 // nothing, whose next stream they would hear of only at the next load.
 func (b *Redis) tellDropped(room string) {
-	if !b.cfg.OwnerOrder {
-		return
-	}
 	for _, node := range b.own.takeFollowers(room) {
 		b.sendTo(node, encRoomNode(recDropped, room, b.id))
 	}

@@ -21,7 +21,7 @@ const (
 	retryWait       = 100 * time.Millisecond
 )
 
-// follows is this node's side of the owner protocol (--room-order owner):
+// follows is this node's side of the owner protocol (redis_follow.go):
 // the followers of each room it owns, the owner of each room it follows,
 // the loads waiting for an owner's snapshot and the forwarded publishes
 // waiting for their seq. It is part of ownState, under ownState.mu, which a

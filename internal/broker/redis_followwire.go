@@ -11,8 +11,8 @@ import (
 // followMark and then records, one after the other, each a kind byte and
 // its fields, every field length-prefixed (<len>:<bytes>): a node gets all
 // of a round's records from one node in one PUBLISH, and in the order they
-// were queued. Records of publish.lua's batches start with a digit (their
-// room's length), never with followMark.
+// were queued. Nothing else goes on a node's channel: a payload without
+// followMark is dropped (the Redis order's batches, before its removal).
 const followMark = '!'
 
 // The kinds of record and their fields.

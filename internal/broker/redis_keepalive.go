@@ -11,9 +11,9 @@ import (
 // and owned rooms' writes renew them). Its counter, epoch and set of nodes
 // must not while a node has the room loaded: the counter would start
 // again at 1 under a new epoch, and every node holding the room would take
-// the new stream's seqs for messages it has (publish.lua now tells them,
-// "E", and their members start anew; before, they dropped every message in
-// silence). So each node renews those keys (and the holder of a room it
+// the new stream's seqs for messages it has (the load that makes the new
+// epoch tells them, "E", and their members start anew; before, they
+// dropped every message in silence). So each node renews those keys (and the holder of a room it
 // owns) once a renewInterval for every room it loaded from Redis, active
 // or not: three EXPIREs a room every quarter TTL cost Redis less than
 // knowing which rooms a publish renewed. The history stream is not

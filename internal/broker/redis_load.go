@@ -8,8 +8,8 @@ import (
 )
 
 // Loading a room: its seq, epoch, history tail and presence read from
-// Redis in one pipeline once its subscription is confirmed; with
-// Config.OwnerOrder, claiming it or following its owner (redis_follow.go).
+// Redis in one pipeline once its subscription is confirmed, and the room
+// claimed, or its owner followed (redis_follow.go).
 
 // load waits for the subscriptions of rooms to be confirmed (so no message
 // falls between the history read and the channel), then reads each room's
@@ -48,8 +48,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		cmds, err := b.rdb.Pipelined(c, func(p redis.Pipeliner) error {
 			for name := range rooms {
 				// The first node to load the room makes its epoch; every
-				// other one reads it. Each joins the room's nodes first: no
-				// other node may be granted the room from then on.
+				// other one reads it. Each joins the room's nodes first.
 				rc := rooms[name].rc
 				p.SAdd(c, b.roomNodesKey(name), b.id)
 				p.Expire(c, b.roomNodesKey(name), rc.TTL+renewInterval(rc.TTL))
@@ -59,12 +58,10 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 				// counter must not expire under the node's members.
 				p.Expire(c, b.seqKey(name), rc.TTL+renewInterval(rc.TTL))
 				p.Expire(c, b.epochKey(name), rc.TTL+renewInterval(rc.TTL))
-				if b.cfg.OwnerOrder {
-					// The first node to load the room owns it; before the
-					// counter is read, so that no seq Redis hands out
-					// (publish.lua refuses a held room) is missed.
-					p.SetNX(c, b.holderKey(name), b.id, rc.TTL+renewInterval(rc.TTL))
-				}
+				// The first node to load the room owns it; claimed before
+				// the counter is read, which no other node raises from
+				// then on but by handing the room over.
+				p.SetNX(c, b.holderKey(name), b.id, rc.TTL+renewInterval(rc.TTL))
 				r := read{made: made, newEpoch: epoch,
 					seq: p.Get(c, b.seqKey(name)), epoch: p.Get(c, b.epochKey(name)), holder: p.Get(c, b.holderKey(name)),
 					presence: p.HGetAll(c, b.presenceKey(name))}
@@ -97,16 +94,10 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 			continue
 		}
 		r := reads[name]
-		if holder := r.holder.Val(); b.cfg.OwnerOrder && holder != "" && holder != b.id {
+		if holder := r.holder.Val(); holder != "" && holder != b.id {
 			// Owned by another node: this one follows it (redis_follow.go).
 			b.loadPresence(name, r.presence.Val())
 			b.waitWG.Go(func() { b.followRoom(ctx, name, holder, st) })
-			continue
-		}
-		if holder := r.holder.Val(); holder != "" && holder != b.id {
-			// Another node owns the room and orders its messages without
-			// Redis: it must hand the room over first.
-			b.waitWG.Go(func() { b.awaitRelease(ctx, name, holder, st) })
 			continue
 		}
 		seq, _ := r.seq.Uint64() // redis.Nil: a new room, seq 0
@@ -118,7 +109,7 @@ func (b *Redis) load(ctx context.Context, rooms map[string]*roomState) {
 		}
 		b.h.Loaded(name, r.epoch.Val(), seq, tail)
 		b.loadPresence(name, r.presence.Val())
-		if b.cfg.OwnerOrder && r.holder.Val() == b.id {
+		if r.holder.Val() == b.id {
 			b.owns(name, seq)
 		}
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -10,49 +9,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A node's channel (one Redis): publishScript sends each node, once per
-// call, every message of the call whose room the node loaded, in one
-// payload of records <len(room)>:<room><seq>:<len(json)>:<json>. The
-// records of one room come in its seq order, and those of every call in the
-// order Redis ran the calls: the same order as on the room's channel, which
-// the node still reads for the room's control messages (handover, presence)
-// on the same connection.
+// A node's channel: the owner protocol's records other nodes send this
+// one (redis_followwire.go), a round's records from one node in one
+// PUBLISH (SPUBLISH on a Redis Cluster), read on the same connection as the
+// rooms' channels, which carry their control messages.
 
-// record is one message of a node's batch.
+// record is one message of a followed room, as its owner sent it.
 type record struct {
 	room string
 	seq  uint64
 	json string // the message, seq included; a substring of the payload
-}
-
-// errBadBatch is a node's batch that does not split into records: a bug, or
-// something else published on the node's channel.
-var errBadBatch = errors.New("malformed batch on the node's channel")
-
-// splitBatch cuts a node's batch into its records, appending them to recs.
-// The records' strings share the payload's memory.
-func splitBatch(payload string, recs []record) ([]record, error) {
-	for s := payload; s != ""; {
-		room, rest, ok := lenPrefixed(s)
-		if !ok {
-			return recs, errBadBatch
-		}
-		i := strings.IndexByte(rest, ':')
-		if i <= 0 {
-			return recs, errBadBatch
-		}
-		seq, err := strconv.ParseUint(rest[:i], 10, 64)
-		if err != nil {
-			return recs, errBadBatch
-		}
-		json, rest, ok := lenPrefixed(rest[i+1:])
-		if !ok {
-			return recs, errBadBatch
-		}
-		recs = append(recs, record{room: room, seq: seq, json: json})
-		s = rest
-	}
-	return recs, nil
 }
 
 // lenPrefixed splits "<n>:<n bytes><rest>" into its n bytes and rest.
@@ -68,21 +34,8 @@ func lenPrefixed(s string) (field, rest string, ok bool) {
 	return s[i+1 : i+1+n], s[i+1+n:], true
 }
 
-// onBatch delivers a batch from the node's channel: every record in order,
-// each after any gap before it is filled from its room's stream, under one
-// fillMu, in one DeliverMany for each run of records without a gap (all of
-// them but where a node missed messages).
-func (b *Redis) onBatch(ctx context.Context, payload string) {
-	recs, err := splitBatch(payload, nil)
-	if err != nil {
-		b.count.errs.Add(1)
-		b.log.Warn("a batch from Redis was dropped: its rooms fill the gap from their streams at their next message", "err", err, "bytes", len(payload))
-	}
-	b.deliverRecords(ctx, recs)
-}
-
-// deliverRecords delivers the messages of a batch (or of a run of an
-// owner's records) in order, filling any gap from its room's stream.
+// deliverRecords delivers the messages of a run of an owner's records in
+// order, filling any gap from its room's stream.
 func (b *Redis) deliverRecords(ctx context.Context, recs []record) {
 	if len(recs) == 0 {
 		return
@@ -130,9 +83,9 @@ func (b *Redis) seqBefore(room string, run []Delivered) (uint64, bool) {
 
 // rejoin puts this node back into the set of nodes of every room it loaded,
 // after its lease lapsed: its peers may have taken it out meanwhile
-// (checkPeers), and then Redis sent it none of those rooms' messages, and
-// could grant another node a room whose members are here. Each room then
-// catches up from its stream what it missed. It reports whether Redis
+// (checkPeers). Each room it does not hold then catches up from its stream
+// what Redis holds beyond its seq (with an owner, whose writes lag, rarely
+// anything: the owner's records reach a follower whatever the set says). It reports whether Redis
 // answered.
 func (b *Redis) rejoin(ctx context.Context) bool {
 	rooms := b.sub.synced()

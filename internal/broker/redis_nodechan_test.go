@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,41 +13,6 @@ import (
 
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
-
-func TestSplitBatch(t *testing.T) {
-	tests := []struct {
-		name    string
-		payload string
-		want    []record
-		err     bool
-	}{
-		{name: "empty", payload: ""},
-		{name: "one", payload: "2:r17:5:{\"a\"}", want: []record{{"r1", 7, `{"a"}`}}},
-		{name: "rooms and JSON holding the separators", payload: "4:a:1212:2:1:" + "3:b:b1:10:{\"x\":\"1:\"}",
-			want: []record{{"a:12", 12, "1:"}, {"b:b", 1, `{"x":"1:"}`}}},
-		{name: "empty room and message", payload: "0:3:0:", want: []record{{"", 3, ""}}},
-		{name: "room longer than the payload", payload: "9:r1:1:x", err: true},
-		{name: "message longer than the payload", payload: "2:r11:9:x", err: true},
-		{name: "no seq", payload: "2:r1:1:x", err: true},
-		{name: "seq not a number", payload: "2:r1x:1:x", err: true},
-		{name: "negative length", payload: "-1:r1:1:x", err: true},
-		{name: "a good record then garbage", payload: "2:r11:1:x" + "junk", want: []record{{"r1", 1, "x"}}, err: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := splitBatch(tt.payload, nil)
-			if (err != nil) != tt.err {
-				t.Fatalf("error %v, want error %v", err, tt.err)
-			}
-			if err != nil && !errors.Is(err, errBadBatch) {
-				t.Errorf("error %v is not errBadBatch", err)
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("records %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
 
 // spy subscribes a plain client to channels and collects what comes.
 type spy struct {
@@ -93,9 +57,9 @@ func (s *spy) got() []*redis.Message {
 	return slices.Clone(s.msgs)
 }
 
-// A round's messages of several rooms reach a node in one PUBLISH on its
-// channel, split back into every room's messages in order; the rooms'
-// channels carry no chat message.
+// A round's messages of several rooms an owner orders reach its follower in
+// one PUBLISH on the follower's channel (M records), split back into every
+// room's messages in order; the rooms' channels carry no chat message.
 func TestRedisNodeBatchCarriesSeveralRooms(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
@@ -121,20 +85,28 @@ func TestRedisNodeBatchCarriesSeveralRooms(t *testing.T) {
 		batches, records, mixed = 0, 0, 0
 		for _, m := range s.got() {
 			if m.Channel != b.b.nodeChannel() {
-				if isSeq(m.Payload) {
+				if m.Payload != "" && m.Payload[0] >= '0' && m.Payload[0] <= '9' { // "seq json"
 					t.Fatalf("a chat message on room channel %s: %q", m.Channel, m.Payload)
 				}
 				continue
 			}
-			recs, err := splitBatch(m.Payload, nil)
+			rest, ok := strings.CutPrefix(m.Payload, string(followMark))
+			if !ok {
+				t.Fatalf("a payload on b's channel without the owner protocol's mark: %q", m.Payload)
+			}
+			recs, err := splitFollow(rest, nil)
 			if err != nil {
 				t.Fatalf("batch %q: %v", m.Payload, err)
 			}
-			batches++
-			records += len(recs)
 			seen := map[string]bool{}
 			for _, r := range recs {
-				seen[r.room] = true
+				if r.kind == recMessage {
+					seen[r.room] = true
+					records++
+				}
+			}
+			if len(seen) > 0 {
+				batches++
 			}
 			if len(seen) > 1 {
 				mixed++
@@ -160,7 +132,7 @@ func TestRedisNodeJoinsRoomMidStream(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a, c, b := startNode(t, rs.URL(), 1000), startNode(t, rs.URL(), 1000), startNode(t, rs.URL(), 1000)
 	a.join(t, "r")
-	c.join(t, "r") // on two nodes: Redis orders the room, nobody owns it
+	c.join(t, "r") // on two nodes: a owns the room, c follows it
 	const total = 300
 	sent := make(chan struct{})
 	go func() {
@@ -194,44 +166,13 @@ func TestRedisNodeJoinsRoomMidStream(t *testing.T) {
 	}
 }
 
-// A message a node was never sent (out of the room's set for a moment) is
-// found in the room's stream when the next one comes: the gap is filled
-// before the next message is delivered.
-func TestRedisGapInNodeBatchFilledFromStream(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	a, b, c := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
-	for _, n := range []*node{a, b, c} {
-		n.join(t, "r") // on three nodes: with b out of the set, a is still not alone
-	}
-	ctx := context.Background()
-	nodes := a.b.roomNodesKey("r")
-	if err := a.b.rdb.SRem(ctx, nodes, b.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.publish("r", "m1") // not sent to b
-	c.hasSeq(t, "r", 1)
-	if err := a.b.rdb.SAdd(ctx, nodes, b.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.publish("r", "m2")
-	for _, n := range []*node{a, b, c} {
-		n.hasSeq(t, "r", 2)
-	}
-	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) || len(pb) != 2 || !strings.HasPrefix(pb[0], "1:m1") {
-		t.Fatalf("b %q, want a's %q", pb, pa)
-	}
-	if st := b.b.Stats(); st.Gaps != 1 || st.Received != 1 {
-		t.Errorf("b's stats %+v: want one message filled from the stream and one received", st)
-	}
-}
-
 // A node whose peers took it out of a room's set (its lease lapsed: a
-// SIGSTOP) is sent nothing of the room; rejoin, at its next lease renewal,
-// puts it back in and fills what it missed from the stream.
+// SIGSTOP) is put back in by rejoin, at its next lease renewal; a follower
+// still gets every message from the room's owner, once.
 func TestRedisRejoinAfterALapsedLease(t *testing.T) {
 	rs := testsupport.StartRedis(t)
-	a, b, c := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
-	for _, n := range []*node{a, b, c} {
+	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
+	for _, n := range []*node{a, b} {
 		n.join(t, "r")
 	}
 	ctx := context.Background()
@@ -241,23 +182,22 @@ func TestRedisRejoinAfterALapsedLease(t *testing.T) {
 	}
 	a.publish("r", "m1")
 	a.publish("r", "m2")
-	c.hasSeq(t, "r", 2)
+	b.hasSeq(t, "r", 2)
 	if !b.b.rejoin(ctx) {
 		t.Fatal("rejoin: Redis did not answer")
 	}
-	b.hasSeq(t, "r", 2) // filled from the stream
 	if in, err := a.b.rdb.SIsMember(ctx, nodes, b.b.id).Result(); err != nil || !in {
 		t.Fatalf("b back in the room's set: %v, %v", in, err)
 	}
-	a.publish("r", "m3") // sent to b again
+	a.publish("r", "m3")
 	for _, n := range []*node{a, b} {
 		n.hasSeq(t, "r", 3)
 	}
 	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) {
 		t.Fatalf("b %q, want a's %q", pb, pa)
 	}
-	if st := b.b.Stats(); st.Gaps != 2 || st.Received != 1 {
-		t.Errorf("b's stats %+v: want two messages filled from the stream and one received", st)
+	if st := b.b.Stats(); st.Gaps != 0 || st.Received != 3 {
+		t.Errorf("b's stats %+v: want the three messages received from a, none filled from the stream", st)
 	}
 }
 

@@ -21,31 +21,28 @@ func TestPublisherWaited(t *testing.T) {
 	if w := q.waited(clock); w != 0 {
 		t.Fatalf("a write of an owned room counted: waited %s", w)
 	}
-	q.queue(job{kind: jobPublish, p: Publication{Room: "shared"}})
+	q.queue(job{kind: jobSend, node: "other", room: "shared"})
 	if w := q.waited(clock); w < 900*time.Millisecond {
-		t.Fatalf("a publish queued, a second later waited %s", w)
+		t.Fatalf("a record for another node queued, a second later waited %s", w)
 	}
 	batch, _ := q.takeRound(nil, time.Now().Add(time.Hour))
 	if len(batch) != 2 {
 		t.Fatalf("the round took %d jobs, want 2", len(batch))
 	}
 	if w := q.waited(clock); w < 900*time.Millisecond {
-		t.Fatalf("the publish is being sent, a second later waited %s", w)
+		t.Fatalf("the record is being sent, a second later waited %s", w)
 	}
 	q.sent()
 	if w := q.waited(clock); w != 0 {
 		t.Fatalf("the round was sent, waited %s", w)
 	}
-	q.addPublishes([]Publication{{Room: "shared"}})
-	if w := q.waited(clock); w < 900*time.Millisecond {
-		t.Fatalf("publishes added, a second later waited %s", w)
-	}
 }
 
 // While a node's round to Redis goes unanswered, publishes to a room shared
-// with another node are refused (ErrOverloaded) once the oldest waited past
-// MaxWait, instead of queueing behind it; a room the node owns alone goes
-// on, and the node accepts again when Redis answers.
+// with another node (here, one it owns and another node follows) are
+// refused (ErrOverloaded) once the oldest waited past MaxWait, instead of
+// queueing behind it; a room the node owns alone goes on, and the node
+// accepts again when Redis answers.
 func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	px := testsupport.NewProxy(t, rs.Addr())
@@ -55,8 +52,8 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 	a.join(t, "shared")
 	b.join(t, "shared")
 	a.join(t, "solo")
-	a.publish("solo", "granted") // through Redis, which grants the room to a
-	a.h.waitFor(t, 10*time.Second, "solo to be granted", func() bool { return a.h.rooms["solo"].owned })
+	a.publish("solo", "first") // ordered here: a owns the room, which no other node has
+	a.h.waitFor(t, 10*time.Second, "solo to be owned", func() bool { return a.h.rooms["solo"].owned && a.h.rooms["solo"].seq == 1 })
 	a.publish("shared", "before")
 	b.hasSeq(t, "shared", 1)
 
@@ -95,7 +92,7 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 // shared room: two atomic loads and, while anything waits, a clock read.
 func BenchmarkOverloaded(b *testing.B) {
 	r := &Redis{cfg: Config{MaxWait: time.Hour}, pub: newPublisher(DefaultHistoryLinger)}
-	r.pub.queue(job{kind: jobPublish, p: Publication{Room: "shared"}})
+	r.pub.queue(job{kind: jobSend, node: "other", room: "shared"})
 	b.ReportAllocs()
 	for b.Loop() {
 		if r.overloaded() {

@@ -191,10 +191,9 @@ func (b *Redis) checkPeers(ctx context.Context) {
 				p.HDel(c, b.presenceKey(room), fields...)
 				p.SRem(c, b.roomNodesKey(room), peer)
 			}
-			// Out of the sets of this node's rooms too, present or not:
-			// else every publish there would still batch messages for it
-			// (and no room it shared could be granted). Should it only
-			// have been stopped, it rejoins them when it runs again.
+			// Out of the sets of this node's rooms too, present or not.
+			// Should it only have been stopped, it rejoins them when it
+			// runs again.
 			for _, room := range loaded {
 				if _, ok := gone[room]; !ok {
 					p.SRem(c, b.roomNodesKey(room), peer)

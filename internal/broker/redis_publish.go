@@ -2,9 +2,7 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
@@ -13,13 +11,11 @@ import (
 
 // Publish implements Broker. It never blocks: a message of a room this node
 // owns is ordered and delivered here at once, and stored in Redis in the
-// background. With the owner order any other goes to its room's owner (a
-// follower's forward) or its holder of the moment (forwardToHolder); with
-// the Redis order it goes to publish.lua in the next round's pipeline with
-// every other pending one. While Redis is down, a room no other node
-// follows goes on and any other refuses the message with ErrUnavailable:
-// ordered here alone, its seq would name another message on the other
-// nodes of the room.
+// background; any other goes to its room's owner (a follower's forward) or
+// its holder of the moment (forwardToHolder). No script in Redis orders a
+// message. While Redis is down, a room no other node follows goes on and
+// any other refuses the message with ErrUnavailable: ordered here alone,
+// its seq would name another message on the other nodes of the room.
 func (b *Redis) Publish(p Publication) error {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
@@ -30,34 +26,27 @@ func (b *Redis) Publish(p Publication) error {
 		}
 	}
 	// A room this node owns is refused past MaxWait only when it has
-	// followers (the owner order), whose messages would queue. Read once:
-	// a clock read a publish while anything waits.
-	over := b.cfg.OwnerOrder && b.overloaded()
+	// followers, whose messages would queue. Read once: a clock read a
+	// publish while anything waits.
+	over := b.overloaded()
 	if over && len(b.own.followersOf(p.Room)) > 0 {
 		return b.refuseOverloaded(p)
 	}
 	if b.h.PublishOwned(p, b.keep) {
 		return nil
 	}
-	if over || !b.cfg.OwnerOrder && b.overloaded() {
+	if over {
 		return b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
 	p.From = -1    // delivered from the broker's goroutine
 	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
-	if b.cfg.OwnerOrder {
-		// Followed: to the owner. Else the room's holder of the moment
-		// orders it, this node's room included (the room loading here, or
-		// owned but not ordering yet): never a script in Redis.
-		if !b.forwardPublish(p) {
-			b.forwardToHolder(b.runCtx(), p, 1)
-		}
-		return nil
+	// Followed: to the owner. Else the room's holder of the moment orders
+	// it, this node's room included (the room loading here, or owned but
+	// not ordering yet).
+	if !b.forwardPublish(p) {
+		b.forwardToHolder(b.runCtx(), p, 1)
 	}
-	if b.blockedPublish(p) {
-		return nil
-	}
-	b.pub.queue(job{kind: jobPublish, p: p})
 	return nil
 }
 
@@ -79,13 +68,13 @@ func (b *Redis) refuseOverloaded(p Publication) error {
 
 func unixNano() int64 { return time.Now().UnixNano() }
 
-// unsent gives up a publish Redis did not answer, or that never went out,
-// and tells its sender (Handler.Refused): Redis may or may not have
-// ordered it. It is not delivered here under a seq of this node's own,
-// which could name another message on other nodes: if Redis ordered it,
-// it comes back from the room's stream when Redis does (catchUp), and the
-// sender gets both the refusal and the message; if Redis lost the stream,
-// every member of the room is told (lostStream).
+// unsent gives up a publish forwarded to an owner that did not answer, or
+// that never went out, and tells its sender (Handler.Refused): the owner
+// may or may not have ordered it. It is not delivered here under a seq of
+// this node's own, which could name another message on other nodes: if the
+// owner ordered it, it arrives from the owner, and the sender gets both the
+// refusal and the message; if the stream was lost, every member of the
+// room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
 	b.h.Answered(p.Room)
 	b.giveUp(p)
@@ -107,7 +96,7 @@ func (b *Redis) giveUp(p Publication) {
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
 	full := b.pub.add(job{kind: jobPersist, room: room, e: e})
-	if b.cfg.OwnerOrder && b.keepFollowed(room, e) || full {
+	if b.keepFollowed(room, e) || full {
 		signal(b.pub.wake) // followers wait for it, or the held writes are many: within the publish linger
 		return
 	}
@@ -151,15 +140,12 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			// A round begun is finished even when the node is shutting
 			// down: cut short, its writes would be lost from Redis, and
 			// the failure would end the handover (handOver) too.
-			b.send(context.WithoutCancel(ctx), batch, 0)
+			b.send(context.WithoutCancel(ctx), batch)
 			b.pub.sent()
 		default: // queued while the node recovered, which failed
 			b.pub.sent()
 			for i, j := range batch {
-				switch j.kind {
-				case jobPublish:
-					b.unsent(j.p)
-				case jobSend:
+				if j.kind == jobSend {
 					b.sendFailed(batch, []int{i})
 				}
 			}
@@ -191,20 +177,14 @@ func linger(ctx context.Context, t *time.Timer, d, publish time.Duration, wake c
 
 // send runs one round: every job of batch in one pipeline, in order per
 // room. The messages of owned rooms are stored by one script call per hash
-// slot and RoomConfig, and the publishes between two other jobs by one call
-// per hash slot and RoomConfig (round).
-func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
-	// A publish queued before its room was blocked waits behind the held
-	// ones: sent now, it could be ordered before them.
-	batch = b.own.divert(batch)
+// slot and RoomConfig (round).
+func (b *Redis) send(ctx context.Context, batch []job) {
 	var calls []call
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		calls = b.round(ctx, p, batch)
 		return nil
 	})
-	granted := map[string]uint64{}
 	unheard := map[string]bool{} // nodes nobody listens for: their channel's PUBLISH reached no one
-	var retry []job
 	for _, c := range calls {
 		err := c.cmd.Err()
 		if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted and forgot the scripts
@@ -212,8 +192,6 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 		}
 		j := batch[c.js[0]]
 		switch {
-		case j.kind == jobPublish:
-			retry = append(retry, b.settlePublishes(ctx, batch, c, err, attempt, granted)...)
 		case j.kind == jobPersist:
 			b.settlePersists(c, err)
 		case err != nil && j.kind == jobSend:
@@ -238,21 +216,8 @@ func (b *Redis) send(ctx context.Context, batch []job, attempt int) {
 			}
 		}
 	}
-	for room, seq := range granted {
-		b.owns(room, seq)
-	}
 	for node := range unheard {
 		b.unheard(node)
-	}
-	if len(retry) > 0 {
-		b.cluster.ReloadState(ctx)
-		t := time.NewTimer(time.Duration(attempt+1) * 100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		b.send(ctx, retry, attempt+1)
 	}
 }
 
@@ -263,20 +228,20 @@ type call struct {
 	cmd   redis.Cmder
 }
 
-// batchKey is what the rooms of one publish or persist call share: a
-// script call reaches one hash slot and takes one history size and TTL
-// (rooms of one namespace share them).
+// batchKey is what the rooms of one persist call share: a script call
+// reaches one hash slot and takes one history size and TTL (rooms of one
+// namespace share them).
 type batchKey struct {
 	slot int
 	rc   RoomConfig
 }
 
 // round queues the commands of batch on p, in order, and returns them.
-// Persist and publish calls take more jobs until the pipeline is sent, so
-// their commands are made at the end, in their place.
+// Persist calls take more jobs until the pipeline is sent, so their
+// commands are made at the end, in their place.
 func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []call {
-	// Whether each publish and persist renews its room's TTLs, and the
-	// room's RoomConfig.
+	// Whether each persist renews its room's TTLs, and the room's
+	// RoomConfig.
 	renew := make([]string, len(batch))
 	rcs := make([]RoomConfig, len(batch))
 	calls := b.plan(batch, renew, rcs)
@@ -285,13 +250,11 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 		c := &calls[k]
 		j := batch[c.js[0]]
 		switch j.kind {
-		case jobPublish:
-			c.cmd = b.publishCmd(ctx, p, batch, c.js, renew, rcs[c.js[0]])
 		case jobPersist:
 			c.cmd = b.persistCmd(ctx, p, batch, c, renew, rcs[c.js[0]])
 		case jobRelease:
 			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
-			c.cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl, b.channel(j.room), mode)
+			c.cmd = releaseScript.EvalSha(ctx, p, b.publishKeys(j.room), b.id, j.e.Seq, ttl)
 		case jobPresence:
 			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
 			c.cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
@@ -305,16 +268,13 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 }
 
 // plan splits batch into the calls of a round, in order, and fills renew
-// and rcs for its publishes and persists. A publish or persist joins the
-// open call of its slot and RoomConfig, up to its cap, which moves it ahead
-// of the calls made since that one: a publish only past other publishes
-// (the open publish calls close at any other job), a persist only when no
-// later call holds a job of its room, so that every room's jobs keep their
-// order.
+// and rcs for its persists. A persist joins the open call of its slot and
+// RoomConfig, up to its cap, which moves it ahead of the calls made since
+// that one, only when no later call holds a job of its room, so that every
+// room's jobs keep their order.
 func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 	now := time.Now()
 	var calls []call
-	publishAt := map[batchKey]int{} // index in calls of the open publish call
 	persistAt := map[batchKey]int{} // index in calls of the open persist call
 	lastAt := map[string]int{}      // room → index in calls of the last call with a job of it
 	keyOf := map[string]batchKey{}  // room → its call key, resolved once a round
@@ -335,18 +295,8 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 		if j.kind == jobRelease || j.kind == jobHandover {
 			clear(sendAt)
 		}
-		room, limit := j.room, maxPersistBatch
-		var open map[batchKey]int // the open calls j may join; nil: none
-		switch j.kind {
-		case jobPublish:
-			room, open, limit = j.p.Room, publishAt, maxPublishBatch
-		case jobPersist:
-			open = persistAt
-			clear(publishAt) // publishes after this job go after it
-		default:
-			clear(publishAt)
-		}
-		if open != nil {
+		room := j.room
+		if j.kind == jobPersist {
 			// A room's RoomConfig and renewal are asked once a round (a
 			// lock each): its later jobs share the one renewal.
 			key, seen := keyOf[room]
@@ -357,38 +307,17 @@ func (b *Redis) plan(batch []job, renew []string, rcs []RoomConfig) []call {
 				key = batchKey{b.slotOf(room), rcs[i]}
 				keyOf[room] = key
 			}
-			if k, ok := open[key]; ok && len(calls[k].js) < limit && lastAt[room] <= k {
+			if k, ok := persistAt[key]; ok && len(calls[k].js) < maxPersistBatch && lastAt[room] <= k {
 				calls[k].js = append(calls[k].js, i)
 				lastAt[room] = k
 				continue
 			}
-			open[key] = len(calls)
+			persistAt[key] = len(calls)
 		}
 		lastAt[room] = len(calls)
 		calls = append(calls, call{js: []int{i}})
 	}
 	return calls
-}
-
-// publishCmd queues the publish call of the jobs js of batch, whose rooms
-// share rc.
-func (b *Redis) publishCmd(ctx context.Context, p redis.Pipeliner, batch []job, js []int, renew []string, rc RoomConfig) redis.Cmder {
-	deliver := b.deliveryMode()
-	keys := make([]string, 0, 5*len(js))
-	args := make([]any, 0, 7+4*len(js))
-	// Renewed once a renewInterval, the keys live a renewInterval longer:
-	// at least the TTL after the room's last message.
-	args = append(args, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)), deliver, b.id, b.nodeChannelPrefix(), b.cfg.Prefix, heldByItsHolder(b.cfg.OwnerOrder))
-	for _, i := range js {
-		q := batch[i].p
-		keys = append(keys, b.publishKeys(q.Room)...)
-		dest := q.Room // "n": the room's name goes in each node's batch
-		if deliver != deliverNodes {
-			dest = b.channel(q.Room)
-		}
-		args = append(args, q.Prefix, q.Suffix, dest, renew[i])
-	}
-	return publishScript.EvalSha(ctx, p, keys, args...)
 }
 
 // persistCmd queues the persist call c of batch, whose rooms share rc, and
@@ -399,7 +328,8 @@ func (b *Redis) persistCmd(ctx context.Context, p redis.Pipeliner, batch []job, 
 	c.rooms, msgs = byRoom(batch, c.js)
 	keys := make([]string, 0, 5*len(c.rooms))
 	args := make([]any, 0, 3+2*len(c.rooms)+3*len(c.js)) // at most a run a message
-	// Renewed once a renewInterval, as publishCmd's.
+	// Renewed once a renewInterval, the keys live a renewInterval longer:
+	// at least the TTL after the room's last message.
 	args = append(args, b.id, strconv.Itoa(rc.History), ttlArg(rc.TTL+renewInterval(rc.TTL)))
 	for n, r := range c.rooms {
 		keys = append(keys, b.publishKeys(r)...)
@@ -458,56 +388,6 @@ func (b *Redis) slotOf(room string) int {
 	return keySlot(b.seqKey(room))
 }
 
-// settlePublishes hands each publish of call c its answer: its seq to its
-// sender, a grant into granted, or its refusal. It returns the publishes to
-// try again: those a Redis Cluster's master never got.
-func (b *Redis) settlePublishes(ctx context.Context, batch []job, c call, err error, attempt int, granted map[string]uint64) []job {
-	var retry []job
-	var res []int64
-	if err == nil {
-		res, err = c.cmd.(*redis.Cmd).Int64Slice()
-		if err == nil && len(res) != 2*len(c.js) {
-			err = fmt.Errorf("publish script answered %d values for %d messages", len(res), len(c.js))
-		}
-	}
-	for n, i := range c.js {
-		j := batch[i]
-		switch {
-		case err != nil && b.cluster != nil && neverSent(err) && attempt < 3:
-			// A master the cluster client still thinks serves the room is
-			// gone (its view reloads in the background): try again.
-			b.sub.renewFailed(j.p.Room)
-			retry = append(retry, j)
-		case err != nil:
-			// Redis is gone, or refused: the message may or may not be
-			// in the room's stream, nor its keys' TTLs renewed.
-			b.fail("publish", err)
-			b.sub.renewFailed(j.p.Room)
-			b.unsent(j.p)
-		case res[2*n+1] == -1 && b.cfg.OwnerOrder: // its owner orders it: sent on there (a guard: Publish sends none here since cd3e8ba)
-			b.sub.renewFailed(j.p.Room)
-			b.forwardToHolder(ctx, j.p, 1)
-		case res[2*n+1] == -1: // another node holds the room: not published
-			b.sub.renewFailed(j.p.Room)
-			b.block(ctx, j.p.Room, &j.p)
-		default:
-			seq := uint64(res[2*n])
-			b.h.Answered(j.p.Room)
-			b.count.published.Add(1)
-			if j.p.Done != nil {
-				j.p.Done(seq)
-			}
-			switch {
-			case res[2*n+1] == 1:
-				granted[j.p.Room] = max(granted[j.p.Room], seq)
-			case b.holds(j.p.Room):
-				b.lostRoom(j.p.Room) // it believed it held the room: it was taken over
-			}
-		}
-	}
-	return retry
-}
-
 // byRoom groups the persist jobs js of batch by room: the rooms in the
 // order of their first job, and each room's indices in batch, in order.
 func byRoom(batch []job, js []int) (rooms []string, msgs [][]int) {
@@ -552,13 +432,6 @@ func (b *Redis) settlePersists(c call, err error) {
 	}
 }
 
-// neverSent reports whether a command failed before it reached Redis: the
-// connection could not be made.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
 // rerun runs a pipelined script call again on its own, loading the script.
 func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 	args := c.Args() // evalsha sha numkeys keys... args...
@@ -570,8 +443,6 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 	rest := args[3+nkeys:]
 	var s *redis.Script
 	switch args[1] {
-	case publishScript.Hash():
-		s = publishScript
 	case persistScript.Hash():
 		s = persistScript
 	case presenceScript.Hash():
@@ -595,12 +466,11 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // healthState.localMu (whileDown), so that recovery knows when the last
 // publish of the outage is done.
 func (b *Redis) publishDown(p Publication) error {
-	// With the owner order a room other nodes follow is shared: while Redis
-	// is away its messages would reach this node's members alone (a sender
-	// alone here: no one, though answered a seq), so it is refused as a
-	// shared room of the Redis order is. Nobody can start following it
-	// meanwhile: that takes Redis.
-	followed := b.cfg.OwnerOrder && len(b.own.followersOf(p.Room)) > 0
+	// A room other nodes follow is shared: while Redis is away its
+	// messages would reach this node's members alone (a sender alone here:
+	// no one, though answered a seq), so it is refused. Nobody can start
+	// following it meanwhile: that takes Redis.
+	followed := len(b.own.followersOf(p.Room)) > 0
 	if !followed && b.h.PublishOwned(p, b.keep) {
 		b.count.local.Add(1)
 		return nil
@@ -610,21 +480,9 @@ func (b *Redis) publishDown(p Publication) error {
 	return ErrUnavailable
 }
 
-// heldByItsHolder is publishScript's ARGV[7]: with the owner order a room
-// any node holds, this one included, is refused (and ordered by its
-// holder's room), never given a seq by Redis beside the one the room gives.
-// Redis once ordered a message of a room this node had just loaded and
-// held while the room ordered the next one: both got seq 1.
-func heldByItsHolder(ownerOrder bool) string {
-	if ownerOrder {
-		return "1"
-	}
-	return "0"
-}
-
-// renewDue is publishScript's argument asking it to renew the room's TTLs:
-// "1" when this node has not renewed them for renewInterval (or never: a
-// room it has not subscribed renews every time), else "0"; and the room's
+// renewDue is persistScript's flag asking it to renew the room's TTLs: "1"
+// when this node has not renewed them for renewInterval (or never: a room
+// it has not subscribed renews every time), else "0"; and the room's
 // RoomConfig, read under the same lock.
 func (b *Redis) renewDue(room string, now time.Time) (string, RoomConfig) {
 	due, rc, ok := b.sub.renewDue(room, now)
@@ -649,37 +507,4 @@ func (b *Redis) publishMode() string {
 		return "s"
 	}
 	return "-"
-}
-
-// deliveryMode is publishScript's argument naming how a message reaches
-// the nodes of its room: deliverNodes (one Redis: one PUBLISH per node per
-// call, on the node's channel, carrying all its messages) or "s" (a Redis
-// Cluster: SPUBLISH a message on its room's shard channel, since a script
-// reaches one slot only and a node's channel is in another).
-func (b *Redis) deliveryMode() string {
-	if b.cluster != nil {
-		return "s"
-	}
-	return deliverNodes
-}
-
-// deliverNodes is the deliveryMode of the one Redis: messages to the nodes'
-// channels, in batches.
-const deliverNodes = "n"
-
-// refusePending gives up, at shutdown, the publishes still waiting for
-// Redis: the pending ones and those held behind another node's room.
-// Delivered here under seqs of this node's own, they would name other
-// messages on the other nodes of their rooms.
-func (b *Redis) refusePending() {
-	batch := b.pub.take(nil)
-	held := b.own.unblockAll()
-	for _, j := range batch {
-		if j.kind == jobPublish {
-			held = append(held, j.p)
-		}
-	}
-	for _, p := range held {
-		b.unsent(p)
-	}
 }

@@ -12,8 +12,7 @@ import (
 type jobKind uint8
 
 const (
-	jobPublish  jobKind = iota // order a message, store it, publish it
-	jobPersist                 // store a message an owning node ordered
+	jobPersist  jobKind = iota // store a message an owning node ordered
 	jobRelease                 // give up the ownership of a room
 	jobPresence                // record and announce a user's connections here
 	jobSend                    // a record of the owner protocol to another node's channel
@@ -24,12 +23,11 @@ const (
 // queued, one pipeline per round.
 type job struct {
 	kind jobKind
-	p    Publication // jobPublish
-	room string      // jobPersist, jobRelease, jobPresence, and jobSend of a message
-	e    Entry       // jobPersist and jobSend of a message: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
-	user string      // jobPresence
-	node string      // jobSend: the node whose channel it goes to
-	rec  []byte      // jobSend: the record (redis_followwire.go); nil: an M record of room and e, made when sent
+	room string // jobPersist, jobRelease, jobPresence, and jobSend of a message
+	e    Entry  // jobPersist and jobSend of a message: the message; jobRelease: Seq, the room's last; jobPresence: Seq, the count
+	user string // jobPresence
+	node string // jobSend: the node whose channel it goes to
+	rec  []byte // jobSend: the record (redis_followwire.go); nil: an M record of room and e, made when sent
 	// jobHandover: the new owner first, then the room's other followers
 	nodes []string
 }
@@ -186,30 +184,6 @@ func (q *publisher) waited(now func() int64) time.Duration {
 	return time.Duration(max(now()-since, 0))
 }
 
-// addPublishes appends publishes to the round, in order, without waking
-// the loop.
-func (q *publisher) addPublishes(ps []Publication) {
-	q.mu.Lock()
-	for _, p := range ps {
-		q.pending = append(q.pending, job{kind: jobPublish, p: p})
-	}
-	if len(ps) > 0 && q.waiting.Load() == 0 {
-		q.waiting.Store(time.Now().UnixNano())
-	}
-	q.mu.Unlock()
-}
-
-// take returns the pending jobs and leaves into, empty, in their place.
-func (q *publisher) take(into []job) []job {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	batch := append(q.takePersists(into), q.pending...)
-	clear(q.pending)
-	q.pending = q.pending[:0]
-	q.persistAt, q.handing = time.Time{}, false
-	return batch
-}
-
 // takeSends takes the pending records for other nodes' channels, in order,
 // and leaves the other jobs.
 func (q *publisher) takeSends() []job {
@@ -220,18 +194,17 @@ func (q *publisher) takeSends() []job {
 	return sends
 }
 
-// takeWrites takes the pending jobs that are not publishes, the writes of
-// owned rooms first, in order, and leaves the publishes. At shutdown: what
-// it takes goes out once. It used to leave them pending, and the records
+// takeWrites takes the pending jobs, the writes of owned rooms first, in
+// order. At shutdown: what it takes goes out once. It used to leave them pending, and the records
 // for other nodes among them went out again after the handover (signOff's
 // takeSends): a publish this node had forwarded to an owner was ordered
 // twice, under two seqs.
 func (q *publisher) takeWrites() []job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ws := q.takePersists(nil)
-	publishes, others := splitKind(q.pending, jobPublish, nil)
-	q.pending = publishes
+	ws := append(q.takePersists(nil), q.pending...)
+	clear(q.pending)
+	q.pending = q.pending[:0]
 	q.persistAt, q.handing = time.Time{}, false
-	return append(ws, others...)
+	return ws
 }

@@ -11,11 +11,7 @@ import (
 func jobsOf(batch []job) string {
 	var w []string
 	for _, j := range batch {
-		room := j.room
-		if j.kind == jobPublish {
-			room = j.p.Room
-		}
-		w = append(w, fmt.Sprintf("%d:%s:%d", j.kind, room, j.e.Seq))
+		w = append(w, fmt.Sprintf("%d:%s:%d", j.kind, j.room, j.e.Seq))
 	}
 	return strings.Join(w, " ")
 }
@@ -26,6 +22,7 @@ func jobsOf(batch []job) string {
 // the writes queued before it along, ahead of it.
 func TestPublisherTakeRound(t *testing.T) {
 	persist := func(room string, seq uint64) job { return job{kind: jobPersist, room: room, e: Entry{Seq: seq}} }
+	send := job{kind: jobSend, node: "n", room: "s"}
 	t0 := time.Now()
 	for _, tc := range []struct {
 		name   string
@@ -34,12 +31,12 @@ func TestPublisherTakeRound(t *testing.T) {
 		want   string
 		isHeld bool
 	}{
-		{"writes held for the linger", []job{persist("b", 1), {kind: jobPublish, p: Publication{Room: "s"}}, persist("a", 1)},
-			time.Millisecond, "0:s:0", true},
-		{"then a room's writes side by side", []job{persist("b", 1), persist("a", 1), {kind: jobPublish, p: Publication{Room: "s"}}, persist("b", 2), persist("a", 2)},
-			time.Second, "1:a:1 1:a:2 1:b:1 1:b:2 0:s:0", false},
+		{"writes held for the linger", []job{persist("b", 1), send, persist("a", 1)},
+			time.Millisecond, "3:s:0", true},
+		{"then a room's writes side by side", []job{persist("b", 1), persist("a", 1), send, persist("b", 2), persist("a", 2)},
+			time.Second, "0:a:1 0:a:2 0:b:1 0:b:2 3:s:0", false},
 		{"a release takes the writes before it along", []job{persist("b", 1), persist("a", 1), {kind: jobRelease, room: "a", e: Entry{Seq: 1}}, persist("c", 1)},
-			time.Millisecond, "1:c:1 1:b:1 1:a:1 2:a:1", false},
+			time.Millisecond, "0:c:1 0:b:1 0:a:1 1:a:1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newPublisher(100 * time.Millisecond)
@@ -72,15 +69,15 @@ func TestPublisherSendsWritesPastTheBound(t *testing.T) {
 	}
 }
 
-// At shutdown every pending job but the publishes goes out once: what
-// takeWrites took is gone, so the records for other nodes the handover
-// sent (a publish forwarded to an owner among them) are not sent again by
-// signOff's takeSends, which had an owner order such a publish twice.
+// At shutdown every pending job goes out once: what takeWrites took is
+// gone, so the records for other nodes the handover sent (a publish
+// forwarded to an owner among them) are not sent again by signOff's
+// takeSends, which had an owner order such a publish twice.
 func TestPublisherTakeWritesTakesThemOnce(t *testing.T) {
 	q := newPublisher(time.Hour)
-	q.add(job{kind: jobPersist, room: "b", e: Entry{Seq: 1}}, job{kind: jobPublish, p: Publication{Room: "p"}},
+	q.add(job{kind: jobPersist, room: "b", e: Entry{Seq: 1}}, job{kind: jobRelease, room: "r", e: Entry{Seq: 3}},
 		job{kind: jobSend, room: "s", e: Entry{Seq: 7}}, job{kind: jobPersist, room: "a", e: Entry{Seq: 1}})
-	if got, want := jobsOf(q.takeWrites()), "1:a:1 1:b:1 4:s:7"; got != want {
+	if got, want := jobsOf(q.takeWrites()), "0:a:1 0:b:1 1:r:3 3:s:7"; got != want {
 		t.Errorf("takeWrites: %s, want %s", got, want)
 	}
 	if sends := q.takeSends(); len(sends) != 0 {
@@ -89,8 +86,7 @@ func TestPublisherTakeWritesTakesThemOnce(t *testing.T) {
 	if got := jobsOf(q.takeWrites()); got != "" {
 		t.Errorf("takeWrites again: %s, want none", got)
 	}
-	if left, _ := q.takeRound(nil, time.Now()); jobsOf(left) != "0:p:0" {
-		got := jobsOf(left)
-		t.Errorf("what is left: %s, want the publish alone", got)
+	if left, _ := q.takeRound(nil, time.Now()); len(left) != 0 {
+		t.Errorf("what is left: %s, want nothing", jobsOf(left))
 	}
 }

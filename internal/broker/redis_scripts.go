@@ -9,12 +9,11 @@ import (
 
 // The Lua scripts Redis runs for the broker, one file each under lua/; each
 // file's header says what its KEYS and ARGV are and what it returns. Redis
-// runs a script at once, with no other command in between: that is what
-// gives a room one order across nodes.
+// runs a script at once, with no other command in between: a room's
+// ownership (its holder key) changes hands, and its history is written,
+// atomically.
 
 var (
-	//go:embed lua/publish.lua
-	publishLua string
 	//go:embed lua/persist.lua
 	persistLua string
 	//go:embed lua/release.lua
@@ -30,14 +29,11 @@ var (
 )
 
 var (
-	// publishScript gives a message its seq, stores and publishes it, and
-	// grants the room to a node that alone loaded it (lua/publish.lua).
-	publishScript = redis.NewScript(publishLua)
 	// persistScript stores the messages an owning node ordered
 	// (lua/persist.lua).
 	persistScript = redis.NewScript(persistLua)
-	// releaseScript gives up an owned room and tells the node waiting for
-	// it (lua/release.lua).
+	// releaseScript gives up an owned room no other node follows
+	// (lua/release.lua).
 	releaseScript = redis.NewScript(releaseLua)
 	// takeoverScript takes a room over from a holder whose lease is gone
 	// (lua/takeover.lua).
@@ -56,7 +52,7 @@ var (
 // scripts are every script the broker runs: loadScripts loads them all into
 // each Redis (each master of a cluster) before the node serves, so that a
 // pipelined EVALSHA finds them.
-var scripts = []*redis.Script{publishScript, persistScript, releaseScript, takeoverScript, streamScript, presenceScript, handoverScript}
+var scripts = []*redis.Script{persistScript, releaseScript, takeoverScript, streamScript, presenceScript, handoverScript}
 
 // loadScripts loads every script into c.
 func loadScripts(ctx context.Context, c redis.Scripter) error {

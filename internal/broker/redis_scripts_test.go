@@ -66,8 +66,8 @@ func TestEveryScriptIsLoaded(t *testing.T) {
 		t.Errorf("script %s is loaded but has no file under lua/", h)
 	}
 	for name, s := range map[string]*redis.Script{
-		"publish": publishScript, "persist": persistScript, "release": releaseScript,
-		"takeover": takeoverScript, "stream": streamScript, "presence": presenceScript,
+		"persist": persistScript, "release": releaseScript, "takeover": takeoverScript,
+		"stream": streamScript, "presence": presenceScript, "handover": handoverScript,
 	} {
 		if s.Hash() != sha1Hex(mustRead(t, "lua/"+name+".lua")) {
 			t.Errorf("%sScript is not lua/%s.lua", name, name)

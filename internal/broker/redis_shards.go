@@ -222,7 +222,7 @@ func (s *shardConns) subscribeNodeLocked(ctx context.Context, ch string) error {
 // reshard takes m as the cluster's slots: connections to nodes that no
 // longer serve a slot are closed, and every room of subs not subscribed,
 // and confirmed, where it lives now is subscribed there, then the node's
-// channel nodeCh (unless ""). It returns the rooms moved and, for each, a
+// channel nodeCh. It returns the rooms moved and, for each, a
 // channel closed when its new subscription is confirmed.
 func (s *shardConns) reshard(ctx context.Context, m slotMap, subs *subscriptions, nodeCh string) (moved []string, waits []chan struct{}, err error) {
 	s.mu.Lock()
@@ -249,10 +249,8 @@ func (s *shardConns) reshard(ctx context.Context, m slotMap, subs *subscriptions
 		_ = ps.unsubscribe(ctx, channels) // the slot left that master: nothing more comes from it
 	}
 	s.subscribe(ctx, subs, moved)
-	if nodeCh != "" {
-		if err := s.subscribeNodeLocked(ctx, nodeCh); err != nil {
-			return nil, nil, fmt.Errorf("subscribe the node's channel: %w", err)
-		}
+	if err := s.subscribeNodeLocked(ctx, nodeCh); err != nil {
+		return nil, nil, fmt.Errorf("subscribe the node's channel: %w", err)
 	}
 	return moved, waits, nil
 }

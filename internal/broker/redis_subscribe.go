@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,26 +28,23 @@ type roomState struct {
 }
 
 // subscriptions is the rooms this node subscribed to, the (un)subscriptions
-// queued for subscribeLoop, who waits for a room's owner to release it, the
-// rooms whose keys this node keeps alive and the presence it reported and
-// follows.
+// queued for subscribeLoop, the rooms whose keys this node keeps alive and
+// the presence it reported and follows.
 // rooms is written by the subscription goroutine alone and read by others
 // under mu; a roomState's fields, and kept, are read and written under mu.
 // mu is taken under shardConns.mu and fillMu, and nothing is taken under it:
 // the wakes sent under it never block.
 type subscriptions struct {
-	mu       sync.Mutex
-	cmds     []subCmd
-	wake     chan struct{} // cmds were queued
-	rooms    map[string]*roomState
-	awaiting map[string][]chan struct{} // per room, who waits for its owner's release (a load, held publishes)
-	kept     keptRooms                  // the rooms loaded from Redis, whose keys this node keeps alive (redis_keepalive.go)
-	pres     presenceState              // what this node reported, whom it follows (redis_presence.go)
+	mu    sync.Mutex
+	cmds  []subCmd
+	wake  chan struct{} // cmds were queued
+	rooms map[string]*roomState
+	kept  keptRooms     // the rooms loaded from Redis, whose keys this node keeps alive (redis_keepalive.go)
+	pres  presenceState // what this node reported, whom it follows (redis_presence.go)
 }
 
 func newSubscriptions() subscriptions {
-	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), awaiting: make(map[string][]chan struct{}),
-		kept: newKeptRooms(), pres: newPresenceState()}
+	return subscriptions{wake: make(chan struct{}, 1), rooms: make(map[string]*roomState), kept: newKeptRooms(), pres: newPresenceState()}
 }
 
 // queue queues c for subscribeLoop and wakes it.
@@ -79,51 +75,21 @@ func (s *subscriptions) names() []string {
 	return names
 }
 
-// await returns a channel signalled when the room's owner released it. The
-// room's load and its held publishes may wait at once: each has its own.
-func (s *subscriptions) await(room string) chan struct{} {
-	w := make(chan struct{}, 1)
-	s.mu.Lock()
-	s.awaiting[room] = append(s.awaiting[room], w)
-	s.mu.Unlock()
-	return w
-}
-
-// stopAwaiting forgets w, a channel of await.
-func (s *subscriptions) stopAwaiting(room string, w chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := slices.DeleteFunc(s.awaiting[room], func(x chan struct{}) bool { return x == w })
-	if len(ws) == 0 {
-		delete(s.awaiting, room)
-	} else {
-		s.awaiting[room] = ws
-	}
-}
-
-// released signals every channel awaiting the room.
-func (s *subscriptions) released(room string) {
-	s.mu.Lock()
-	for _, w := range s.awaiting[room] {
-		signal(w)
-	}
-	s.mu.Unlock()
-}
-
 // Subscribe implements Broker.
 func (b *Redis) Subscribe(room string) { b.sub.queue(subCmd{room: room, subscribe: true}) }
 
 // Unsubscribe implements Broker.
 func (b *Redis) Unsubscribe(room string) {
-	b.sub.leave(room)               // a grant on its way is given back (owns)
+	b.sub.leave(room)               // a holding on its way is given back (owns)
 	b.unfollow(room)                // when followed: the owner sends it no more
-	b.release(room, 0)              // when held: Redis has its seq from the writes queued before
+	b.release(room, 0)              // when held: handed to a follower, or released after the writes queued before
 	b.sub.queue(subCmd{room: room}) // and out of the room's set of nodes (subscribeLoop)
 }
 
-// receiveLoop reads the channels of one subscription connection and
-// delivers their messages, in order, filling any gap from the room's
-// history stream.
+// receiveLoop reads the channels of one subscription connection: the
+// node's channel, which carries the owner protocol's records (messages of
+// followed rooms, in order, any gap filled from the room's history
+// stream), and the rooms' channels, which carry their control messages.
 func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 	reconnected := false
 	backoff := newBackoff()
@@ -149,14 +115,10 @@ func (b *Redis) receiveLoop(ctx context.Context, s *pubsub) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if m.Channel == b.nodeChannel() {
-				if rest, ok := strings.CutPrefix(m.Payload, string(followMark)); ok {
-					b.onFollow(ctx, rest)
-				} else {
-					b.onBatch(ctx, m.Payload)
-				}
+				b.onNodeChannel(ctx, m.Payload)
 				continue
 			}
-			b.onMessage(ctx, b.roomOf(m.Channel), m.Payload)
+			b.onControl(ctx, b.roomOf(m.Channel), m.Payload)
 		case *redis.Subscription:
 			if m.Channel == b.nodeChannel() {
 				if m.Kind == "unsubscribe" || m.Kind == "sunsubscribe" {
@@ -200,39 +162,17 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-func (b *Redis) onMessage(ctx context.Context, name, payload string) {
-	if !isSeq(payload) {
-		b.onControl(ctx, name, payload)
-		return
-	}
-	sp := strings.IndexByte(payload, ' ')
-	if sp < 0 {
+// onNodeChannel handles a payload of the node's channel: the owner
+// protocol's records (redis_followwire.go). Anything else is counted as an
+// error and dropped: a bug, or something else published on the channel.
+func (b *Redis) onNodeChannel(ctx context.Context, payload string) {
+	rest, ok := strings.CutPrefix(payload, string(followMark))
+	if !ok {
 		b.count.errs.Add(1)
+		b.log.Warn("a payload on the node's channel that is no owner-protocol record was dropped", "bytes", len(payload))
 		return
 	}
-	seq, err := strconv.ParseUint(payload[:sp], 10, 64)
-	if err != nil {
-		b.count.errs.Add(1)
-		return
-	}
-	b.count.received.Add(1)
-	if b.lease.lapsed() && b.holds(name) {
-		// Woken after its lease lapsed, this node may have lost the room:
-		// a message of another stream must not reach its members.
-		b.verifyHeld(ctx)
-	}
-	b.fillMu.Lock()
-	defer b.fillMu.Unlock()
-	b.deliverInOrder(ctx, name, seq, payload[sp+1:])
-}
-
-// deliverInOrder delivers a room's message from Redis after filling any gap
-// before it from the room's stream. The caller holds fillMu.
-func (b *Redis) deliverInOrder(ctx context.Context, name string, seq uint64, payload string) {
-	if cur, loaded := b.h.Seq(name); loaded && seq > cur+1 && !b.fill(ctx, name, cur, seq-1) {
-		return // the room is dropped: its members resume and are told
-	}
-	b.h.Deliver(name, seq, []byte(payload))
+	b.onFollow(ctx, rest)
 }
 
 // fill delivers the messages after seq from through to, from the room's
@@ -322,16 +262,16 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 		err = b.rdb.Expire(c, b.roomNodesKey(name), b.setTTL(name)).Err()
 	}
 	var holder string
-	if err == nil && b.cfg.OwnerOrder {
+	if err == nil {
 		holder, err = b.holderOf(c, name)
 	}
-	// With the owner order a held room's seqs come from its owner alone,
-	// and Redis's counter lags the owner's history, written behind: only
-	// the epoch tells whether Redis kept the stream (a counter compared
-	// with this node's seq would start every room anew after a failover).
-	// The owner raises the counter when it frees the room.
+	// A held room's seqs come from its owner alone, and Redis's counter
+	// lags the owner's history, written behind: only the epoch tells
+	// whether Redis kept the stream (a counter compared with this node's
+	// seq would start every room anew after a failover). The owner raises
+	// the counter when it frees the room.
 	check := cur
-	if b.cfg.OwnerOrder && holder != "" {
+	if holder != "" {
 		check = 0
 	}
 	var res []int64
@@ -341,17 +281,7 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("stream check answered %v", res)
 	}
-	if err == nil && !b.cfg.OwnerOrder {
-		holder, err = b.holderOf(c, name)
-	}
 	cancel()
-	if err == nil && holder != "" && holder != b.id && !b.cfg.OwnerOrder {
-		// Granted to another node while this one was away: what it
-		// ordered never came on the channel. Hold this node's publishes
-		// and catch up once it released the room.
-		b.block(ctx, name, nil)
-		return
-	}
 	if err != nil {
 		b.fail("catch up", err)
 		return
@@ -406,11 +336,7 @@ func (b *Redis) reshard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodeCh := ""
-	if b.cfg.OwnerOrder {
-		nodeCh = b.nodeChannel()
-	}
-	moved, waits, err := b.shards.reshard(ctx, m, &b.sub, nodeCh)
+	moved, waits, err := b.shards.reshard(ctx, m, &b.sub, b.nodeChannel())
 	if err != nil {
 		return err
 	}

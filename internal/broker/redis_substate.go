@@ -55,8 +55,8 @@ func (s *subscriptions) synced() []string {
 	return rooms
 }
 
-// leave marks the room leaving (Unsubscribe was called): a grant on its
-// way is given back.
+// leave marks the room leaving (Unsubscribe was called): a holding on its
+// way (a handover to this node) is given back.
 func (s *subscriptions) leave(room string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,9 +106,14 @@ func (n *node) hasSeqs(t testing.TB, rooms []string, total int) {
 // hasSeq waits until the node's room reached seq.
 func (n *node) hasSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
-	n.h.waitFor(t, 10*time.Second, fmt.Sprintf("%s to reach seq %d", room, seq), func() bool { return n.h.rooms[room].seq >= seq })
+	n.h.waitFor(t, 10*time.Second, fmt.Sprintf("%s to reach seq %d", room, seq), func() bool {
+		r := n.h.rooms[room]
+		return r != nil && r.seq >= seq // nil: dropped, and waited for in vain
+	})
 }
 
+// TestRedisOneOrderOnEveryNode: a room on two nodes is ordered by the one
+// that loaded it first; the other follows it, and both hold one order.
 func TestRedisOneOrderOnEveryNode(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
@@ -129,11 +134,11 @@ func TestRedisOneOrderOnEveryNode(t *testing.T) {
 			t.Errorf("message %d is %q: seqs must be 1..6 in order", i, p)
 		}
 	}
-	// A publish is counted when its pipeline answers, which may come after
-	// the subscribers got the message.
-	testsupport.Eventually(t, 5*time.Second, "node a's counters", func() bool {
-		s := a.b.Stats()
-		return s.Published == 3 && s.Received == 6 && s.Rooms == 1 && s.Up
+	// b's publishes are forwarded to a and counted when a's answer comes,
+	// which may be after the message itself; b receives all six from a.
+	testsupport.Eventually(t, 5*time.Second, "the nodes' counters", func() bool {
+		sa, sb := a.b.Stats(), b.b.Stats()
+		return sa.OwnedPublished == 6 && sa.Owned == 1 && sb.Published == 3 && sb.Received == 6 && sb.Rooms == 1 && sb.Up
 	})
 }
 
@@ -145,6 +150,12 @@ func TestRedisLoadsSeqAndHistory(t *testing.T) {
 		a.publish("r", fmt.Sprintf("m%d", i+1))
 	}
 	a.hasSeq(t, "r", 5)
+	// a frees the room, whose messages it wrote to Redis first: b loads
+	// it from Redis, not from a's snapshot.
+	a.b.Unsubscribe("r")
+	testsupport.Eventually(t, 10*time.Second, "a to release the room", func() bool {
+		return a.b.rdb.Exists(context.Background(), a.b.holderKey("r")).Val() == 0
+	})
 	b := startNode(t, rs.URL(), 3)
 	b.join(t, "r")
 	b.h.mu.Lock()
@@ -184,8 +195,8 @@ func TestRedisUnsubscribeStopsDelivery(t *testing.T) {
 
 // TestRedisOutageRefusesSharedRoomsThenResetsLostStreams kills Redis (its
 // data is lost) under a room shared by two nodes: while it is down, neither
-// node orders the room alone (a publish is refused, nothing is delivered
-// under a seq the other node could give another message); once it is back,
+// node orders the room alone (a publish is refused: the owner's would reach
+// its own members alone, the follower's no one); once it is back,
 // both find the stream gone from Redis and drop the room, so that their
 // members resume into a new epoch and are told; the new stream's seqs
 // never name a message of the old one.
@@ -193,19 +204,19 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
 	a.join(t, "r")
-	b.join(t, "r") // a second node in the room: Redis orders it (no node owns it)
+	b.join(t, "r") // a second node in the room: it follows a, which owns it
 	a.publish("r", "before")
 	a.hasSeq(t, "r", 1)
 	b.hasSeq(t, "r", 1)
 	oldEpoch := a.h.Epoch("r")
 
 	rs.Stop()
-	// The first publish may be the one that discovers the outage: it is
-	// given up, never delivered here under a seq of a's own, and its
-	// sender is told (or it is refused at once, if a noticed first).
-	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3, Sender: "alice"}); err == nil {
-		a.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
-			return slices.Contains(a.h.calls, "refused r lost# alice")
+	// The follower's first publish may be the one that discovers the
+	// outage: it is given up, never delivered under a seq of b's own, and
+	// its sender is told (or it is refused at once, if b noticed first).
+	if err := b.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3, Sender: "alice"}); err == nil {
+		b.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
+			return slices.Contains(b.h.calls, "refused r lost# alice")
 		})
 	} else if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("publish as Redis stops: %v", err)
@@ -219,7 +230,7 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	if seq, _ := a.h.Seq("r"); seq != 1 {
 		t.Errorf("a ordered the shared room alone during the outage: seq %d, messages %q", seq, a.h.payloads("r"))
 	}
-	if s := a.b.Stats(); s.Refused < 1 || s.Errors == 0 || s.LastError == "" {
+	if s := b.b.Stats(); s.Refused < 1 || s.Errors == 0 || s.LastError == "" {
 		t.Errorf("stats during the outage %+v", s)
 	}
 
@@ -239,31 +250,33 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	a.publish("r", "after")
 	a.hasSeq(t, "r", 2)
 	b.hasSeq(t, "r", 2)
-	// Seq 2 when the first publish of the outage never reached Redis, 3
-	// when Redis ordered it before it died: above every seq handed out.
+	// Seq 2 when the first publish of the outage never reached the owner,
+	// 3 when the owner ordered it and Redis stored it before it died:
+	// above every seq handed out.
 	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) || len(pa) != 1 || !strings.Contains(pa[0], ":after#") || pa[0] < "2:" {
 		t.Errorf("after the return a got %q, b got %q, want the one message above seq 1 on both", pa, pb)
 	}
 	testsupport.Eventually(t, 10*time.Second, "the recovery counted", func() bool { return a.b.Stats().Reconnects > 0 })
 }
 
-// TestRedisPublishLostInFlightIsRefusedToItsSender cuts a node off from
-// Redis after Redis ordered its publish but before the answer came back:
-// the outcome is unknown to the node, which tells the sender (Refused)
+// TestRedisForwardLostInFlightIsRefusedToItsSender cuts a follower off
+// from Redis's answers after it forwarded a publish to the room's owner:
+// the owner orders it, but the follower hears neither its answer nor the
+// message, and tells the sender (Refused) once the forward timed out
 // rather than deliver the message under a seq of its own or say nothing;
-// once Redis is reachable again the message arrives from the room's
-// stream too (ambiguous, but not silent), under the seq Redis gave it.
-func TestRedisPublishLostInFlightIsRefusedToItsSender(t *testing.T) {
+// once Redis is reachable again the message arrives too (ambiguous, but
+// not silent), under the seq the owner gave it.
+func TestRedisForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	px := testsupport.NewProxy(t, rs.Addr())
 	a, b := startNode(t, "redis://"+px.Addr()+"/0", 100), startNode(t, rs.URL(), 100)
+	b.join(t, "r") // the first to load the room: its owner
 	a.join(t, "r")
-	b.join(t, "r")
 	a.publish("r", "before")
 	a.hasSeq(t, "r", 1)
-	// Connections made before the stall: the publish must go out on one,
+	// Connections made before the stall: the forward must go out on one,
 	// since the stalled proxy swallows a new one's handshake, and the
-	// publish with it (this test failed so once, 1 run in 8 under load).
+	// forward with it.
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() { a.b.rdb.Ping(t.Context()) })
@@ -274,9 +287,7 @@ func TestRedisPublishLostInFlightIsRefusedToItsSender(t *testing.T) {
 	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("amb#"), From: 3, Sender: "alice"}); err != nil {
 		t.Fatalf("publish before the cut: %v", err)
 	}
-	b.hasSeq(t, "r", 2) // Redis ordered it
-	px.Refuse(true)
-	px.Drop()
+	b.hasSeq(t, "r", 2) // the owner ordered it
 	a.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
 		return slices.Contains(a.h.calls, "refused r amb# alice")
 	})
@@ -286,12 +297,13 @@ func TestRedisPublishLostInFlightIsRefusedToItsSender(t *testing.T) {
 	if s := a.b.Stats(); s.Refused != 1 {
 		t.Errorf("refused %d, want 1", s.Refused)
 	}
-
+	px.Refuse(true)
+	px.Drop()
 	px.Stall(false, false)
 	px.Refuse(false)
 	a.hasSeq(t, "r", 2)
 	if pa, pb := a.h.payloads("r"), b.h.payloads("r"); !slices.Equal(pa, pb) || len(pa) != 2 || pa[1] != "2:amb#2" {
-		t.Errorf("after the return a has %q, b has %q: want the message Redis ordered on both", pa, pb)
+		t.Errorf("after the return a has %q, b has %q: want the message the owner ordered on both", pa, pb)
 	}
 }
 
@@ -306,8 +318,9 @@ func TestRedisAnnounce(t *testing.T) {
 	})
 }
 
-// A publish to a room shared with another node waits Config.Linger for
-// company before its round goes to Redis: with 40 ms, none arrives sooner.
+// A message of a room shared with another node waits Config.Linger for
+// company before its round goes to Redis, on its way from the owner to its
+// follower: with 40 ms, none arrives sooner.
 func TestRedisLingerHoldsARound(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	const linger = 40 * time.Millisecond
@@ -359,22 +372,21 @@ func TestRedisClientNeverRetries(t *testing.T) {
 	}
 }
 
-// TestRedisOwnedRoom: a room whose only subscriber is one node is ordered
-// on that node (Redis stores it behind), handed over in one order when
-// another node joins, and taken over with a new epoch when its owner dies.
+// TestRedisOwnedRoom: a room is owned by the node that loaded it first:
+// its messages are ordered there (Redis stores them behind, and keeps the
+// room's keys alive); a node that loads it later follows the owner, and
+// both hold one order.
 func TestRedisOwnedRoom(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 100)
 	a.join(t, "r")
-	a.publish("r", "first") // through Redis, which grants the room to a
-	// Owned from the moment the seqs Redis gave came back.
-	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
-	for i := range 5 {
+	a.h.waitFor(t, 10*time.Second, "the room to be owned", func() bool { return a.h.rooms["r"].owned })
+	for i := range 6 {
 		a.publish("r", fmt.Sprintf("a%d", i))
 	}
 	a.hasSeq(t, "r", 6)
-	if s := a.b.Stats(); s.OwnedPublished != 5 || s.Owned != 1 || s.Published != 1 {
-		t.Errorf("stats %+v: want 5 messages ordered here, 1 through Redis", s)
+	if s := a.b.Stats(); s.OwnedPublished != 6 || s.Owned != 1 || s.Published != 0 {
+		t.Errorf("stats %+v: want 6 messages ordered here, none elsewhere", s)
 	}
 	ctx := context.Background()
 	testsupport.Eventually(t, 10*time.Second, "the owned messages stored in Redis", func() bool {
@@ -389,13 +401,13 @@ func TestRedisOwnedRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.renewalDue("r")
-	a.publish("r", "a5")
+	a.publish("r", "a6")
 	testsupport.Eventually(t, 10*time.Second, "the room's nodes kept alive", func() bool {
 		return a.b.rdb.TTL(ctx, a.b.roomNodesKey("r")).Val() > time.Minute
 	})
 
-	// b joins: a hands the room over, b loads all of it, and from then on
-	// both see one order through Redis.
+	// b joins: it follows a, loads all of the room from a's snapshot, and
+	// from then on both see a's one order.
 	b := startNode(t, rs.URL(), 100)
 	b.join(t, "r")
 	b.h.mu.Lock()
@@ -403,9 +415,6 @@ func TestRedisOwnedRoom(t *testing.T) {
 	b.h.mu.Unlock()
 	if tail != 7 || seq != 7 {
 		t.Errorf("b loaded %d messages up to seq %d, want 7 and 7", tail, seq)
-	}
-	if s := a.b.Stats(); s.Owned != 0 || s.Releases != 1 {
-		t.Errorf("a after the handover: %+v", s)
 	}
 	for i := range 3 {
 		a.publish("r", fmt.Sprintf("a-after%d", i))
@@ -415,10 +424,10 @@ func TestRedisOwnedRoom(t *testing.T) {
 	b.hasSeq(t, "r", 13)
 	pa, pb := a.h.payloads("r"), b.h.payloads("r")
 	if !slices.Equal(pa[7:], pb) {
-		t.Errorf("after the handover the nodes disagree:\n a %q\n b %q", pa[7:], pb)
+		t.Errorf("the nodes disagree:\n a %q\n b %q", pa[7:], pb)
 	}
-	if s := b.b.Stats(); s.Owned != 0 || s.Takeovers != 0 {
-		t.Errorf("b owns a room two nodes subscribe to: %+v", s)
+	if sa, sb := a.b.Stats(), b.b.Stats(); sa.Owned != 1 || sa.Releases != 0 || sb.Owned != 0 || sb.Takeovers != 0 {
+		t.Errorf("a %+v, b %+v: want a still the owner, b its follower", sa, sb)
 	}
 }
 
@@ -435,7 +444,7 @@ func TestRedisOwnerStoppedHandsItsRoomsOver(t *testing.T) {
 	a := &node{b: ab, h: h}
 	a.join(t, "r")
 	a.publish("r", "first")
-	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
+	a.h.waitFor(t, 10*time.Second, "the room to be owned", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
 	a.publish("r", "owned")
 	a.hasSeq(t, "r", 2)
 	a.h.mu.Lock()
@@ -453,7 +462,7 @@ func TestRedisOwnerStoppedHandsItsRoomsOver(t *testing.T) {
 	if gotEpoch != epoch || seq != 2 || tail != 2 {
 		t.Errorf("b loaded epoch %q (a's %q), seq %d, %d messages: want the same stream, 2 and 2", gotEpoch, epoch, seq, tail)
 	}
-	if took := time.Since(start); took > releaseWait {
+	if took := time.Since(start); took > followWait {
 		t.Errorf("loading the released room took %v", took)
 	}
 	if s := b.b.Stats(); s.Takeovers != 0 {
@@ -462,16 +471,17 @@ func TestRedisOwnerStoppedHandsItsRoomsOver(t *testing.T) {
 }
 
 // A room whose holder does not answer is taken over under a new epoch: at
-// once when the holder no longer listens (it died: Redis dropped its
-// subscription), when its lease ends when it listens but stalls.
+// once when the holder no longer listens on its node's channel (it died:
+// Redis dropped its subscription), when its lease ends when it listens but
+// stalls.
 func TestRedisRoomOfASilentOwnerTakenOverWithNewEpoch(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		listens  bool
 		min, max time.Duration
 	}{
-		{"died", false, releaseWait - 100*time.Millisecond, 2*releaseWait + 500*time.Millisecond},
-		{"stalled", true, 1500 * time.Millisecond, 1500*time.Millisecond + 2*releaseWait + 500*time.Millisecond},
+		{"died", false, followWait - 100*time.Millisecond, 2*followWait + 500*time.Millisecond},
+		{"stalled", true, 1500 * time.Millisecond, 1500*time.Millisecond + 2*followWait + 500*time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rs := testsupport.StartRedis(t)
@@ -499,7 +509,7 @@ func TestRedisRoomOfASilentOwnerTakenOverWithNewEpoch(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.listens {
-				ghost := a.b.rdb.Subscribe(ctx, a.b.channel("r"))
+				ghost := a.b.rdb.Subscribe(ctx, a.b.nodeChannelPrefix()+"ghost")
 				defer ghost.Close()
 				if _, err := ghost.Receive(ctx); err != nil {
 					t.Fatal(err)
@@ -531,46 +541,11 @@ func TestRedisOwnerThatLostItsRoomDropsIt(t *testing.T) {
 	a := startNode(t, rs.URL(), 100)
 	a.join(t, "r")
 	a.publish("r", "first")
-	a.h.waitFor(t, 10*time.Second, "the room to be granted", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
+	a.h.waitFor(t, 10*time.Second, "the room to be owned", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
 	a.takenOver(t, "r")    // by another node, while a stalled
 	a.publish("r", "late") // ordered here, refused by Redis
 	a.h.waitFor(t, 10*time.Second, "the room to be dropped", func() bool { return a.h.rooms["r"] == nil })
 	testsupport.Eventually(t, 5*time.Second, "the drop counted", func() bool { s := a.b.Stats(); return s.Dropped == 1 && s.Owned == 0 })
-}
-
-// A node that lost its place in a room (Redis restarted and forgot the
-// room's nodes) while another node was granted the room holds its publishes,
-// asks for the room, catches up with what the holder ordered and then goes
-// on in one order with it.
-func TestRedisNodeFindsItsRoomHeldByAnother(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	a, b := startNode(t, rs.URL(), 100), startNode(t, rs.URL(), 100)
-	a.join(t, "r")
-	b.join(t, "r")
-	ctx := context.Background()
-	// As Redis looks after a restart that only a has recovered from, and
-	// a was granted the room: b is no longer among the room's nodes.
-	if err := a.b.rdb.SRem(ctx, a.b.roomNodesKey("r"), b.b.id).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.publish("r", "a1") // granted to a
-	a.h.waitFor(t, 10*time.Second, "a to own the room", func() bool { return a.h.rooms["r"].owned && a.h.rooms["r"].seq == 1 })
-	// Out of the room's set, b is sent neither a1 nor a2: it finds both in
-	// the room's stream once a handed the room over.
-	a.publish("r", "a2") // ordered on a
-	a.hasSeq(t, "r", 2)
-	b.publish("r", "b1") // refused by Redis: a holds the room
-	b.publish("r", "b2")
-	for _, n := range []*node{a, b} {
-		n.hasSeq(t, "r", 4)
-	}
-	pa, pb := a.h.payloads("r"), b.h.payloads("r")
-	if !slices.Equal(pa, pb) || len(pa) != 4 || pa[1] != "2:a2#2" {
-		t.Fatalf("the nodes disagree or lost a2:\n a %q\n b %q", pa, pb)
-	}
-	if s := b.b.Stats(); s.Takeovers != 0 || a.b.Stats().Releases != 1 {
-		t.Errorf("b %+v, a %+v: want a handover, no takeover", s, a.b.Stats())
-	}
 }
 
 // The server API's questions, asked of either node: a publish's seq, who is

@@ -29,7 +29,6 @@ func newAuditCmd() *cobra.Command {
 	var hooks *webhookAudit // with --webhooks
 	var nodes int
 	var redisCluster, webhooks bool
-	var roomOrder string
 	sf := sloFlags{audit: true}
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -125,9 +124,6 @@ An audit holds at most 5,000 clients.`,
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
 				}
 				var flags []string
-				if roomOrder != "" {
-					flags = append(flags, "--room-order", roomOrder)
-				}
 				if webhooks {
 					wa, err := startWebhookAudit()
 					if err != nil {
@@ -195,7 +191,6 @@ An audit holds at most 5,000 clients.`,
 	f.DurationVar(&cfg.NodeCutAt, "node-cut", 0, "with --cluster: cut a node off from Redis for --node-down this long after sending starts; its clients stay connected (0: never)")
 	f.DurationVar(&cfg.RedisRestartAt, "redis-restart", 0, "with --cluster: restart Redis this long after sending starts (0: never)")
 	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md, message_published included) to a receiver the audit runs, which checks them after the run: signed, no room, member or user transition twice in a row after dropping duplicates by id, every room vacated and user offline once the clients left, a message_published for every message received")
-	f.StringVar(&roomOrder, "room-order", "", "with --cluster: start the nodes with this --room-order, redis or owner (default: serve's own, owner)")
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
 	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node, a node cut off from Redis or Redis stays down")

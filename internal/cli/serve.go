@@ -83,6 +83,7 @@ type serveFlags struct {
 	logLevel, logFormat               string
 	hookFail                          string
 	hookFailEach                      [3]string // connect, join, publish: overrides hookFail
+	roomOrder                         string    // the removed --room-order, still read so that scripts that give it are told (checkRoomOrder)
 	config                            configFlags
 }
 
@@ -109,10 +110,11 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAdvertise, "metrics-advertise", "", "host:port at which the other nodes of a cluster reach this node's metrics (for their dashboards); default: --metrics-addr, with this host's name for an unspecified host")
 	f.StringVar(&o.cfg.Redis, "redis", "", "Redis URL that ties nodes into a cluster: redis://host:port/db, or redis-cluster://host:port,host:port for a Redis Cluster; empty runs a single node")
 	f.DurationVar(&o.cfg.RedisTTL, "redis-ttl", 24*time.Hour, "drop a room's history from Redis after this long without messages, and its seq and epoch too once no node has the room")
-	f.StringVar(&o.cfg.RoomOrder, "room-order", "owner", "who orders a room whose members are on several nodes: owner (the node that owns the room orders it, the others send their publishes on to it: Redis carries batches and stores history, no script a message) or redis (a script in Redis a round: the order before 2026-11-27, to be removed; docs/cluster.md)")
+	f.StringVar(&o.roomOrder, "room-order", "", "removed: every room is ordered by its owner node (docs/cluster.md)")
+	_ = f.MarkHidden("room-order") // out of --help; given, checkRoomOrder answers it
 	f.DurationVar(&o.cfg.RedisLinger, "redis-linger", broker.DefaultLinger, "how long a message to a room shared with other nodes waits for others to go to Redis with it, at most 50ms: longer spends less CPU a message on the nodes and in Redis, and adds latency (docs/cluster.md)")
 	f.DurationVar(&o.cfg.RedisMaxWait, "redis-max-wait", broker.DefaultMaxWait, "refuse messages to rooms shared with other nodes (error unavailable) while this node's messages to other nodes have waited longer than this to go out: past the cluster's capacity senders are told at once instead of every message queueing; 0 queues without bound (docs/cluster.md)")
-	f.DurationVar(&o.cfg.HistoryLinger, "history-linger", broker.DefaultHistoryLinger, "how long the messages of rooms a node orders (every room it owns; with --room-order redis, the rooms whose members are all its own) wait to be written to Redis's history with others, at most 1s: longer spends less Redis CPU a message; a node that dies loses at most this much of history, and its rooms' members are told (docs/cluster.md)")
+	f.DurationVar(&o.cfg.HistoryLinger, "history-linger", broker.DefaultHistoryLinger, "how long the messages of rooms a node owns wait to be written to Redis's history with others, at most 1s: longer spends less Redis CPU a message; a node that dies loses at most this much of history, and its rooms' members are told (docs/cluster.md)")
 	f.IntVar(&o.cfg.Loops, "loops", o.cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
 	f.StringVar(&o.jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")
 	f.StringVar(&o.jwtPublicKey, "auth-jwt-public-key", "", "require a JWT signed for this PEM public key file (RS256 or ES256)")
@@ -194,7 +196,27 @@ func (o *serveFlags) serverConfig(logger *slog.Logger) error {
 	if err := o.readAPIKey(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkRoomOrder(o.roomOrder, logger); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// checkRoomOrder answers the removed --room-order: owner, what every node
+// does now, is accepted with a warning to drop the flag; redis, the order
+// removed, is refused in one sentence, since a node that starts anyway
+// would not do what its operator asked.
+func checkRoomOrder(order string, logger *slog.Logger) error {
+	switch order {
+	case "":
+		return nil
+	case "owner":
+		logger.Warn("--room-order is deprecated and does nothing: every room is ordered by its owner node; drop the flag")
+		return nil
+	case "redis":
+		return errors.New("--room-order redis: the Redis room order was removed in d4ba8b2; every room is ordered by its owner node (docs/cluster.md)")
+	}
+	return fmt.Errorf("--room-order %q: the flag was removed; every room is ordered by its owner node (docs/cluster.md)", order)
 }
 
 // readAPIKey sets the API key from --api-key-file.
@@ -227,9 +249,6 @@ func serveUntilDone(cmd *cobra.Command, o *serveFlags, srv *server.Server, logge
 	logger.Info("scalechat listening", "url", scheme+"://"+ln.Addr().String()+"/",
 		"websocket", strings.Replace(scheme, "http", "ws", 1)+"://"+ln.Addr().String()+"/ws/{room}",
 		"auth", o.cfg.Auth != nil)
-	if o.cfg.Redis != "" && o.cfg.RoomOrder == "redis" {
-		logger.Warn("--room-order redis is deprecated and will be removed: every message of a shared room runs a script in Redis; the default, owner, needs none (docs/cluster.md)")
-	}
 	node := nodeName(ln.Addr())
 	if o.metricsAddr == "" {
 		srv.SetNodeName(node)

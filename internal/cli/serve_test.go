@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -170,6 +171,37 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		if code := run(context.Background(), args, nil, io.Discard, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), "scalechat: ") || strings.Count(stderr.String(), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q: want one clear line", args, code, stderr.String())
 		}
+	}
+}
+
+// TestServeRoomOrderRemoved: the removed --room-order is out of --help;
+// given, owner (what every node does) is accepted with a warning, and
+// redis, the order removed, is refused in one line that says so.
+func TestServeRoomOrderRemoved(t *testing.T) {
+	for _, tc := range []struct{ order, err, warn string }{
+		{"", "", ""},
+		{"owner", "", "--room-order is deprecated and does nothing"},
+		{"redis", "the Redis room order was removed in", ""},
+		{"fast", `--room-order "fast": the flag was removed`, ""},
+	} {
+		var log strings.Builder
+		err := checkRoomOrder(tc.order, slog.New(slog.NewTextHandler(&log, nil)))
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("--room-order %q: error %v, want %q", tc.order, err, tc.err)
+		}
+		if tc.warn == "" && log.Len() != 0 || !strings.Contains(log.String(), tc.warn) {
+			t.Errorf("--room-order %q: logged %q, want %q", tc.order, log.String(), tc.warn)
+		}
+	}
+	var stderr strings.Builder
+	args := []string{"serve", "--room-order", "redis"}
+	if code := run(context.Background(), args, nil, io.Discard, &stderr); code != 2 || strings.Count(stderr.String(), "\n") > 1 ||
+		!strings.Contains(stderr.String(), "the Redis room order was removed in") {
+		t.Errorf("%v: exit %d, stderr %q: want one line saying the order was removed", args, code, stderr.String())
+	}
+	var help strings.Builder
+	if code := run(context.Background(), []string{"serve", "--help"}, nil, &help, io.Discard); code != 0 || strings.Contains(help.String(), "room-order") {
+		t.Errorf("serve --help (exit %d) lists --room-order", code)
 	}
 }
 

@@ -7,7 +7,7 @@ import "github.com/scalechat/scalechat/internal/broker"
 // add, which runs under the room's lock, where the room orders its messages, so that every
 // message after seq reaches the follower (the broker's keep sends it on)
 // and none before. It reports false when the room is not ordered here now
-// (not owned, not loaded, waiting for seqs from Redis, or the node's lease
+// (not owned, not loaded, waiting for seqs ordered before, or the node's lease
 // lapsed): the follower asks again.
 func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []broker.Entry)) (epoch string, seq uint64, tail []broker.Entry, ok bool) {
 	r := h.lookup([]byte(name))

@@ -425,8 +425,8 @@ func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker
 	return r != nil && r.publishOwned(p, keep)
 }
 
-// Answered says that Redis answered a publish that PublishOwned declined
-// (ordered it, or refused it for good).
+// Answered says that a publish that PublishOwned declined, sent on to the
+// room's owner, was answered (ordered, or refused for good).
 func (h *Hub) Answered(name string) {
 	r := h.lookup([]byte(name))
 	if r == nil {

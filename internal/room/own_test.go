@@ -48,7 +48,7 @@ func TestPublishOwned(t *testing.T) {
 			t.Errorf("%s: published %v, want %v", s.name, got, s.want)
 		}
 		if !got {
-			h.Answered("r") // as the broker does once Redis ordered it
+			h.Answered("r") // as the broker does once the room's owner answered it
 		}
 	}
 	if len(k) != 3 || k[0].Seq != 1 || k[1].Seq != 6 || k[2].Seq != 7 {
@@ -69,9 +69,10 @@ func TestPublishOwned(t *testing.T) {
 	}
 }
 
-// A message an owned room declined goes through Redis's order: until Redis
-// answered it, the room orders nothing here, or the next message could take
-// the seq Redis gives it, and overtake it.
+// A message an owned room declined goes through Redis to the room's holder
+// (its owner elsewhere, or this node once the room is ordered here): until
+// it is answered, the room orders nothing here, or the next message could
+// overtake it.
 func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
 	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)

@@ -9,9 +9,10 @@
 // of every loop with local members; each loop then writes those same bytes
 // to its members. The room hands the message to the node's broker.Broker: on a
 // single node (broker.Memory) that is the hub's PublishLocal, at once and on
-// the publishing goroutine; in a cluster (broker.Redis) the broker gives it
-// its global seq and brings it back to every node through Hub.Deliver, where
-// the same fan-out happens. Rooms never touch connections, and loops never
+// the publishing goroutine; in a cluster (broker.Redis) the room's owner
+// node orders it (Hub.PublishOwned, when that is this node) and the broker
+// brings it to every other node that has the room through Hub.Deliver,
+// where the same fan-out happens. Rooms never touch connections, and loops never
 // take a room's lock while delivering.
 package room
 
@@ -52,16 +53,17 @@ type Room struct {
 	lastPoll time.Time     // pollers keep a room without members alive
 	pollers  int           // polls waiting on the room now (Hub.OpenPoll)
 
-	// In a cluster, a room whose members are all on this node is owned by
-	// it (see broker.Redis): its messages are ordered here, once the seqs
-	// Redis handed out before (up to ownFrom) arrived, while the node's
-	// lease (Hub.Lease) lives.
+	// In a cluster, a room is owned by one node (see broker.Redis): its
+	// messages are ordered there, once the seqs ordered before (up to
+	// ownFrom: the seq it was loaded or handed over with) arrived, while
+	// the node's lease (Hub.Lease) lives.
 	owned   bool
 	ownFrom uint64
-	// remote counts this node's publishes on their way through Redis's
-	// order (declined by publishOwned, not yet answered): while any is,
-	// the room is not ordered here, or a local seq could be the one Redis
-	// gives it, and its messages could overtake it.
+	// remote counts this node's publishes on their way to another node's
+	// order (declined by publishOwned, sent on to the room's owner or
+	// holder, not yet answered): while any is, the room is not ordered
+	// here, or its messages could overtake it (a room handed to this node,
+	// or loaded here, while its earlier publishes were still out).
 	remote int
 
 	pres presence
@@ -117,7 +119,7 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !r.hub.leased() {
-		r.remote++ // the broker sends it to Redis, and says when it is answered
+		r.remote++ // the broker sends it to the room's owner, and says when it is answered
 		return false
 	}
 	m := r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix)

@@ -12,28 +12,18 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-// ownerOrder starts n nodes on one Redis with --room-order owner.
-func ownerOrder(t *testing.T, url string, n int, tweak func(*Config)) []*testServer {
-	return startCluster(t, url, n, func(c *Config) {
-		c.RoomOrder = "owner"
-		if tweak != nil {
-			tweak(c)
-		}
-	})
+// TestClusterDeliversAcrossNodesInOneOrder: a room with members on three
+// nodes is ordered by the node that loaded it first; the others follow it
+// and send their publishes on to it. Every member sees every message once,
+// in the same order, and every message was ordered by an owner (no script
+// in Redis gave a seq). On a Redis Cluster the records between nodes go on
+// their shard channels.
+func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
+	redisKinds(t, testDeliversAcrossNodes)
 }
 
-// TestClusterOwnerOrderDeliversInOneOrder: with --room-order owner, a room
-// with members on three nodes is ordered by the node that loaded it first;
-// the others follow it and send their publishes on to it. Every member sees
-// every message once, in the same order, and every message was ordered by
-// an owner (no script in Redis gave a seq). On a Redis Cluster the
-// records between nodes go on their shard channels.
-func TestClusterOwnerOrderDeliversInOneOrder(t *testing.T) {
-	redisKinds(t, testOwnerOrderDeliversInOneOrder)
-}
-
-func testOwnerOrderDeliversInOneOrder(t *testing.T, url string) {
-	nodes := ownerOrder(t, url, 3, nil)
+func testDeliversAcrossNodes(t *testing.T, url string) {
+	nodes := startCluster(t, url, 3, nil)
 	const per = 30
 	cs := sendAcrossInOneOrder(t, nodes, 6, per)
 	var owned, forwarded uint64
@@ -48,6 +38,12 @@ func testOwnerOrderDeliversInOneOrder(t *testing.T, url string) {
 	if owned != per*uint64(len(cs)) || forwarded != per*4 {
 		t.Errorf("ordered by owners %d, forwarded and answered %d; want %d and %d", owned, forwarded, per*len(cs), per*4)
 	}
+	// Presence counts the room's connections on every node (and those
+	// announced already: the messages above came after every join).
+	cs[0].sendJSON(map[string]any{"type": "presence", "room": "x"})
+	if p := cs[0].nextOfType("presence"); p["members"] != float64(len(cs)) || p["anonymous"] != float64(len(cs)) {
+		t.Errorf("presence on node 0: %v, want %d members over 3 nodes", p, len(cs))
+	}
 }
 
 // TestClusterOwnerHandsTheRoomToAFollower: an owner whose members left
@@ -60,7 +56,7 @@ func TestClusterOwnerHandsTheRoomToAFollower(t *testing.T) {
 }
 
 func testOwnerHandsTheRoomToAFollower(t *testing.T, url string) {
-	nodes := ownerOrder(t, url, 2, func(c *Config) { c.RoomGrace = 20 * time.Millisecond; c.History = 50 })
+	nodes := startCluster(t, url, 2, func(c *Config) { c.RoomGrace = 20 * time.Millisecond; c.History = 50 })
 	a := connect(t, nodes[0], "h") // first: node 0 owns the room
 	b := dial(t, nodes[1].url("/ws/h"))
 	jb, _ := b.joined()
@@ -106,7 +102,7 @@ func TestClusterOwnerOrderTakesOverADeadOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	node := ownerOrder(t, rs.URL(), 1, nil)[0]
+	node := startCluster(t, rs.URL(), 1, nil)[0]
 	c := dial(t, node.url("/ws/g?since=7&epoch=oldepoch"))
 	j, _ := c.joined(true)
 	if g, _ := j["gap"].(map[string]any); g["reset"] != true || j["epoch"] == "oldepoch" {

@@ -60,8 +60,7 @@ type Config struct {
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
 	RedisMaxWait      time.Duration  // refuse publishes to shared rooms while this node's messages to other nodes waited longer; 0: no bound
-	HistoryLinger     time.Duration  // how long messages of rooms a node orders alone wait to be written to Redis's history with others; 0: broker.DefaultHistoryLinger
-	RoomOrder         string         // who orders a room on several nodes: "owner" (the node that owns it; "" too) or "redis" (a script a round)
+	HistoryLinger     time.Duration  // how long messages of rooms a node owns wait to be written to Redis's history with others; 0: broker.DefaultHistoryLinger
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
 	APIKey            string         // turns the server API on under /api/ (docs/api.md); empty: off
 	Hooks             hooks.Config   // the application's backend's connect, join and publish hooks (docs/hooks.md); no URL: off
@@ -117,7 +116,6 @@ func (c *Config) validate() error {
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
 	check(c.HistoryLinger >= 0 && c.HistoryLinger <= broker.MaxHistoryLinger, "the history linger must be between 0 and %s", broker.MaxHistoryLinger)
-	check(c.RoomOrder == "" || c.RoomOrder == "redis" || c.RoomOrder == "owner", "the room order must be redis or owner, not %q", c.RoomOrder)
 	check(c.Loops >= 0, "loops must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")

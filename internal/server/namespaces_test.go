@@ -224,7 +224,7 @@ func TestNamespaceHistoryCluster(t *testing.T) {
 		room string
 		want int
 	}{{"quiet:r", 0}, {"short:r", 2}, {"plain:r", 3}} {
-		a, b := connect(t, nodes[0], tc.room), connect(t, nodes[1], tc.room) // shared: Redis orders it
+		a, b := connect(t, nodes[0], tc.room), connect(t, nodes[1], tc.room) // shared: node 0, which loaded it first, orders it
 		for i := range 3 {
 			a.sendJSON(msg(fmt.Sprintf("m%d", i)))
 			a.next()

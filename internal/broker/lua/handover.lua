@@ -6,7 +6,7 @@
 -- before it, so each node is told after the last message the old owner
 -- sent it.
 --
--- KEYS[1..5] as publish.lua: seq, history, epoch, holder, set of nodes
+-- KEYS[1..5] as persist.lua: seq, history, epoch, holder, set of nodes
 -- ARGV[1] the owning node
 -- ARGV[2] the new owner
 -- ARGV[3] TTL in seconds

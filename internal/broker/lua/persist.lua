@@ -9,7 +9,7 @@
 -- when Redis lost the holder (the re-grant) or the counter: five EXPIREs a
 -- message were most of the script's Redis CPU.
 --
--- KEYS, five per room r (k = 5r), as publish.lua:
+-- KEYS, five per room r (k = 5r):
 --   KEYS[k+1] the room's seq counter
 --   KEYS[k+2] its history stream
 --   KEYS[k+3] its epoch

@@ -2,7 +2,7 @@
 -- caller checked): a new epoch, no holder, the holder out of the room's
 -- set of nodes. Nothing changes when the holder is no longer the one seen.
 --
--- KEYS[1..5] as publish.lua: seq, history, epoch, holder, set of nodes
+-- KEYS[1..5] as persist.lua: seq, history, epoch, holder, set of nodes
 -- ARGV[1] the holder seen
 -- ARGV[2] the new epoch
 -- ARGV[3] TTL in seconds
