@@ -115,7 +115,7 @@ func (b *Redis) lostRoom(room string) {
 	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
-	if b.h.Drop(room) {
+	if b.h.Drop(room, nil) {
 		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
 		b.Unsubscribe(room)
@@ -163,7 +163,7 @@ func (b *Redis) onTakenOver(name string) {
 		b.lostRoom(name)
 	}
 	if b.own.ownerOf(name) != "" {
-		b.dropFollowed(name, "taken over by another node")
+		b.dropFollowed(name, "taken over by another node", false)
 	}
 }
 
@@ -279,7 +279,7 @@ func (b *Redis) block(ctx context.Context, name string, p *Publication) {
 			if tookOver {
 				// Another stream of the room from now on: its members
 				// here rejoin it.
-				if b.h.Drop(name) {
+				if b.h.Drop(name, nil) {
 					b.count.dropped.Add(1)
 					b.Unsubscribe(name)
 				}
