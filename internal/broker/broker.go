@@ -173,8 +173,10 @@ type OwnershipHandler interface {
 	// latest seq and whether the room was owned.
 	Disown(room string) (seq uint64, owned bool)
 	// Drop frees the room at once: its stream here can no longer be
-	// trusted. Members rejoin a room loaded anew.
-	Drop(room string) bool
+	// followed. Members rejoin a room loaded anew. A keep not nil gets,
+	// under the room's order, its epoch and the history it held (a
+	// follower writes what a gone owner may not have: fillFollowed).
+	Drop(room string, keep func(epoch string, tail []Entry)) bool
 	// Follow hands another node that starts to follow an owned room what
 	// it loads the room from (epoch, latest seq, history) through add,
 	// which runs under the room's order, so that every later message

@@ -210,12 +210,15 @@ func (f *fakeRooms) Disown(name string) (uint64, bool) {
 	return r.seq, owned
 }
 
-func (f *fakeRooms) Drop(name string) bool {
+func (f *fakeRooms) Drop(name string, keep func(epoch string, tail []Entry)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]
 	if r == nil {
 		return false
+	}
+	if keep != nil && r.loaded {
+		keep(r.epoch, append([]Entry(nil), r.msgs...))
 	}
 	r.dropped = true
 	delete(f.rooms, name)

@@ -63,6 +63,12 @@ type Config struct {
 	// to be written to Redis's history with others, in one script call; 0
 	// means DefaultHistoryLinger.
 	HistoryLinger time.Duration
+	// FollowedLinger is how long the messages of rooms this node orders
+	// and other nodes follow may wait to be written with others: their
+	// followers hold them too, and write what Redis lacks if this node
+	// goes before it wrote them (redis_fill.go). 0 means
+	// DefaultFollowedLinger; never less than HistoryLinger.
+	FollowedLinger time.Duration
 	// MaxWait, when positive, bounds how long messages to other nodes
 	// queue: while the oldest of them waited longer, publishes to rooms
 	// shared with other nodes are refused (ErrOverloaded). 0: no bound.
@@ -207,12 +213,18 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 	if cfg.HistoryLinger > MaxHistoryLinger {
 		return nil, fmt.Errorf("a history linger of %s is longer than %s", cfg.HistoryLinger, MaxHistoryLinger)
 	}
+	if cfg.FollowedLinger <= 0 {
+		cfg.FollowedLinger = DefaultFollowedLinger
+	}
+	if cfg.FollowedLinger > MaxHistoryLinger {
+		return nil, fmt.Errorf("a followed rooms' history linger of %s is longer than %s", cfg.FollowedLinger, MaxHistoryLinger)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Redis{
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
-		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger),
+		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger, cfg.FollowedLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		own: newOwnState(),
 		ann: announcer{wake: make(chan struct{}, 1)},

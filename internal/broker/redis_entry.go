@@ -31,9 +31,26 @@ func runValue(msgs [][]byte) []byte {
 }
 
 // appendEntry appends the messages of the stream entry e to into in seq
-// order. An entry that is not one of the room's (a bad id, field or
-// framing) adds nothing.
+// order, those at or below into's last seq left out: a run persist.lua
+// wrote after a follower's fill.lua may begin below the stream's entry
+// before it (the same messages: one epoch, one message a seq). An entry
+// that is not one of the room's (a bad id, field or framing) adds nothing.
 func appendEntry(into []Entry, e redis.XMessage) []Entry {
+	n := len(into)
+	into = appendMessages(into, e)
+	if n == 0 {
+		return into
+	}
+	k := n
+	for k < len(into) && into[k].Seq <= into[n-1].Seq {
+		k++
+	}
+	return append(into[:n], into[k:]...)
+}
+
+// appendMessages appends the messages of the stream entry e to into in seq
+// order; none when it is not one of the room's.
+func appendMessages(into []Entry, e redis.XMessage) []Entry {
 	i := strings.IndexByte(e.ID, '-')
 	if i < 0 {
 		return into

@@ -83,3 +83,27 @@ func show(es []Entry) string {
 	}
 	return b.String()
 }
+
+// TestStreamEntriesSkipWhatTheyHave: after a follower's fill.lua wrote
+// messages 4 to 6 one entry each, the owner's run of 4..7 (its write of a
+// round, written since its last, 7, is new) holds 4 to 6 again; readers
+// give each seq once, oldest first or newest first.
+func TestStreamEntriesSkipWhatTheyHave(t *testing.T) {
+	run := string(runValue([][]byte{[]byte("d"), []byte("e"), []byte("f"), []byte("g")}))
+	oldestFirst := []redis.XMessage{
+		{ID: "3-1", Values: map[string]any{"m": "c"}},
+		{ID: "4-1", Values: map[string]any{"m": "d"}},
+		{ID: "5-1", Values: map[string]any{"m": "e"}},
+		{ID: "6-1", Values: map[string]any{"m": "f"}},
+		{ID: "7-1", Values: map[string]any{"ms": run}},
+		{ID: "8-1", Values: map[string]any{"m": "h"}},
+	}
+	if got := show(streamEntries(oldestFirst)); got != "3:c 4:d 5:e 6:f 7:g 8:h" {
+		t.Errorf("streamEntries = %s, want 3:c 4:d 5:e 6:f 7:g 8:h", got)
+	}
+	newestFirst := slices.Clone(oldestFirst)
+	slices.Reverse(newestFirst)
+	if got := show(latest(newestFirst, 4)); got != "5:e 6:f 7:g 8:h" {
+		t.Errorf("latest = %s, want 5:e 6:f 7:g 8:h", got)
+	}
+}

@@ -161,7 +161,7 @@ func (b *Redis) onFollowRec(r followRec) {
 		}
 	case recDropped:
 		if b.own.ownerOf(r.room) == r.node {
-			b.dropFollowed(r.room, "its owner dropped it")
+			b.dropFollowed(r.room, "its owner dropped it", false)
 		}
 	}
 }
@@ -320,7 +320,7 @@ func (b *Redis) unfollow(room string) {
 func (b *Redis) ownerGone(node string) {
 	b.refuseForwardsTo(node)
 	for _, room := range b.own.followedFrom(node) {
-		b.dropFollowed(room, "its owner's lease ended")
+		b.dropFollowed(room, "its owner's lease ended", true)
 	}
 }
 
@@ -334,10 +334,15 @@ func (b *Redis) refuseForwardsTo(node string) {
 }
 
 // dropFollowed drops a room followed here: its members resume into the
-// room loaded anew.
-func (b *Redis) dropFollowed(room, why string) {
+// room loaded anew. With fill (its owner is gone) what the room held and
+// Redis lacks is written behind it (redis_fill.go).
+func (b *Redis) dropFollowed(room, why string, fill bool) {
 	b.own.setOwner(room, "")
-	if b.h.Drop(room) {
+	var keep func(string, []Entry)
+	if fill {
+		keep = b.fillFrom(room)
+	}
+	if b.h.Drop(room, keep) {
 		b.count.dropped.Add(1)
 		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
 		b.Unsubscribe(room)
@@ -355,7 +360,7 @@ func (b *Redis) dropFollowed(room, why string) {
 func (b *Redis) unheard(node string) {
 	b.refuseForwardsTo(node)
 	for _, room := range b.own.followedFrom(node) {
-		b.dropFollowed(room, "its owner no longer listens to Redis")
+		b.dropFollowed(room, "its owner no longer listens to Redis", true)
 	}
 }
 

@@ -2,7 +2,8 @@ package broker
 
 import "time"
 
-// The Redis broker's tunables (Config.Linger, HistoryLinger, MaxWait):
+// The Redis broker's tunables (Config.Linger, HistoryLinger, FollowedLinger,
+// MaxWait):
 // their defaults, which serve's flags take, and their bounds.
 
 // DefaultHistoryLinger is how long the writes of owned rooms wait to go
@@ -16,6 +17,16 @@ import "time"
 // (docs/cluster.md#history-written-behind---history-linger).
 const DefaultHistoryLinger = 5 * time.Millisecond
 
+// DefaultFollowedLinger is how long the writes of owned rooms that other
+// nodes follow may wait (Config.FollowedLinger): a follower holds every
+// message too, and writes what Redis lacks when the owner goes first
+// (redis_fill.go), so history is lost only if the owner and all its
+// followers go within it. At a few messages a second a room, a second
+// makes a room's writes one stream entry and one script call's share a
+// second instead of one a message: Redis's largest cost for small shared
+// rooms (docs/cluster.md).
+const DefaultFollowedLinger = time.Second
+
 // maxHeldWrites bounds the writes of owned rooms held for the history
 // linger: past it they go out at the next round, so that a busy node
 // neither holds much memory nor hands Redis one long burst a linger.
@@ -27,7 +38,7 @@ const maxHeldWrites = 4096
 // that a burst is carried, and within what a chat user tolerates.
 const DefaultMaxWait = 250 * time.Millisecond
 
-// MaxHistoryLinger bounds Config.HistoryLinger.
+// MaxHistoryLinger bounds Config.HistoryLinger and FollowedLinger.
 const MaxHistoryLinger = time.Second
 
 // DefaultLinger is how long a publish waits for others to go out with it

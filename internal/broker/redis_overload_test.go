@@ -12,7 +12,7 @@ import (
 // waited, pending or in the round being sent; the writes of owned rooms,
 // which only Redis's history waits for, never count.
 func TestPublisherWaited(t *testing.T) {
-	q := newPublisher(DefaultHistoryLinger)
+	q := newPublisher(DefaultHistoryLinger, DefaultFollowedLinger)
 	clock := func() int64 { return time.Now().Add(time.Second).UnixNano() } // a second from now
 	if w := q.waited(clock); w != 0 {
 		t.Fatalf("nothing queued, waited %s", w)
@@ -91,7 +91,7 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 // BenchmarkOverloaded is what --redis-max-wait adds to a publish of a
 // shared room: two atomic loads and, while anything waits, a clock read.
 func BenchmarkOverloaded(b *testing.B) {
-	r := &Redis{cfg: Config{MaxWait: time.Hour}, pub: newPublisher(DefaultHistoryLinger)}
+	r := &Redis{cfg: Config{MaxWait: time.Hour}, pub: newPublisher(DefaultHistoryLinger, DefaultFollowedLinger)}
 	r.pub.queue(job{kind: jobSend, node: "other", room: "shared"})
 	b.ReportAllocs()
 	for b.Loop() {

@@ -95,7 +95,7 @@ func (b *Redis) lostRoom(room string) {
 	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
-	if b.h.Drop(room) {
+	if b.h.Drop(room, nil) {
 		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
 		b.Unsubscribe(room)
@@ -127,7 +127,7 @@ func (b *Redis) onTakenOver(name string) {
 		b.lostRoom(name)
 	}
 	if b.own.ownerOf(name) != "" {
-		b.dropFollowed(name, "taken over by another node")
+		b.dropFollowed(name, "taken over by another node", false)
 	}
 }
 

@@ -95,8 +95,9 @@ func (b *Redis) giveUp(p Publication) {
 // The payload is the room's frame's, which nobody changes.
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
-	full := b.pub.add(job{kind: jobPersist, room: room, e: e})
-	if b.keepFollowed(room, e) || full {
+	followed := b.keepFollowed(room, e)
+	full := b.pub.add(job{kind: jobPersist, room: room, e: e, followed: followed})
+	if followed || full {
 		signal(b.pub.wake) // followers wait for it, or the held writes are many: within the publish linger
 		return
 	}
@@ -119,10 +120,10 @@ func (b *Redis) publishLoop(ctx context.Context) {
 				return
 			}
 		case <-b.pub.persistWake:
-			// Only writes of owned rooms, already delivered: gather a
-			// few milliseconds of them into one round, unless a
+			// Only writes of owned rooms, already delivered: gather
+			// them into one round until the first is due, unless a
 			// publish comes, which waits no longer than its own linger.
-			if !linger(ctx, t, b.cfg.HistoryLinger, b.cfg.Linger, b.pub.wake) {
+			if !b.lingerHeld(ctx, t) {
 				return
 			}
 		}
@@ -151,6 +152,26 @@ func (b *Redis) publishLoop(ctx context.Context) {
 			}
 		}
 		clear(batch)
+	}
+}
+
+// lingerHeld waits on t until the writes of owned rooms pending are due
+// (publisher.dueIn), or a publish comes (then for its own linger at most);
+// a write queued meanwhile that may wait less moves the end nearer. It
+// reports false when ctx ended.
+func (b *Redis) lingerHeld(ctx context.Context, t *time.Timer) bool {
+	for {
+		t.Reset(b.pub.dueIn(time.Now()))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-b.pub.persistWake:
+			continue
+		case <-b.pub.wake:
+		}
+		return linger(ctx, t, b.cfg.Linger, b.cfg.Linger, nil)
 	}
 }
 
@@ -197,6 +218,8 @@ func (b *Redis) send(ctx context.Context, batch []job) {
 		case err != nil && j.kind == jobSend:
 			b.fail("send to a node", err)
 			b.sendFailed(batch, c.js)
+		case j.kind == jobFill:
+			b.settleFill(j, c, err)
 		case err != nil:
 			b.fail("store", err)
 		case j.kind == jobRelease:
@@ -262,6 +285,8 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 			c.cmd = b.publishToNode(ctx, p, j.node, sendPayload(batch, c.js))
 		case jobHandover:
 			c.cmd = b.handoverCmd(ctx, p, j)
+		case jobFill:
+			c.cmd = b.fillCmd(ctx, p, j)
 		}
 	}
 	return calls
@@ -449,6 +474,8 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 		s = presenceScript
 	case handoverScript.Hash():
 		s = handoverScript
+	case fillScript.Hash():
+		s = fillScript
 	default:
 		s = releaseScript
 	}

@@ -17,6 +17,7 @@ const (
 	jobPresence                // record and announce a user's connections here
 	jobSend                    // a record of the owner protocol to another node's channel
 	jobHandover                // hand an owned room to a node that follows it
+	jobFill                    // write what a follower held of a room whose owner is gone
 )
 
 // job is one pending request to Redis. Jobs go out in the order they were
@@ -30,6 +31,10 @@ type job struct {
 	rec  []byte // jobSend: the record (redis_followwire.go); nil: an M record of room and e, made when sent
 	// jobHandover: the new owner first, then the room's other followers
 	nodes []string
+	fill  *fillJob // jobFill
+	// jobPersist: another node follows the room, so holds the message
+	// too, which may then wait Config.FollowedLinger
+	followed bool
 }
 
 // publisher is the jobs waiting for the next round to Redis (publishLoop),
@@ -55,9 +60,15 @@ type publisher struct {
 	// Linger, does not cost Redis a script.
 	persistAt time.Time
 	handing   bool
+	// soonAt is when the oldest write pending of a room no other node
+	// follows was queued (zero: none): that one waits persistLinger at
+	// most, the writes of followed rooms followedLinger (their followers
+	// hold the messages too: redis_fill.go).
+	soonAt time.Time
 	// persistLinger is how long writes of owned rooms may wait
-	// (Config.HistoryLinger).
-	persistLinger time.Duration
+	// (Config.HistoryLinger), followedLinger those of rooms other nodes
+	// follow (Config.FollowedLinger).
+	persistLinger, followedLinger time.Duration
 	// waiting is when the oldest pending job bound for other nodes (any
 	// but a write of an owned room) was queued, in Unix nanoseconds, and
 	// sending that of the round being sent; 0: none. Publish reads them
@@ -66,8 +77,9 @@ type publisher struct {
 	waiting, sending atomic.Int64
 }
 
-func newPublisher(persistLinger time.Duration) publisher {
-	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1), persistLinger: persistLinger}
+func newPublisher(persistLinger, followedLinger time.Duration) publisher {
+	return publisher{wake: make(chan struct{}, 1), persistWake: make(chan struct{}, 1),
+		persistLinger: persistLinger, followedLinger: max(followedLinger, persistLinger)}
 }
 
 // queue appends jobs to the round and wakes the loop to send it soon.
@@ -86,6 +98,9 @@ func (q *publisher) add(jobs ...job) (full bool) {
 		case jobPersist:
 			if q.persistAt.IsZero() {
 				q.persistAt = time.Now()
+			}
+			if !j.followed && q.soonAt.IsZero() {
+				q.soonAt = time.Now()
 			}
 			q.persists = append(q.persists, j)
 			full = full || len(q.persists) >= maxHeldWrites
@@ -116,7 +131,7 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	if w := q.waiting.Swap(0); w != 0 {
 		q.sending.Store(w)
 	}
-	held = len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && now.Sub(q.persistAt) < q.persistLinger
+	held = len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && q.dueInLocked(now) > 0
 	batch, q.pending = q.pending, into
 	if held {
 		q.mu.Unlock()
@@ -124,7 +139,7 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	}
 	persists := q.persists
 	q.persists = nil
-	q.persistAt, q.handing = time.Time{}, false
+	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
 	q.mu.Unlock()
 	if len(persists) == 0 {
 		return batch, false
@@ -132,7 +147,32 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	// Sorted once let go: rooms publishing (keep, under their own lock)
 	// wait for mu, never for the sort.
 	byRoomStable(persists)
-	return append(persists, batch...), false
+	// Behind the round's other jobs: Redis runs a pipeline in order, and
+	// the records other nodes wait for must not wait for a second of a
+	// busy node's writes. A room's writes queued before its release or
+	// handover are in batch already, ahead of it.
+	return append(batch, persists...), false
+}
+
+// dueIn is how long the writes of owned rooms pending may still wait:
+// persistLinger when none is.
+func (q *publisher) dueIn(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.persistAt.IsZero() {
+		return q.persistLinger
+	}
+	return max(q.dueInLocked(now), 0)
+}
+
+// dueInLocked is how long the writes pending may wait, until the first of
+// them is due; 0 or less: now. Called with mu held.
+func (q *publisher) dueInLocked(now time.Time) time.Duration {
+	d := q.followedLinger - now.Sub(q.persistAt)
+	if !q.soonAt.IsZero() {
+		d = min(d, q.persistLinger-now.Sub(q.soonAt))
+	}
+	return d
 }
 
 // byRoomStable puts each room's writes side by side, in their order, so

@@ -17,9 +17,10 @@ func jobsOf(batch []job) string {
 }
 
 // Writes of owned rooms wait out the rounds of other jobs for the history
-// linger, then go out together with a room's side by side (one stream entry
-// a room: persist.lua), each room's in seq order; a room's release takes
-// the writes queued before it along, ahead of it.
+// linger, then go out together, behind the round's other jobs, with a
+// room's side by side (one stream entry a room: persist.lua), each room's in
+// seq order; a room's release takes the writes queued before it along,
+// ahead of it.
 func TestPublisherTakeRound(t *testing.T) {
 	persist := func(room string, seq uint64) job { return job{kind: jobPersist, room: room, e: Entry{Seq: seq}} }
 	send := job{kind: jobSend, node: "n", room: "s"}
@@ -34,12 +35,12 @@ func TestPublisherTakeRound(t *testing.T) {
 		{"writes held for the linger", []job{persist("b", 1), send, persist("a", 1)},
 			time.Millisecond, "3:s:0", true},
 		{"then a room's writes side by side", []job{persist("b", 1), persist("a", 1), send, persist("b", 2), persist("a", 2)},
-			time.Second, "0:a:1 0:a:2 0:b:1 0:b:2 3:s:0", false},
+			time.Second, "3:s:0 0:a:1 0:a:2 0:b:1 0:b:2", false},
 		{"a release takes the writes before it along", []job{persist("b", 1), persist("a", 1), {kind: jobRelease, room: "a", e: Entry{Seq: 1}}, persist("c", 1)},
-			time.Millisecond, "0:c:1 0:b:1 0:a:1 1:a:1", false},
+			time.Millisecond, "0:b:1 0:a:1 1:a:1 0:c:1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := newPublisher(100 * time.Millisecond)
+			q := newPublisher(100*time.Millisecond, 0)
 			q.add(tc.jobs...)
 			batch, held := q.takeRound(nil, t0.Add(tc.at))
 			if got := jobsOf(batch); got != tc.want || held != tc.isHeld {
@@ -52,7 +53,7 @@ func TestPublisherTakeRound(t *testing.T) {
 // Past maxHeldWrites the writes held go out at the next round, linger or
 // not, and add says so (the caller wakes the loop).
 func TestPublisherSendsWritesPastTheBound(t *testing.T) {
-	q := newPublisher(time.Hour)
+	q := newPublisher(time.Hour, 0)
 	for i := range maxHeldWrites - 1 {
 		if q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: uint64(i + 1)}}) {
 			t.Fatalf("full after %d writes", i+1)
@@ -74,7 +75,7 @@ func TestPublisherSendsWritesPastTheBound(t *testing.T) {
 // forwarded to an owner among them) are not sent again by signOff's
 // takeSends, which had an owner order such a publish twice.
 func TestPublisherTakeWritesTakesThemOnce(t *testing.T) {
-	q := newPublisher(time.Hour)
+	q := newPublisher(time.Hour, 0)
 	q.add(job{kind: jobPersist, room: "b", e: Entry{Seq: 1}}, job{kind: jobRelease, room: "r", e: Entry{Seq: 3}},
 		job{kind: jobSend, room: "s", e: Entry{Seq: 7}}, job{kind: jobPersist, room: "a", e: Entry{Seq: 1}})
 	if got, want := jobsOf(q.takeWrites()), "0:a:1 0:b:1 1:r:3 3:s:7"; got != want {
@@ -88,5 +89,45 @@ func TestPublisherTakeWritesTakesThemOnce(t *testing.T) {
 	}
 	if left, _ := q.takeRound(nil, time.Now()); len(left) != 0 {
 		t.Errorf("what is left: %s, want nothing", jobsOf(left))
+	}
+}
+
+// Writes of rooms other nodes follow wait the followed linger, not the
+// history linger: their followers hold the messages too (redis_fill.go).
+// A write of a room nobody follows takes them all along once its own,
+// shorter, linger passed, so every room's writes keep their order.
+func TestPublisherHoldsFollowedWritesLonger(t *testing.T) {
+	write := func(room string, seq uint64, followed bool) job {
+		return job{kind: jobPersist, room: room, e: Entry{Seq: seq}, followed: followed}
+	}
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name   string
+		jobs   []job
+		at     time.Duration
+		want   string
+		isHeld bool
+		dueIn  time.Duration // at the round, within 5 ms (add reads its own clock)
+	}{
+		{"followed: past the history linger, held", []job{write("f", 1, true), write("g", 1, true)},
+			50 * time.Millisecond, "", true, time.Second - 50*time.Millisecond},
+		{"followed: past the followed linger, out", []job{write("f", 1, true), write("g", 1, true)},
+			1100 * time.Millisecond, "0:f:1 0:g:1", false, 0},
+		{"one room nobody follows takes them along", []job{write("f", 1, true), write("a", 1, false), write("f", 2, true)},
+			50 * time.Millisecond, "0:a:1 0:f:1 0:f:2", false, 0},
+		{"one room nobody follows, within its linger", []job{write("f", 1, true), write("a", 1, false)},
+			time.Millisecond, "", true, 9 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newPublisher(10*time.Millisecond, time.Second)
+			q.add(tc.jobs...)
+			if d := q.dueIn(t0.Add(tc.at)); (d - tc.dueIn).Abs() > 5*time.Millisecond {
+				t.Errorf("dueIn %s, want %s", d, tc.dueIn)
+			}
+			batch, held := q.takeRound(nil, t0.Add(tc.at))
+			if got := jobsOf(batch); got != tc.want || held != tc.isHeld {
+				t.Errorf("round %q (held %v), want %q (held %v)", got, held, tc.want, tc.isHeld)
+			}
+		})
 	}
 }

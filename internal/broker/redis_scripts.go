@@ -26,6 +26,8 @@ var (
 	presenceLua string
 	//go:embed lua/handover.lua
 	handoverLua string
+	//go:embed lua/fill.lua
+	fillLua string
 )
 
 var (
@@ -47,12 +49,15 @@ var (
 	// handoverScript hands an owned room to a node that follows it
 	// (lua/handover.lua).
 	handoverScript = redis.NewScript(handoverLua)
+	// fillScript writes what a follower held of a room whose owner is
+	// gone and Redis lacks (lua/fill.lua).
+	fillScript = redis.NewScript(fillLua)
 )
 
 // scripts are every script the broker runs: loadScripts loads them all into
 // each Redis (each master of a cluster) before the node serves, so that a
 // pipelined EVALSHA finds them.
-var scripts = []*redis.Script{persistScript, releaseScript, takeoverScript, streamScript, presenceScript, handoverScript}
+var scripts = []*redis.Script{persistScript, releaseScript, takeoverScript, streamScript, presenceScript, handoverScript, fillScript}
 
 // loadScripts loads every script into c.
 func loadScripts(ctx context.Context, c redis.Scripter) error {

@@ -220,7 +220,7 @@ func (b *Redis) lostStream(room, why string) {
 	b.own.giveUp(room)
 	b.tellDropped(room)
 	b.h.Disown(room)
-	if b.h.Drop(room) {
+	if b.h.Drop(room, nil) {
 		b.count.diverged.Add(1)
 		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)
 		b.Unsubscribe(room)

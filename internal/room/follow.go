@@ -27,3 +27,14 @@ func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []brok
 	add(r.epoch, r.seq, tail)
 	return r.epoch, r.seq, tail, true
 }
+
+// tailCopyLocked is the room's history as broker entries, each message's
+// JSON copied: for a room whose history is let go next.
+func (r *Room) tailCopyLocked() []broker.Entry {
+	msgs := r.hist.appendLast(nil, r.hist.n)
+	tail := make([]broker.Entry, len(msgs))
+	for i, m := range msgs {
+		tail[i] = broker.Entry{Seq: m.Seq, Payload: append([]byte(nil), m.JSON()...)}
+	}
+	return tail
+}

@@ -491,10 +491,12 @@ func (h *Hub) Disown(name string) (uint64, bool) {
 }
 
 // Drop frees the room at once, members or not: its stream here can no
-// longer be trusted (another node took it over). Its members are closed
-// with 1012 (service restart), and come back to a room loaded anew. It
-// reports whether the room was here.
-func (h *Hub) Drop(name string) bool {
+// longer be followed (another node took it over, or its owner is gone).
+// Its members are closed with 1012 (service restart), and come back to a
+// room loaded anew. When keep is not nil it gets the room's epoch and
+// history, copied, under the room's lock: what the room held when it was
+// dropped, and nothing after. It reports whether the room was here.
+func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bool {
 	s := h.shard([]byte(name))
 	s.mu.Lock()
 	r := s.rooms[name]
@@ -505,6 +507,9 @@ func (h *Hub) Drop(name string) bool {
 	delete(s.rooms, name)
 	r.mu.Lock()
 	r.closed = true
+	if keep != nil && r.loaded {
+		keep(r.epoch, r.tailCopyLocked())
+	}
 	r.forgetHistoryLocked()
 	if r.notify != nil {
 		close(r.notify)

@@ -116,7 +116,7 @@ func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
 		t.Fatal("Verified renews nothing: the lease is the broker's to renew")
 	}
-	if !h.Drop("r") {
+	if !h.Drop("r", nil) {
 		t.Fatal("Drop found no room")
 	}
 	ds := q.Swap(nil)

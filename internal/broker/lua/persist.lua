@@ -31,7 +31,10 @@
 --   the next room's from a + 2 + 3n.
 -- The stream is trimmed by seq (MINID): an entry stays while its last
 -- message is among the room's latest history, so the stream holds at least
--- those messages and at most one entry besides.
+-- those messages and at most one entry besides. A run whose last message
+-- the stream already has (a follower's fill.lua wrote it, taking this node
+-- for gone) is skipped; one that only begins below the stream's last entry
+-- is written whole, and readers skip the seqs they have (appendEntry).
 --
 -- Returns, per room, 1 when stored, 0 when the room is not this node's.
 local node, hist, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -52,7 +55,14 @@ local function store(k, renew, i, n)
     if hist > 0 then
       local from = last - hist + 1
       if from < 1 then from = 1 end
-      redis.call('XADD', KEYS[k+2], 'MINID', from .. '-0', ARGV[j] .. '-1', ARGV[j+1], ARGV[j+2])
+      local r = redis.pcall('XADD', KEYS[k+2], 'MINID', from .. '-0', ARGV[j] .. '-1', ARGV[j+1], ARGV[j+2])
+      if type(r) == 'table' and r.err then
+        -- A follower wrote the run's last message already (fill.lua)
+        -- for an owner it took for gone: the stream has it.
+        if not string.find(r.err, 'equal or smaller', 1, true) then
+          return redis.error_reply(r.err)
+        end
+      end
     end
   end
   local seq = redis.call('GET', KEYS[k+1])
