@@ -131,15 +131,7 @@ func TestPersistAfterAFill(t *testing.T) {
 // it unheard or its lease ended, drops the room and writes the messages it
 // holds: Redis's stream has every message the owner ordered.
 func TestRedisFollowerWritesWhatAGoneOwnerHeld(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	px := testsupport.NewProxy(t, rs.Addr())
-	cfg := Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour, FollowedLinger: MaxHistoryLinger}
-	owner := startNodeConfig(t, cfg)
-	cfg.URL = rs.URL()
-	follower := startNodeConfig(t, cfg)
-	owner.join(t, "r")
-	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
-	follower.join(t, "r")
+	_, px, owner, follower := startProxiedOwner(t, Config{History: 100, TTL: time.Hour, FollowedLinger: MaxHistoryLinger})
 	const each = 10
 	for i := range each {
 		owner.publish("r", fmt.Sprintf("m%d", i))

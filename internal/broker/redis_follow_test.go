@@ -206,6 +206,23 @@ func TestRedisOwnerThatDropsARoomTellsItsFollowers(t *testing.T) {
 	follower.h.waitFor(t, 10*time.Second, "the follower to drop r", func() bool { r := follower.h.rooms["r"]; return r == nil || r.dropped })
 }
 
+// startProxiedOwner starts, on one redis-server, an owner of room "r" that
+// reaches Redis through a proxy (to cut it off) and a follower of the room
+// that reaches it directly, both of cfg with its URL set.
+func startProxiedOwner(t *testing.T, cfg Config) (rs *testsupport.Redis, px *testsupport.Proxy, owner, follower *node) {
+	t.Helper()
+	rs = testsupport.StartRedis(t)
+	px = testsupport.NewProxy(t, rs.Addr())
+	cfg.URL = "redis://" + px.Addr() + "/0"
+	owner = startNodeConfig(t, cfg)
+	cfg.URL = rs.URL()
+	follower = startNodeConfig(t, cfg)
+	owner.join(t, "r")
+	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	follower.join(t, "r")
+	return rs, px, owner, follower
+}
+
 // TestRedisOutagePastTheLeaseKeepsFollowedRooms: Redis answers nobody for
 // longer than a node's lease (a slow failover), so every lease in it runs
 // out, and the owner gets back a moment after its follower. The follower
@@ -213,15 +230,7 @@ func TestRedisOwnerThatDropsARoomTellsItsFollowers(t *testing.T) {
 // followed room used to be dropped, its members closed (1012), though the
 // owner was alive.
 func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	px := testsupport.NewProxy(t, rs.Addr())
-	cfg := Config{URL: "redis://" + px.Addr() + "/0", History: 100, TTL: time.Hour}
-	owner := startNodeConfig(t, cfg)
-	cfg.URL = rs.URL()
-	follower := startNodeConfig(t, cfg)
-	owner.join(t, "r")
-	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
-	follower.join(t, "r")
+	rs, px, owner, follower := startProxiedOwner(t, Config{History: 100, TTL: time.Hour})
 	owner.b.Presence("r", "u", 1) // the follower follows the owner's presence, so checks its lease
 	owner.publish("r", "before")
 	follower.hasSeq(t, "r", 1)
