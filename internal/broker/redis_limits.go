@@ -32,6 +32,13 @@ const DefaultFollowedLinger = time.Second
 // neither holds much memory nor hands Redis one long burst a linger.
 const maxHeldWrites = 4096
 
+// maxRoundWrites is about how many writes of owned rooms one round carries
+// (roundCut): one persist call's. The publish loop waits for a round before
+// it sends the next, so a round of a second's writes of a busy node (two
+// thousand and more, many calls) held the records to other nodes queued
+// behind it for as long as Redis took to run them all.
+const maxRoundWrites = maxPersistBatch
+
 // DefaultMaxWait is serve's --redis-max-wait (Config.MaxWait): a cluster
 // past its capacity refuses rather than delivering seconds late. It is
 // well above a round's usual wait (a linger and a Redis round trip), so

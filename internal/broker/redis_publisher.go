@@ -65,6 +65,9 @@ type publisher struct {
 	// most, the writes of followed rooms followedLinger (their followers
 	// hold the messages too: redis_fill.go).
 	soonAt time.Time
+	// rest: a round left writes due (maxRoundWrites): those pending are
+	// due at once.
+	rest bool
 	// persistLinger is how long writes of owned rooms may wait
 	// (Config.HistoryLinger), followedLinger those of rooms other nodes
 	// follow (Config.FollowedLinger).
@@ -123,7 +126,8 @@ func (q *publisher) add(jobs ...job) (full bool) {
 // takeRound returns the jobs of the next round and leaves into, empty, in
 // their place: all of them, or, while the writes of owned rooms pending
 // are younger than the persist linger and no room changes hands, all but those
-// writes, which stay for a later round (held).
+// writes, which stay for a later round (held). Of the writes due a round
+// carries about maxRoundWrites (roundCut); the others are held, due at once.
 func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
 	q.mu.Lock()
 	// Every job bound for other nodes goes in this round: the oldest
@@ -139,7 +143,7 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	}
 	persists := q.persists
 	q.persists = nil
-	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
+	q.persistAt, q.soonAt, q.handing, q.rest = time.Time{}, time.Time{}, false, false
 	q.mu.Unlock()
 	if len(persists) == 0 {
 		return batch, false
@@ -147,11 +151,40 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	// Sorted once let go: rooms publishing (keep, under their own lock)
 	// wait for mu, never for the sort.
 	byRoomStable(persists)
+	if k := roundCut(persists); k < len(persists) {
+		q.putBack(persists[k:])
+		persists, held = persists[:k], true
+	}
 	// Behind the round's other jobs: Redis runs a pipeline in order, and
 	// the records other nodes wait for must not wait for a second of a
 	// busy node's writes. A room's writes queued before its release or
 	// handover are in batch already, ahead of it.
-	return append(batch, persists...), false
+	return append(batch, persists...), held
+}
+
+// roundCut is how many of the writes due, sorted by room, one round
+// carries: at most maxRoundWrites, but never part of a room's (they are one
+// stream entry, and keep their order), so more for a room that straddles
+// the bound.
+func roundCut(persists []job) int {
+	k := min(maxRoundWrites, len(persists))
+	for k < len(persists) && persists[k].room == persists[k-1].room {
+		k++
+	}
+	return k
+}
+
+// putBack returns to the pending writes, ahead of any queued since (each
+// room's stay in order), those a round left, due at once: the publish loop
+// takes them in the rounds right after.
+func (q *publisher) putBack(rest []job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.persists = append(slices.Clone(rest), q.persists...)
+	if q.persistAt.IsZero() {
+		q.persistAt = time.Now()
+	}
+	q.rest = true
 }
 
 // dueIn is how long the writes of owned rooms pending may still wait:
@@ -168,6 +201,9 @@ func (q *publisher) dueIn(now time.Time) time.Duration {
 // dueInLocked is how long the writes pending may wait, until the first of
 // them is due; 0 or less: now. Called with mu held.
 func (q *publisher) dueInLocked(now time.Time) time.Duration {
+	if q.rest {
+		return 0
+	}
 	d := q.followedLinger - now.Sub(q.persistAt)
 	if !q.soonAt.IsZero() {
 		d = min(d, q.persistLinger-now.Sub(q.soonAt))
@@ -245,6 +281,6 @@ func (q *publisher) takeWrites() []job {
 	ws := append(q.takePersists(nil), q.pending...)
 	clear(q.pending)
 	q.pending = q.pending[:0]
-	q.persistAt, q.handing = time.Time{}, false
+	q.persistAt, q.soonAt, q.handing, q.rest = time.Time{}, time.Time{}, false, false
 	return ws
 }

@@ -131,3 +131,46 @@ func TestPublisherHoldsFollowedWritesLonger(t *testing.T) {
 		})
 	}
 }
+
+// A round carries about maxRoundWrites of the writes due, never part of a
+// room's: the rest are held, due at once, and go in the rounds right after,
+// each room's writes in one round and in their order, every write once.
+// One round of a second's writes of a busy node held the records queued
+// behind it for as long as Redis ran its many calls.
+func TestPublisherSpreadsWritesOverRounds(t *testing.T) {
+	q := newPublisher(time.Millisecond, 0)
+	const rooms, each = 300, 3
+	for s := range each {
+		for r := range rooms {
+			q.add(job{kind: jobPersist, room: fmt.Sprintf("r%03d", r), e: Entry{Seq: uint64(s + 1)}})
+		}
+	}
+	at := time.Now().Add(time.Second) // the linger passed
+	seen := map[string]uint64{}       // room → the last seq taken
+	total := 0
+	for round := 1; ; round++ {
+		batch, held := q.takeRound(nil, at)
+		if n := len(batch); n == 0 || n > maxRoundWrites+each {
+			t.Fatalf("round %d: %d writes, want 1 to %d", round, n, maxRoundWrites+each)
+		}
+		for _, j := range batch {
+			if j.e.Seq != seen[j.room]+1 {
+				t.Fatalf("round %d: %s seq %d after %d", round, j.room, j.e.Seq, seen[j.room])
+			}
+			seen[j.room] = j.e.Seq
+		}
+		if last := batch[len(batch)-1]; seen[last.room] != each {
+			t.Errorf("round %d left part of room %s's writes", round, last.room)
+		}
+		total += len(batch)
+		if !held {
+			break
+		}
+		if d := q.dueIn(at); d != 0 {
+			t.Fatalf("round %d held writes not due (in %s)", round, d)
+		}
+	}
+	if total != rooms*each {
+		t.Fatalf("the rounds carried %d writes, want %d", total, rooms*each)
+	}
+}
