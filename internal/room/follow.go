@@ -19,22 +19,21 @@ func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []brok
 	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !h.leased() {
 		return "", 0, nil, false
 	}
-	msgs := r.hist.appendLast(nil, r.hist.n)
-	tail = make([]broker.Entry, len(msgs))
-	for i, m := range msgs {
-		tail[i] = broker.Entry{Seq: m.Seq, Payload: m.JSON()}
-	}
+	tail = r.tailLocked(false)
 	add(r.epoch, r.seq, tail)
 	return r.epoch, r.seq, tail, true
 }
 
-// tailCopyLocked is the room's history as broker entries, each message's
-// JSON copied: for a room whose history is let go next.
-func (r *Room) tailCopyLocked() []broker.Entry {
+// tailLocked is the room's history as broker entries; with copied each
+// message's JSON is copied, for a room whose history is let go next.
+func (r *Room) tailLocked(copied bool) []broker.Entry {
 	msgs := r.hist.appendLast(nil, r.hist.n)
 	tail := make([]broker.Entry, len(msgs))
 	for i, m := range msgs {
-		tail[i] = broker.Entry{Seq: m.Seq, Payload: append([]byte(nil), m.JSON()...)}
+		tail[i] = broker.Entry{Seq: m.Seq, Payload: m.JSON()}
+		if copied {
+			tail[i].Payload = append([]byte(nil), tail[i].Payload...)
+		}
 	}
 	return tail
 }

@@ -508,7 +508,7 @@ func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bo
 	r.mu.Lock()
 	r.closed = true
 	if keep != nil && r.loaded {
-		keep(r.epoch, r.tailCopyLocked())
+		keep(r.epoch, r.tailLocked(true))
 	}
 	r.forgetHistoryLocked()
 	if r.notify != nil {
