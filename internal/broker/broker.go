@@ -20,13 +20,18 @@ import (
 
 // Broker orders, stores and carries the messages of rooms.
 type Broker interface {
-	// Publish sends a message into its room; the broker gives it the room's
-	// next seq and brings it to every node subscribed to the room, this one
-	// included, through Handler.Deliver (or Handler.PublishLocal). It must
-	// not block and does not keep p's slices after it returns. It returns
+	// Publish sends a message into its room and returns its result: the
+	// seq it got when it was ordered before Publish returned (on a single
+	// node; in a cluster, in a room this node orders), or 0 when it is on
+	// its way to the room's owner on another node, whose answer reaches
+	// Handler.Settled with p, once. The broker brings the message to every
+	// node subscribed to the room (Handler.Deliver, DeliverMany). It must not block
+	// and does not keep p's slices after it returns. It returns
 	// ErrUnavailable, and delivers nothing, when the room cannot be given
-	// one order now (a cluster's broker cut off from Redis).
-	Publish(p Publication) error
+	// one order now (a cluster's broker cut off from Redis); ErrOverloaded
+	// past the cluster's capacity; ErrDropped when the room was freed as
+	// the message arrived.
+	Publish(p Publication) (seq uint64, err error)
 	// Subscribe starts bringing room's messages to this node; the broker
 	// answers once with Handler.Loaded.
 	Subscribe(room string)
@@ -68,6 +73,11 @@ var ErrUnavailable = errors.New("the cluster's message store is unreachable: mes
 // seconds of latency. Nothing of the message was sent.
 var ErrOverloaded = errors.New("the cluster is over capacity: messages to rooms shared with other nodes wait too long to go out, and new ones are refused until they catch up; send it again later")
 
+// ErrDropped refuses a publish whose room was freed on this node as it
+// arrived (its last member left, or the cluster moved its stream): nothing
+// of it was ordered, and publishing it again makes the room anew.
+var ErrDropped = errors.New("the room was freed as the message arrived: publish it again")
+
 // Disconnect names connections to close on every node: all of User's, or
 // the one called Conn (as the node that holds it named it).
 type Disconnect struct {
@@ -94,7 +104,7 @@ type Directory interface {
 // connections on request (ControlHandler); a cluster's broker also follows
 // presence across nodes (PresenceHandler); and one that lets a node order
 // the rooms whose members are all its own hands them over
-// (OwnershipHandler). Memory uses the first two only.
+// (OwnershipHandler). Memory uses the first two only, and LocalHandler.
 type Handler interface {
 	DeliveryHandler
 	OwnershipHandler
@@ -117,32 +127,26 @@ type DeliveryHandler interface {
 	// whose seqs start again, has a new epoch), seq is its latest seq and
 	// tail its latest messages in seq order.
 	Loaded(room, epoch string, seq uint64, tail []Entry)
-	// Deliver brings a message the broker ordered to this node's members.
-	// Messages at or below the room's seq are duplicates and dropped.
-	Deliver(room string, seq uint64, payload []byte)
-	// DeliverMany is Deliver for each message in turn (each room's in seq
-	// order, none after a gap), for a batch the broker received at once:
+	// DeliverMany brings messages the broker ordered to this node's
+	// members, each in turn (each room's in seq order, none after a gap):
 	// the handler may wake its event loops once for the whole batch.
+	// Messages at or below their room's seq are duplicates and dropped.
 	DeliverMany(msgs []Delivered)
-	// PublishLocal gives a message the room's next seq on this node and
-	// delivers it to this node's members.
-	PublishLocal(p Publication)
-	// Seq returns the room's latest seq on this node, and whether the room
-	// is here and loaded.
-	Seq(room string) (uint64, bool)
-	// Epoch returns the room's epoch on this node ("" when not loaded).
-	Epoch(room string) string
+	// Position returns the room's epoch and latest seq on this node, and
+	// whether the room is here and loaded ("" and 0 when not here).
+	Position(room string) (epoch string, seq uint64, loaded bool)
 	// Skip moves the room's seq forward to seq without messages: the ones in
 	// between can no longer be had.
 	Skip(room string, seq uint64)
-	// Refused says that a publish Publish took was given up afterwards:
-	// the room's owner it was sent on to did not answer in time (stopped,
-	// or cut off from Redis), or the node stopped first. The message was
-	// not delivered under a seq of this node's own; the owner may still
+	// Settled answers a publish that was on its way when Publish returned
+	// (sent on to the room's owner): seq is the seq the owner gave it, or 0
+	// when it was given up (the owner did not answer in time: stopped, or
+	// cut off from Redis; or the node stopped first). A message given up
+	// was not delivered under a seq of this node's own; the owner may still
 	// have ordered it, in which case it arrives from the owner too. The
-	// handler tells p.Sender, which must not be left to believe it was
-	// delivered.
-	Refused(p Publication)
+	// handler tells p.ID's publisher, which must not be left to believe a
+	// message given up was delivered.
+	Settled(p Publication, seq uint64)
 }
 
 // OwnershipHandler is how a cluster orders a room: the room's owner node
@@ -152,9 +156,9 @@ type DeliveryHandler interface {
 type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
-	// under the room's order, and reports false when the room is not owned
-	// here.
-	PublishOwned(p Publication, keep func(room string, e Entry)) bool
+	// under the room's order, and returns its seq; false when the room is
+	// not owned here.
+	PublishOwned(p Publication, keep func(room string, e Entry)) (uint64, bool)
 	// Answered says that a publish PublishOwned declined, and the broker
 	// sent on to the room's owner, was answered: ordered, or given up.
 	// Until every declined publish of a room is answered, the room
@@ -212,19 +216,10 @@ type Publication struct {
 	// From is the event loop publishing on its own goroutine, or -1: a
 	// local delivery to that loop need not wake it.
 	From int
-	// Target is the handler's own handle of the room, handed back to
-	// PublishLocal so that the message on its way from the publishing loop
-	// needs no lookup by name; nil: look the room up by name.
-	Target any
-	// Done, when not nil, is called once with the message's seq when it
-	// was ordered, or with 0 when it was dropped (its room was freed) or
-	// given up (Handler.Refused). It may be called on any goroutine,
-	// before Publish returns, under a room's lock: it must not block.
-	Done func(seq uint64)
-	// Sender is the publishing connection, opaque to the broker, or nil:
-	// handed back with the publication to Handler.Refused when the broker
-	// gives the message up after Publish returned.
-	Sender any
+	// ID is the publisher's number for this publish, handed back with it
+	// to Handler.Settled when its answer comes after Publish returned; 0:
+	// nobody waits for it. The broker does not read it.
+	ID uint64
 }
 
 // NewEpoch returns a new stream epoch: 12 random base-32 characters.

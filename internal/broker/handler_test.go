@@ -20,6 +20,8 @@ type fakeRooms struct {
 	changed  chan struct{}
 	rooms    map[string]*fakeRoom
 	calls    []string
+	nextID   uint64
+	waiters  map[uint64]chan<- uint64 // publishes' IDs → where their answer goes (publishTo)
 }
 
 type fakeRoom struct {
@@ -36,7 +38,7 @@ type fakeRoom struct {
 }
 
 func newFakeRooms() *fakeRooms {
-	return &fakeRooms{changed: make(chan struct{}), rooms: map[string]*fakeRoom{}}
+	return &fakeRooms{changed: make(chan struct{}), rooms: map[string]*fakeRoom{}, waiters: map[uint64]chan<- uint64{}}
 }
 
 // note records a call and wakes the waiters. Called with f.mu held.
@@ -101,17 +103,18 @@ func (f *fakeRooms) DeliverMany(msgs []Delivered) {
 	f.mu.Unlock()
 }
 
-func (f *fakeRooms) PublishLocal(p Publication) {
+func (f *fakeRooms) PublishLocal(p Publication) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[p.Room]
 	if r == nil {
-		return
+		return 0, false
 	}
 	r.seq++
 	payload := string(p.Prefix) + strconv.FormatUint(r.seq, 10) + string(p.Suffix)
 	r.msgs = append(r.msgs, Entry{r.seq, []byte(payload)})
 	f.note(fmt.Sprintf("local %s %d", p.Room, r.seq))
+	return r.seq, true
 }
 
 func (f *fakeRooms) Seq(name string) (uint64, bool) {
@@ -133,6 +136,11 @@ func (f *fakeRooms) Epoch(name string) string {
 	return ""
 }
 
+func (f *fakeRooms) Position(name string) (string, uint64, bool) {
+	seq, loaded := f.Seq(name)
+	return f.Epoch(name), seq, loaded
+}
+
 func (f *fakeRooms) Skip(name string, seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -142,22 +150,19 @@ func (f *fakeRooms) Skip(name string, seq uint64) {
 	}
 }
 
-func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) bool {
+func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[p.Room]
 	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(f.lease) {
-		return false
+		return 0, false
 	}
 	r.seq++
 	payload := []byte(string(p.Prefix) + strconv.FormatUint(r.seq, 10) + string(p.Suffix))
 	r.msgs = append(r.msgs, Entry{r.seq, payload})
 	keep(p.Room, Entry{r.seq, payload})
 	f.note(fmt.Sprintf("owned %s %d", p.Room, r.seq))
-	if p.Done != nil {
-		p.Done(r.seq) // as the hub's room does, under its order
-	}
-	return true
+	return r.seq, true
 }
 
 func (f *fakeRooms) Follow(name string, add func(string, uint64, []Entry)) (string, uint64, []Entry, bool) {
@@ -302,9 +307,36 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 
 func (f *fakeRooms) Answered(string) {}
 
-// Refused records the refusal with the message's payload and sender.
-func (f *fakeRooms) Refused(p Publication) {
+// Settled records a refusal (seq 0) with the message's payload and ID, and
+// hands the answer to the publish's waiter (publishTo).
+func (f *fakeRooms) Settled(p Publication, seq uint64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.note(fmt.Sprintf("refused %s %s%s %v", p.Room, p.Prefix, p.Suffix, p.Sender))
+	ch := f.waiters[p.ID]
+	delete(f.waiters, p.ID)
+	if seq == 0 {
+		f.note(fmt.Sprintf("refused %s %s%s %d", p.Room, p.Prefix, p.Suffix, p.ID))
+	}
+	f.mu.Unlock()
+	if ch != nil {
+		ch <- seq
+	}
+}
+
+// publishTo publishes p on b, whose handler f is, and sends its answer to
+// ch: the seq Publish returned, or the one Settled brings later (0: refused
+// or given up). ch must have room for it.
+func (f *fakeRooms) publishTo(b Broker, p Publication, ch chan<- uint64) {
+	f.mu.Lock()
+	f.nextID++
+	p.ID = f.nextID
+	f.waiters[p.ID] = ch
+	f.mu.Unlock()
+	seq, err := b.Publish(p)
+	if seq == 0 && err == nil {
+		return // on its way: Settled answers
+	}
+	f.mu.Lock()
+	delete(f.waiters, p.ID)
+	f.mu.Unlock()
+	ch <- seq
 }

@@ -22,20 +22,35 @@ var _ Broker = (*Memory)(nil)
 type memoryHandler interface {
 	DeliveryHandler
 	ControlHandler
+	LocalHandler
+}
+
+// LocalHandler orders a single node's messages.
+type LocalHandler interface {
+	// PublishLocal gives a message the room's next seq on this node and
+	// delivers it to this node's members; it returns the seq, or false
+	// when the room is not here (freed as the message arrived).
+	PublishLocal(p Publication) (uint64, bool)
 }
 
 // NewMemory returns the broker of a single node whose rooms are h (a
-// Handler, or anything that delivers and disconnects).
+// *room.Hub, or anything that delivers, disconnects and orders).
 func NewMemory(h interface {
 	DeliveryHandler
 	ControlHandler
+	LocalHandler
 }) *Memory {
 	return &Memory{h: h}
 }
 
 // Publish implements Broker: the room orders and delivers the message
 // before Publish returns.
-func (m *Memory) Publish(p Publication) error { m.h.PublishLocal(p); return nil }
+func (m *Memory) Publish(p Publication) (uint64, error) {
+	if seq, ok := m.h.PublishLocal(p); ok {
+		return seq, nil
+	}
+	return 0, ErrDropped
+}
 
 // Subscribe implements Broker: a room of a single node starts empty, as a
 // new stream.

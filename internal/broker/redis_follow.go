@@ -95,7 +95,7 @@ func (b *Redis) forwardPublish(p Publication) bool {
 	if owner == "" {
 		return false
 	}
-	p.From, p.Target = -1, nil
+	p.From = -1
 	req := b.own.addPending(p, owner, time.Now(), 1)
 	b.sendTo(owner, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
 	return true
@@ -139,9 +139,7 @@ func (b *Redis) onFollowRec(r followRec) {
 		default:
 			b.count.published.Add(1)
 			b.h.Answered(p.Room)
-			if p.Done != nil {
-				p.Done(r.seq)
-			}
+			b.h.Settled(p, r.seq)
 		}
 	case recSnapshot, recNotOwner:
 		b.own.answer(r)
@@ -193,12 +191,14 @@ func (b *Redis) onFollowAsk(room, node string) {
 // under the room's order), or 0 when the room is not ordered here.
 func (b *Redis) onForward(r followRec) {
 	node, req := r.node, r.req
-	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1,
-		Done: func(seq uint64) { b.sendTo(node, encAck(req, seq)) }}
-	if !b.h.PublishOwned(p, b.keep) {
+	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1}
+	seq, ok := b.h.PublishOwned(p, b.keep)
+	if !ok {
 		b.h.Answered(r.room) // declined, and not sent on
-		b.sendTo(node, encAck(req, 0))
 	}
+	// After the message itself, which keep queued for the follower under
+	// the room's order: the answer never overtakes it.
+	b.sendTo(node, encAck(req, seq))
 }
 
 // followRoom loads a room another node holds from that node: it asks to
@@ -417,7 +417,8 @@ func (b *Redis) orderHere(ctx context.Context, p Publication) {
 	until := time.Now().Add(forwardTimeout)
 	b.h.Answered(p.Room)
 	for {
-		if b.h.PublishOwned(p, b.keep) {
+		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+			b.h.Settled(p, seq)
 			return
 		}
 		b.h.Answered(p.Room)

@@ -42,7 +42,7 @@ func TestRedisOwnerOrdersWhatItsFollowersSend(t *testing.T) {
 	acked := make(chan uint64, each)
 	for i := range each {
 		owner.publish("r", fmt.Sprintf("o%d", i))
-		follower.b.Publish(Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3, Done: func(seq uint64) { acked <- seq }})
+		follower.h.publishTo(follower.b, Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3}, acked)
 	}
 	owner.hasSeq(t, "r", 2*each)
 	follower.hasSeq(t, "r", 2*each)
@@ -95,7 +95,7 @@ func TestRedisOwnerStoppingHandsOverWhatFollowersSend(t *testing.T) {
 		if i == stopAt {
 			go stop()
 		}
-		follower.b.Publish(Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3, Done: func(seq uint64) { acked <- seq }})
+		follower.h.publishTo(follower.b, Publication{Room: "r", Prefix: []byte(fmt.Sprintf("f%d#", i)), From: 3}, acked)
 		time.Sleep(time.Millisecond) // paces the sends over the owner's stop; nothing waits on it
 	}
 	seqs := map[uint64]bool{}
@@ -282,10 +282,10 @@ func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
 	follower.hasSeq(t, "shared", 1)
 	rs.Stop()
 	testsupport.Eventually(t, 10*time.Second, "the owner to see Redis gone", func() bool { return !owner.b.Up() })
-	if err := owner.b.Publish(Publication{Room: "shared", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
+	if _, err := owner.b.Publish(Publication{Room: "shared", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("a followed room's publish while Redis is away: %v, want ErrUnavailable", err)
 	}
-	if err := owner.b.Publish(Publication{Room: "solo", Prefix: []byte("during#"), From: 3}); err != nil {
+	if _, err := owner.b.Publish(Publication{Room: "solo", Prefix: []byte("during#"), From: 3}); err != nil {
 		t.Errorf("a room owned alone refused while Redis is away: %v", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestRedisNoScriptOrdersAMessage(t *testing.T) {
 	got := make(chan uint64, 1)
 	follower.h.open("s")
 	follower.b.Subscribe("s")
-	follower.b.Publish(Publication{Room: "s", Prefix: []byte("early#"), From: -1, Done: func(seq uint64) { got <- seq }})
+	follower.h.publishTo(follower.b, Publication{Room: "s", Prefix: []byte("early#"), From: -1}, got)
 	select {
 	case seq := <-got:
 		if seq != 1 {

@@ -78,7 +78,8 @@ func (b *Redis) seqBefore(room string, run []Delivered) (uint64, bool) {
 			return run[i].Seq, true
 		}
 	}
-	return b.h.Seq(room)
+	_, seq, loaded := b.h.Position(room)
+	return seq, loaded
 }
 
 // rejoin puts this node back into the set of nodes of every room it loaded,
@@ -111,7 +112,7 @@ func (b *Redis) rejoin(ctx context.Context) bool {
 	defer b.fillMu.Unlock()
 	for i, name := range rooms {
 		seq, _ := seqs[i].Uint64()
-		if cur, loaded := b.h.Seq(name); loaded && seq > cur && !b.holds(name) {
+		if _, cur, loaded := b.h.Position(name); loaded && seq > cur && !b.holds(name) {
 			b.fill(ctx, name, cur, seq)
 		}
 	}

@@ -59,12 +59,12 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 
 	px.Stall(false, true) // Redis's answers to a are held from now on
 	start := time.Now()
-	if err := a.b.Publish(Publication{Room: "shared", Prefix: []byte("first#"), From: 3}); err != nil {
+	if _, err := a.b.Publish(Publication{Room: "shared", Prefix: []byte("first#"), From: 3}); err != nil {
 		t.Fatalf("the first publish of the stall: %v", err)
 	}
 	var err error
 	testsupport.Eventually(t, 5*time.Second, "a publish refused as overloaded", func() bool {
-		err = a.b.Publish(Publication{Room: "shared", Prefix: []byte("more#"), From: 3})
+		_, err = a.b.Publish(Publication{Room: "shared", Prefix: []byte("more#"), From: 3})
 		return err != nil
 	})
 	if !errors.Is(err, ErrOverloaded) {
@@ -76,7 +76,7 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 	if s := a.b.Stats(); s.Overloaded == 0 {
 		t.Errorf("Stats.Overloaded is 0 after a refusal")
 	}
-	if err := a.b.Publish(Publication{Room: "solo", Prefix: []byte("solo#"), From: 3}); err != nil {
+	if _, err := a.b.Publish(Publication{Room: "solo", Prefix: []byte("solo#"), From: 3}); err != nil {
 		t.Errorf("a room the node owns alone was refused: %v", err)
 	}
 	a.hasSeq(t, "solo", 2)
@@ -84,7 +84,8 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 	px.Stall(false, false)
 	px.Drop()
 	testsupport.Eventually(t, 20*time.Second, "publishes accepted again", func() bool {
-		return a.b.Publish(Publication{Room: "shared", Prefix: []byte("after#"), From: 3}) == nil
+		_, err := a.b.Publish(Publication{Room: "shared", Prefix: []byte("after#"), From: 3})
+		return err == nil
 	})
 }
 

@@ -138,7 +138,7 @@ func (b *Redis) onTakenOver(name string) {
 // for messages it has, so it drops the room and its members resume into the
 // new stream and are told (reset).
 func (b *Redis) onNewStream(name, epoch string) {
-	if e := b.h.Epoch(name); e != "" && e != epoch {
+	if e, _, _ := b.h.Position(name); e != "" && e != epoch {
 		b.lostStream(name, "Redis no longer had the room's keys (expired or flushed): it started anew")
 	}
 }

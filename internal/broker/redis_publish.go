@@ -16,13 +16,14 @@ import (
 // message. While Redis is down, a room no other node follows goes on and
 // any other refuses the message with ErrUnavailable: ordered here alone,
 // its seq would name another message on the other nodes of the room.
-func (b *Redis) Publish(p Publication) error {
+func (b *Redis) Publish(p Publication) (uint64, error) {
 	// Before Run has first tried Redis, publishes wait for it: ordered
 	// here, their seqs would be taken again by Redis's order.
 	if !b.health.up.Load() && b.health.started.Load() {
+		var seq uint64
 		var err error
-		if b.health.whileDown(func() { err = b.publishDown(p) }) {
-			return err
+		if b.health.whileDown(func() { seq, err = b.publishDown(p) }) {
+			return seq, err
 		}
 	}
 	// A room this node owns is refused past MaxWait only when it has
@@ -30,24 +31,23 @@ func (b *Redis) Publish(p Publication) error {
 	// publish while anything waits.
 	over := b.overloaded()
 	if over && len(b.own.followersOf(p.Room)) > 0 {
-		return b.refuseOverloaded(p)
+		return 0, b.refuseOverloaded(p)
 	}
-	if b.h.PublishOwned(p, b.keep) {
-		return nil
+	if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+		return seq, nil
 	}
 	if over {
-		return b.refuseOverloaded(p)
+		return 0, b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
-	p.From = -1    // delivered from the broker's goroutine
-	p.Target = nil // the room may be freed and made anew before a failed publish falls back to it
+	p.From = -1 // delivered from the broker's goroutine
 	// Followed: to the owner. Else the room's holder of the moment orders
 	// it, this node's room included (the room loading here, or owned but
 	// not ordering yet).
 	if !b.forwardPublish(p) {
 		b.forwardToHolder(b.runCtx(), p, 1)
 	}
-	return nil
+	return 0, nil
 }
 
 // overloaded reports whether the node's jobs bound for other nodes waited
@@ -69,7 +69,7 @@ func (b *Redis) refuseOverloaded(p Publication) error {
 func unixNano() int64 { return time.Now().UnixNano() }
 
 // unsent gives up a publish forwarded to an owner that did not answer, or
-// that never went out, and tells its sender (Handler.Refused): the owner
+// that never went out, and tells its sender (Handler.Settled): the owner
 // may or may not have ordered it. It is not delivered here under a seq of
 // this node's own, which could name another message on other nodes: if the
 // owner ordered it, it arrives from the owner, and the sender gets both the
@@ -84,10 +84,7 @@ func (b *Redis) unsent(p Publication) {
 // tells its sender.
 func (b *Redis) giveUp(p Publication) {
 	b.count.refused.Add(1)
-	if p.Done != nil {
-		p.Done(0)
-	}
-	b.h.Refused(p)
+	b.h.Settled(p, 0)
 }
 
 // keep queues a message an owned room ordered, to be stored in Redis. The
@@ -492,19 +489,21 @@ func (b *Redis) rerun(ctx context.Context, c redis.Cmder) error {
 // owns the room, else refused with ErrUnavailable. It runs under
 // healthState.localMu (whileDown), so that recovery knows when the last
 // publish of the outage is done.
-func (b *Redis) publishDown(p Publication) error {
+func (b *Redis) publishDown(p Publication) (uint64, error) {
 	// A room other nodes follow is shared: while Redis is away its
 	// messages would reach this node's members alone (a sender alone here:
 	// no one, though answered a seq), so it is refused. Nobody can start
 	// following it meanwhile: that takes Redis.
 	followed := len(b.own.followersOf(p.Room)) > 0
-	if !followed && b.h.PublishOwned(p, b.keep) {
-		b.count.local.Add(1)
-		return nil
+	if !followed {
+		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+			b.count.local.Add(1)
+			return seq, nil
+		}
 	}
 	b.h.Answered(p.Room) // declined, and not sent on either
 	b.count.refused.Add(1)
-	return ErrUnavailable
+	return 0, ErrUnavailable
 }
 
 // renewDue is persistScript's flag asking it to renew the room's TTLs: "1"

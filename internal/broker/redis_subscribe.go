@@ -190,6 +190,7 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 		b.fail("fetch history", err)
 	}
 	next := from + 1
+	var run []Delivered
 	for _, e := range streamEntries(entries) {
 		if e.Seq < next {
 			continue
@@ -201,10 +202,13 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 			break
 		}
 		b.count.gaps.Add(1)
-		b.h.Deliver(name, e.Seq, e.Payload)
+		run = append(run, Delivered{Room: name, Seq: e.Seq, Payload: e.Payload})
 		next = e.Seq + 1
 	}
-	if cur, loaded := b.h.Seq(name); loaded && cur < to {
+	if len(run) > 0 {
+		b.h.DeliverMany(run)
+	}
+	if _, cur, loaded := b.h.Position(name); loaded && cur < to {
 		b.count.lost.Add(to - cur)
 		b.lostStream(name, "messages missing from the room's stream in Redis")
 		return false
@@ -240,7 +244,7 @@ func (b *Redis) holderOf(ctx context.Context, room string) (string, error) {
 func (b *Redis) catchUp(ctx context.Context, name string) {
 	b.fillMu.Lock()
 	defer b.fillMu.Unlock()
-	cur, loaded := b.h.Seq(name)
+	epoch, cur, loaded := b.h.Position(name)
 	if !loaded {
 		return
 	}
@@ -251,7 +255,6 @@ func (b *Redis) catchUp(ctx context.Context, name string) {
 		b.lostStream(name, "loaded while Redis was unreachable")
 		return
 	}
-	epoch := b.h.Epoch(name)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	// Into the room's set of nodes first (Redis may have lost it, or a peer
 	// taken this node out when its lease lapsed): from then on the room's

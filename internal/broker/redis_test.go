@@ -214,16 +214,16 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	// The follower's first publish may be the one that discovers the
 	// outage: it is given up, never delivered under a seq of b's own, and
 	// its sender is told (or it is refused at once, if b noticed first).
-	if err := b.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3, Sender: "alice"}); err == nil {
+	if _, err := b.b.Publish(Publication{Room: "r", Prefix: []byte("lost#"), From: 3, ID: 7}); err == nil {
 		b.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
-			return slices.Contains(b.h.calls, "refused r lost# alice")
+			return slices.Contains(b.h.calls, "refused r lost# 7")
 		})
 	} else if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("publish as Redis stops: %v", err)
 	}
 	testsupport.Eventually(t, 10*time.Second, "both brokers to notice the outage", func() bool { return !a.b.Up() && !b.b.Up() })
 	for _, n := range []*node{a, b} {
-		if err := n.b.Publish(Publication{Room: "r", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
+		if _, err := n.b.Publish(Publication{Room: "r", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("publish during the outage: %v, want ErrUnavailable", err)
 		}
 	}
@@ -284,12 +284,12 @@ func TestRedisForwardLostInFlightIsRefusedToItsSender(t *testing.T) {
 	wg.Wait()
 
 	px.Stall(false, true) // Redis's answers to a are lost from now on
-	if err := a.b.Publish(Publication{Room: "r", Prefix: []byte("amb#"), From: 3, Sender: "alice"}); err != nil {
+	if _, err := a.b.Publish(Publication{Room: "r", Prefix: []byte("amb#"), From: 3, ID: 7}); err != nil {
 		t.Fatalf("publish before the cut: %v", err)
 	}
 	b.hasSeq(t, "r", 2) // the owner ordered it
 	a.h.waitFor(t, 10*time.Second, "the sender told of the message given up", func() bool {
-		return slices.Contains(a.h.calls, "refused r amb# alice")
+		return slices.Contains(a.h.calls, "refused r amb# 7")
 	})
 	if seq, _ := a.h.Seq("r"); seq != 1 {
 		t.Errorf("a delivered the message given up under its own seq: seq %d, messages %q", seq, a.h.payloads("r"))
@@ -558,7 +558,7 @@ func TestRedisDoneOccupancyAndDisconnect(t *testing.T) {
 	b.join(t, "s")
 	seqs := make(chan uint64, 2)
 	for range 2 {
-		b.b.Publish(Publication{Room: "r", Prefix: []byte("x#"), From: 3, Done: func(seq uint64) { seqs <- seq }})
+		b.h.publishTo(b.b, Publication{Room: "r", Prefix: []byte("x#"), From: 3}, seqs)
 	}
 	for want := uint64(1); want <= 2; want++ {
 		select {

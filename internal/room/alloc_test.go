@@ -35,13 +35,13 @@ func TestAllocsPublish(t *testing.T) {
 	} {
 		pb := newPublishBench(t, 4, tt.spread, tt.compress)
 		for range 200 { // fill the history ring and grow the queues' buffers
-			if err := pb.room.Publish(benchDraft, benchSeqAt, 0, 0, nil); err != nil {
+			if _, err := pb.room.Publish(benchDraft, benchSeqAt, 0, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			pb.drain()
 		}
 		got := testing.AllocsPerRun(100, func() {
-			if err := pb.room.Publish(benchDraft, benchSeqAt, 0, 0, nil); err != nil {
+			if _, err := pb.room.Publish(benchDraft, benchSeqAt, 0, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			if n := pb.drain(); n != tt.spread {
@@ -77,7 +77,7 @@ func TestAllocsHistoryEntryHeap(t *testing.T) {
 			draft := []byte(prefix + suffix + strings.Repeat("x", tt.json-len(prefix)-6-len(suffix)-2) + `"}`)
 			before := heapInUse()
 			for range held {
-				if err := r.Publish(draft, len(prefix), 0, -1, nil); err != nil {
+				if _, err := r.Publish(draft, len(prefix), 0, -1, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -50,9 +50,9 @@ func TestDeliverManyWakesEachLoopOnce(t *testing.T) {
 	for i := range wakes {
 		wakes[i].Store(0)
 	}
-	h.Deliver("a", 3, []byte(`{"seq":3}`))
-	h.Deliver("a", 4, []byte(`{"seq":4}`))
+	h.DeliverMany([]broker.Delivered{msg("a", 3)})
+	h.DeliverMany([]broker.Delivered{msg("a", 4)})
 	if w := wakes[0].Load(); w != 2 {
-		t.Errorf("Deliver woke loop 0 %d times for 2 messages, want 2", w)
+		t.Errorf("two batches of one woke loop 0 %d times, want 2", w)
 	}
 }

@@ -77,7 +77,7 @@ func TestMessageHeadAndJSON(t *testing.T) {
 		h := newHub(t, Config{History: 5, Queues: []*Queue{NewQueue(func() {})}, Framing: tt.framing})
 		r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
 		h.Skip("r", 99)
-		if err := r.Publish(draft, 7, 0, -1, nil); err != nil {
+		if _, err := r.Publish(draft, 7, 0, -1, 0); err != nil {
 			t.Fatal(err)
 		}
 		_, res := h.Join([]byte("r"), 0, Resume{}, nil)
@@ -101,7 +101,7 @@ func TestHistoryBytesCounted(t *testing.T) {
 	h := newHub(t, Config{History: 3, Grace: time.Nanosecond, Queues: []*Queue{NewQueue(func() {})}, Framing: wsLike{}})
 	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
 	for i := range 5 {
-		r.Publish([]byte(`{"seq":,"text":"`+strings.Repeat("x", 40*i)+`"}`), 7, 0, -1, nil)
+		r.Publish([]byte(`{"seq":,"text":"`+strings.Repeat("x", 40*i)+`"}`), 7, 0, -1, 0)
 	}
 	_, res := h.Join([]byte("r"), 0, Resume{}, nil)
 	var json, cost int64

@@ -16,7 +16,7 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 		t.Fatal("a room without an epoch")
 	}
 	for range 5 {
-		r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil)
+		r.Publish([]byte(`{"seq":}`), 7, 0, 0, 0)
 	}
 	for _, tt := range []struct {
 		name       string
@@ -74,7 +74,7 @@ func (downBroker) Up() bool { return false }
 // a stream it had left, every message of it a second time.
 func TestResumeFromAnotherStreamWaitsForTheBroker(t *testing.T) {
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})},
-		Broker: func(h broker.Handler) (broker.Broker, error) { return downBroker{broker.NewMemory(h)}, nil }})
+		Broker: func(h broker.Handler) (broker.Broker, error) { return downBroker{broker.NewMemory(h.(*Hub))}, nil }})
 	r, first := h.Join([]byte("r"), 0, Resume{}, nil)
 	for _, tt := range []struct {
 		name        string

@@ -35,9 +35,11 @@ type Hub struct {
 	historyJSON    atomic.Int64 // bytes of JSON the histories hold
 	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
-	resolve    func(name string) Options  // a new room's options (Config.Options)
-	disconnect func(broker.Disconnect)    // closes connections of this node (Config.Disconnect)
-	refused    func(p broker.Publication) // tells a sender its message was given up (Config.Refused)
+	resolve    func(name string) Options              // a new room's options (Config.Options)
+	disconnect func(broker.Disconnect)                // closes connections of this node (Config.Disconnect)
+	settled    func(p broker.Publication, seq uint64) // a publish's late answer (Config.Settled)
+	tracker    Tracker                                // the webhooks (Config.Tracker); nil: none
+	alone      bool                                   // a single node: broker.Memory, which stores nothing
 }
 
 // Config is what a node's rooms are built from: given once to NewHub, it
@@ -71,10 +73,26 @@ type Config struct {
 	// Disconnect closes the connections that a broker.Disconnect names (the
 	// server's connections are not the rooms'); nil: none is closed.
 	Disconnect func(broker.Disconnect)
-	// Refused tells the sender of a publication (its Sender, which
-	// Room.Publish was given) that the broker gave the message up after
-	// Publish returned; nil: nobody is told.
-	Refused func(p broker.Publication)
+	// Settled hands the publisher of a publication (its ID, which
+	// Room.Publish was given) the answer that came after Publish returned:
+	// the seq the room's owner gave it, or 0 when the broker gave it up;
+	// nil: nobody is told. It is called on the broker's goroutines.
+	Settled func(p broker.Publication, seq uint64)
+	// Tracker, when not nil, is told what the rooms do, for the webhooks.
+	Tracker Tracker
+}
+
+// Tracker is told what a node's rooms do (webhook.Tracker is one). Its
+// methods must not block: they run on the event loops' paths.
+type Tracker interface {
+	// Presence says this node now has count connections of user ("" for
+	// none given) in room.
+	Presence(room, user string, count int)
+	// Published is told every message this node orders in a room whose
+	// Options.PublishWebhook is on, under the room's lock, in seq order:
+	// once per message in a cluster, by its room's owner. It must not
+	// change message.
+	Published(room string, seq uint64, message []byte)
 }
 
 // Disconnect implements broker.Handler.
@@ -84,10 +102,10 @@ func (h *Hub) Disconnect(d broker.Disconnect) {
 	}
 }
 
-// Refused implements broker.Handler.
-func (h *Hub) Refused(p broker.Publication) {
-	if h.refused != nil && p.Sender != nil {
-		h.refused(p)
+// Settled implements broker.Handler.
+func (h *Hub) Settled(p broker.Publication, seq uint64) {
+	if h.settled != nil && p.ID != 0 {
+		h.settled(p, seq)
 	}
 }
 
@@ -123,12 +141,12 @@ func (h *Hub) HistoryJSONBytes() int64 { return h.historyJSON.Load() }
 func NewHub(cfg Config) (*Hub, error) {
 	h := &Hub{queues: cfg.Queues, history: cfg.History, grace: cfg.Grace,
 		compress: cfg.Compression, framing: cfg.Framing, maxRooms: int64(cfg.MaxRooms), maxHistoryBytes: cfg.MaxHistoryBytes,
-		resolve: cfg.Options, disconnect: cfg.Disconnect, refused: cfg.Refused}
+		resolve: cfg.Options, disconnect: cfg.Disconnect, settled: cfg.Settled, tracker: cfg.Tracker}
 	for i := range h.shards {
 		h.shards[i].rooms = make(map[string]*Room)
 	}
 	if cfg.Broker == nil {
-		h.broker = broker.NewMemory(h)
+		h.broker, h.alone = broker.NewMemory(h), true
 		return h, nil
 	}
 	b, err := cfg.Broker(h)
@@ -317,20 +335,16 @@ func (r *Room) wakeWaitingLocked() {
 	}
 }
 
-// Deliver brings a message the broker ordered to this node's members of the
-// room. Messages at or below the room's seq are duplicates and dropped; a
-// broker that sees a gap fills it (see Seq) before delivering past it.
-func (h *Hub) Deliver(name string, seq uint64, payload []byte) {
-	h.deliver(name, seq, payload, time.Now().UnixNano(), -1)
-}
-
-// DeliverMany is Deliver for each of msgs in turn, waking each event loop
-// that got one once, after the last: a batch from the broker costs a loop
-// one wake-up, not one a message.
+// DeliverMany brings messages the broker ordered to this node's members of
+// their rooms, each in turn, waking each event loop that got one once,
+// after the last: a batch from the broker costs a loop one wake-up, not one
+// a message. Messages at or below their room's seq are duplicates and
+// dropped; a broker that sees a gap fills it (see Position) before
+// delivering past it.
 func (h *Hub) DeliverMany(msgs []broker.Delivered) {
 	received := time.Now().UnixNano()
 	for _, m := range msgs {
-		h.deliver(m.Room, m.Seq, m.Payload, received, quiet)
+		h.deliver(m.Room, m.Seq, m.Payload, received)
 	}
 	for _, q := range h.queues {
 		q.wakeIfPending()
@@ -340,9 +354,9 @@ func (h *Hub) DeliverMany(msgs []broker.Delivered) {
 // quiet, as appendLocked's from, wakes no loop: the caller does.
 const quiet = -2
 
-// deliver is Deliver, received being when the broker brought the message
-// (the processing time starts there) and from the loop not to wake.
-func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64, from int) {
+// deliver is one message of DeliverMany, received being when the broker
+// brought it (the processing time starts there); it wakes no loop.
+func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -355,7 +369,7 @@ func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64, f
 	case !r.loaded:
 		r.early = append(r.early, m)
 	case seq > r.seq:
-		r.appendLocked(m, received, from)
+		r.appendLocked(m, received, quiet)
 	}
 }
 
@@ -363,40 +377,25 @@ func (h *Hub) deliver(name string, seq uint64, payload []byte, received int64, f
 // delivers it here: what a single node does with every message, and a
 // cluster node while its broker is unreachable, so that its own members
 // keep talking.
-func (h *Hub) PublishLocal(p broker.Publication) {
-	r, _ := p.Target.(*Room)
-	if r == nil {
-		r = h.lookup([]byte(p.Room))
-	}
-	if r == nil {
-		done(p, 0)
-		return
-	}
-	r.publishLocal(p)
-}
-
-// Seq returns the latest seq of the room called name on this node, and
-// whether the room is here and loaded.
-func (h *Hub) Seq(name string) (uint64, bool) {
-	r := h.lookup([]byte(name))
+func (h *Hub) PublishLocal(p broker.Publication) (uint64, bool) {
+	r := h.lookup([]byte(p.Room))
 	if r == nil {
 		return 0, false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seq, r.loaded && !r.closed
+	return r.publishLocal(p)
 }
 
-// Epoch returns the epoch of the room called name on this node, "" when
-// it is not here or not loaded.
-func (h *Hub) Epoch(name string) string {
+// Position returns the epoch and latest seq of the room called name on
+// this node, and whether the room is here and loaded ("" and 0 when it is
+// not here).
+func (h *Hub) Position(name string) (epoch string, seq uint64, loaded bool) {
 	r := h.lookup([]byte(name))
 	if r == nil {
-		return ""
+		return "", 0, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.epoch
+	return r.epoch, r.seq, r.loaded && !r.closed
 }
 
 // Skip moves the room's seq forward to seq without messages: the broker
@@ -417,12 +416,12 @@ func (h *Hub) Skip(name string, seq uint64) {
 // PublishOwned orders and delivers on this node a message of a room the
 // node owns, and hands it to keep, in seq order, for the broker to store;
 // it reports false when the room is not owned here (see broker.Handler).
-func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
-	r, _ := p.Target.(*Room)
+func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker.Entry)) (uint64, bool) {
+	r := h.lookup([]byte(p.Room))
 	if r == nil {
-		r = h.lookup([]byte(p.Room))
+		return 0, false
 	}
-	return r != nil && r.publishOwned(p, keep)
+	return r.publishOwned(p, keep)
 }
 
 // Answered says that a publish that PublishOwned declined, sent on to the

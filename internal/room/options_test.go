@@ -35,7 +35,7 @@ func TestRoomOptionsHistory(t *testing.T) {
 	}{{"plain", 5}, {"nohist:a", 0}, {"ttl:a", 5}} {
 		r, _ := h.Join([]byte(tc.room), 0, Resume{}, nil)
 		for range 5 {
-			if err := r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil); err != nil {
+			if _, err := r.Publish([]byte(`{"seq":}`), 7, 0, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -53,7 +53,7 @@ func TestRoomOptionsHistory(t *testing.T) {
 func TestRoomOptionsHistoryTTL(t *testing.T) {
 	h := optionsHub(t, NewQueue(func() {}))
 	r, _ := h.Join([]byte("ttl:a"), 0, Resume{}, nil)
-	r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil)
+	r.Publish([]byte(`{"seq":}`), 7, 0, 0, 0)
 	if p := r.Poll(Resume{}, nil); len(p.Messages) != 1 {
 		t.Fatalf("a fresh message: poll got %d, want 1", len(p.Messages))
 	}

@@ -18,9 +18,9 @@ func (k *kept) keep(_ string, e broker.Entry) { *k = append(*k, e) }
 func TestPublishOwned(t *testing.T) {
 	q := NewQueue(func() {})
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
-	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
+	h.Join([]byte("r"), 0, Resume{}, nil)
 	pub := func(text string) broker.Publication {
-		return broker.Publication{Room: "r", Prefix: []byte(`{"text":"` + text + `","seq":`), Suffix: []byte(`}`), Target: r}
+		return broker.Publication{Room: "r", Prefix: []byte(`{"text":"` + text + `","seq":`), Suffix: []byte(`}`)}
 	}
 	var k kept
 	steps := []struct {
@@ -32,7 +32,7 @@ func TestPublishOwned(t *testing.T) {
 		{"owned, no lease", func() { h.Own("r", 0) }, false},
 		{"owned, leased", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
 		{"owned from a seq not yet here", func() { h.Own("r", 5) }, false},
-		{"the seqs before came", func() { h.Deliver("r", 5, []byte(`{"seq":5}`)) }, true},
+		{"the seqs before came", func() { h.DeliverMany([]broker.Delivered{{Room: "r", Seq: 5, Payload: []byte(`{"seq":5}`)}}) }, true},
 		{"lease lapsed", func() { h.Lease(time.Now().Add(-time.Second)) }, false},
 		{"leased again", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
 		{"disowned", func() {
@@ -43,9 +43,12 @@ func TestPublishOwned(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.setup()
-		got := h.PublishOwned(pub(s.name), k.keep)
+		seq, got := h.PublishOwned(pub(s.name), k.keep)
 		if got != s.want {
 			t.Errorf("%s: published %v, want %v", s.name, got, s.want)
+		}
+		if got && (len(k) == 0 || seq != k[len(k)-1].Seq) {
+			t.Errorf("%s: PublishOwned returned seq %d, kept %+v", s.name, seq, k)
 		}
 		if !got {
 			h.Answered("r") // as the broker does once the room's owner answered it
@@ -75,24 +78,24 @@ func TestPublishOwned(t *testing.T) {
 // overtake it.
 func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
-	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
-	p := broker.Publication{Room: "r", Prefix: []byte(`{"seq":`), Suffix: []byte(`}`), Target: r}
+	h.Join([]byte("r"), 0, Resume{}, nil)
+	p := broker.Publication{Room: "r", Prefix: []byte(`{"seq":`), Suffix: []byte(`}`)}
 	var k kept
 	h.Own("r", 0)
-	if h.PublishOwned(p, k.keep) {
+	if _, ok := h.PublishOwned(p, k.keep); ok {
 		t.Fatal("published with no lease")
 	}
 	h.Lease(time.Now().Add(time.Minute))
-	if h.PublishOwned(p, k.keep) {
+	if _, ok := h.PublishOwned(p, k.keep); ok {
 		t.Fatal("published while a message declined before is on its way through Redis")
 	}
 	h.Answered("r")
-	if h.PublishOwned(p, k.keep) {
+	if _, ok := h.PublishOwned(p, k.keep); ok {
 		t.Fatal("published with one of two declined messages answered")
 	}
 	h.Answered("r")
 	h.Answered("r") // the one just declined
-	if !h.PublishOwned(p, k.keep) || len(k) != 1 {
+	if _, ok := h.PublishOwned(p, k.keep); !ok || len(k) != 1 {
 		t.Fatalf("not published once every declined message was answered (kept %v)", k)
 	}
 }

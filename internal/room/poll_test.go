@@ -16,7 +16,7 @@ func TestPollFreesTheRoomItOpened(t *testing.T) {
 	}{
 		{"one poller, nothing in it", 1, nil, false},
 		{"three pollers, nothing in it", 3, nil, false},
-		{"a message came", 1, func(_ *Hub, r *Room) { _ = r.Publish([]byte(`{"seq":}`), 7, 0, 0, nil) }, true},
+		{"a message came", 1, func(_ *Hub, r *Room) { _, _ = r.Publish([]byte(`{"seq":}`), 7, 0, 0, 0) }, true},
 		{"a member joined", 1, func(h *Hub, _ *Room) { h.Join([]byte("p"), 0, Resume{}, nil) }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,6 +56,9 @@ func (r *Room) addUser(user string, delta int) {
 	r.mu.Unlock()
 	if !closed || n == 0 {
 		r.hub.broker.Presence(r.name, user, n)
+		if r.hub.tracker != nil {
+			r.hub.tracker.Presence(r.name, user, n)
+		}
 	}
 }
 

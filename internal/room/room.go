@@ -7,11 +7,11 @@
 // (its JSON, behind the head its transport sends before it: see Framing)
 // once, stores it in the history ring and pushes one Delivery to the Queue
 // of every loop with local members; each loop then writes those same bytes
-// to its members. The room hands the message to the node's broker.Broker: on a
-// single node (broker.Memory) that is the hub's PublishLocal, at once and on
-// the publishing goroutine; in a cluster (broker.Redis) the room's owner
+// to its members. On a single node the room does this itself, at once and on
+// the publishing goroutine (broker.Memory has nothing to do); in a cluster
+// it hands the message to the node's broker.Broker (broker.Redis): the room's owner
 // node orders it (Hub.PublishOwned, when that is this node) and the broker
-// brings it to every other node that has the room through Hub.Deliver,
+// brings it to every other node that has the room through Hub.DeliverMany,
 // where the same fan-out happens. Rooms never touch connections, and loops never
 // take a room's lock while delivering.
 package room
@@ -84,49 +84,65 @@ func (r *Room) Name() string { return r.name }
 // events, so it is not woken, which saves it a wake-up and an extra
 // epoll_wait per message.
 //
-// It returns broker.ErrUnavailable when the broker refused the message (a
-// cluster node cut off from Redis, for a room it does not own). sender,
-// when not nil, names the publishing connection to the function set by
-// Config.Refused, should the broker give the message up later.
-func (r *Room) Publish(draft []byte, seqAt int, received int64, from int, sender any) error {
-	return r.hub.broker.Publish(broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, Target: r, Sender: sender})
+// It returns the broker's result (broker.Broker.Publish): the seq the
+// message got when it was ordered on this node, or 0 when it is on its way
+// to the room's owner on another node; broker.ErrUnavailable when the
+// broker refused it (a cluster node cut off from Redis, for a room it does
+// not own). id, when not 0, is the publisher's number for the message,
+// handed with it to the function set by Config.Settled when its answer
+// comes later.
+func (r *Room) Publish(draft []byte, seqAt int, received int64, from int, id uint64) (uint64, error) {
+	p := broker.Publication{Room: r.name, Prefix: draft[:seqAt], Suffix: draft[seqAt:], Received: received, From: from, ID: id}
+	if !r.hub.alone {
+		return r.hub.broker.Publish(p)
+	}
+	// A single node's broker.Memory would hand the message straight back
+	// (Hub.PublishLocal), which would look the room up by name: ~25 ns,
+	// an eighth of a publish.
+	if seq, ok := r.publishLocal(p); ok {
+		return seq, nil
+	}
+	return 0, broker.ErrDropped
 }
 
 // publishLocal gives a message the room's next seq and delivers it on this
-// node.
-func (r *Room) publishLocal(p broker.Publication) {
+// node; false when the room was freed.
+func (r *Room) publishLocal(p broker.Publication) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		done(p, 0)
-		return
+		return 0, false
 	}
-	r.appendLocked(r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix), p.Received, p.From)
-	done(p, r.seq)
+	r.orderLocked(p)
+	return r.seq, true
 }
 
-// done tells the publisher of p the seq its message got (0: dropped).
-func done(p broker.Publication, seq uint64) {
-	if p.Done != nil {
-		p.Done(seq)
+// orderLocked gives p the room's next seq, delivers it on this node, and
+// tells the node's publish webhook (in seq order, under the room's lock):
+// the order of a single node, and of a cluster's owner node. It returns the
+// message.
+func (r *Room) orderLocked(p broker.Publication) Message {
+	m := r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix)
+	r.appendLocked(m, p.Received, p.From)
+	if r.opts.PublishWebhook && r.hub.tracker != nil {
+		r.hub.tracker.Published(r.name, m.Seq, m.JSON())
 	}
+	return m
 }
 
 // publishOwned orders and delivers a message of a room this node owns, and
 // hands it to keep under the room's lock (so in seq order); it reports false
 // when the room is not owned here, or not yet, or no longer.
-func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) bool {
+func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !r.hub.leased() {
 		r.remote++ // the broker sends it to the room's owner, and says when it is answered
-		return false
+		return 0, false
 	}
-	m := r.hub.draftMessage(r.seq+1, p.Prefix, p.Suffix)
-	r.appendLocked(m, p.Received, p.From)
+	m := r.orderLocked(p)
 	keep(r.name, broker.Entry{Seq: m.Seq, Payload: m.JSON()})
-	done(p, m.Seq)
-	return true
+	return m.Seq, true
 }
 
 // appendLocked makes m the room's latest message: history, then every

@@ -198,29 +198,21 @@ func (s *Server) apiPublish(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "rooms_full", "this node holds as many rooms as it may")
 		return
 	}
-	got := make(chan uint64, 1)
 	draft, at := protocol.AppendChatDraft(nil, name, time.Now(), &f, body)
-	err = s.hub.Broker().Publish(broker.Publication{
-		Room: name, Prefix: draft[:at], Suffix: draft[at:], Received: time.Now().UnixNano(), From: -1, Target: rm,
-		Done: func(seq uint64) { got <- seq },
-	})
-	if err != nil {
-		apiError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, err.Error())
-		return
+	seq, err := s.publishWait(r.Context(), rm, draft, at)
+	if err == nil || errors.Is(err, errNotOrdered) || errors.Is(err, errNoAnswer) {
+		s.apiPublished.Add(1) // taken by the broker
 	}
-	s.apiPublished.Add(1)
-	t := time.NewTimer(apiWait)
-	defer t.Stop()
-	select {
-	case seq := <-got:
-		if seq == 0 {
-			apiError(w, http.StatusServiceUnavailable, "dropped", "the message was not ordered (its room was freed as it arrived, or Redis became unreachable): publish again")
-			return
-		}
+	switch {
+	case err == nil:
 		apiJSON(w, PublishResult{Room: name, Seq: seq})
-	case <-t.C:
+	case errors.Is(err, errNotOrdered), errors.Is(err, broker.ErrDropped):
+		apiError(w, http.StatusServiceUnavailable, "dropped", "the message was not ordered (its room was freed as it arrived, or Redis became unreachable): publish again")
+	case errors.Is(err, errNoAnswer):
 		apiError(w, http.StatusGatewayTimeout, "timeout", fmt.Sprintf("the message got no seq within %s; it may still be delivered", apiWait))
-	case <-r.Context().Done():
+	case r.Context().Err() != nil:
+	default:
+		apiError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, err.Error())
 	}
 }
 

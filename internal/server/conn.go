@@ -355,7 +355,7 @@ func (c *conn) publish(f *protocol.Frame, data []byte, r *room.Room) {
 	l := c.loop
 	var seqAt int
 	l.enc, seqAt = protocol.AppendChatDraft(l.enc[:0], r.Name(), time.Now(), f, data)
-	if err := r.Publish(l.enc, seqAt, l.nowNano, l.id, c); err != nil {
+	if _, err := r.Publish(l.enc, seqAt, l.nowNano, l.id, c.publishID()); err != nil {
 		l.stats.dropped[DropUnavailable].Add(1)
 		c.sendError(protocol.CodeUnavailable, err.Error(), f)
 	}

@@ -76,9 +76,9 @@ type command struct {
 	presence  bool   // the client wants presence events
 	ip        netip.Addr
 	ipCounted bool              // counted by the address limiter: release on close
-	id        uint64            // the connection's number on this node
+	id        uint64            // the connection's number on this node; cmdRefused: the publish's ID (refused.go)
 	disc      broker.Disconnect // cmdDisconnect
-	conn      *conn             // cmdRefused: the sender; cmdHook: the connection
+	conn      *conn             // cmdHook: the connection
 	hook      *hookResult       // cmdHook
 	hookUser  string            // who the connect hook says the connection is
 	hookData  json.RawMessage   // the connect hook's data, handed back in the connection's hook calls
@@ -255,7 +255,7 @@ func (l *loop) runCommands() (stop bool) {
 		case cmdDisconnect:
 			l.disconnect(cmd.disc, cmd.id)
 		case cmdRefused:
-			l.refused(cmd.conn, cmd.pending)
+			l.refused(cmd.id, cmd.pending)
 		case cmdHook:
 			l.hookDone(cmd.conn, cmd.hook)
 		case cmdUnlisten:

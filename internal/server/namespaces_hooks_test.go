@@ -200,8 +200,10 @@ func TestNamespaceWebhooks(t *testing.T) {
 // TestNamespaceWebhooksCluster: two nodes on a real redis-server send one
 // receiver their webhooks; the node that dispatches filters the room
 // events of a namespace listing room_occupied alone, and a namespace
-// listing message_published sends the messages of members (the room's
-// resolved option) and of the server API (looked up by name), once each.
+// listing message_published sends the messages of members and of the
+// server API, once each: the node that orders the room tells them (the
+// room's resolved option), here the members' node, for an API publish
+// made on the other.
 func TestNamespaceWebhooksCluster(t *testing.T) {
 	rcv := webhook.NewReceiver([]byte(testWebhookSecret))
 	hook := httptest.NewServer(rcv)

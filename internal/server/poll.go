@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/auth"
-	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 )
@@ -219,7 +218,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	draft, at := protocol.AppendChatDraft(nil, rm.Name(), time.Now(), &f, body)
-	if err := s.publishWait(r.Context(), rm, draft, at); err != nil {
+	if _, err := s.publishWait(r.Context(), rm, draft, at); err != nil {
 		// Refused, or given up with Redis gone (it may still arrive):
 		// the poster is told either way, never a 202 for a message
 		// that was not ordered.
@@ -244,31 +243,31 @@ var (
 )
 
 // publishWait publishes a message of an HTTP request and waits until it is
-// ordered: at once on a single node and for an owned room, one Redis round
-// trip otherwise. The error says why it was not: refused
-// (broker.ErrUnavailable), given up (Redis went away before it answered,
-// or the room was freed as it arrived), or no answer in time.
-func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, at int) error {
-	got := make(chan uint64, 1)
-	err := s.hub.Broker().Publish(broker.Publication{
-		Room: rm.Name(), Prefix: draft[:at], Suffix: draft[at:], Received: time.Now().UnixNano(), From: -1, Target: rm,
-		Done: func(seq uint64) { got <- seq },
-	})
-	if err != nil {
-		return err
+// ordered: at once on a single node and for an owned room, one round trip
+// to the room's owner otherwise. It returns the message's seq, or the
+// error that says why it has none: refused (broker.ErrUnavailable,
+// ErrOverloaded), dropped (broker.ErrDropped: the room was freed as it
+// arrived), given up (errNotOrdered: the owner did not answer), or no
+// answer in time (errNoAnswer).
+func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, at int) (uint64, error) {
+	id, got := s.waiters.add()
+	defer s.waiters.remove(id)
+	seq, err := rm.Publish(draft, at, time.Now().UnixNano(), -1, id)
+	if err != nil || seq > 0 {
+		return seq, err
 	}
 	t := time.NewTimer(apiWait)
 	defer t.Stop()
 	select {
 	case seq := <-got:
 		if seq == 0 {
-			return errNotOrdered
+			return 0, errNotOrdered
 		}
-		return nil
+		return seq, nil
 	case <-t.C:
-		return errNoAnswer
+		return 0, errNoAnswer
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 

@@ -82,7 +82,7 @@ func (rig *loopRig) connect() *conn {
 
 // publish publishes one chat message in the room, from the rig's loop.
 func (rig *loopRig) publish() {
-	if err := rig.room.Publish(rig.draft, rig.seqAt, rig.l.nowNano, rig.l.id, nil); err != nil {
+	if _, err := rig.room.Publish(rig.draft, rig.seqAt, rig.l.nowNano, rig.l.id, 0); err != nil {
 		panic(err) // the memory broker refuses nothing
 	}
 }

@@ -71,6 +71,7 @@ type Server struct {
 	name         string // announced to the cluster
 	apiRequests  [apiOutcomes]atomic.Uint64
 	apiPublished atomic.Uint64
+	waiters      waiters // HTTP publishes waiting for their seq
 
 	hooks    *hooks.Client // nil without hooks
 	hookJobs chan hookJob  // join and publish calls waiting for a hook worker
@@ -110,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	hubCfg := room.Config{History: cfg.History, Grace: cfg.RoomGrace, Queues: queues,
 		MaxRooms: cfg.MaxRooms, MaxHistoryBytes: cfg.MaxHistoryBytes, Compression: cfg.Compression,
-		Options: s.roomOptions, Framing: wsFraming{}, Disconnect: s.disconnect, Refused: s.refusedPublish}
+		Options: s.roomOptions, Framing: wsFraming{}, Disconnect: s.disconnect, Settled: s.settled}
 	if cfg.Redis != "" {
 		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
 			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Linger: cfg.RedisLinger, HistoryLinger: cfg.HistoryLinger, FollowedLinger: cfg.FollowedLinger, MaxWait: cfg.RedisMaxWait, Room: s.brokerRoom, Logger: cfg.Logger}, h)
@@ -119,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	wh, err := newWebhooks(cfg)
 	if err == nil && wh != nil {
 		s.webhooks = wh
-		hubCfg.Broker = wh.tapBroker(hubCfg.Broker)
+		hubCfg.Tracker = wh.tracker
 	}
 	var hub *room.Hub
 	if err == nil {

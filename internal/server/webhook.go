@@ -6,13 +6,11 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/namespace"
-	"github.com/scalechat/scalechat/internal/room"
 	"github.com/scalechat/scalechat/internal/webhook"
 )
 
@@ -109,15 +107,6 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	return w, nil
 }
 
-// tap returns b with the node's changes also told to the webhooks.
-func (w *webhooks) tap(b broker.Broker) broker.Broker {
-	t := &tappedBroker{Broker: b, wh: w}
-	if d, ok := b.(broker.Directory); ok {
-		return tappedDirectory{t, d}
-	}
-	return t
-}
-
 // serve runs the webhooks until ctx is done. On a single node it first
 // gives the dispatcher up to drain to send what is queued, while no request
 // fails: a backend that is down does not hold the node's stop.
@@ -137,73 +126,6 @@ func (w *webhooks) serve(ctx context.Context, drain time.Duration) {
 	}
 	stop()
 	wg.Wait()
-}
-
-// tappedBroker is the node's broker with its presence changes and
-// publishes also told to the webhooks.
-type tappedBroker struct {
-	broker.Broker
-	wh *webhooks
-}
-
-// Presence implements broker.Broker.
-func (b *tappedBroker) Presence(room, user string, count int) {
-	b.Broker.Presence(room, user, count)
-	b.wh.tracker.Presence(room, user, count)
-}
-
-// Publish implements broker.Broker: a message of a room whose publish
-// webhook is on is told to the webhooks once it has its seq. A member's
-// message names its room (Target), resolved when the room was made; the
-// server API's is looked up.
-func (b *tappedBroker) Publish(p broker.Publication) error {
-	var on bool
-	if r, ok := p.Target.(*room.Room); ok {
-		on = r.Options().PublishWebhook
-	} else {
-		on = b.wh.cfg.PublishRoom(p.Room)
-	}
-	if on {
-		p.Done = b.published(p)
-	}
-	return b.Broker.Publish(p)
-}
-
-// published returns p's Done, which also makes its message_published
-// event. Done is called under the room's lock, in seq order: the tracker
-// gets a room's messages in order.
-func (b *tappedBroker) published(p broker.Publication) func(uint64) {
-	room, prefix, suffix, done := p.Room, append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...), p.Done
-	return func(seq uint64) {
-		if seq > 0 {
-			msg := strconv.AppendUint(prefix, seq, 10)
-			b.wh.tracker.Published(room, seq, append(msg, suffix...))
-		}
-		if done != nil {
-			done(seq)
-		}
-	}
-}
-
-// tappedDirectory is a tapped broker that also knows the cluster's rooms.
-type tappedDirectory struct {
-	*tappedBroker
-	broker.Directory
-}
-
-// tapBroker returns the hub's broker maker (nil: a single node's Memory)
-// with its broker tapped.
-func (w *webhooks) tapBroker(mk func(broker.Handler) (broker.Broker, error)) func(broker.Handler) (broker.Broker, error) {
-	return func(h broker.Handler) (broker.Broker, error) {
-		if mk == nil {
-			return w.tap(broker.NewMemory(h)), nil
-		}
-		b, err := mk(h)
-		if err != nil {
-			return nil, err
-		}
-		return w.tap(b), nil
-	}
 }
 
 // WebhookStats returns the node's webhook counters, and whether webhooks

@@ -158,8 +158,8 @@ func (c *client) nextChat() map[string]any {
 	}
 }
 
-// TestWebhooksKeepTheClusterDirectory pins that the tapped broker of a
-// cluster node still answers the server API's occupancy (broker.Directory)
+// TestWebhooksKeepTheClusterDirectory pins that the broker of a cluster
+// node with webhooks still answers the server API's occupancy (broker.Directory)
 // and that a single node's still has none (its rooms answer).
 func TestWebhooksKeepTheClusterDirectory(t *testing.T) {
 	rs := testsupport.StartRedis(t)

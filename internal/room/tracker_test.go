@@ -1,0 +1,70 @@
+package room
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scalechat/scalechat/internal/broker"
+)
+
+// trackerLog is a Tracker that records what it is told.
+type trackerLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *trackerLog) Presence(room, user string, count int) {
+	l.mu.Lock()
+	l.calls = append(l.calls, fmt.Sprintf("presence %s %s %d", room, user, count))
+	l.mu.Unlock()
+}
+
+func (l *trackerLog) Published(room string, seq uint64, message []byte) {
+	l.mu.Lock()
+	l.calls = append(l.calls, fmt.Sprintf("published %s %d %s", room, seq, message))
+	l.mu.Unlock()
+}
+
+// TestTrackerIsToldWhatThisNodeOrders: the publish webhook hears every
+// message this node orders in a room whose option is on (a single node's,
+// and an owned room's), with its seq and JSON, in order; never a message
+// another node ordered (it is told there, once), nor one of a room
+// without the option. It hears presence as the broker does.
+func TestTrackerIsToldWhatThisNodeOrders(t *testing.T) {
+	log := &trackerLog{}
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: log,
+		Options: func(name string) Options {
+			return Options{History: 10, PublishWebhook: strings.HasPrefix(name, "pub:")}
+		}})
+	pubRoom, _ := h.Join([]byte("pub:a"), 0, Resume{}, nil)
+	plain, _ := h.Join([]byte("plain"), 0, Resume{}, nil)
+	for i, r := range []*Room{pubRoom, plain, pubRoom} {
+		if seq, err := r.Publish([]byte(fmt.Sprintf(`{"seq":,"n":%d}`, i)), 7, 0, 0, 0); err != nil || seq == 0 {
+			t.Fatalf("publish %d: seq %d, %v", i, seq, err)
+		}
+	}
+	h.DeliverMany([]broker.Delivered{{Room: "pub:a", Seq: 3, Payload: []byte(`{"seq":3,"from":"another node"}`)}})
+	h.Own("pub:a", 0)
+	h.Lease(time.Now().Add(time.Minute))
+	if seq, ok := h.PublishOwned(broker.Publication{Room: "pub:a", Prefix: []byte(`{"seq":`), Suffix: []byte(`,"owned":1}`)}, func(string, broker.Entry) {}); !ok || seq != 4 {
+		t.Fatalf("PublishOwned: seq %d, %v; want 4", seq, ok)
+	}
+	var got []string
+	for _, c := range log.calls {
+		if strings.HasPrefix(c, "published") {
+			got = append(got, c)
+		}
+	}
+	want := []string{`published pub:a 1 {"seq":1,"n":0}`, `published pub:a 2 {"seq":2,"n":2}`, `published pub:a 4 {"seq":4,"owned":1}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("the tracker heard\n %q\nwant\n %q", got, want)
+	}
+	plain.AddUser("ann")
+	if !slices.Contains(log.calls, "presence plain ann 1") {
+		t.Errorf("the tracker heard no presence: %q", log.calls)
+	}
+}
