@@ -18,14 +18,16 @@ import (
 	"time"
 )
 
-// Broker orders, stores and carries the messages of rooms.
+// Broker orders, stores and carries the messages of rooms: the message side
+// of a node's engine, which every node has (one node: Memory). A broker of
+// several nodes is also a Cluster.
 type Broker interface {
 	// Publish sends a message into its room and returns its result: the
 	// seq it got when it was ordered before Publish returned (on a single
 	// node; in a cluster, in a room this node orders), or 0 when it is on
 	// its way to the room's owner on another node, whose answer reaches
 	// Handler.Settled with p, once. The broker brings the message to every
-	// node subscribed to the room (Handler.Deliver, DeliverMany). It must not block
+	// node subscribed to the room (Handler.DeliverMany). It must not block
 	// and does not keep p's slices after it returns. It returns
 	// ErrUnavailable, and delivers nothing, when the room cannot be given
 	// one order now (a cluster's broker cut off from Redis); ErrOverloaded
@@ -46,20 +48,6 @@ type Broker interface {
 	Up() bool
 	// Stats returns the broker's counters.
 	Stats() Stats
-	// Announce makes this node known to the others as name, reachable at
-	// url (its metrics listener).
-	Announce(name, url string)
-	// Nodes returns the nodes that announced themselves and are alive: name
-	// to URL, this one included.
-	Nodes(ctx context.Context) (map[string]string, error)
-	// Presence says this node now has count connections of user ("" for
-	// none given) in room; the other nodes learn it through
-	// Handler.RemotePresence, and forget it when this node dies. It must not
-	// block.
-	Presence(room, user string, count int)
-	// Disconnect asks every node, this one included, to close the
-	// connections that d names, through Handler.Disconnect.
-	Disconnect(ctx context.Context, d Disconnect) error
 }
 
 // ErrUnavailable refuses a publish that a cut-off node cannot order: its
@@ -86,14 +74,29 @@ type Disconnect struct {
 	Reason string
 }
 
-// Directory is a broker that can tell who is in the rooms of every node of
-// a cluster. The Redis broker is one; on a single node the rooms themselves
-// know.
-type Directory interface {
+// Cluster is what a broker of several nodes gives besides their messages:
+// the nodes, who is in the rooms across them, and what is asked of all of
+// them. The Redis broker is one; a single node has none (broker.Memory):
+// its rooms and its server answer alone.
+type Cluster interface {
+	// Announce makes this node known to the others as name, reachable at
+	// url (its metrics listener).
+	Announce(name, url string)
+	// Nodes returns the nodes that announced themselves and are alive: name
+	// to URL, this one included.
+	Nodes(ctx context.Context) (map[string]string, error)
+	// Presence says this node now has count connections of user ("" for
+	// none given) in room; the other nodes learn it through
+	// Handler.RemotePresence, and forget it when this node dies. It must not
+	// block.
+	Presence(room, user string, count int)
 	// Occupancy returns the connections of each user ("" for the
 	// anonymous ones) in every room with members on a live node, or in
 	// room alone when it is not "".
 	Occupancy(ctx context.Context, room string) (map[string]map[string]int, error)
+	// Disconnect asks every node, this one included, to close the
+	// connections that d names, through Handler.Disconnect.
+	Disconnect(ctx context.Context, d Disconnect) error
 }
 
 // Handler is the node side of a broker: its rooms. The broker calls it from
@@ -104,7 +107,7 @@ type Directory interface {
 // connections on request (ControlHandler); a cluster's broker also follows
 // presence across nodes (PresenceHandler); and one that lets a node order
 // the rooms whose members are all its own hands them over
-// (OwnershipHandler). Memory uses the first two only, and LocalHandler.
+// (OwnershipHandler). Memory uses DeliveryHandler alone, and LocalHandler.
 type Handler interface {
 	DeliveryHandler
 	OwnershipHandler

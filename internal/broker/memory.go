@@ -11,17 +11,16 @@ import (
 type Memory struct {
 	h     memoryHandler
 	rooms atomic.Int64
-
-	self atomic.Pointer[[2]string] // announced name and URL; nil: not announced
 }
 
 var _ Broker = (*Memory)(nil)
 
 // memoryHandler is what a single node's broker asks of its rooms: no
-// ownership (every room is ordered here) and no other node's presence.
+// ownership (every room is ordered here) and no other node's presence. It
+// is no Cluster: the node's rooms know who is in them, and its server
+// names the node and closes its connections itself.
 type memoryHandler interface {
 	DeliveryHandler
-	ControlHandler
 	LocalHandler
 }
 
@@ -34,10 +33,9 @@ type LocalHandler interface {
 }
 
 // NewMemory returns the broker of a single node whose rooms are h (a
-// *room.Hub, or anything that delivers, disconnects and orders).
+// *room.Hub, or anything that delivers and orders).
 func NewMemory(h interface {
 	DeliveryHandler
-	ControlHandler
 	LocalHandler
 }) *Memory {
 	return &Memory{h: h}
@@ -75,26 +73,3 @@ func (m *Memory) Up() bool { return true }
 // carries them (and a shared counter would cost every message a contended
 // atomic add); the server counts them.
 func (m *Memory) Stats() Stats { return Stats{Up: true, Rooms: m.rooms.Load()} }
-
-// Announce implements Broker.
-func (m *Memory) Announce(name, url string) {
-	m.self.Store(&[2]string{name, url})
-}
-
-// Nodes implements Broker: this node alone, once announced.
-func (m *Memory) Nodes(context.Context) (map[string]string, error) {
-	self := m.self.Load()
-	if self == nil || self[0] == "" {
-		return map[string]string{}, nil
-	}
-	return map[string]string{self[0]: self[1]}, nil
-}
-
-// Presence implements Broker: a single node's rooms know their members.
-func (m *Memory) Presence(string, string, int) {}
-
-// Disconnect implements Broker: the only node is this one.
-func (m *Memory) Disconnect(_ context.Context, d Disconnect) error {
-	m.h.Disconnect(d)
-	return nil
-}

@@ -39,19 +39,6 @@ func TestMemory(t *testing.T) {
 	}
 }
 
-func TestMemoryNodes(t *testing.T) {
-	m := NewMemory(newFakeRooms())
-	nodes, err := m.Nodes(context.Background())
-	if err != nil || len(nodes) != 0 {
-		t.Fatalf("before Announce: %v, %v", nodes, err)
-	}
-	m.Announce("n1", "http://127.0.0.1:8081")
-	nodes, _ = m.Nodes(context.Background())
-	if len(nodes) != 1 || nodes["n1"] != "http://127.0.0.1:8081" {
-		t.Errorf("nodes %v", nodes)
-	}
-}
-
 func TestMemoryRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -33,7 +33,7 @@ func (a *announcer) get() [2]string {
 	return [2]string{}
 }
 
-// Announce implements Broker: it makes this node known to the others as name, reachable at url
+// Announce implements Cluster: it makes this node known to the others as name, reachable at url
 // (its metrics listener), refreshed every few seconds while Run runs.
 func (b *Redis) Announce(name, url string) { b.ann.set(name, url) }
 
@@ -62,7 +62,7 @@ func (b *Redis) announceLoop(ctx context.Context) {
 	}
 }
 
-// Nodes implements Broker: it returns the announced nodes whose announcement is alive: name to
+// Nodes implements Cluster: it returns the announced nodes whose announcement is alive: name to
 // URL, this node included. Stale announcements are removed.
 func (b *Redis) Nodes(ctx context.Context) (map[string]string, error) {
 	all, err := b.rdb.HGetAll(ctx, b.nodesKey()).Result()

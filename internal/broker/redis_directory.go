@@ -15,13 +15,13 @@ import (
 // rooms' presence hashes, see redis_presence.go), and closing connections
 // wherever they are (a message on the nodes' control channel).
 
-var _ Directory = (*Redis)(nil)
+var _ Cluster = (*Redis)(nil)
 
 // controlChannel is where the nodes hear requests made to all of them.
 // Its hash tag puts it in one slot of a Redis Cluster.
 func (b *Redis) controlChannel() string { return b.cfg.Prefix + ":{control}:nodes" }
 
-// Disconnect implements Broker: the request goes to every node through the
+// Disconnect implements Cluster: the request goes to every node through the
 // control channel; this node handles it when it hears it too.
 func (b *Redis) Disconnect(ctx context.Context, d Disconnect) error {
 	msg, err := json.Marshal(d)
@@ -69,7 +69,7 @@ func (b *Redis) controlLoop(ctx context.Context) {
 	}
 }
 
-// Occupancy implements Directory: it reads the presence hashes of every
+// Occupancy implements Cluster: it reads the presence hashes of every
 // room (or of one room), counting only the nodes whose lease is alive. It
 // scans the keyspace (every master of a Redis Cluster) for all rooms: an
 // operator's question, not one for every message.

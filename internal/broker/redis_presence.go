@@ -111,7 +111,7 @@ func (s *subscriptions) forgetPeer(node string) {
 
 func (b *Redis) presenceKey(room string) string { return b.cfg.Prefix + ":{" + room + "}:presence" }
 
-// Presence implements Broker.
+// Presence implements Cluster.
 func (b *Redis) Presence(room, user string, count int) {
 	b.sub.reportPresence(room, user, count)
 	if b.health.up.Load() {

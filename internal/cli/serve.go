@@ -124,7 +124,7 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&o.apiKeyFile, "api-key-file", "", "file holding the API key (surrounding white space ignored): the server API without the key on the command line")
 	f.StringVar(&o.cfg.Webhook.URL, "webhook-url", "", "POST room and user events (occupied, vacated, joined, left, online, offline) to this http(s) URL, once per cluster, in order, signed (docs/hooks.md)")
 	f.StringVar(&o.cfg.Webhook.Secret, "webhook-secret", "", "HMAC-SHA256 key of each webhook request's X-Scalechat-Signature (at least 16 bytes; prefer the environment variable)")
-	f.BoolVar(&o.cfg.Webhook.Publish, "webhook-publish", false, "also send a message_published event for every message of the rooms whose namespace has no webhooks key (costs a copy of each; docs/config.md)")
+	f.BoolVar(&o.cfg.Webhook.Publish, "webhook-publish", false, "also send a message_published event for every message of the rooms whose namespace has no webhooks key (docs/config.md)")
 	f.DurationVar(&o.cfg.Webhook.Timeout, "webhook-timeout", 5*time.Second, "time allowed to one webhook request; a failed one is retried with backoff")
 	f.IntVar(&o.cfg.Webhook.Queue, "webhook-queue", 100000, "webhook events waiting (a cluster: in Redis, and changes on a node cut off from it) beyond which new ones are dropped, counted and logged")
 	f.Var(&o.webhookQueueBytes, "webhook-queue-bytes", "bytes the webhook events waiting may hold (messages included) beyond which new ones are dropped, counted and logged, like --webhook-queue")

@@ -23,6 +23,7 @@ type Hub struct {
 	history int
 	grace   time.Duration
 	broker  broker.Broker
+	cluster broker.Cluster // the broker, when it is one of several nodes; nil: a single node
 
 	compress        bool    // messages carry a compressed encoding, made on first use
 	framing         Framing // what goes before each message's JSON; nil: nothing
@@ -154,6 +155,7 @@ func NewHub(cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	h.broker = b
+	h.cluster, _ = b.(broker.Cluster)
 	return h, nil
 }
 
@@ -171,6 +173,10 @@ var _ broker.Handler = (*Hub)(nil)
 
 // Broker returns the hub's broker.
 func (h *Hub) Broker() broker.Broker { return h.broker }
+
+// Cluster returns the hub's broker as a broker of several nodes, or false
+// on a single node.
+func (h *Hub) Cluster() (broker.Cluster, bool) { return h.cluster, h.cluster != nil }
 
 // Join makes a connection on loop a member of the room called name, creating
 // the room when needed, and returns the room and what the member should be

@@ -55,7 +55,9 @@ func (r *Room) addUser(user string, delta int) {
 	closed := r.closed
 	r.mu.Unlock()
 	if !closed || n == 0 {
-		r.hub.broker.Presence(r.name, user, n)
+		if r.hub.cluster != nil {
+			r.hub.cluster.Presence(r.name, user, n)
+		}
 		if r.hub.tracker != nil {
 			r.hub.tracker.Presence(r.name, user, n)
 		}

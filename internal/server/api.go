@@ -224,8 +224,8 @@ type RoomInfo struct {
 
 // directory returns the broker's view of every node's rooms, or false on a
 // single node, whose rooms know their members themselves.
-func (s *Server) directory() (broker.Directory, bool) {
-	d, ok := s.hub.Broker().(broker.Directory)
+func (s *Server) directory() (broker.Cluster, bool) {
+	d, ok := s.hub.Cluster()
 	return d, ok
 }
 
@@ -453,7 +453,13 @@ func (s *Server) apiDisconnect(w http.ResponseWriter, r *http.Request, d broker.
 	d.Reason = reason
 	ctx, cancel := context.WithTimeout(r.Context(), apiWait)
 	defer cancel()
-	if err := s.hub.Broker().Disconnect(ctx, d); err != nil {
+	c, ok := s.hub.Cluster()
+	if !ok {
+		s.disconnect(d) // a single node: its own connections alone
+		apiJSON(w, struct{}{})
+		return
+	}
+	if err := c.Disconnect(ctx, d); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "broker", err.Error())
 		return
 	}
@@ -483,7 +489,7 @@ func (s *Server) apiNode(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), apiWait)
 	defer cancel()
-	nodes, err := s.broker.Nodes(ctx)
+	nodes, err := s.ClusterNodes(ctx)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Debug("api: cluster nodes", "err", err)
 	}

@@ -205,6 +205,14 @@ func TestAPISingleNode(t *testing.T) {
 	if node["connections"] != 3.0 || node["cluster"] != false || node["broker_up"] != true || !strings.HasPrefix(aj["connection"].(string), node["id"].(string)+"-") {
 		t.Errorf("node = %v (alice joined as %v)", node, aj["connection"])
 	}
+	// A single node's list of nodes is itself, once announced.
+	if node["nodes"] != nil {
+		t.Errorf("nodes before the node announced itself: %v", node["nodes"])
+	}
+	ts.Announce("solo", "http://127.0.0.1:1/metrics")
+	if _, node = api(t, ts, "GET", "/api/node", ""); node["node"] != "solo" || !reflect.DeepEqual(node["nodes"], []any{"solo"}) {
+		t.Errorf("node once announced = %v", node)
+	}
 
 	// One connection by its id; the others stay.
 	if code, m := api(t, ts, "POST", "/api/connections/"+bj["connection"].(string)+"/disconnect", `{"reason":"moderated"}`); code != 200 {

@@ -69,6 +69,7 @@ type Server struct {
 	started      time.Time
 	announceMu   sync.Mutex
 	name         string // announced to the cluster
+	metricsURL   string // announced with name; "" until Announce
 	apiRequests  [apiOutcomes]atomic.Uint64
 	apiPublished atomic.Uint64
 	waiters      waiters // HTTP publishes waiting for their seq
@@ -321,8 +322,12 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 // Announce makes this node known to the other nodes of its cluster as name,
 // with the URL of its metrics.
 func (s *Server) Announce(name, metricsURL string) {
-	s.SetNodeName(name)
-	s.broker.Announce(name, metricsURL)
+	s.announceMu.Lock()
+	s.name, s.metricsURL = name, metricsURL
+	s.announceMu.Unlock()
+	if c, ok := s.hub.Cluster(); ok {
+		c.Announce(name, metricsURL)
+	}
 }
 
 // SetNodeName names this node in the server API's node info (Announce does
@@ -334,9 +339,18 @@ func (s *Server) SetNodeName(name string) {
 }
 
 // ClusterNodes returns the nodes of the cluster that announced themselves
-// (name to metrics URL, this one included).
+// (name to metrics URL, this one included): on a single node, this one
+// once announced.
 func (s *Server) ClusterNodes(ctx context.Context) (map[string]string, error) {
-	return s.broker.Nodes(ctx)
+	if c, ok := s.hub.Cluster(); ok {
+		return c.Nodes(ctx)
+	}
+	s.announceMu.Lock()
+	defer s.announceMu.Unlock()
+	if s.name == "" || s.metricsURL == "" {
+		return map[string]string{}, nil
+	}
+	return map[string]string{s.name: s.metricsURL}, nil
 }
 
 // BrokerStats returns the broker's counters, and whether the node is part
