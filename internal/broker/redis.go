@@ -314,6 +314,14 @@ func signal(c chan struct{}) {
 	}
 }
 
+// drain takes a signal left in c, if any.
+func drain(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}
+
 // Run implements Broker: it works until ctx is done, then closes the
 // Redis connections.
 func (b *Redis) Run(ctx context.Context) error {

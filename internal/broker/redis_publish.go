@@ -93,12 +93,13 @@ func (b *Redis) giveUp(p Publication) {
 func (b *Redis) keep(room string, e Entry) {
 	b.count.ownedPublished.Add(1)
 	followed := b.keepFollowed(room, e)
-	full := b.pub.add(job{kind: jobPersist, room: room, e: e, followed: followed})
-	if followed || full {
+	full, sooner := b.pub.add(job{kind: jobPersist, room: room, e: e, followed: followed})
+	switch {
+	case followed || full:
 		signal(b.pub.wake) // followers wait for it, or the held writes are many: within the publish linger
-		return
+	case sooner:
+		signal(b.pub.persistWake)
 	}
-	signal(b.pub.persistWake)
 }
 
 // publishLoop sends pending jobs to Redis, all at once in one pipeline per
@@ -127,6 +128,11 @@ func (b *Redis) publishLoop(ctx context.Context) {
 		if b.health.recovering.Load() {
 			continue // healthLoop wakes this loop when the rooms caught up
 		}
+		// The wakes sent for the jobs this round takes are spent: left
+		// in their channels, each would start a round with nothing in it.
+		// A job queued from here on wakes the loop again (keep, queue).
+		drain(b.pub.wake)
+		drain(b.pub.persistWake)
 		var held bool
 		batch, held = b.pub.takeRound(batch[:0], time.Now())
 		if held {

@@ -93,17 +93,24 @@ func (q *publisher) queue(jobs ...job) {
 
 // add appends jobs to the round without waking the loop. It reports
 // whether the writes of owned rooms held reached maxHeldWrites: then the
-// caller wakes the loop (wake) to send them without waiting out the linger.
-func (q *publisher) add(jobs ...job) (full bool) {
+// caller wakes the loop (wake) to send them without waiting out the linger;
+// and whether a write moved the time the writes are due nearer (the first
+// write pending, or the first of a room nobody follows): only then need the
+// loop, which may be waiting for the writes pending, be woken
+// (persistWake) to wait less. Woken for every write, it cost a node a
+// goroutine wake-up a message.
+func (q *publisher) add(jobs ...job) (full, sooner bool) {
 	q.mu.Lock()
 	for _, j := range jobs {
 		switch j.kind {
 		case jobPersist:
 			if q.persistAt.IsZero() {
 				q.persistAt = time.Now()
+				sooner = true
 			}
 			if !j.followed && q.soonAt.IsZero() {
 				q.soonAt = time.Now()
+				sooner = true
 			}
 			q.persists = append(q.persists, j)
 			full = full || len(q.persists) >= maxHeldWrites
@@ -120,7 +127,7 @@ func (q *publisher) add(jobs ...job) (full bool) {
 		}
 	}
 	q.mu.Unlock()
-	return full
+	return full, sooner
 }
 
 // takeRound returns the jobs of the next round and leaves into, empty, in

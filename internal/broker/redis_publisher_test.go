@@ -55,18 +55,48 @@ func TestPublisherTakeRound(t *testing.T) {
 func TestPublisherSendsWritesPastTheBound(t *testing.T) {
 	q := newPublisher(time.Hour, 0)
 	for i := range maxHeldWrites - 1 {
-		if q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: uint64(i + 1)}}) {
+		if full, _ := q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: uint64(i + 1)}}); full {
 			t.Fatalf("full after %d writes", i+1)
 		}
 	}
 	if batch, held := q.takeRound(nil, time.Now()); len(batch) != 0 || !held {
 		t.Fatalf("below the bound: a round of %d jobs (held %v), want the writes held", len(batch), held)
 	}
-	if !q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: maxHeldWrites}}) {
+	if full, _ := q.add(job{kind: jobPersist, room: "r", e: Entry{Seq: maxHeldWrites}}); !full {
 		t.Fatal("the bound reached, add did not say so")
 	}
 	if batch, held := q.takeRound(nil, time.Now()); len(batch) != maxHeldWrites || held {
 		t.Fatalf("at the bound: a round of %d jobs (held %v), want all %d", len(batch), held, maxHeldWrites)
+	}
+}
+
+// add says when a write moves the time the writes are due nearer, and
+// only then: the loop waiting for them is woken for that alone, not for
+// every message.
+func TestPublisherWakesOnlyWhenWritesAreDueSooner(t *testing.T) {
+	q := newPublisher(5*time.Millisecond, time.Second)
+	steps := []struct {
+		name   string
+		j      job
+		sooner bool
+	}{
+		{"the first write, of a followed room", job{kind: jobPersist, room: "f", followed: true}, true},
+		{"another of a followed room", job{kind: jobPersist, room: "f", followed: true}, false},
+		{"the first of a room nobody follows", job{kind: jobPersist, room: "a"}, true},
+		{"another of a room nobody follows", job{kind: jobPersist, room: "a"}, false},
+		{"another room's", job{kind: jobPersist, room: "b"}, false},
+		{"a record for another node", job{kind: jobSend, node: "n", room: "f"}, false},
+	}
+	for _, s := range steps {
+		if _, sooner := q.add(s.j); sooner != s.sooner {
+			t.Errorf("%s: sooner %v, want %v", s.name, sooner, s.sooner)
+		}
+	}
+	if batch, held := q.takeRound(nil, time.Now().Add(time.Hour)); held || len(batch) != 6 {
+		t.Fatalf("a round long after: %d jobs (held %v), want all 6", len(batch), held)
+	}
+	if _, sooner := q.add(job{kind: jobPersist, room: "a"}); !sooner {
+		t.Error("the first write after a round: not sooner")
 	}
 }
 
