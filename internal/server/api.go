@@ -200,8 +200,8 @@ func (s *Server) apiPublish(w http.ResponseWriter, r *http.Request) {
 	}
 	draft, at := protocol.AppendChatDraft(nil, name, time.Now(), &f, body)
 	seq, err := s.publishWait(r.Context(), rm, draft, at)
-	if err == nil || errors.Is(err, errNotOrdered) || errors.Is(err, errNoAnswer) {
-		s.apiPublished.Add(1) // taken by the broker
+	if !errors.Is(err, broker.ErrUnavailable) && !errors.Is(err, broker.ErrOverloaded) {
+		s.apiPublished.Add(1) // taken by the broker (its answer may still be a refusal, or none in time)
 	}
 	switch {
 	case err == nil:
