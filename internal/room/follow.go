@@ -16,7 +16,7 @@ func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []brok
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !h.leased() {
+	if !r.ordersHereLocked() {
 		return "", 0, nil, false
 	}
 	tail = r.tailLocked(false)

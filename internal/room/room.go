@@ -136,13 +136,21 @@ func (r *Room) orderLocked(p broker.Publication) Message {
 func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.owned || r.closed || !r.loaded || r.seq < r.ownFrom || r.remote > 0 || !r.hub.leased() {
+	if !r.ordersHereLocked() {
 		r.remote++ // the broker sends it to the room's owner, and says when it is answered
 		return 0, false
 	}
 	m := r.orderLocked(p)
 	keep(r.name, broker.Entry{Seq: m.Seq, Payload: m.JSON()})
 	return m.Seq, true
+}
+
+// ordersHereLocked reports whether the room orders its messages on this
+// node now: owned, loaded, not freed, every seq ordered before its
+// ownership here arrived, none of this node's publishes still on their
+// way to another node's order, and the node's lease alive.
+func (r *Room) ordersHereLocked() bool {
+	return r.owned && !r.closed && r.loaded && r.seq >= r.ownFrom && r.remote == 0 && r.hub.leased()
 }
 
 // appendLocked makes m the room's latest message: history, then every
