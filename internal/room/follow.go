@@ -19,21 +19,20 @@ func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []brok
 	if !r.ordersHereLocked() {
 		return "", 0, nil, false
 	}
-	tail = r.tailLocked(false)
+	tail = r.tailLocked()
 	add(r.epoch, r.seq, tail)
 	return r.epoch, r.seq, tail, true
 }
 
-// tailLocked is the room's history as broker entries; with copied each
-// message's JSON is copied, for a room whose history is let go next.
-func (r *Room) tailLocked(copied bool) []broker.Entry {
+// tailLocked is the room's history as broker entries. Their payloads are
+// the messages' own bytes, which nobody changes (a message's buffer is
+// never reused: see Hub.alloc), so they outlive the history that held
+// them.
+func (r *Room) tailLocked() []broker.Entry {
 	msgs := r.hist.appendLast(nil, r.hist.n)
 	tail := make([]broker.Entry, len(msgs))
 	for i, m := range msgs {
 		tail[i] = broker.Entry{Seq: m.Seq, Payload: m.JSON()}
-		if copied {
-			tail[i].Payload = append([]byte(nil), tail[i].Payload...)
-		}
 	}
 	return tail
 }

@@ -499,7 +499,7 @@ func (h *Hub) Disown(name string) (uint64, bool) {
 // longer be followed (another node took it over, or its owner is gone).
 // Its members are closed with 1012 (service restart), and come back to a
 // room loaded anew. When keep is not nil it gets the room's epoch and
-// history, copied, under the room's lock: what the room held when it was
+// history, under the room's lock: what the room held when it was
 // dropped, and nothing after. It reports whether the room was here.
 func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bool {
 	s := h.shard([]byte(name))
@@ -513,7 +513,7 @@ func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bo
 	r.mu.Lock()
 	r.closed = true
 	if keep != nil && r.loaded {
-		keep(r.epoch, r.tailLocked(true))
+		keep(r.epoch, r.tailLocked())
 	}
 	r.forgetHistoryLocked()
 	if r.notify != nil {

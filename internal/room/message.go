@@ -55,7 +55,9 @@ type Framing interface {
 }
 
 // alloc returns an empty buffer for a message of n bytes of JSON with the
-// framing's head already in it. Its capacity is the allocator's size class
+// framing's head already in it: a new one each time, never reused, so that
+// a message's bytes can be handed on (history, keep, the webhooks) without
+// a copy. Its capacity is the allocator's size class
 // (see sizeClass), so that the history counts what the message really
 // costs.
 func (h *Hub) alloc(n int) []byte {

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -157,5 +158,31 @@ func TestSweepKeepsARoomWithJoinersWaiting(t *testing.T) {
 	h.Verified("r")
 	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
 		t.Fatalf("after Verified the loop got %+v, want one Ready", ds)
+	}
+}
+
+// Drop hands keep, under the room's lock, the room's epoch and every
+// message its history held, as the members got them: what a follower
+// writes behind a gone owner (the Redis broker's fillFrom).
+func TestDropHandsKeepTheHistory(t *testing.T) {
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
+	r, joined := h.Join([]byte("r"), 0, Resume{}, nil)
+	for _, text := range []string{"a", "b", "c"} {
+		if _, err := r.Publish([]byte(`{"text":"`+text+`","seq":}`), len(`{"text":"`+text+`","seq":`), 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var epoch string
+	var tail []broker.Entry
+	if !h.Drop("r", func(e string, t []broker.Entry) { epoch, tail = e, t }) {
+		t.Fatal("the room was not dropped")
+	}
+	if epoch != joined.Epoch || len(tail) != 3 {
+		t.Fatalf("keep got epoch %q and %d messages, want %q and 3", epoch, len(tail), joined.Epoch)
+	}
+	for i, e := range tail {
+		if want := fmt.Sprintf(`{"text":"%c","seq":%d}`, 'a'+i, i+1); e.Seq != uint64(i+1) || string(e.Payload) != want {
+			t.Errorf("message %d: seq %d %s, want %s", i, e.Seq, e.Payload, want)
+		}
 	}
 }
