@@ -153,9 +153,8 @@ type DeliveryHandler interface {
 }
 
 // OwnershipHandler is how a cluster orders a room: the room's owner node
-// orders it here (owned) while the broker says so, and stops when the node
-// gives the room up (hands it to another node, or frees it) or its lease
-// lapses (docs/architecture.md, "The node-local fast path").
+// orders it here (owned) from Own until Drop, while its lease lives
+// (docs/architecture.md, "The node-local fast path").
 type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
@@ -170,20 +169,18 @@ type OwnershipHandler interface {
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)
-	// Lease says until when the rooms this node owns are its own; joins of
-	// an owned room wait while it has lapsed, until Verified or Drop.
+	// Lease says until when the rooms this node owns are its own. Joins
+	// of an owned room wait while it has lapsed; the next lease lets them
+	// in, so the broker gives it only once it has checked which rooms are
+	// still this node's and dropped the others.
 	Lease(until time.Time)
-	// Verified says an owned room is still this node's after its lease
-	// lapsed: joiners that waited join.
-	Verified(room string)
-	// Disown ends this node's ownership of the room; it returns the room's
-	// latest seq and whether the room was owned.
-	Disown(room string) (seq uint64, owned bool)
-	// Drop frees the room at once: its stream here can no longer be
-	// followed. Members rejoin a room loaded anew. A keep not nil gets,
-	// under the room's order, its epoch and the history it held (a
-	// follower writes what a gone owner may not have: fillFollowed).
-	Drop(room string, keep func(epoch string, tail []Entry)) bool
+	// Drop frees the room at once and ends this node's ownership of it:
+	// its stream here can no longer be followed, or the node stops and
+	// hands it on. Members rejoin a room loaded anew. A keep not nil gets,
+	// under the room's order, its epoch, latest seq and the history it
+	// held (a follower writes what a gone owner may not have:
+	// fillFollowed; a stopping owner hands its last seq on: handOver).
+	Drop(room string, keep func(epoch string, seq uint64, tail []Entry)) bool
 	// Follow hands another node that starts to follow an owned room what
 	// it loads the room from (epoch, latest seq, history) through add,
 	// which runs under the room's order, so that every later message

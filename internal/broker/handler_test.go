@@ -194,28 +194,7 @@ func (f *fakeRooms) Lease(until time.Time) {
 	f.note("lease")
 }
 
-func (f *fakeRooms) Verified(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.note("verified " + name)
-}
-
-func (f *fakeRooms) Disown(name string) (uint64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r := f.rooms[name]
-	if r == nil {
-		return 0, false
-	}
-	owned := r.owned
-	r.owned, r.ownFrom = false, 0
-	if owned {
-		f.note(fmt.Sprintf("disown %s %d", name, r.seq))
-	}
-	return r.seq, owned
-}
-
-func (f *fakeRooms) Drop(name string, keep func(epoch string, tail []Entry)) bool {
+func (f *fakeRooms) Drop(name string, keep func(epoch string, seq uint64, tail []Entry)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]
@@ -223,7 +202,7 @@ func (f *fakeRooms) Drop(name string, keep func(epoch string, tail []Entry)) boo
 		return false
 	}
 	if keep != nil && r.loaded {
-		keep(r.epoch, append([]Entry(nil), r.msgs...))
+		keep(r.epoch, r.seq, append([]Entry(nil), r.msgs...))
 	}
 	r.dropped = true
 	delete(f.rooms, name)

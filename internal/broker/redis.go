@@ -419,7 +419,10 @@ func (b *Redis) handOver() {
 	rooms := b.own.heldRooms()
 	var jobs []job
 	for _, r := range rooms {
-		seq, _ := b.h.Disown(r)
+		// Dropped: the node orders nothing more, and its members (none
+		// left once the server drained) rejoin elsewhere.
+		var seq uint64
+		b.h.Drop(r, func(_ string, last uint64, _ []Entry) { seq = last })
 		if fs := b.own.takeFollowers(r); len(fs) > 0 {
 			jobs = append(jobs, b.handoffJob(r, seq, fs))
 			continue

@@ -315,8 +315,8 @@ func TestForwardRefusedOnAFakeClock(t *testing.T) {
 // against a real Redis what its leaseClock says of the times it is given. A
 // renewal within the lease leaves alone a room taken over meanwhile (the
 // node learns it when Redis refuses its writes); one past the lease checks
-// the rooms held first, drops the one taken over, lets the joiners of the
-// other go on, and only then gives the rooms the new lease.
+// the rooms held first, drops the one taken over, and only then gives the
+// rooms the new lease, which lets the joiners of the other go on.
 func TestRedisRenewLeaseOnExplicitTimes(t *testing.T) {
 	rs := testsupport.StartRedis(t)
 	a := startNode(t, rs.URL(), 100)
@@ -348,14 +348,14 @@ func TestRedisRenewLeaseOnExplicitTimes(t *testing.T) {
 	got := a.h.calls[before:]
 	// leaseLoop, running meanwhile, may note a lease of its own: the last
 	// one noted is this renewal's or comes after it.
-	verified, leased := slices.Index(got, "verified kept"), -1
+	dropped, leased := slices.Index(got, "drop lost"), -1
 	for i, c := range got {
 		if c == "lease" {
 			leased = i
 		}
 	}
-	if verified < 0 || leased < verified {
-		t.Fatalf("calls %q: want kept verified, then the lease", got)
+	if dropped < 0 || leased < dropped {
+		t.Fatalf("calls %q: want lost dropped, then the lease (which lets kept's joiners in)", got)
 	}
 	if want := late.Add(nodeLease - leaseMargin); !lc.until.Equal(want) {
 		t.Errorf("lease until %v after the late renewal, want %v", lc.until.Sub(late), want.Sub(late))

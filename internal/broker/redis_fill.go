@@ -25,11 +25,11 @@ type fillJob struct {
 // fillFrom returns a Hub.Drop keep that queues the messages a dropped
 // followed room held, to be written behind its gone owner. It runs under
 // the room's order; the publisher's lock is a leaf.
-func (b *Redis) fillFrom(room string) func(epoch string, tail []Entry) {
+func (b *Redis) fillFrom(room string) func(epoch string, seq uint64, tail []Entry) {
 	if b.roomConfigOf(room).History == 0 {
 		return nil // no history kept: nothing to write
 	}
-	return func(epoch string, tail []Entry) {
+	return func(epoch string, _ uint64, tail []Entry) {
 		if len(tail) > 0 && epoch != "" {
 			b.pub.queue(job{kind: jobFill, room: room, fill: &fillJob{epoch: epoch, tail: tail}})
 		}

@@ -338,7 +338,7 @@ func (b *Redis) refuseForwardsTo(node string) {
 // Redis lacks is written behind it (redis_fill.go).
 func (b *Redis) dropFollowed(room, why string, fill bool) {
 	b.own.setOwner(room, "")
-	var keep func(string, []Entry)
+	var keep func(string, uint64, []Entry)
 	if fill {
 		keep = b.fillFrom(room)
 	}

@@ -94,7 +94,6 @@ func (b *Redis) release(room string, seq uint64) {
 func (b *Redis) lostRoom(room string) {
 	b.own.giveUp(room)
 	b.tellDropped(room)
-	b.h.Disown(room)
 	if b.h.Drop(room, nil) {
 		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
@@ -198,22 +197,18 @@ func (b *Redis) renewLease(ctx context.Context, lc *leaseClock, sent time.Time) 
 		return
 	}
 	until, checkPeers := lc.renewed(r)
+	// After a lapse, the rooms taken over meanwhile were dropped
+	// (verifyHeld): the new lease lets the joiners of the others go on
+	// (Handler.Lease).
 	b.setLease(until)
-	if r.verify {
-		// Joins that came between the check and the new lease waited on
-		// the lapsed one: they go on now.
-		for _, room := range b.own.heldRooms() {
-			b.h.Verified(room)
-		}
-	}
 	if checkPeers {
 		b.checkPeers(ctx)
 	}
 }
 
 // verifyHeld checks the rooms this node holds against Redis: those another
-// node took over are dropped, the others' waiting joiners go on. It reports
-// whether Redis answered.
+// node took over are dropped; the joiners of the others go on with the
+// lease renewLease gives next. It reports whether Redis answered.
 func (b *Redis) verifyHeld(ctx context.Context) bool {
 	rooms := b.own.heldRooms()
 	if len(rooms) == 0 {
@@ -232,9 +227,7 @@ func (b *Redis) verifyHeld(ctx context.Context) bool {
 		return false
 	}
 	for i, r := range rooms {
-		if cmds[i].(*redis.StringCmd).Val() == b.id {
-			b.h.Verified(r)
-		} else {
+		if cmds[i].(*redis.StringCmd).Val() != b.id {
 			b.lostRoom(r)
 		}
 	}

@@ -223,7 +223,6 @@ func (b *Redis) fill(ctx context.Context, name string, from, to uint64) bool {
 func (b *Redis) lostStream(room, why string) {
 	b.own.giveUp(room)
 	b.tellDropped(room)
-	b.h.Disown(room)
 	if b.h.Drop(room, nil) {
 		b.count.diverged.Add(1)
 		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)

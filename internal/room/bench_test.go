@@ -101,6 +101,31 @@ func BenchmarkPublishOwned(b *testing.B) {
 	}
 }
 
+// BenchmarkLease is a renewal of the node's lease (every second) with
+// 10,000 owned rooms: an atomic word, not a look at every room, which only
+// a lease after a lapsed one takes (BenchmarkLease/after-lapse).
+func BenchmarkLease(b *testing.B) {
+	h := newHub(b, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
+	for i := range 10_000 {
+		name := fmt.Sprintf("room-%d", i)
+		h.Join([]byte(name), 0, Resume{}, nil)
+		h.Own(name, 0)
+	}
+	b.Run("renewal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Lease(time.Now().Add(time.Hour))
+		}
+	})
+	b.Run("after-lapse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Lease(time.Now().Add(-time.Second))
+			h.Lease(time.Now().Add(time.Hour))
+		}
+	})
+}
+
 // BenchmarkQueue is the hand-over from a room to a loop: a push from the
 // publisher and the loop's Swap, every 64 pushes.
 func BenchmarkQueue(b *testing.B) {

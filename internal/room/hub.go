@@ -458,50 +458,47 @@ func (h *Hub) Own(name string, from uint64) {
 	r.ownFrom = max(r.ownFrom, from)
 }
 
-// Lease says until when the rooms this node owns are its own.
-func (h *Hub) Lease(until time.Time) { h.lease.Store(until.UnixNano()) }
+// Lease says until when the rooms this node owns are its own. A lease
+// given after the last one lapsed lets in the joiners that waited for owned
+// rooms meanwhile: the broker gives it once it has checked which rooms are
+// still this node's and dropped the others. Only then does Lease take
+// locks (each shard's, then each room's, one room at a time).
+func (h *Hub) Lease(until time.Time) {
+	now, end := time.Now().UnixNano(), until.UnixNano()
+	if prev := h.lease.Swap(end); prev <= now && now < end {
+		h.wakeOwnedJoiners()
+	}
+}
+
+// wakeOwnedJoiners tells the loops whose joiners wait for an owned room
+// (they came while the lease had lapsed) that they may join now. Every
+// room is looked at: it runs once a lapse, not once a lease.
+func (h *Hub) wakeOwnedJoiners() {
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for _, r := range s.rooms {
+			r.mu.Lock()
+			if r.owned && r.loaded {
+				r.wakeWaitingLocked()
+			}
+			r.mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+}
 
 func (h *Hub) leased() bool { return time.Now().UnixNano() < h.lease.Load() }
 
-// Verified tells the owned room's joiners, who waited while the node's
-// lease had lapsed, that the room is still this node's: they join now.
-func (h *Hub) Verified(name string) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loaded {
-		r.wakeWaitingLocked()
-	}
-}
-
-// Disown ends this node's ownership of the room and returns the room's
-// latest seq (no message is ordered here after it) and whether the room
-// was owned.
-func (h *Hub) Disown(name string) (uint64, bool) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return 0, false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	owned := r.owned
-	r.owned, r.ownFrom = false, 0
-	if r.loaded { // joiners that waited on the lease
-		r.wakeWaitingLocked()
-	}
-	return r.seq, owned
-}
-
-// Drop frees the room at once, members or not: its stream here can no
-// longer be followed (another node took it over, or its owner is gone).
+// Drop frees the room at once, members or not, and ends this node's
+// ownership of it: its stream here can no longer be followed (another node
+// took it over, or its owner is gone), or the node stops and hands it on.
 // Its members are closed with 1012 (service restart), and come back to a
-// room loaded anew. When keep is not nil it gets the room's epoch and
-// history, under the room's lock: what the room held when it was
-// dropped, and nothing after. It reports whether the room was here.
-func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bool {
+// room loaded anew. When keep is not nil it gets the room's epoch, latest
+// seq and history, under the room's lock: what the room held when it was
+// dropped, and nothing after (no message is ordered here after that seq).
+// It reports whether the room was here.
+func (h *Hub) Drop(name string, keep func(epoch string, seq uint64, tail []broker.Entry)) bool {
 	s := h.shard([]byte(name))
 	s.mu.Lock()
 	r := s.rooms[name]
@@ -513,7 +510,7 @@ func (h *Hub) Drop(name string, keep func(epoch string, tail []broker.Entry)) bo
 	r.mu.Lock()
 	r.closed = true
 	if keep != nil && r.loaded {
-		keep(r.epoch, r.tailLocked())
+		keep(r.epoch, r.seq, r.tailLocked())
 	}
 	r.forgetHistoryLocked()
 	if r.notify != nil {

@@ -36,9 +36,10 @@ func TestPublishOwned(t *testing.T) {
 		{"the seqs before came", func() { h.DeliverMany([]broker.Delivered{{Room: "r", Seq: 5, Payload: []byte(`{"seq":5}`)}}) }, true},
 		{"lease lapsed", func() { h.Lease(time.Now().Add(-time.Second)) }, false},
 		{"leased again", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
-		{"disowned", func() {
-			if seq, owned := h.Disown("r"); !owned || seq != 7 {
-				t.Errorf("disown: seq %d owned %v, want 7 and true", seq, owned)
+		{"dropped", func() {
+			var last uint64
+			if !h.Drop("r", func(_ string, seq uint64, _ []broker.Entry) { last = seq }) || last != 7 {
+				t.Errorf("drop: keep got seq %d, want 7", last)
 			}
 		}, false},
 	}
@@ -61,15 +62,19 @@ func TestPublishOwned(t *testing.T) {
 	if string(k[1].Payload) != `{"text":"the seqs before came","seq":6}` {
 		t.Errorf("kept payload %q", k[1].Payload)
 	}
-	// The members got the same frames, in the same order.
+	// The members got the same frames, in the same order, then the drop.
 	var seqs []uint64
+	var dropped bool
 	for _, d := range q.Swap(nil) {
-		if !d.Ready {
+		switch {
+		case d.Dropped:
+			dropped = true
+		case !d.Ready:
 			seqs = append(seqs, d.Seq)
 		}
 	}
-	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 5 || seqs[2] != 6 || seqs[3] != 7 {
-		t.Errorf("delivered seqs %v, want 1 5 6 7", seqs)
+	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 5 || seqs[2] != 6 || seqs[3] != 7 || !dropped {
+		t.Errorf("delivered seqs %v and dropped %v, want 1 5 6 7 and true", seqs, dropped)
 	}
 }
 
@@ -102,8 +107,9 @@ func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
 }
 
 // While an owning node's lease has lapsed, joiners of its owned rooms wait:
-// the room may be another node's by now. Verified lets them in; Drop frees
-// the room and tells the loops to close its members and rejoin its joiners.
+// the room may be another node's by now. The next lease lets them in (the
+// broker gives it once it has dropped the rooms taken over); Drop frees the
+// room and tells the loops to close its members and rejoin its joiners.
 func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	q := NewQueue(func() {})
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
@@ -113,12 +119,16 @@ func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
 		t.Fatal("a join of an owned room went in with the lease lapsed")
 	}
-	h.Verified("r")
+	h.Lease(time.Now().Add(time.Minute))
 	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
-		t.Fatalf("after Verified the loop got %+v, want one Ready", ds)
+		t.Fatalf("after the lease came back the loop got %+v, want one Ready", ds)
 	}
+	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); res.Pending {
+		t.Fatal("a join waited with the lease back")
+	}
+	h.Lease(time.Now().Add(-time.Second))
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
-		t.Fatal("Verified renews nothing: the lease is the broker's to renew")
+		t.Fatal("a join of an owned room went in with the lease lapsed again")
 	}
 	if !h.Drop("r", nil) {
 		t.Fatal("Drop found no room")
@@ -155,9 +165,9 @@ func TestSweepKeepsARoomWithJoinersWaiting(t *testing.T) {
 	if n := h.Sweep(time.Now().Add(time.Hour)); n != 0 || h.Lookup([]byte("r")) == nil {
 		t.Fatalf("swept %d rooms: the room with a joiner waiting was freed", n)
 	}
-	h.Verified("r")
+	h.Lease(time.Now().Add(time.Minute))
 	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
-		t.Fatalf("after Verified the loop got %+v, want one Ready", ds)
+		t.Fatalf("after the lease came back the loop got %+v, want one Ready", ds)
 	}
 }
 
@@ -173,12 +183,13 @@ func TestDropHandsKeepTheHistory(t *testing.T) {
 		}
 	}
 	var epoch string
+	var seq uint64
 	var tail []broker.Entry
-	if !h.Drop("r", func(e string, t []broker.Entry) { epoch, tail = e, t }) {
+	if !h.Drop("r", func(e string, s uint64, t []broker.Entry) { epoch, seq, tail = e, s, t }) {
 		t.Fatal("the room was not dropped")
 	}
-	if epoch != joined.Epoch || len(tail) != 3 {
-		t.Fatalf("keep got epoch %q and %d messages, want %q and 3", epoch, len(tail), joined.Epoch)
+	if epoch != joined.Epoch || seq != 3 || len(tail) != 3 {
+		t.Fatalf("keep got epoch %q, seq %d and %d messages, want %q, 3 and 3", epoch, seq, len(tail), joined.Epoch)
 	}
 	for i, e := range tail {
 		if want := fmt.Sprintf(`{"text":"%c","seq":%d}`, 'a'+i, i+1); e.Seq != uint64(i+1) || string(e.Payload) != want {

@@ -56,7 +56,8 @@ type Room struct {
 	// In a cluster, a room is owned by one node (see broker.Redis): its
 	// messages are ordered there, once the seqs ordered before (up to
 	// ownFrom: the seq it was loaded or handed over with) arrived, while
-	// the node's lease (Hub.Lease) lives.
+	// the node's lease (Hub.Lease) lives. It stays owned until it is
+	// dropped (Hub.Drop): a node never gives up a room it keeps.
 	owned   bool
 	ownFrom uint64
 	// remote counts this node's publishes on their way to another node's
