@@ -159,13 +159,10 @@ type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
 	// (a cluster's node-local fast path), handing it to keep in seq order
 	// under the room's order, and returns its seq; false when the room is
-	// not owned here.
+	// not owned here. While a publish of the room is on its way to another
+	// node's order, the broker must not call it for the room: a later
+	// message of the same sender would overtake it.
 	PublishOwned(p Publication, keep func(room string, e Entry)) (uint64, bool)
-	// Answered says that a publish PublishOwned declined, and the broker
-	// sent on to the room's owner, was answered: ordered, or given up.
-	// Until every declined publish of a room is answered, the room
-	// declines more: they must not overtake it.
-	Answered(room string)
 	// Own makes the room owned by this node from the moment its seq
 	// reached from.
 	Own(room string, from uint64)

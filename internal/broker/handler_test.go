@@ -284,8 +284,6 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 	f.note("disconnect " + d.User + " " + d.Conn + " " + d.Reason)
 }
 
-func (f *fakeRooms) Answered(string) {}
-
 // Settled records a refusal (seq 0) with the message's payload and ID, and
 // hands the answer to the publish's waiter (publishTo).
 func (f *fakeRooms) Settled(p Publication, seq uint64) {

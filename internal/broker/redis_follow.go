@@ -138,7 +138,7 @@ func (b *Redis) onFollowRec(r followRec) {
 			b.retryForward(fw)
 		default:
 			b.count.published.Add(1)
-			b.h.Answered(p.Room)
+			b.own.answered(p.Room)
 			b.h.Settled(p, r.seq)
 		}
 	case recSnapshot, recNotOwner:
@@ -192,10 +192,7 @@ func (b *Redis) onFollowAsk(room, node string) {
 func (b *Redis) onForward(r followRec) {
 	node, req := r.node, r.req
 	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1}
-	seq, ok := b.h.PublishOwned(p, b.keep)
-	if !ok {
-		b.h.Answered(r.room) // declined, and not sent on
-	}
+	seq, _ := b.h.PublishOwned(p, b.keep) // 0: not ordered here now
 	// After the message itself, which keep queued for the follower under
 	// the room's order: the answer never overtakes it.
 	b.sendTo(node, encAck(req, seq))
@@ -406,22 +403,23 @@ func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
 }
 
 // orderHere orders a publish whose room was handed to this node while it
-// was on its way to the old owner (a drained node's). Its decline is
-// answered first: a room orders nothing while one is unanswered. Declined
-// again (the handover's record not read yet, or publishes sent on before
-// it still unanswered), it is tried again every retryWait/4 for up to
-// forwardTimeout, holding no count while it waits: several waits, each
-// counted, held each other back until all were refused. So it may be
-// ordered after a publish its sender sent later (docs/cluster.md).
+// was on its way to the old owner (a drained node's). It is no longer out
+// (answered first): a room orders nothing while one is. Declined (the
+// handover's record not read yet, or publishes sent on before it still
+// out), it is tried again every retryWait/4 for up to forwardTimeout,
+// holding no count while it waits: several waits, each counted, would hold
+// each other back until all were refused. So it may be ordered after a
+// publish its sender sent later (docs/cluster.md).
 func (b *Redis) orderHere(ctx context.Context, p Publication) {
 	until := time.Now().Add(forwardTimeout)
-	b.h.Answered(p.Room)
+	b.own.answered(p.Room)
 	for {
-		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
-			b.h.Settled(p, seq)
-			return
+		if !b.own.isOut(p.Room) {
+			if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+				b.h.Settled(p, seq)
+				return
+			}
 		}
-		b.h.Answered(p.Room)
 		if time.Now().After(until) || !sleepCtx(ctx, retryWait/4) {
 			b.giveUp(p)
 			return

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -33,11 +34,18 @@ type follows struct {
 	waiting   map[string]chan followRec // room loading from its owner → its answer
 	pending   map[uint64]forward        // forwarded publishes by request id
 	nextReq   uint64
+	// out counts, per room, this node's publishes on their way to another
+	// node's order (sent on to the room's owner or holder, retried, or
+	// handed back to be ordered here: orderHere), not yet answered; outN
+	// is their sum, read without the lock, so that a node with none out
+	// orders its owned rooms' messages without taking it.
+	out  map[string]int
+	outN atomic.Int64
 }
 
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
-		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}}
+		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string]int{}}
 }
 
 // addFollower records that node follows room, owned here.
@@ -186,4 +194,43 @@ func (s *ownState) takeExpired(deadline time.Time, owner string) []forward {
 		}
 	}
 	return fws
+}
+
+// sendOut records that a publish of room goes out to another node's order.
+// Its publisher calls it before Publish returns, so that the sender's next
+// message, which comes after, sees it (isOut).
+func (s *ownState) sendOut(room string) {
+	s.mu.Lock()
+	s.out[room]++
+	s.outN.Add(1)
+	s.mu.Unlock()
+}
+
+// answered records that a publish of room sent out was answered: ordered
+// by another node, handed back to be ordered here, or given up.
+func (s *ownState) answered(room string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch n := s.out[room]; {
+	case n == 0:
+		return
+	case n == 1:
+		delete(s.out, room)
+	default:
+		s.out[room] = n - 1
+	}
+	s.outN.Add(-1)
+}
+
+// isOut reports whether a publish of room is on its way to another node's
+// order: while one is, the room is not ordered here, or a later message of
+// the same sender could overtake it (the room was handed to this node, or
+// loaded here, while the earlier one was out).
+func (s *ownState) isOut(room string) bool {
+	if s.outN.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out[room] > 0
 }

@@ -33,14 +33,17 @@ func (b *Redis) Publish(p Publication) (uint64, error) {
 	if over && len(b.own.followersOf(p.Room)) > 0 {
 		return 0, b.refuseOverloaded(p)
 	}
-	if seq, ok := b.h.PublishOwned(p, b.keep); ok {
-		return seq, nil
+	if !b.own.isOut(p.Room) {
+		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+			return seq, nil
+		}
 	}
 	if over {
 		return 0, b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
-	p.From = -1 // delivered from the broker's goroutine
+	p.From = -1           // delivered from the broker's goroutine
+	b.own.sendOut(p.Room) // answered: the recAck, unsent or orderHere
 	// Followed: to the owner. Else the room's holder of the moment orders
 	// it, this node's room included (the room loading here, or owned but
 	// not ordering yet).
@@ -61,7 +64,6 @@ func (b *Redis) overloaded() bool {
 
 // refuseOverloaded refuses p (ErrOverloaded): nothing of it was sent.
 func (b *Redis) refuseOverloaded(p Publication) error {
-	b.h.Answered(p.Room)
 	b.count.overloaded.Add(1)
 	return ErrOverloaded
 }
@@ -76,7 +78,7 @@ func unixNano() int64 { return time.Now().UnixNano() }
 // refusal and the message; if the stream was lost, every member of the
 // room is told (lostStream).
 func (b *Redis) unsent(p Publication) {
-	b.h.Answered(p.Room)
+	b.own.answered(p.Room)
 	b.giveUp(p)
 }
 
@@ -501,13 +503,12 @@ func (b *Redis) publishDown(p Publication) (uint64, error) {
 	// no one, though answered a seq), so it is refused. Nobody can start
 	// following it meanwhile: that takes Redis.
 	followed := len(b.own.followersOf(p.Room)) > 0
-	if !followed {
+	if !followed && !b.own.isOut(p.Room) {
 		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
 			b.count.local.Add(1)
 			return seq, nil
 		}
 	}
-	b.h.Answered(p.Room) // declined, and not sent on either
 	b.count.refused.Add(1)
 	return 0, ErrUnavailable
 }

@@ -430,18 +430,6 @@ func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker
 	return r.publishOwned(p, keep)
 }
 
-// Answered says that a publish that PublishOwned declined, sent on to the
-// room's owner, was answered (ordered, or refused for good).
-func (h *Hub) Answered(name string) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	r.remote = max(r.remote-1, 0) // a room made anew meanwhile never counted it
-	r.mu.Unlock()
-}
-
 // Own makes the room owned by this node, from the moment its seq reached
 // from (the seqs the broker handed out before).
 func (h *Hub) Own(name string, from uint64) {

@@ -52,9 +52,6 @@ func TestPublishOwned(t *testing.T) {
 		if got && (len(k) == 0 || seq != k[len(k)-1].Seq) {
 			t.Errorf("%s: PublishOwned returned seq %d, kept %+v", s.name, seq, k)
 		}
-		if !got {
-			h.Answered("r") // as the broker does once the room's owner answered it
-		}
 	}
 	if len(k) != 3 || k[0].Seq != 1 || k[1].Seq != 6 || k[2].Seq != 7 {
 		t.Fatalf("kept %+v, want seqs 1, 6, 7", k)
@@ -75,34 +72,6 @@ func TestPublishOwned(t *testing.T) {
 	}
 	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 5 || seqs[2] != 6 || seqs[3] != 7 || !dropped {
 		t.Errorf("delivered seqs %v and dropped %v, want 1 5 6 7 and true", seqs, dropped)
-	}
-}
-
-// A message an owned room declined goes through Redis to the room's holder
-// (its owner elsewhere, or this node once the room is ordered here): until
-// it is answered, the room orders nothing here, or the next message could
-// overtake it.
-func TestOwnedRoomWaitsForPublishesThroughRedis(t *testing.T) {
-	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
-	h.Join([]byte("r"), 0, Resume{}, nil)
-	p := broker.Publication{Room: "r", Prefix: []byte(`{"seq":`), Suffix: []byte(`}`)}
-	var k kept
-	h.Own("r", 0)
-	if _, ok := h.PublishOwned(p, k.keep); ok {
-		t.Fatal("published with no lease")
-	}
-	h.Lease(time.Now().Add(time.Minute))
-	if _, ok := h.PublishOwned(p, k.keep); ok {
-		t.Fatal("published while a message declined before is on its way through Redis")
-	}
-	h.Answered("r")
-	if _, ok := h.PublishOwned(p, k.keep); ok {
-		t.Fatal("published with one of two declined messages answered")
-	}
-	h.Answered("r")
-	h.Answered("r") // the one just declined
-	if _, ok := h.PublishOwned(p, k.keep); !ok || len(k) != 1 {
-		t.Fatalf("not published once every declined message was answered (kept %v)", k)
 	}
 }
 

@@ -56,10 +56,11 @@ func (h *Hub) LeavePoll(r *Room) {
 }
 
 // unusedLocked reports whether r holds nothing a later client could want:
-// no member, no joiner waiting for it to load, no message ever, none on
-// its way through the broker, not owned.
+// no member, no joiner waiting for it to load, no message ever, not owned.
+// A publish of it on its way to another node's order keeps nothing here:
+// its answer goes to its publisher (Hub.Settled), not to the room.
 func (r *Room) unusedLocked() bool {
-	return r.members == 0 && r.seq == 0 && r.hist.n == 0 && !r.owned && r.remote == 0 && len(r.early) == 0 && !r.joinersWaitingLocked()
+	return r.members == 0 && r.seq == 0 && r.hist.n == 0 && !r.owned && len(r.early) == 0 && !r.joinersWaitingLocked()
 }
 
 // joinersWaitingLocked reports whether a loop has joiners waiting for the

@@ -60,12 +60,6 @@ type Room struct {
 	// dropped (Hub.Drop): a node never gives up a room it keeps.
 	owned   bool
 	ownFrom uint64
-	// remote counts this node's publishes on their way to another node's
-	// order (declined by publishOwned, sent on to the room's owner or
-	// holder, not yet answered): while any is, the room is not ordered
-	// here, or its messages could overtake it (a room handed to this node,
-	// or loaded here, while its earlier publishes were still out).
-	remote int
 
 	pres presence
 }
@@ -138,7 +132,6 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.ordersHereLocked() {
-		r.remote++ // the broker sends it to the room's owner, and says when it is answered
 		return 0, false
 	}
 	m := r.orderLocked(p)
@@ -148,10 +141,11 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 
 // ordersHereLocked reports whether the room orders its messages on this
 // node now: owned, loaded, not freed, every seq ordered before its
-// ownership here arrived, none of this node's publishes still on their
-// way to another node's order, and the node's lease alive.
+// ownership here arrived, and the node's lease alive. (That none of this
+// node's publishes is still on its way to another node's order is the
+// broker's to check: it sent them.)
 func (r *Room) ordersHereLocked() bool {
-	return r.owned && !r.closed && r.loaded && r.seq >= r.ownFrom && r.remote == 0 && r.hub.leased()
+	return r.owned && !r.closed && r.loaded && r.seq >= r.ownFrom && r.hub.leased()
 }
 
 // appendLocked makes m the room's latest message: history, then every
