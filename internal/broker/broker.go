@@ -41,12 +41,9 @@ type Broker interface {
 	Unsubscribe(room string)
 	// Run works until ctx is done, then releases the broker's connections.
 	Run(ctx context.Context) error
-	// Up reports whether the broker reaches every node and its rooms are
-	// in step with the cluster: false while a cluster's broker is cut off
-	// (owned rooms go on, shared ones refuse) and until it has checked
-	// every room after.
-	Up() bool
-	// Stats returns the broker's counters.
+	// Stats returns the broker's state (Up, InStep) and counters. It takes
+	// no lock: the rooms call it under a room's lock, the server's
+	// readiness check at every probe.
 	Stats() Stats
 }
 
@@ -234,7 +231,12 @@ type Entry struct {
 
 // Stats counts a broker's traffic.
 type Stats struct {
-	Up          bool   // the broker reaches the other nodes
+	Up bool // the broker reaches the other nodes
+	// InStep: the broker reaches every node and its rooms are in step with
+	// the cluster: false while a cluster's broker is cut off (owned rooms
+	// go on, shared ones refuse) and until it has checked every room after.
+	// The node is ready (/readyz) only while it is.
+	InStep      bool
 	Published   uint64 // messages sent on to their room's owner on another node, and answered
 	Received    uint64 // messages of followed rooms received from their owners
 	Errors      uint64 // failed broker operations

@@ -66,10 +66,7 @@ func (m *Memory) Run(ctx context.Context) error {
 	return nil
 }
 
-// Up implements Broker: a single node is never cut off.
-func (m *Memory) Up() bool { return true }
-
 // Stats implements Broker. Messages published are not counted: no broker
 // carries them (and a shared counter would cost every message a contended
 // atomic add); the server counts them.
-func (m *Memory) Stats() Stats { return Stats{Up: true, Rooms: m.rooms.Load()} }
+func (m *Memory) Stats() Stats { return Stats{Up: true, InStep: true, Rooms: m.rooms.Load()} }

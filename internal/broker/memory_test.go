@@ -30,7 +30,7 @@ func TestMemory(t *testing.T) {
 			t.Errorf("after publishing %s…%s the room holds %q, want it to end with %q", tt.prefix, tt.suffix, got, tt.want)
 		}
 	}
-	if s := m.Stats(); !s.Up || s.Published != 0 || s.Rooms != 1 || !m.Up() {
+	if s := m.Stats(); !s.Up || s.Published != 0 || s.Rooms != 1 || !s.InStep {
 		t.Errorf("stats %+v", s)
 	}
 	m.Unsubscribe("a")

@@ -260,9 +260,9 @@ func (b *Redis) roomOf(channel string) string {
 	return strings.TrimSuffix(s, "}:messages")
 }
 
-// Up implements Broker: it reports whether Redis answers and every room
-// has been checked against its stream since the last outage.
-func (b *Redis) Up() bool { return b.health.ready() }
+// inStep reports whether Redis answers and every room has been checked
+// against its stream since the last outage (Stats.InStep).
+func (b *Redis) inStep() bool { return b.health.ready() }
 
 // counters is what the broker counts of its work, and its last error: each
 // is added to where the work happens, by any goroutine, and read by Stats.
@@ -302,7 +302,7 @@ func (c *counters) read(s *Stats) {
 func (b *Redis) Stats() Stats {
 	n := b.sub.count()
 	held := b.own.heldCount()
-	s := Stats{Up: b.health.up.Load(), Rooms: int64(n), Owned: int64(held)}
+	s := Stats{Up: b.health.up.Load(), InStep: b.health.ready(), Rooms: int64(n), Owned: int64(held)}
 	b.count.read(&s)
 	return s
 }

@@ -1,6 +1,9 @@
 package broker
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ownState is this node's state of room ownership (redis_own.go): the
 // rooms this node holds, and the followers and owners of rooms (follows,
@@ -11,6 +14,7 @@ import "sync"
 type ownState struct {
 	mu      sync.Mutex
 	granted map[string]bool // the rooms this node holds, not given up
+	held    atomic.Int64    // len(granted), for Stats without the lock
 	follows                 // the owner protocol's followers, owners and forwards
 }
 
@@ -22,6 +26,7 @@ func newOwnState() ownState {
 func (s *ownState) grant(room string) {
 	s.mu.Lock()
 	s.granted[room] = true
+	s.held.Store(int64(len(s.granted)))
 	s.mu.Unlock()
 }
 
@@ -38,6 +43,7 @@ func (s *ownState) giveUp(room string) bool {
 	defer s.mu.Unlock()
 	held := s.granted[room]
 	delete(s.granted, room)
+	s.held.Store(int64(len(s.granted)))
 	return held
 }
 
@@ -53,8 +59,4 @@ func (s *ownState) heldRooms() []string {
 }
 
 // heldCount returns the number of rooms held here.
-func (s *ownState) heldCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.granted)
-}
+func (s *ownState) heldCount() int { return int(s.held.Load()) }

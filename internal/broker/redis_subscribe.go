@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,7 @@ type subscriptions struct {
 	cmds  []subCmd
 	wake  chan struct{} // cmds were queued
 	rooms map[string]*roomState
+	n     atomic.Int64  // len(rooms), for Stats without the lock
 	kept  keptRooms     // the rooms loaded from Redis, whose keys this node keeps alive (redis_keepalive.go)
 	pres  presenceState // what this node reported, whom it follows (redis_presence.go)
 }

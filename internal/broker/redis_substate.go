@@ -8,11 +8,7 @@ import "time"
 // is taken by its own methods alone, each step under one acquisition.
 
 // count returns how many rooms are subscribed here.
-func (s *subscriptions) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.rooms)
-}
+func (s *subscriptions) count() int { return int(s.n.Load()) }
 
 // config returns the room's RoomConfig as resolved when it was subscribed,
 // and whether it is subscribed.
@@ -72,6 +68,7 @@ func (s *subscriptions) add(room string, st *roomState) (oldConn *pubsub) {
 	defer s.mu.Unlock()
 	oldConn = s.rooms[room].conn()
 	s.rooms[room] = st
+	s.n.Store(int64(len(s.rooms)))
 	return oldConn
 }
 
@@ -82,6 +79,7 @@ func (s *subscriptions) remove(room string) (oldConn *pubsub) {
 	defer s.mu.Unlock()
 	oldConn = s.rooms[room].conn()
 	delete(s.rooms, room)
+	s.n.Store(int64(len(s.rooms)))
 	s.kept.remove(room)
 	return oldConn
 }

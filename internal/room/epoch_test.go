@@ -67,7 +67,7 @@ func TestReplayHonoursTheEpoch(t *testing.T) {
 // downBroker is a broker that reports itself cut off from the cluster.
 type downBroker struct{ broker.Broker }
 
-func (downBroker) Up() bool { return false }
+func (downBroker) Stats() broker.Stats { return broker.Stats{} }
 
 // A resume from another stream of the room, while the broker cannot tell
 // which stream is current, is not served: the client could be handed back

@@ -301,7 +301,7 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 		r.waiting[loop] = true
 		return JoinResult{Pending: true}, true
 	}
-	if rs.HasSince && rs.Epoch != "" && rs.Epoch != r.epoch && !r.hub.broker.Up() {
+	if rs.HasSince && rs.Epoch != "" && rs.Epoch != r.epoch && !r.hub.broker.Stats().InStep {
 		return JoinResult{Unavailable: true}, true
 	}
 	if r.fullLocked() {

@@ -309,7 +309,7 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "shutting down")
 		return
 	}
-	if !s.broker.Up() {
+	if !s.broker.Stats().InStep {
 		// Still serving this node's members: a load balancer should keep
 		// sending clients here, so the status stays 200.
 		w.Header().Set("X-Scalechat-Degraded", "redis")
