@@ -287,9 +287,9 @@ func TestHandoverOnAFakeClock(t *testing.T) {
 // forwarded to an owner whose lease ended (ownerGone) at once.
 func TestForwardRefusedOnAFakeClock(t *testing.T) {
 	s := newOwnState()
-	first := s.addPending(Publication{Room: "r"}, "a", at(0), 1)
-	s.addPending(Publication{Room: "r"}, "a", at(500*time.Millisecond), 1)
-	s.addPending(Publication{Room: "q"}, "b", at(900*time.Millisecond), 1)
+	first := s.addPending(forward{p: Publication{Room: "r"}, owner: "a", sent: at(0), tries: 1})
+	s.addPending(forward{p: Publication{Room: "r"}, owner: "a", sent: at(500 * time.Millisecond), tries: 1})
+	s.addPending(forward{p: Publication{Room: "q"}, owner: "b", sent: at(900 * time.Millisecond), tries: 1})
 	for _, c := range []struct {
 		now  time.Duration
 		want int

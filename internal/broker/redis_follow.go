@@ -90,14 +90,14 @@ func (b *Redis) keepFollowed(room string, e Entry) bool {
 
 // forwardPublish sends p on to the owner of its room, if this node follows
 // the room, and reports whether it did.
-func (b *Redis) forwardPublish(p Publication) bool {
-	owner := b.own.ownerOf(p.Room)
+func (b *Redis) forwardPublish(fw forward) bool {
+	owner := b.own.ownerOf(fw.p.Room)
 	if owner == "" {
 		return false
 	}
-	p.From = -1
-	req := b.own.addPending(p, owner, time.Now(), 1)
-	b.sendTo(owner, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
+	fw.owner, fw.sent = owner, time.Now()
+	req := b.own.addPending(fw)
+	b.sendTo(owner, encForward(fw.p.Room, b.id, req, fw.p.Prefix, fw.p.Suffix))
 	return true
 }
 
@@ -138,7 +138,7 @@ func (b *Redis) onFollowRec(r followRec) {
 			b.retryForward(fw)
 		default:
 			b.count.published.Add(1)
-			b.own.answered(p.Room)
+			b.own.answered(p.Room, fw.ticket)
 			b.h.Settled(p, r.seq)
 		}
 	case recSnapshot, recNotOwner:
@@ -326,7 +326,7 @@ func (b *Redis) ownerGone(node string) {
 // connections are up: the drop closes the rooms' members.
 func (b *Redis) refuseForwardsTo(node string) {
 	for _, fw := range b.own.takeExpired(time.Time{}, node) {
-		b.unsent(fw.p)
+		b.unsent(fw)
 	}
 }
 
@@ -367,62 +367,77 @@ func (b *Redis) unheard(node string) {
 // room (orderHere). A room nobody holds yet (its load here or elsewhere
 // has not claimed it) is looked at again retryWait later; after
 // maxForwardTries the publish is refused.
-func (b *Redis) forwardToHolder(ctx context.Context, p Publication, tries int) {
+func (b *Redis) forwardToHolder(ctx context.Context, fw forward) {
 	if ctx.Err() != nil {
 		// Stopping (an answer read as the node hands its rooms over):
 		// Run no longer waits for a goroutine started now.
-		b.unsent(p)
+		b.unsent(fw)
 		return
 	}
 	b.waitWG.Go(func() {
-		if tries > 1 && !sleepCtx(ctx, retryWait) {
-			b.unsent(p)
+		if fw.tries > 1 && !sleepCtx(ctx, retryWait) {
+			b.unsent(fw)
 			return
 		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		holder, err := b.rdb.Get(c, b.holderKey(p.Room)).Result()
+		holder, err := b.rdb.Get(c, b.holderKey(fw.p.Room)).Result()
 		cancel()
 		if err == nil && holder == b.id {
-			b.orderHere(ctx, p)
+			b.orderHere(ctx, fw)
 			return
 		}
 		if err != nil && !errorsIsNil(err) {
 			if ctx.Err() == nil {
 				b.fail("read a room's holder", err)
 			}
-			b.unsent(p)
+			b.unsent(fw)
 			return
 		}
 		if holder == "" {
-			b.retryForward(forward{p: p, tries: tries})
+			b.retryForward(fw)
 			return
 		}
-		req := b.own.addPending(p, holder, time.Now(), tries)
-		b.sendTo(holder, encForward(p.Room, b.id, req, p.Prefix, p.Suffix))
+		fw.owner, fw.sent = holder, time.Now()
+		req := b.own.addPending(fw)
+		b.sendTo(holder, encForward(fw.p.Room, b.id, req, fw.p.Prefix, fw.p.Suffix))
 	})
 }
 
 // orderHere orders a publish whose room was handed to this node while it
-// was on its way to the old owner (a drained node's). It is no longer out
-// (answered first): a room orders nothing while one is. Declined (the
-// handover's record not read yet, or publishes sent on before it still
-// out), it is tried again every retryWait/4 for up to forwardTimeout,
-// holding no count while it waits: several waits, each counted, would hold
-// each other back until all were refused. So it may be ordered after a
-// publish its sender sent later (docs/cluster.md).
-func (b *Redis) orderHere(ctx context.Context, p Publication) {
+// was on its way to the old owner (a drained node's), once it is the
+// first of the room's publishes out (ownState.firstOut): the publishes
+// handed back here go in the order they were sent, each waiting for those
+// before it, whether these are waiting here too or still out at another
+// node. Behind another, it looks again as soon as a publish out is
+// answered; declined (the handover's record not read yet), it is tried
+// again retryWait/4 later; after forwardTimeout it is refused.
+func (b *Redis) orderHere(ctx context.Context, fw forward) {
 	until := time.Now().Add(forwardTimeout)
-	b.own.answered(p.Room)
+	t := time.NewTimer(retryWait / 4)
+	defer t.Stop()
 	for {
-		if !b.own.isOut(p.Room) {
-			if seq, ok := b.h.PublishOwned(p, b.keep); ok {
-				b.h.Settled(p, seq)
+		first, answered := b.own.firstOut(fw.p.Room, fw.ticket)
+		if first {
+			if seq, ok := b.h.PublishOwned(fw.p, b.keep); ok {
+				b.own.answered(fw.p.Room, fw.ticket)
+				b.h.Settled(fw.p, seq)
 				return
 			}
+			answered = nil // declined: only the next try tells
 		}
-		if time.Now().After(until) || !sleepCtx(ctx, retryWait/4) {
-			b.giveUp(p)
+		if time.Now().After(until) {
+			b.own.answered(fw.p.Room, fw.ticket)
+			b.giveUp(fw.p)
 			return
+		}
+		t.Reset(retryWait / 4)
+		select {
+		case <-ctx.Done():
+			b.own.answered(fw.p.Room, fw.ticket)
+			b.giveUp(fw.p)
+			return
+		case <-answered:
+		case <-t.C:
 		}
 	}
 }
@@ -436,10 +451,11 @@ func (b *Redis) orderHere(ctx context.Context, p Publication) {
 // again: it would be ordered twice.
 func (b *Redis) retryForward(fw forward) {
 	if fw.tries >= maxForwardTries {
-		b.unsent(fw.p)
+		b.unsent(fw)
 		return
 	}
-	b.forwardToHolder(b.runCtx(), fw.p, fw.tries+1)
+	fw.tries++
+	b.forwardToHolder(b.runCtx(), fw)
 }
 
 // sendUnheard sends again, to the holder of the moment, the publishes
@@ -474,7 +490,7 @@ func (b *Redis) forwardsIn(batch []job, js []int) []forward {
 // come, their senders could be gone (their room dropped) before being told.
 func (b *Redis) sendFailed(batch []job, js []int) {
 	for _, fw := range b.forwardsIn(batch, js) {
-		b.unsent(fw.p)
+		b.unsent(fw)
 	}
 }
 
@@ -482,7 +498,7 @@ func (b *Redis) sendFailed(batch []job, js []int) {
 // answered within forwardTimeout.
 func (b *Redis) expireForwards(now time.Time) {
 	for _, fw := range b.own.takeExpired(forwardDeadline(now), "") {
-		b.unsent(fw.p)
+		b.unsent(fw)
 	}
 }
 

@@ -384,7 +384,7 @@ func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
 			n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour})
 			n.h.open("r")
 			n.b.own.setOwner("r", "gone")
-			n.b.own.addPending(Publication{Room: "r", Prefix: []byte("x#")}, "gone", time.Now(), 1)
+			n.b.own.addPending(forward{p: Publication{Room: "r", Prefix: []byte("x#")}, owner: "gone", sent: time.Now(), tries: 1, ticket: n.b.own.sendOut("r")})
 			c.gone(n.b, "gone")
 			n.h.mu.Lock()
 			defer n.h.mu.Unlock()

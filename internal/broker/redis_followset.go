@@ -1,16 +1,18 @@
 package broker
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
 
 // forward is a publish sent on to its room's owner, waiting for its seq.
 type forward struct {
-	p     Publication
-	owner string
-	sent  time.Time
-	tries int // sent this many times (to the room's holder of the moment)
+	p      Publication
+	owner  string
+	sent   time.Time
+	tries  int    // sent this many times (to the room's holder of the moment)
+	ticket uint64 // its place among the room's publishes out (ownState.sendOut)
 }
 
 // maxForwardTries is how often a publish is sent on before its sender is
@@ -34,18 +36,25 @@ type follows struct {
 	waiting   map[string]chan followRec // room loading from its owner → its answer
 	pending   map[uint64]forward        // forwarded publishes by request id
 	nextReq   uint64
-	// out counts, per room, this node's publishes on their way to another
-	// node's order (sent on to the room's owner or holder, retried, or
-	// handed back to be ordered here: orderHere), not yet answered; outN
-	// is their sum, read without the lock, so that a node with none out
-	// orders its owned rooms' messages without taking it.
-	out  map[string]int
-	outN atomic.Int64
+	// out holds, per room, the tickets of this node's publishes on their
+	// way to another node's order (sent on to the room's owner or holder,
+	// retried, or handed back to be ordered here: orderHere), not yet
+	// answered, in the order they were sent; outN is how many in all,
+	// read without the lock, so that a node with none out orders its owned
+	// rooms' messages without taking it.
+	out        map[string][]uint64
+	outN       atomic.Int64
+	nextTicket uint64
+	// answeredCh is closed and replaced whenever a publish out is
+	// answered: the publishes waiting in orderHere for those before them
+	// look again at once, instead of at their next try.
+	answeredCh chan struct{}
 }
 
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
-		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string]int{}}
+		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{},
+		answeredCh: make(chan struct{})}
 }
 
 // addFollower records that node follows room, owned here.
@@ -165,11 +174,11 @@ func (s *ownState) answer(rec followRec) {
 }
 
 // addPending records a forwarded publish and returns its request id.
-func (s *ownState) addPending(p Publication, owner string, now time.Time, tries int) uint64 {
+func (s *ownState) addPending(fw forward) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextReq++
-	s.pending[s.nextReq] = forward{p: p, owner: owner, sent: now, tries: tries}
+	s.pending[s.nextReq] = fw
 	return s.nextReq
 }
 
@@ -196,30 +205,37 @@ func (s *ownState) takeExpired(deadline time.Time, owner string) []forward {
 	return fws
 }
 
-// sendOut records that a publish of room goes out to another node's order.
-// Its publisher calls it before Publish returns, so that the sender's next
-// message, which comes after, sees it (isOut).
-func (s *ownState) sendOut(room string) {
-	s.mu.Lock()
-	s.out[room]++
-	s.outN.Add(1)
-	s.mu.Unlock()
-}
-
-// answered records that a publish of room sent out was answered: ordered
-// by another node, handed back to be ordered here, or given up.
-func (s *ownState) answered(room string) {
+// sendOut records that a publish of room goes out to another node's order
+// and returns its ticket, which answered takes back. Its publisher calls
+// it before Publish returns, so that the sender's next message, which
+// comes after, sees it (isOut).
+func (s *ownState) sendOut(room string) (ticket uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch n := s.out[room]; {
-	case n == 0:
+	s.nextTicket++
+	s.out[room] = append(s.out[room], s.nextTicket)
+	s.outN.Add(1)
+	return s.nextTicket
+}
+
+// answered records that the publish of room with ticket, sent out, was
+// answered: ordered by another node or here (orderHere), or given up.
+func (s *ownState) answered(room string, ticket uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.out[room]
+	i := slices.Index(ts, ticket)
+	if i < 0 {
 		return
-	case n == 1:
+	}
+	if ts = slices.Delete(ts, i, i+1); len(ts) == 0 {
 		delete(s.out, room)
-	default:
-		s.out[room] = n - 1
+	} else {
+		s.out[room] = ts
 	}
 	s.outN.Add(-1)
+	close(s.answeredCh)
+	s.answeredCh = make(chan struct{})
 }
 
 // isOut reports whether a publish of room is on its way to another node's
@@ -232,5 +248,15 @@ func (s *ownState) isOut(room string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out[room] > 0
+	return len(s.out[room]) > 0
+}
+
+// firstOut reports whether ticket is the first of room's publishes out:
+// the one orderHere may order now. When it is not, answered is closed
+// once any publish out is answered after this look.
+func (s *ownState) firstOut(room string, ticket uint64) (first bool, answered <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.out[room]
+	return len(ts) > 0 && ts[0] == ticket, s.answeredCh
 }

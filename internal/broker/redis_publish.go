@@ -42,13 +42,14 @@ func (b *Redis) Publish(p Publication) (uint64, error) {
 		return 0, b.refuseOverloaded(p)
 	}
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
-	p.From = -1           // delivered from the broker's goroutine
-	b.own.sendOut(p.Room) // answered: the recAck, unsent or orderHere
+	p.From = -1 // delivered from the broker's goroutine
+	// Answered by the owner's ack, unsent or orderHere.
+	fw := forward{p: p, tries: 1, ticket: b.own.sendOut(p.Room)}
 	// Followed: to the owner. Else the room's holder of the moment orders
 	// it, this node's room included (the room loading here, or owned but
 	// not ordering yet).
-	if !b.forwardPublish(p) {
-		b.forwardToHolder(b.runCtx(), p, 1)
+	if !b.forwardPublish(fw) {
+		b.forwardToHolder(b.runCtx(), fw)
 	}
 	return 0, nil
 }
@@ -77,9 +78,9 @@ func unixNano() int64 { return time.Now().UnixNano() }
 // owner ordered it, it arrives from the owner, and the sender gets both the
 // refusal and the message; if the stream was lost, every member of the
 // room is told (lostStream).
-func (b *Redis) unsent(p Publication) {
-	b.own.answered(p.Room)
-	b.giveUp(p)
+func (b *Redis) unsent(fw forward) {
+	b.own.answered(fw.p.Room, fw.ticket)
+	b.giveUp(fw.p)
 }
 
 // giveUp refuses p, whose decline by the room was answered already, and
