@@ -260,10 +260,6 @@ func (b *Redis) roomOf(channel string) string {
 	return strings.TrimSuffix(s, "}:messages")
 }
 
-// inStep reports whether Redis answers and every room has been checked
-// against its stream since the last outage (Stats.InStep).
-func (b *Redis) inStep() bool { return b.health.ready() }
-
 // counters is what the broker counts of its work, and its last error: each
 // is added to where the work happens, by any goroutine, and read by Stats.
 // No lock: every field is atomic on its own, and Stats is no snapshot of

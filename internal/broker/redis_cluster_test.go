@@ -138,7 +138,7 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	rc.WaitHealthy(30 * time.Second)
 	for _, n := range []*node{a, b} {
 		testsupport.Eventually(t, 30*time.Second, "the node to be up on the new master", func() bool {
-			return n.b.inStep() && n.b.Stats().Reconnects > 0
+			return n.b.Stats().InStep && n.b.Stats().Reconnects > 0
 		})
 	}
 	for i := range 5 {
@@ -171,7 +171,7 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	// master; it joins once it reached the cluster (before that a node
 	// serves its rooms alone, by design).
 	c := startNode(t, rc.URL(), 100)
-	testsupport.Eventually(t, 10*time.Second, "the new node to reach the cluster", c.b.inStep)
+	testsupport.Eventually(t, 10*time.Second, "the new node to reach the cluster", func() bool { return c.b.Stats().InStep })
 	c.join(t, "r0")
 	c.h.mu.Lock()
 	var tail []string

@@ -423,7 +423,7 @@ func (b *Redis) orderHere(ctx context.Context, fw forward) {
 				b.h.Settled(fw.p, seq)
 				return
 			}
-			answered = nil // declined: only the next try tells
+			// Declined: only the next try tells (answered is nil).
 		}
 		if time.Now().After(until) {
 			b.own.answered(fw.p.Room, fw.ticket)

@@ -251,7 +251,7 @@ func TestRedisOutagePastTheLeaseKeepsFollowedRooms(t *testing.T) {
 		t.Fatalf("the follower dropped %d rooms after the outage: %+v", s.Dropped, s)
 	}
 	px.Refuse(false)
-	testsupport.Eventually(t, 20*time.Second, "the owner back", func() bool { return owner.b.inStep() })
+	testsupport.Eventually(t, 20*time.Second, "the owner back", func() bool { return owner.b.Stats().InStep })
 	owner.publish("r", "after")
 	follower.hasSeq(t, "r", 2)
 	// Past the lease of grace, the follower checks its peers: the owner's
@@ -281,7 +281,7 @@ func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
 	owner.publish("shared", "before")
 	follower.hasSeq(t, "shared", 1)
 	rs.Stop()
-	testsupport.Eventually(t, 10*time.Second, "the owner to see Redis gone", func() bool { return !owner.b.inStep() })
+	testsupport.Eventually(t, 10*time.Second, "the owner to see Redis gone", func() bool { return !owner.b.Stats().InStep })
 	if _, err := owner.b.Publish(Publication{Room: "shared", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("a followed room's publish while Redis is away: %v, want ErrUnavailable", err)
 	}

@@ -45,16 +45,16 @@ type follows struct {
 	out        map[string][]uint64
 	outN       atomic.Int64
 	nextTicket uint64
-	// answeredCh is closed and replaced whenever a publish out is
-	// answered: the publishes waiting in orderHere for those before them
-	// look again at once, instead of at their next try.
+	// answeredCh is closed at the next answer of a publish out, and made
+	// anew only when orderHere waits for one (firstOut): the publishes
+	// waiting for those before them look again at once, instead of at
+	// their next try, and an answer nobody waits for makes no channel.
 	answeredCh chan struct{}
 }
 
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
-		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{},
-		answeredCh: make(chan struct{})}
+		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{}}
 }
 
 // addFollower records that node follows room, owned here.
@@ -234,8 +234,10 @@ func (s *ownState) answered(room string, ticket uint64) {
 		s.out[room] = ts
 	}
 	s.outN.Add(-1)
-	close(s.answeredCh)
-	s.answeredCh = make(chan struct{})
+	if s.answeredCh != nil {
+		close(s.answeredCh)
+		s.answeredCh = nil
+	}
 }
 
 // isOut reports whether a publish of room is on its way to another node's
@@ -257,6 +259,11 @@ func (s *ownState) isOut(room string) bool {
 func (s *ownState) firstOut(room string, ticket uint64) (first bool, answered <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ts := s.out[room]
-	return len(ts) > 0 && ts[0] == ticket, s.answeredCh
+	if ts := s.out[room]; len(ts) > 0 && ts[0] == ticket {
+		return true, nil
+	}
+	if s.answeredCh == nil {
+		s.answeredCh = make(chan struct{})
+	}
+	return false, s.answeredCh
 }

@@ -221,7 +221,7 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	} else if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("publish as Redis stops: %v", err)
 	}
-	testsupport.Eventually(t, 10*time.Second, "both brokers to notice the outage", func() bool { return !a.b.inStep() && !b.b.inStep() })
+	testsupport.Eventually(t, 10*time.Second, "both brokers to notice the outage", func() bool { return !a.b.Stats().InStep && !b.b.Stats().InStep })
 	for _, n := range []*node{a, b} {
 		if _, err := n.b.Publish(Publication{Room: "r", Prefix: []byte("during#"), From: 3}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("publish during the outage: %v, want ErrUnavailable", err)
@@ -241,7 +241,7 @@ func TestRedisOutageRefusesSharedRoomsThenResetsLostStreams(t *testing.T) {
 	}
 	// Members rejoin once their node is back: the room loads anew, under a
 	// new epoch, above seq 1.
-	testsupport.Eventually(t, 30*time.Second, "both brokers back", func() bool { return a.b.inStep() && b.b.inStep() })
+	testsupport.Eventually(t, 30*time.Second, "both brokers back", func() bool { return a.b.Stats().InStep && b.b.Stats().InStep })
 	a.join(t, "r")
 	b.join(t, "r")
 	if e := a.h.Epoch("r"); e == oldEpoch || e != b.h.Epoch("r") {
