@@ -49,7 +49,16 @@ type publisher struct {
 	// round to round. A room's release or handover moves them into pending
 	// first, so that they go before it.
 	persists []job
-	wake     chan struct{} // a publish is pending: send within publishLinger
+	// due is the writes a round left (roundCut), sorted by room already,
+	// each room's in order: the rounds right after take them from the
+	// front, before any write in persists, and never sort them again. Put
+	// back among the new writes and sorted with them every round, a
+	// backlog of writes cost a round a sort of the whole backlog, under
+	// load past a Redis round's pace a growing one, and the rounds slowed
+	// as it grew (a node past the knee spent a fifth of its CPU sorting,
+	// 2026-11-27, docs/benchmarks-log.md).
+	due  []job
+	wake chan struct{} // a publish is pending: send within publishLinger
 	// persistWake: only writes of owned rooms are pending, which may wait.
 	persistWake chan struct{}
 	// persistAt is when the oldest write of an owned room pending was
@@ -65,9 +74,6 @@ type publisher struct {
 	// most, the writes of followed rooms followedLinger (their followers
 	// hold the messages too: redis_fill.go).
 	soonAt time.Time
-	// rest: a round left writes due (maxRoundWrites): those pending are
-	// due at once.
-	rest bool
 	// persistLinger is how long writes of owned rooms may wait
 	// (Config.HistoryLinger), followedLinger those of rooms other nodes
 	// follow (Config.FollowedLinger).
@@ -117,6 +123,8 @@ func (q *publisher) add(jobs ...job) (full, sooner bool) {
 			continue
 		case jobRelease, jobHandover:
 			q.handing = true
+			q.pending = append(q.pending, q.due...)
+			q.due = nil
 			q.pending = append(q.pending, q.persists...)
 			clear(q.persists)
 			q.persists = q.persists[:0]
@@ -131,10 +139,12 @@ func (q *publisher) add(jobs ...job) (full, sooner bool) {
 }
 
 // takeRound returns the jobs of the next round and leaves into, empty, in
-// their place: all of them, or, while the writes of owned rooms pending
-// are younger than the persist linger and no room changes hands, all but those
-// writes, which stay for a later round (held). Of the writes due a round
-// carries about maxRoundWrites (roundCut); the others are held, due at once.
+// their place: all of them, and the writes of owned rooms due. Writes a
+// round left (due) go first, from the front, a round's share at a time; the
+// others, while they are younger than the persist linger and no room
+// changes hands, stay for a later round (held). Of the writes due a round
+// carries about maxRoundWrites (roundCut); the rest are due at once. held
+// reports writes left pending.
 func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool) {
 	q.mu.Lock()
 	// Every job bound for other nodes goes in this round: the oldest
@@ -142,24 +152,33 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	if w := q.waiting.Swap(0); w != 0 {
 		q.sending.Store(w)
 	}
-	held = len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && q.dueInLocked(now) > 0
 	batch, q.pending = q.pending, into
-	if held {
+	if len(q.due) > 0 {
+		k := roundCut(q.due)
+		batch = append(batch, q.due[:k]...)
+		if clear(q.due[:k]); k < len(q.due) {
+			q.due = q.due[k:]
+		} else {
+			q.due = nil
+		}
+		held = len(q.due) > 0 || len(q.persists) > 0
 		q.mu.Unlock()
-		return batch, true
+		return batch, held
+	}
+	held = len(q.persists) > 0 && len(q.persists) < maxHeldWrites && !q.handing && q.dueInLocked(now) > 0
+	if held || len(q.persists) == 0 {
+		q.mu.Unlock()
+		return batch, held
 	}
 	persists := q.persists
 	q.persists = nil
-	q.persistAt, q.soonAt, q.handing, q.rest = time.Time{}, time.Time{}, false, false
+	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
 	q.mu.Unlock()
-	if len(persists) == 0 {
-		return batch, false
-	}
 	// Sorted once let go: rooms publishing (keep, under their own lock)
 	// wait for mu, never for the sort.
 	byRoomStable(persists)
 	if k := roundCut(persists); k < len(persists) {
-		q.putBack(persists[k:])
+		q.leave(persists[k:])
 		persists, held = persists[:k], true
 	}
 	// Behind the round's other jobs: Redis runs a pipeline in order, and
@@ -167,6 +186,21 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	// busy node's writes. A room's writes queued before its release or
 	// handover are in batch already, ahead of it.
 	return append(batch, persists...), held
+}
+
+// leave keeps the writes a round left, sorted, as due: the rounds right
+// after take them before any queued since. A room's release or handover
+// queued while they were being sorted must go after them: then they go
+// ahead of every job pending instead (each room's writes still in order:
+// all pending came later).
+func (q *publisher) leave(rest []job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.handing {
+		q.pending = append(rest[:len(rest):len(rest)], q.pending...)
+		return
+	}
+	q.due = rest
 }
 
 // roundCut is how many of the writes due, sorted by room, one round
@@ -181,25 +215,12 @@ func roundCut(persists []job) int {
 	return k
 }
 
-// putBack returns to the pending writes, ahead of any queued since (each
-// room's stay in order), those a round left, due at once: the publish loop
-// takes them in the rounds right after.
-func (q *publisher) putBack(rest []job) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.persists = append(slices.Clone(rest), q.persists...)
-	if q.persistAt.IsZero() {
-		q.persistAt = time.Now()
-	}
-	q.rest = true
-}
-
 // dueIn is how long the writes of owned rooms pending may still wait:
 // persistLinger when none is.
 func (q *publisher) dueIn(now time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.persistAt.IsZero() {
+	if q.persistAt.IsZero() && len(q.due) == 0 {
 		return q.persistLinger
 	}
 	return max(q.dueInLocked(now), 0)
@@ -208,7 +229,7 @@ func (q *publisher) dueIn(now time.Time) time.Duration {
 // dueInLocked is how long the writes pending may wait, until the first of
 // them is due; 0 or less: now. Called with mu held.
 func (q *publisher) dueInLocked(now time.Time) time.Duration {
-	if q.rest {
+	if len(q.due) > 0 {
 		return 0
 	}
 	d := q.followedLinger - now.Sub(q.persistAt)
@@ -228,6 +249,8 @@ func byRoomStable(persists []job) {
 // takePersists appends the pending writes of owned rooms to into, each
 // room's side by side (byRoomStable). The caller holds mu.
 func (q *publisher) takePersists(into []job) []job {
+	into = append(into, q.due...)
+	q.due = nil
 	byRoomStable(q.persists)
 	into = append(into, q.persists...)
 	clear(q.persists)
@@ -288,6 +311,6 @@ func (q *publisher) takeWrites() []job {
 	ws := append(q.takePersists(nil), q.pending...)
 	clear(q.pending)
 	q.pending = q.pending[:0]
-	q.persistAt, q.soonAt, q.handing, q.rest = time.Time{}, time.Time{}, false, false
+	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
 	return ws
 }

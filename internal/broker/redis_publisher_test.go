@@ -204,3 +204,68 @@ func TestPublisherSpreadsWritesOverRounds(t *testing.T) {
 		t.Fatalf("the rounds carried %d writes, want %d", total, rooms*each)
 	}
 }
+
+// A room's release queued while a round sorted its writes goes after the
+// writes that round left: they move ahead of every job pending, in order.
+func TestPublisherLeavesWritesAheadOfARelease(t *testing.T) {
+	q := newPublisher(time.Millisecond, 0)
+	q.add(job{kind: jobSend, node: "n", room: "s"})
+	q.add(job{kind: jobRelease, room: "a", e: Entry{Seq: 2}}) // came while the round sorted
+	q.leave([]job{{kind: jobPersist, room: "a", e: Entry{Seq: 1}}, {kind: jobPersist, room: "a", e: Entry{Seq: 2}}})
+	batch, _ := q.takeRound(nil, time.Now())
+	if got, want := jobsOf(batch), "0:a:1 0:a:2 3:s:0 1:a:2"; got != want {
+		t.Errorf("round %q, want %q", got, want)
+	}
+}
+
+// backlog queues n writes, three to a room, and takes the first round,
+// which leaves the rest due.
+func backlog(n int) *publisher {
+	q := new(publisher)
+	*q = newPublisher(time.Millisecond, 0)
+	for i := range n {
+		q.add(job{kind: jobPersist, room: fmt.Sprintf("r%06d", i/3), e: Entry{Seq: uint64(i%3 + 1)}})
+	}
+	q.takeRound(nil, time.Now().Add(time.Second))
+	return q
+}
+
+// The writes a round left are taken from the front, a round at a time,
+// neither copied nor sorted again: a round costs the same whatever the
+// backlog (it sorted and copied the whole backlog, which a node past the
+// knee let grow round after round).
+func TestPublisherDrainsABacklogWithoutCopying(t *testing.T) {
+	q := backlog(20 * maxRoundWrites)
+	into := make([]job, 0, 2*maxRoundWrites)
+	allocs := testing.AllocsPerRun(10, func() {
+		batch, held := q.takeRound(into[:0], time.Now())
+		if len(batch) == 0 || !held {
+			t.Fatalf("a round of %d writes (held %v) with a backlog left", len(batch), held)
+		}
+		clear(batch)
+	})
+	if allocs != 0 {
+		t.Errorf("a round of the backlog allocates %.0f times, want 0", allocs)
+	}
+}
+
+// BenchmarkPublisherBacklog is a round's cost to the publish loop with a
+// backlog of writes due, 3 to a room: about maxRoundWrites jobs appended.
+func BenchmarkPublisherBacklog(b *testing.B) {
+	for _, n := range []int{4096, 65536} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			into := make([]job, 0, 2*maxRoundWrites)
+			q := backlog(n)
+			for b.Loop() {
+				batch, held := q.takeRound(into[:0], time.Now())
+				clear(batch)
+				if !held {
+					b.StopTimer()
+					q = backlog(n)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
