@@ -45,6 +45,16 @@ const maxRoundWrites = maxPersistBatch
 // that a burst is carried, and within what a chat user tolerates.
 const DefaultMaxWait = 250 * time.Millisecond
 
+// maxPendingWrites bounds the history writes of owned rooms a node has
+// pending: past it, while Config.MaxWait is on, the node refuses new
+// messages (Redis.behind). Rounds take about maxRoundWrites writes each and
+// run back to back, so writes pile up only when Redis, or the node's round
+// to it, is slower than the messages come; then the pile is memory and
+// history at risk, and without the bound it grew until the node ran out
+// (a room no other node follows is never refused for MaxWait). 65,536
+// writes are seconds of a busy node's messages and tens of MB.
+const maxPendingWrites = 1 << 16
+
 // MaxHistoryLinger bounds Config.HistoryLinger and FollowedLinger.
 const MaxHistoryLinger = time.Second
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,6 +81,14 @@ func TestRedisRefusesWhatWouldWaitPastMaxWait(t *testing.T) {
 		t.Errorf("a room the node owns alone was refused: %v", err)
 	}
 	a.hasSeq(t, "solo", 2)
+	// History writes piled up past the bound (a room's, queued as the
+	// owner of a busy room would): the room owned alone is refused too.
+	for i := range maxPendingWrites + 1 {
+		a.b.pub.add(job{kind: jobPersist, room: "busy", e: Entry{Seq: uint64(i + 1), Payload: []byte("x")}})
+	}
+	if _, err := a.b.Publish(Publication{Room: "solo", Prefix: []byte("behind#"), From: 3}); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("a publish with %d history writes pending: %v, want ErrOverloaded", a.b.pub.writes.Load(), err)
+	}
 
 	px.Stall(false, false)
 	px.Drop()
@@ -99,5 +108,33 @@ func BenchmarkOverloaded(b *testing.B) {
 		if r.overloaded() {
 			b.Fatal("overloaded with one publish queued within the hour")
 		}
+	}
+}
+
+// Past maxPendingWrites history writes pending, a node refuses every
+// message (with MaxWait on), a room it owns alone too: its writes are what
+// piles up. Below it, or once a round took them, it does not.
+func TestRedisBehindPastThePendingWrites(t *testing.T) {
+	r := &Redis{cfg: Config{MaxWait: time.Hour}, pub: newPublisher(time.Hour, 0)}
+	write := func(i int) job {
+		return job{kind: jobPersist, room: fmt.Sprintf("r%d", i%100), e: Entry{Seq: uint64(i/100 + 1)}}
+	}
+	for i := range maxPendingWrites {
+		r.pub.add(write(i))
+	}
+	if r.behind() {
+		t.Fatalf("behind with %d writes pending, the bound itself", maxPendingWrites)
+	}
+	r.pub.add(write(maxPendingWrites))
+	if !r.behind() {
+		t.Fatalf("not behind with %d writes pending", maxPendingWrites+1)
+	}
+	r.cfg.MaxWait = 0
+	if r.behind() {
+		t.Errorf("behind with MaxWait 0 (the bounds off)")
+	}
+	r.cfg.MaxWait = time.Hour
+	if batch, _ := r.pub.takeRound(nil, time.Now()); len(batch) == 0 || r.behind() {
+		t.Errorf("a round took %d writes and the node is behind still (%d pending)", len(batch), r.pub.writes.Load())
 	}
 }

@@ -27,10 +27,11 @@ func (b *Redis) Publish(p Publication) (uint64, error) {
 		}
 	}
 	// A room this node owns is refused past MaxWait only when it has
-	// followers, whose messages would queue. Read once: a clock read a
-	// publish while anything waits.
+	// followers, whose messages would queue, or when the history writes
+	// pile up (behind). Read once: a clock read a publish while anything
+	// waits.
 	over := b.overloaded()
-	if over && len(b.own.followersOf(p.Room)) > 0 {
+	if over && len(b.own.followersOf(p.Room)) > 0 || b.behind() {
 		return 0, b.refuseOverloaded(p)
 	}
 	if !b.own.isOut(p.Room) {
@@ -61,6 +62,13 @@ func (b *Redis) Publish(p Publication) (uint64, error) {
 // members are all here, and only its history waits.
 func (b *Redis) overloaded() bool {
 	return b.cfg.MaxWait > 0 && b.pub.waited(unixNano) > b.cfg.MaxWait
+}
+
+// behind reports whether the history writes of owned rooms pending passed
+// maxPendingWrites (with Config.MaxWait on): then every message is refused,
+// a room this node owns alone too, whose writes are what piles up.
+func (b *Redis) behind() bool {
+	return b.cfg.MaxWait > 0 && b.pub.writes.Load() > maxPendingWrites
 }
 
 // refuseOverloaded refuses p (ErrOverloaded): nothing of it was sent.

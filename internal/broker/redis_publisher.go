@@ -84,6 +84,9 @@ type publisher struct {
 	// without the lock (waited) to refuse what would queue past
 	// Config.MaxWait.
 	waiting, sending atomic.Int64
+	// writes is how many writes of owned rooms are pending (persists and
+	// due), stored under mu, read without it by Publish (Redis.behind).
+	writes atomic.Int64
 }
 
 func newPublisher(persistLinger, followedLinger time.Duration) publisher {
@@ -134,6 +137,7 @@ func (q *publisher) add(jobs ...job) (full, sooner bool) {
 			q.waiting.Store(time.Now().UnixNano())
 		}
 	}
+	q.countWrites()
 	q.mu.Unlock()
 	return full, sooner
 }
@@ -162,6 +166,7 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 			q.due = nil
 		}
 		held = len(q.due) > 0 || len(q.persists) > 0
+		q.countWrites()
 		q.mu.Unlock()
 		return batch, held
 	}
@@ -173,6 +178,7 @@ func (q *publisher) takeRound(into []job, now time.Time) (batch []job, held bool
 	persists := q.persists
 	q.persists = nil
 	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
+	q.countWrites()
 	q.mu.Unlock()
 	// Sorted once let go: rooms publishing (keep, under their own lock)
 	// wait for mu, never for the sort.
@@ -201,7 +207,12 @@ func (q *publisher) leave(rest []job) {
 		return
 	}
 	q.due = rest
+	q.countWrites()
 }
+
+// countWrites stores how many writes of owned rooms are pending. The
+// caller holds mu.
+func (q *publisher) countWrites() { q.writes.Store(int64(len(q.persists) + len(q.due))) }
 
 // roundCut is how many of the writes due, sorted by room, one round
 // carries: at most maxRoundWrites, but never part of a room's (they are one
@@ -312,5 +323,6 @@ func (q *publisher) takeWrites() []job {
 	clear(q.pending)
 	q.pending = q.pending[:0]
 	q.persistAt, q.soonAt, q.handing = time.Time{}, time.Time{}, false
+	q.countWrites()
 	return ws
 }

@@ -269,3 +269,32 @@ func BenchmarkPublisherBacklog(b *testing.B) {
 		})
 	}
 }
+
+// writes counts the writes of owned rooms pending, persists and due alike,
+// through every way they come and go.
+func TestPublisherCountsWritesPending(t *testing.T) {
+	q := new(publisher)
+	*q = newPublisher(time.Millisecond, 0)
+	want := func(step string, n int64) {
+		t.Helper()
+		if got := q.writes.Load(); got != n {
+			t.Errorf("%s: %d writes pending, want %d", step, got, n)
+		}
+	}
+	for i := range 3 * maxRoundWrites {
+		q.add(job{kind: jobPersist, room: fmt.Sprintf("r%04d", i), e: Entry{Seq: 1}})
+	}
+	q.add(job{kind: jobSend, node: "n", room: "s"})
+	want("queued", 3*maxRoundWrites)
+	q.takeRound(nil, time.Now().Add(time.Second))
+	want("a round taken, the rest due", 2*maxRoundWrites)
+	q.takeRound(nil, time.Now())
+	want("a round of the due", maxRoundWrites)
+	q.add(job{kind: jobPersist, room: "late", e: Entry{Seq: 1}})
+	want("one more", maxRoundWrites+1)
+	q.add(job{kind: jobRelease, room: "x"})
+	want("a release took them along", 0)
+	q.add(job{kind: jobPersist, room: "a", e: Entry{Seq: 1}})
+	q.takeWrites()
+	want("taken at shutdown", 0)
+}
