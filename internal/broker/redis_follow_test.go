@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -377,8 +378,8 @@ func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
 		name string
 		gone func(b *Redis, node string)
 	}{
-		{"lease ended", (*Redis).ownerGone},
-		{"unheard", (*Redis).unheard},
+		{"lease ended", func(b *Redis, node string) { b.ownerGone(node, "its lease ended") }},
+		{"unheard, its mark back", (*Redis).leftUnheard},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour})
@@ -394,5 +395,52 @@ func TestRedisOwnerGoneRefusesBeforeItDrops(t *testing.T) {
 				t.Errorf("calls %q: want the forward refused, then the room dropped", n.h.calls)
 			}
 		})
+	}
+}
+
+// TestRedisUnheardSettlesAfterWhatCameBefore: what a node found unheard
+// sent this one before it stopped listening (here, its answer to a
+// forwarded publish) is read before what it left is settled: the forward
+// gets its seq, not a refusal. This node's subscription is held (fillMu,
+// behind a message) so that the answer is still unread when the round
+// finds the node unheard, as it can be when a stopping owner answers and
+// then unsubscribes; settled at once, the forward was refused.
+func TestRedisUnheardSettlesAfterWhatCameBefore(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	n := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour})
+	testsupport.Eventually(t, 10*time.Second, "the node in step with Redis", func() bool { return n.b.Stats().InStep })
+	n.h.open("r")
+	n.b.own.setOwner("r", "gone")
+	acked := make(chan uint64, 1)
+	n.h.mu.Lock()
+	n.h.nextID++
+	id := n.h.nextID
+	n.h.waiters[id] = acked
+	n.h.mu.Unlock()
+	req := n.b.own.addPending(forward{p: Publication{Room: "r", Prefix: []byte("x#"), ID: id}, owner: "gone",
+		sent: time.Now(), tries: 1, ticket: n.b.own.sendOut("r")})
+
+	n.b.fillMu.Lock() // the subscription stops at the message, before the answer
+	payload := appendMessage([]byte{followMark}, "elsewhere", 1, []byte(`{}`))
+	payload = append(payload, encAck(req, 7)...)
+	if got, err := n.b.rdb.Publish(context.Background(), n.b.nodeChannel(), payload).Result(); err != nil || got != 1 {
+		n.b.fillMu.Unlock()
+		t.Fatalf("the answer reached %d subscribers (%v), want the node", got, err)
+	}
+	n.b.sendTo("gone", encNotOwner("q")) // reaches nobody: the node is found unheard
+	testsupport.Eventually(t, 5*time.Second, "the node found unheard", func() bool {
+		n.b.own.mu.Lock()
+		marked := len(n.b.own.marks) > 0
+		n.b.own.mu.Unlock()
+		return marked || n.b.Stats().Refused > 0
+	})
+	n.b.fillMu.Unlock()
+	select {
+	case seq := <-acked:
+		if seq != 7 {
+			t.Errorf("the forward answered before the node was found unheard got seq %d, want 7 (%q)", seq, n.h.calls)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forward got no answer")
 	}
 }

@@ -50,11 +50,22 @@ type follows struct {
 	// waiting for those before them look again at once, instead of at
 	// their next try, and an answer nobody waits for makes no channel.
 	answeredCh chan struct{}
+	// marks are the nodes found unheard whose leftovers wait for this
+	// node's mark to come back (Redis.unheard), by the mark's number.
+	marks    map[uint64]mark
+	nextMark uint64
+}
+
+// mark is a node found unheard, and when.
+type mark struct {
+	node string
+	at   time.Time
 }
 
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
-		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{}}
+		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{},
+		marks: map[uint64]mark{}}
 }
 
 // addFollower records that node follows room, owned here.
@@ -266,4 +277,38 @@ func (s *ownState) firstOut(room string, ticket uint64) (first bool, answered <-
 		s.answeredCh = make(chan struct{})
 	}
 	return false, s.answeredCh
+}
+
+// markUnheard records that node was found unheard at now, and returns the
+// number of the mark this node sends itself (Redis.unheard).
+func (s *ownState) markUnheard(node string, now time.Time) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextMark++
+	s.marks[s.nextMark] = mark{node: node, at: now}
+	return s.nextMark
+}
+
+// takeMark takes the node of the mark req, back on this node's channel.
+func (s *ownState) takeMark(req uint64) (node string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.marks[req]
+	delete(s.marks, req)
+	return m.node, ok
+}
+
+// takeMarksBefore takes the nodes of the marks made before deadline, whose
+// marks did not come back.
+func (s *ownState) takeMarksBefore(deadline time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var nodes []string
+	for req, m := range s.marks {
+		if m.at.Before(deadline) {
+			nodes = append(nodes, m.node)
+			delete(s.marks, req)
+		}
+	}
+	return nodes
 }

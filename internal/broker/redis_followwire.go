@@ -27,6 +27,7 @@ const (
 	recOwn      = 'O' // room, seq, n, then n × node: the room is now the receiver's, with these followers (handover.lua)
 	recOwner    = 'W' // room, node: the room's owner is now node, to its other followers (handover.lua)
 	recDropped  = 'D' // room, node: node, the owner, dropped the room (its stream ended there), to its followers
+	recMark     = 'K' // req: a mark a node sends itself; back, every record sent to it before has been read (unheard)
 )
 
 // followRec is one decoded record; which fields are set depends on kind.
@@ -77,6 +78,10 @@ func appendMessage(b []byte, room string, seq uint64, json []byte) []byte {
 func encAck(req, seq uint64) []byte {
 	b := append(make([]byte, 0, 24), recAck)
 	return appendUint(appendUint(b, req), seq)
+}
+
+func encMark(req uint64) []byte {
+	return appendUint(append(make([]byte, 0, 12), recMark), req)
 }
 
 func encRoomNode(kind byte, room, node string) []byte {
@@ -166,6 +171,8 @@ func splitFollow(payload string, recs []followRec) ([]followRec, error) {
 			rec.room, rec.seq, rec.json = r.field(), r.uint(), r.field()
 		case recAck:
 			rec.req, rec.seq = r.uint(), r.uint()
+		case recMark:
+			rec.req = r.uint()
 		case recSnapshot:
 			rec.room, rec.epoch, rec.seq = r.field(), r.field(), r.uint()
 			n := r.uint()

@@ -29,6 +29,7 @@ func TestFollowRecordsRoundTrip(t *testing.T) {
 		{"own", encOwn("room", 41, []string{"a", "b"}), followRec{kind: recOwn, room: "room", seq: 41, nodes: []string{"a", "b"}}},
 		{"owner", encRoomNode(recOwner, "room", "a"), followRec{kind: recOwner, room: "room", node: "a"}},
 		{"dropped", encRoomNode(recDropped, "room", "a"), followRec{kind: recDropped, room: "room", node: "a"}},
+		{"mark", encMark(12), followRec{kind: recMark, req: 12}},
 	}
 	var batch []job
 	var want []followRec

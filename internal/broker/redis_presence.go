@@ -178,7 +178,7 @@ func (b *Redis) checkPeers(ctx context.Context) {
 			continue
 		}
 		b.sub.forgetPeer(peer)
-		b.ownerGone(peer)
+		b.ownerGone(peer, "its owner's lease ended")
 		gone := b.h.NodeGone(peer)
 		b.log.Info("a node's lease ended: its members left the rooms", "node", peer, "rooms", len(gone))
 		loaded := b.sub.synced()
