@@ -299,6 +299,19 @@ func (f *fakeRooms) Settled(p Publication, seq uint64) {
 	}
 }
 
+// answerOf waits for a publish's answer on ch (publishTo) and fails the
+// test, naming what, when none comes within 10 s.
+func answerOf(t testing.TB, ch <-chan uint64, what string) uint64 {
+	t.Helper()
+	select {
+	case seq := <-ch:
+		return seq
+	case <-time.After(10 * time.Second):
+		t.Fatal(what + " got no answer")
+		return 0
+	}
+}
+
 // publishTo publishes p on b, whose handler f is, and sends its answer to
 // ch: the seq Publish returned, or the one Settled brings later (0: refused
 // or given up). ch must have room for it.

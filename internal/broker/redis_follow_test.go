@@ -60,13 +60,8 @@ func TestRedisOwnerOrdersWhatItsFollowersSend(t *testing.T) {
 		next[text[0]]++
 	}
 	for range each {
-		select {
-		case seq := <-acked:
-			if seq == 0 || seq > 2*each {
-				t.Errorf("a forwarded publish answered seq %d", seq)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a forwarded publish got no answer")
+		if seq := answerOf(t, acked, "a forwarded publish"); seq == 0 || seq > 2*each {
+			t.Errorf("a forwarded publish answered seq %d", seq)
 		}
 	}
 	// Only the writes behind may run a script (persist.lua, at most one a
@@ -101,15 +96,11 @@ func TestRedisOwnerStoppingHandsOverWhatFollowersSend(t *testing.T) {
 	}
 	seqs := map[uint64]bool{}
 	for range total {
-		select {
-		case seq := <-acked:
-			if seq == 0 || seqs[seq] {
-				t.Fatalf("a forwarded publish answered seq %d (0: refused; or twice)", seq)
-			}
-			seqs[seq] = true
-		case <-time.After(10 * time.Second):
-			t.Fatal("a forwarded publish got no answer")
+		seq := answerOf(t, acked, "a forwarded publish")
+		if seq == 0 || seqs[seq] {
+			t.Fatalf("a forwarded publish answered seq %d (0: refused; or twice)", seq)
 		}
+		seqs[seq] = true
 	}
 	follower.hasSeq(t, "r", total)
 	if s := follower.b.Stats(); s.Dropped != 0 || s.Refused != 0 {
@@ -310,13 +301,8 @@ func TestRedisNoScriptOrdersAMessage(t *testing.T) {
 	follower.h.open("s")
 	follower.b.Subscribe("s")
 	follower.h.publishTo(follower.b, Publication{Room: "s", Prefix: []byte("early#"), From: -1}, got)
-	select {
-	case seq := <-got:
-		if seq != 1 {
-			t.Errorf("the publish sent as its room loaded got seq %d, want 1", seq)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the publish sent as its room loaded got no answer")
+	if seq := answerOf(t, got, "the publish sent as its room loaded"); seq != 1 {
+		t.Errorf("the publish sent as its room loaded got seq %d, want 1", seq)
 	}
 	owner.hasSeq(t, "r", 2)
 	follower.hasSeq(t, "r", 2)
@@ -435,12 +421,7 @@ func TestRedisUnheardSettlesAfterWhatCameBefore(t *testing.T) {
 		return marked || n.b.Stats().Refused > 0
 	})
 	n.b.fillMu.Unlock()
-	select {
-	case seq := <-acked:
-		if seq != 7 {
-			t.Errorf("the forward answered before the node was found unheard got seq %d, want 7 (%q)", seq, n.h.calls)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the forward got no answer")
+	if seq := answerOf(t, acked, "the forward"); seq != 7 {
+		t.Errorf("the forward answered before the node was found unheard got seq %d, want 7", seq)
 	}
 }
