@@ -174,6 +174,10 @@ type OwnershipHandler interface {
 	// under the room's order, its epoch, latest seq and the history it
 	// held (a follower writes what a gone owner may not have:
 	// fillFollowed; a stopping owner hands its last seq on: handOver).
+	// A room that was there is unsubscribed by the handler (Unsubscribe,
+	// before Drop returns), in order with the Subscribe of a room made
+	// anew by a member rejoining at once; the broker must not unsubscribe
+	// it again, lest it let go of that new room.
 	Drop(room string, keep func(epoch string, seq uint64, tail []Entry)) bool
 	// Follow hands another node that starts to follow an owned room what
 	// it loads the room from (epoch, latest seq, history) through add,

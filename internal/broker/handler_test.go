@@ -22,6 +22,10 @@ type fakeRooms struct {
 	calls    []string
 	nextID   uint64
 	waiters  map[uint64]chan<- uint64 // publishes' IDs → where their answer goes (publishTo)
+
+	// unsubscribe is the broker's Unsubscribe, which Drop calls for a room
+	// it dropped, as room.Hub does (nil: not called).
+	unsubscribe func(room string)
 }
 
 type fakeRoom struct {
@@ -195,6 +199,16 @@ func (f *fakeRooms) Lease(until time.Time) {
 }
 
 func (f *fakeRooms) Drop(name string, keep func(epoch string, seq uint64, tail []Entry)) bool {
+	if !f.drop(name, keep) {
+		return false
+	}
+	if f.unsubscribe != nil {
+		f.unsubscribe(name) // after the lock, as the hub's flush
+	}
+	return true
+}
+
+func (f *fakeRooms) drop(name string, keep func(epoch string, seq uint64, tail []Entry)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]

@@ -416,10 +416,21 @@ func (b *Redis) handOver() {
 	var jobs []job
 	for _, r := range rooms {
 		// Dropped: the node orders nothing more, and its members (none
-		// left once the server drained) rejoin elsewhere.
+		// left once the server drained) rejoin elsewhere. The room is
+		// given up under its order, with its last seq, so that the
+		// unsubscription the hub makes as it drops it finds nothing to
+		// release (it releases a room dropped before it loaded).
 		var seq uint64
-		b.h.Drop(r, func(_ string, last uint64, _ []Entry) { seq = last })
-		if fs := b.own.takeFollowers(r); len(fs) > 0 {
+		var fs []string
+		mine := false
+		take := func() { mine, fs = b.own.giveUp(r), b.own.takeFollowers(r) }
+		if !b.h.Drop(r, func(_ string, last uint64, _ []Entry) { seq = last; take() }) {
+			take()
+		}
+		if !mine {
+			continue
+		}
+		if len(fs) > 0 {
 			jobs = append(jobs, b.handoffJob(r, seq, fs))
 			continue
 		}

@@ -352,7 +352,6 @@ func (b *Redis) dropFollowed(room, why string, fill bool) {
 	if b.h.Drop(room, keep) {
 		b.count.dropped.Add(1)
 		b.log.Warn("followed room dropped: its members resume", "room", room, "why", why)
-		b.Unsubscribe(room)
 	}
 }
 

@@ -97,7 +97,6 @@ func (b *Redis) lostRoom(room string) {
 	if b.h.Drop(room, nil) {
 		b.count.dropped.Add(1)
 		b.log.Warn("room taken over by another node: its members rejoin", "room", room)
-		b.Unsubscribe(room)
 	}
 }
 

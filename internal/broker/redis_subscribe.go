@@ -228,7 +228,6 @@ func (b *Redis) lostStream(room, why string) {
 	if b.h.Drop(room, nil) {
 		b.count.diverged.Add(1)
 		b.log.Warn("room's stream diverged from Redis's: its members resume and are told what they missed", "room", room, "why", why)
-		b.Unsubscribe(room)
 	}
 }
 

@@ -43,6 +43,7 @@ func startStoppable(t testing.TB, cfg Config) (n *node, stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.unsubscribe = b.Unsubscribe
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -440,6 +441,7 @@ func TestRedisOwnerStoppedHandsItsRoomsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.unsubscribe = ab.Unsubscribe
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = ab.Run(ctx) }()

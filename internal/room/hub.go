@@ -2,19 +2,11 @@ package room
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/scalechat/scalechat/internal/broker"
 )
-
-const shardCount = 256 // spreads room lookups so that joins do not contend on one lock
-
-type shard struct {
-	mu    sync.Mutex
-	rooms map[string]*Room
-}
 
 // Hub is the set of rooms of one node.
 type Hub struct {
@@ -211,11 +203,12 @@ func (h *Hub) Open(name []byte) *Room {
 			waiting: make([]bool, len(h.queues)), emptySince: time.Now(), loadedCh: make(chan struct{})}
 		r.hist = newHistory(r.opts.History, h.compress)
 		s.rooms[r.name] = r
+		s.queueLocked(r.name, true)
 		h.rooms.Add(1)
 	}
 	s.mu.Unlock()
 	if created {
-		h.broker.Subscribe(r.name)
+		s.flush(h.broker)
 	}
 	return r
 }
@@ -242,34 +235,38 @@ func (h *Hub) HistoryEntries() int64 { return h.historyEntries.Load() }
 // Sweep frees the rooms that have been empty for the grace period and
 // returns how many it freed.
 func (h *Hub) Sweep(now time.Time) int {
-	var freed []string
+	freed := 0
 	for i := range h.shards {
 		s := &h.shards[i]
+		n := 0
 		s.mu.Lock()
-		for name, r := range s.rooms {
+		for _, r := range s.rooms {
 			r.mu.Lock()
 			// A joiner waiting for the room to load keeps it: freed, the
 			// room would never load and the joiner never hear of it.
 			if r.members == 0 && r.pollers == 0 && !r.joinersWaitingLocked() && now.Sub(r.emptySince) >= h.grace && now.Sub(r.lastPoll) >= h.grace {
 				h.freeLocked(s, r)
-				freed = append(freed, name)
+				n++
 			}
 			r.mu.Unlock()
 		}
 		s.mu.Unlock()
+		if n > 0 {
+			h.rooms.Add(-int64(n))
+			s.flush(h.broker)
+			freed += n
+		}
 	}
-	h.rooms.Add(-int64(len(freed)))
-	for _, name := range freed {
-		h.broker.Unsubscribe(name)
-	}
-	return len(freed)
+	return freed
 }
 
-// freeLocked takes r out of its shard and gives back its history; the
-// caller holds s.mu and r.mu, then counts the room gone and unsubscribes.
+// freeLocked takes r out of its shard, gives back its history and queues
+// its unsubscription; the caller holds s.mu and r.mu, then counts the room
+// gone and flushes the shard's changes to the broker.
 func (h *Hub) freeLocked(s *shard, r *Room) {
 	r.closed = true
 	delete(s.rooms, r.name)
+	s.queueLocked(r.name, false)
 	r.forgetHistoryLocked()
 	if r.notify != nil { // pollers look the room up again
 		close(r.notify)
@@ -485,7 +482,10 @@ func (h *Hub) leased() bool { return time.Now().UnixNano() < h.lease.Load() }
 // room loaded anew. When keep is not nil it gets the room's epoch, latest
 // seq and history, under the room's lock: what the room held when it was
 // dropped, and nothing after (no message is ordered here after that seq).
-// It reports whether the room was here.
+// The broker is told to unsubscribe the room before Drop returns, in order
+// with the room's other (un)subscriptions: a member that rejoins at once
+// makes a new room, whose Subscribe comes after that. It reports whether
+// the room was here.
 func (h *Hub) Drop(name string, keep func(epoch string, seq uint64, tail []broker.Entry)) bool {
 	s := h.shard([]byte(name))
 	s.mu.Lock()
@@ -494,17 +494,11 @@ func (h *Hub) Drop(name string, keep func(epoch string, seq uint64, tail []broke
 		s.mu.Unlock()
 		return false
 	}
-	delete(s.rooms, name)
 	r.mu.Lock()
-	r.closed = true
 	if keep != nil && r.loaded {
 		keep(r.epoch, r.seq, r.tailLocked())
 	}
-	r.forgetHistoryLocked()
-	if r.notify != nil {
-		close(r.notify)
-		r.notify = nil
-	}
+	h.freeLocked(s, r)
 	for i, n := range r.local {
 		if n > 0 || r.waiting[i] {
 			h.queues[i].push(Delivery{Room: r, Dropped: true}, true)
@@ -513,5 +507,6 @@ func (h *Hub) Drop(name string, keep func(epoch string, seq uint64, tail []broke
 	r.mu.Unlock()
 	s.mu.Unlock()
 	h.rooms.Add(-1)
+	s.flush(h.broker)
 	return true
 }

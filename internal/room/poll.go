@@ -51,7 +51,7 @@ func (h *Hub) LeavePoll(r *Room) {
 	s.mu.Unlock()
 	if free {
 		h.rooms.Add(-1)
-		h.broker.Unsubscribe(r.name)
+		s.flush(h.broker)
 	}
 }
 
