@@ -84,8 +84,10 @@ type Cluster interface {
 	Nodes(ctx context.Context) (map[string]string, error)
 	// Presence says this node now has count connections of user ("" for
 	// none given) in room; the other nodes learn it through
-	// Handler.RemotePresence, and forget it when this node dies. It must not
-	// block.
+	// Handler.RemotePresence, and forget it when this node dies. The rooms
+	// call it under the room's lock, so that a user's counts come in the
+	// order they were made: it must only record and queue, never block
+	// or call the Handler.
 	Presence(room, user string, count int)
 	// Occupancy returns the connections of each user ("" for the
 	// anonymous ones) in every room with members on a live node, or in

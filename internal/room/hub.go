@@ -79,7 +79,9 @@ type Config struct {
 // methods must not block: they run on the event loops' paths.
 type Tracker interface {
 	// Presence says this node now has count connections of user ("" for
-	// none given) in room.
+	// none given) in room. It is told under the room's lock, in the order
+	// the counts were made, so it must only record: never block, never
+	// call the rooms.
 	Presence(room, user string, count int)
 	// Published is told every message this node orders in a room whose
 	// Options.PublishWebhook is on, under the room's lock, in seq order:

@@ -52,9 +52,12 @@ func (r *Room) addUser(user string, delta int) {
 		r.pres.local[user] = n
 	}
 	r.presenceChangedLocked(user, before)
-	closed := r.closed
-	r.mu.Unlock()
-	if !closed || n == 0 {
+	// Told under the room's lock, in the order the counts were made: two
+	// connections of a user leaving at once on two loops counted 1, then
+	// 0, and told after the unlock could tell 0, then 1, and the cluster
+	// and the webhooks kept a user gone for present. Both only record and
+	// queue (locksordering.txt).
+	if !r.closed || n == 0 {
 		if r.hub.cluster != nil {
 			r.hub.cluster.Presence(r.name, user, n)
 		}
@@ -62,6 +65,7 @@ func (r *Room) addUser(user string, delta int) {
 			r.hub.tracker.Presence(r.name, user, n)
 		}
 	}
+	r.mu.Unlock()
 }
 
 // presenceChangedLocked tells the members that asked for presence events

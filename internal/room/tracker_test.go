@@ -68,3 +68,70 @@ func TestTrackerIsToldWhatThisNodeOrders(t *testing.T) {
 		t.Errorf("the tracker heard no presence: %q", log.calls)
 	}
 }
+
+// countTracker is a Tracker that keeps the last count it was told of each
+// user and runs onPresence, once, inside the first Presence after it is set.
+type countTracker struct {
+	mu         sync.Mutex
+	count      map[string]int
+	onPresence func()
+}
+
+func (c *countTracker) Presence(_, user string, count int) {
+	c.mu.Lock()
+	hook := c.onPresence
+	c.onPresence = nil
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	c.mu.Lock()
+	c.count[user] = count
+	c.mu.Unlock()
+}
+
+func (c *countTracker) Published(string, uint64, []byte) {}
+
+func (c *countTracker) last(user string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count[user]
+}
+
+// Two connections of one user leaving at once, on two loops: the counts
+// reach the tracker (and the cluster, told at the same place) in the order
+// the room made them, so the last one told is 0. The second leave is made
+// while the tracker is inside the first's Presence, the widest the window
+// between them can be. Told after the room's lock was let go, the 0 came
+// first and the user stayed present in the webhooks and across the nodes.
+func TestPresenceToldInTheOrderCounted(t *testing.T) {
+	tr := &countTracker{count: map[string]int{}}
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: tr})
+	r := h.Open([]byte("r"))
+	r.AddUser("u")
+	r.AddUser("u")
+	left := make(chan struct{})
+	tr.mu.Lock()
+	tr.onPresence = func() {
+		go func() {
+			defer close(left)
+			r.RemoveUser("u")
+		}()
+		// The second leave must wait for this one to be told: it cannot
+		// end first. Bounded, since with the order kept it never ends here.
+		select {
+		case <-left:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	tr.mu.Unlock()
+	r.RemoveUser("u")
+	select {
+	case <-left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second leave never ended")
+	}
+	if n := tr.last("u"); n != 0 {
+		t.Fatalf("the tracker was last told %d connections of u, want 0: both left", n)
+	}
+}
