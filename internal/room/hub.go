@@ -501,6 +501,7 @@ func (h *Hub) Drop(name string, keep func(epoch string, seq uint64, tail []broke
 		keep(r.epoch, r.seq, r.tailLocked())
 	}
 	h.freeLocked(s, r)
+	r.forgetLocalLocked()
 	for i, n := range r.local {
 		if n > 0 || r.waiting[i] {
 			h.queues[i].push(Delivery{Room: r, Dropped: true}, true)

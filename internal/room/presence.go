@@ -52,20 +52,38 @@ func (r *Room) addUser(user string, delta int) {
 		r.pres.local[user] = n
 	}
 	r.presenceChangedLocked(user, before)
-	// Told under the room's lock, in the order the counts were made: two
-	// connections of a user leaving at once on two loops counted 1, then
-	// 0, and told after the unlock could tell 0, then 1, and the cluster
-	// and the webhooks kept a user gone for present. Both only record and
-	// queue (locksordering.txt).
-	if !r.closed || n == 0 {
-		if r.hub.cluster != nil {
-			r.hub.cluster.Presence(r.name, user, n)
-		}
-		if r.hub.tracker != nil {
-			r.hub.tracker.Presence(r.name, user, n)
-		}
+	if !r.closed { // a dropped room told its users gone as it was dropped
+		r.tellPresenceLocked(user, n)
 	}
 	r.mu.Unlock()
+}
+
+// tellPresenceLocked tells the cluster and the webhooks that this node has
+// n connections of user in the room. Told under the room's lock, in the
+// order the counts were made: two connections of a user leaving at once
+// on two loops counted 1, then 0, and told after the unlock could tell 0,
+// then 1, and the cluster and the webhooks kept a user gone for present.
+// Both only record and queue (locksordering.txt).
+func (r *Room) tellPresenceLocked(user string, n int) {
+	if r.hub.cluster != nil {
+		r.hub.cluster.Presence(r.name, user, n)
+	}
+	if r.hub.tracker != nil {
+		r.hub.tracker.Presence(r.name, user, n)
+	}
+}
+
+// forgetLocalLocked tells the cluster and the webhooks, as the room is
+// dropped with members (Hub.Drop), that none of its users' connections are
+// here any more: they are being closed (1012), and those that come back
+// count in the room made anew. Told later, at each connection's leave, a
+// user's last leave of this room could come after a rejoin into the new
+// one (another of its connections, on another loop, quicker) and undo it.
+func (r *Room) forgetLocalLocked() {
+	for user := range r.pres.local {
+		r.tellPresenceLocked(user, 0)
+	}
+	clear(r.pres.local)
 }
 
 // presenceChangedLocked tells the members that asked for presence events

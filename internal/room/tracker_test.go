@@ -135,3 +135,28 @@ func TestPresenceToldInTheOrderCounted(t *testing.T) {
 		t.Fatalf("the tracker was last told %d connections of u, want 0: both left", n)
 	}
 }
+
+// A room dropped with members tells their users gone at once, and their
+// late leaves of it tell nothing: a user with two connections, one back in
+// the room made anew before the other's leave of the old one was counted,
+// stays present. Told at the old room's last leave, that 0 undid the rejoin.
+func TestDroppedRoomToldItsUsersGone(t *testing.T) {
+	tr := &countTracker{count: map[string]int{}}
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: tr})
+	old := h.Open([]byte("r"))
+	old.AddUser("u")
+	old.AddUser("u")
+	if !h.Drop("r", nil) {
+		t.Fatal("room not dropped")
+	}
+	if n := tr.last("u"); n != 0 {
+		t.Fatalf("after the drop the tracker has %d connections of u, want 0", n)
+	}
+	old.RemoveUser("u") // one connection's leave, as it is closed
+	again := h.Open([]byte("r"))
+	again.AddUser("u")  // it came back
+	old.RemoveUser("u") // the other's leave, late
+	if n := tr.last("u"); n != 1 {
+		t.Fatalf("the tracker was last told %d connections of u, want 1: one came back", n)
+	}
+}
