@@ -92,6 +92,17 @@ func (c *countTracker) Presence(_, user string, count int) {
 
 func (c *countTracker) Published(string, uint64, []byte) {}
 
+// userTwice returns a hub whose rooms tell tr, and its room "r", where user
+// u has two connections.
+func userTwice(t *testing.T) (*Hub, *countTracker, *Room) {
+	tr := &countTracker{count: map[string]int{}}
+	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: tr})
+	r := h.Open([]byte("r"))
+	r.AddUser("u")
+	r.AddUser("u")
+	return h, tr, r
+}
+
 func (c *countTracker) last(user string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -105,11 +116,7 @@ func (c *countTracker) last(user string) int {
 // between them can be. Told after the room's lock was let go, the 0 came
 // first and the user stayed present in the webhooks and across the nodes.
 func TestPresenceToldInTheOrderCounted(t *testing.T) {
-	tr := &countTracker{count: map[string]int{}}
-	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: tr})
-	r := h.Open([]byte("r"))
-	r.AddUser("u")
-	r.AddUser("u")
+	_, tr, r := userTwice(t)
 	left := make(chan struct{})
 	tr.mu.Lock()
 	tr.onPresence = func() {
@@ -141,11 +148,7 @@ func TestPresenceToldInTheOrderCounted(t *testing.T) {
 // the room made anew before the other's leave of the old one was counted,
 // stays present. Told at the old room's last leave, that 0 undid the rejoin.
 func TestDroppedRoomToldItsUsersGone(t *testing.T) {
-	tr := &countTracker{count: map[string]int{}}
-	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: tr})
-	old := h.Open([]byte("r"))
-	old.AddUser("u")
-	old.AddUser("u")
+	h, tr, old := userTwice(t)
 	if !h.Drop("r", nil) {
 		t.Fatal("room not dropped")
 	}
