@@ -179,3 +179,38 @@ func BenchmarkDeliverMany(b *testing.B) {
 		}
 	}
 }
+
+// nopTracker is a Tracker that does nothing: the rooms' calls into it are
+// what BenchmarkJoinLeave counts.
+type nopTracker struct{}
+
+func (nopTracker) Presence(string, string, int)     {}
+func (nopTracker) Published(string, uint64, []byte) {}
+
+// BenchmarkJoinLeave is a member's join and leave of a room that stays (a
+// member holds it): Join, AddUser (presence told the tracker under the
+// room's lock), RemoveUser, Leave; and a room made and dropped (Open,
+// Drop), whose Subscribe and Unsubscribe go through the shard's queue.
+func BenchmarkJoinLeave(b *testing.B) {
+	b.Run("join-leave", func(b *testing.B) {
+		h := newHub(b, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Tracker: nopTracker{}})
+		name := []byte("lobby")
+		h.Join(name, 0, Resume{}, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			r, _ := h.Join(name, 0, Resume{}, nil)
+			r.AddUser("u")
+			r.RemoveUser("u")
+			r.Leave(0)
+		}
+	})
+	b.Run("make-drop", func(b *testing.B) {
+		h := newHub(b, Config{History: 10, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}})
+		name := []byte("lobby")
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Open(name)
+			h.Drop("lobby", nil)
+		}
+	})
+}

@@ -23,6 +23,7 @@ type shard struct {
 	mu    sync.Mutex
 	rooms map[string]*Room
 	subs  []subChange // decided under mu, not yet given to the broker
+	spare []subChange // the buffer flush last emptied, for subs to reuse
 
 	// flushMu is held while subs are given to the broker: the changes of
 	// one shard reach it one at a time, in the order they were decided.
@@ -49,11 +50,14 @@ func (s *shard) flush(b broker.Broker) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	for {
+		// The two buffers take turns: flushMu keeps spare this
+		// goroutine's until it hands it back.
 		s.mu.Lock()
 		subs := s.subs
-		s.subs = nil
+		s.subs, s.spare = s.spare[:0], nil
 		s.mu.Unlock()
 		if len(subs) == 0 {
+			s.giveBack(subs)
 			return
 		}
 		for _, c := range subs {
@@ -63,5 +67,17 @@ func (s *shard) flush(b broker.Broker) {
 				b.Unsubscribe(c.name)
 			}
 		}
+		s.giveBack(subs)
 	}
+}
+
+// giveBack keeps subs, emptied, for queueLocked to reuse. The caller holds
+// flushMu.
+func (s *shard) giveBack(subs []subChange) {
+	clear(subs) // the names go
+	s.mu.Lock()
+	if s.spare == nil {
+		s.spare = subs[:0]
+	}
+	s.mu.Unlock()
 }
