@@ -33,11 +33,15 @@ const DefaultFollowedLinger = time.Second
 const maxHeldWrites = 4096
 
 // maxRoundWrites is about how many writes of owned rooms one round carries
-// (roundCut): one persist call's. The publish loop waits for a round before
+// (roundCut): four persist calls'. The publish loop waits for a round before
 // it sends the next, so a round of a second's writes of a busy node (two
 // thousand and more, many calls) held the records to other nodes queued
-// behind it for as long as Redis took to run them all.
-const maxRoundWrites = maxPersistBatch
+// behind it for as long as Redis took to run them all. One call's (128)
+// was too few: a node's writes then went out a Redis round trip per 128,
+// and a node of four on 16 cores fell behind and refused 10-20 % at 96k
+// messages a second, which it carries with four calls a round
+// (docs/cluster.md, capacity; 2026-11-27).
+const maxRoundWrites = 4 * maxPersistBatch
 
 // DefaultMaxWait is serve's --redis-max-wait (Config.MaxWait): a cluster
 // past its capacity refuses rather than delivering seconds late. It is
