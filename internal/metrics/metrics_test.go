@@ -153,7 +153,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, reason := range []string{"auth", "forbidden", "per_ip", "connect_rate", "rooms_full", "header_too_large", "handshake_timeout", "body_timeout", "body_too_large", "hook"} {
 		want["scalechat_connections_refused_total{reason="+reason+"}"] = 0
 	}
-	for _, reason := range []string{"forbidden", "timeout", "unavailable", "backend_only", "room_full", "hook"} {
+	for _, reason := range []string{"forbidden", "timeout", "unavailable", "backend_only", "room_full", "hook", "overloaded"} {
 		want["scalechat_messages_dropped_total{reason="+reason+"}"] = 0
 	}
 	for _, name := range []string{"scalechat_http_polls_total", "scalechat_http_polls_waiting",

@@ -45,6 +45,7 @@ type Config struct {
 	CloseTimeout      time.Duration  // wait for the peer's close frame
 	RoomGrace         time.Duration  // keep an empty room (and its history) this long
 	Loops             int            // event loops; 0: GOMAXPROCS
+	MaxLoopLag        time.Duration  // refuse chat messages a loop reads while it is this far behind its sockets; 0: never, the default (lag.go)
 	Auth              *auth.Verifier // checks the token of every connection; nil: no authentication
 	TLS               *tls.Config    // serve wss:// and https://; nil: plain TCP
 	MaxConnsPerIP     int            // open connections from one address; 0: no limit
@@ -119,6 +120,7 @@ func (c *Config) validate() error {
 	check(c.HistoryLinger >= 0 && c.HistoryLinger <= broker.MaxHistoryLinger, "the history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.FollowedLinger >= 0 && c.FollowedLinger <= broker.MaxHistoryLinger, "the followed rooms' history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.Loops >= 0, "loops must not be negative")
+	check(c.MaxLoopLag >= 0, "the max loop lag must not be negative")
 	check(c.MaxConnsPerIP >= 0 && c.ConnectRatePerIP >= 0 && c.MaxRooms >= 0 && c.MaxHistoryBytes >= 0,
 		"per-address limits, max rooms and max history bytes must not be negative")
 	check(c.APIKey == "" || len(c.APIKey) >= MinAPIKey, "the API key must be at least %d bytes", MinAPIKey)

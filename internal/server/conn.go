@@ -331,8 +331,17 @@ func (c *conn) onChat(f *protocol.Frame, data []byte) {
 		}
 		return
 	}
+	if l.lag.behind {
+		l.stats.dropped[DropOverloaded].Add(1)
+		c.sendError(protocol.CodeUnavailable, behindMessage, f)
+		return
+	}
 	c.publishIn(f, data, r)
 }
+
+// behindMessage is what a sender is told when its message was read while
+// the loop was behind (Config.MaxLoopLag): nothing of it was sent.
+const behindMessage = "the server is over capacity: messages waited too long to be read, and new ones are refused until it catches up; send it again later"
 
 // publishIn publishes a chat message in r, a room c is a member of, as the
 // room's namespace and hooks allow.

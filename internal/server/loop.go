@@ -25,6 +25,7 @@ const (
 	readBufferSize   = 64 << 10
 	maxReadsPerEvent = 4    // then let other connections have their turn (epoll is level-triggered)
 	maxIovecs        = 1024 // IOV_MAX on Linux
+	pollBatch        = 256  // descriptors one poll hands the loop at most
 )
 
 // member is a connection's place in a room on one loop. minSeq hides the
@@ -131,6 +132,7 @@ type loop struct {
 	view         upgradeView        // the head of the upgrade at hand (accept.go)
 
 	nowNano      int64
+	lag          lagMeter // whether what this pass reads waited past Config.MaxLoopLag (lag.go)
 	closeTimeout time.Duration
 	draining     bool
 	drained      chan struct{} // closed when draining and no connection is left
@@ -145,13 +147,14 @@ type loop struct {
 }
 
 func newLoop(id int, srv *Server) (*loop, error) {
-	p, err := netpoll.New(256)
+	p, err := netpoll.New(pollBatch)
 	if err != nil {
 		return nil, err
 	}
 	l := &loop{
 		id:           id,
 		srv:          srv,
+		lag:          lagMeter{max: int64(srv.cfg.MaxLoopLag)},
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
@@ -197,6 +200,7 @@ func (l *loop) run() error {
 			return err
 		}
 		l.nowNano = time.Now().UnixNano()
+		l.lag.begin(l.nowNano, len(events) < pollBatch)
 		for _, ev := range events {
 			if ev.FD >= len(l.conns) || l.conns[ev.FD] == nil {
 				l.onOther(ev) // the listening socket, a handshake
@@ -229,6 +233,9 @@ func (l *loop) run() error {
 			default:
 				close(l.drained)
 			}
+		}
+		if l.lag.max > 0 {
+			l.lag.end(time.Now().UnixNano())
 		}
 	}
 }

@@ -31,11 +31,14 @@ const (
 	// did not answer for (a hook that fails closed), or that could not
 	// wait for it.
 	DropHook
+	// DropOverloaded: a chat message read while its event loop was behind
+	// by more than Config.MaxLoopLag (lag.go).
+	DropOverloaded
 	dropReasons
 )
 
 var dropReasonNames = [dropReasons]string{"rate_limit", "too_big", "invalid", "slow_consumer", "forbidden", "timeout", "unavailable",
-	"backend_only", "room_full", "hook"}
+	"backend_only", "room_full", "hook", "overloaded"}
 
 func (r DropReason) String() string { return dropReasonNames[r] }
 
