@@ -264,4 +264,15 @@ type Stats struct {
 	Takeovers      uint64
 	Dropped        uint64
 	LastError      string
+	// Transit: how long the rounds other nodes sent this node took to
+	// arrive, from the sender's round to this node's read (redis_transit.go).
+	Transit Latency
+}
+
+// Latency is a histogram of durations.
+type Latency struct {
+	Bounds []float64 // upper bounds of the buckets, seconds, increasing
+	Counts []uint64  // observations per bucket (not cumulative); one more than Bounds, the last for larger values
+	Count  uint64    // observations, the sum of Counts
+	Sum    float64   // seconds
 }

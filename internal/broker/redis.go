@@ -279,6 +279,7 @@ type counters struct {
 	releases       atomic.Uint64
 	takeovers      atomic.Uint64
 	dropped        atomic.Uint64
+	transit        transit // Stats.Transit
 	lastErr        atomic.Pointer[string]
 }
 
@@ -289,6 +290,7 @@ func (c *counters) read(s *Stats) {
 	s.Reconnects, s.OwnedPublished = c.reconnects.Load(), c.ownedPublished.Load()
 	s.Releases, s.Takeovers, s.Dropped = c.releases.Load(), c.takeovers.Load(), c.dropped.Load()
 	s.Refused, s.Diverged, s.Overloaded = c.refused.Load(), c.diverged.Load(), c.overloaded.Load()
+	s.Transit = c.transit.read()
 	if e := c.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}

@@ -107,6 +107,7 @@ func (b *Redis) forwardPublish(fw forward) bool {
 // onFollow handles a payload of owner-protocol records from the node's
 // channel, in order: runs of messages are delivered as a batch's are.
 func (b *Redis) onFollow(ctx context.Context, payload string) {
+	now := time.Now().UnixNano()
 	recs, err := splitFollow(payload, nil)
 	if err != nil {
 		b.count.errs.Add(1)
@@ -114,6 +115,10 @@ func (b *Redis) onFollow(ctx context.Context, payload string) {
 	}
 	var run []record
 	for _, r := range recs {
+		if r.kind == recTime {
+			b.count.transit.observe(int64(r.seq), now)
+			continue
+		}
 		if r.kind == recMessage {
 			run = append(run, record{room: r.room, seq: r.seq, json: r.json})
 			continue
@@ -528,14 +533,15 @@ func (b *Redis) expireForwards(now time.Time) {
 const maxSendBatch = 256
 
 // sendPayload joins the records of the send jobs js of batch into one
-// payload for their node's channel.
-func sendPayload(batch []job, js []int) []byte {
-	n := 1
+// payload for their node's channel, after a T record of sent, when the
+// round was made (unix nanoseconds; redis_transit.go).
+func sendPayload(batch []job, js []int, sent int64) []byte {
+	n := 1 + 21
 	for _, i := range js {
 		j := &batch[i]
 		n += len(j.rec) + len(j.room) + len(j.e.Payload) + 32
 	}
-	payload := append(make([]byte, 0, n), followMark)
+	payload := appendUint(append(make([]byte, 0, n), followMark, recTime), uint64(sent))
 	for _, i := range js {
 		if j := &batch[i]; j.rec != nil {
 			payload = append(payload, j.rec...)

@@ -28,6 +28,7 @@ const (
 	recOwner    = 'W' // room, node: the room's owner is now node, to its other followers (handover.lua)
 	recDropped  = 'D' // room, node: node, the owner, dropped the room (its stream ended there), to its followers
 	recMark     = 'K' // req: a mark a node sends itself; back, every record sent to it before has been read (unheard)
+	recTime     = 'T' // nanos: when the sender made the round (unix nanoseconds), first in a round's payload (redis_transit.go)
 )
 
 // followRec is one decoded record; which fields are set depends on kind.
@@ -173,6 +174,8 @@ func splitFollow(payload string, recs []followRec) ([]followRec, error) {
 			rec.req, rec.seq = r.uint(), r.uint()
 		case recMark:
 			rec.req = r.uint()
+		case recTime:
+			rec.seq = r.uint()
 		case recSnapshot:
 			rec.room, rec.epoch, rec.seq = r.field(), r.field(), r.uint()
 			n := r.uint()

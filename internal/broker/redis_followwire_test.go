@@ -48,7 +48,9 @@ func TestFollowRecordsRoundTrip(t *testing.T) {
 	for i := range js {
 		js[i] = i
 	}
-	payload := string(sendPayload(batch, js))
+	// The round's time first (redis_transit.go).
+	want = append([]followRec{{kind: recTime, seq: 1_700_000_000_123_456_789}}, want...)
+	payload := string(sendPayload(batch, js, 1_700_000_000_123_456_789))
 	rest, ok := strings.CutPrefix(payload, string(followMark))
 	if !ok {
 		t.Fatalf("payload %q does not start with the mark", payload)

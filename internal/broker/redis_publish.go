@@ -283,6 +283,7 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 	rcs := make([]RoomConfig, len(batch))
 	calls := b.plan(batch, renew, rcs)
 	mode := b.publishMode()
+	sent := time.Now().UnixNano() // the T record of each node's payload (redis_transit.go)
 	for k := range calls {
 		c := &calls[k]
 		j := batch[c.js[0]]
@@ -296,7 +297,7 @@ func (b *Redis) round(ctx context.Context, p redis.Pipeliner, batch []job) []cal
 			ttl := ttlArg(b.roomConfigOf(j.room).TTL)
 			c.cmd = presenceScript.EvalSha(ctx, p, []string{b.presenceKey(j.room)}, b.id, j.user, j.e.Seq, ttl, b.channel(j.room), mode)
 		case jobSend:
-			c.cmd = b.publishToNode(ctx, p, j.node, sendPayload(batch, c.js))
+			c.cmd = b.publishToNode(ctx, p, j.node, sendPayload(batch, c.js, sent))
 		case jobHandover:
 			c.cmd = b.handoverCmd(ctx, p, j)
 		case jobFill:

@@ -31,7 +31,7 @@ type Collector struct {
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
 	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerTakeovers, brokerDropped               *prometheus.Desc
-	brokerRefused, brokerDiverged, brokerOverloaded                                            *prometheus.Desc
+	brokerRefused, brokerDiverged, brokerOverloaded, brokerTransit                             *prometheus.Desc
 }
 
 // NewCollector returns a collector of srv's figures.
@@ -96,6 +96,8 @@ func NewCollector(srv *server.Server) *Collector {
 			"Publishes refused to their sender (error unavailable) because Redis was unreachable: at once for a room shared with other nodes, or after the fact for one sent on to an owner that did not answer (it may still arrive). Cluster only.", nil, nil),
 		brokerOverloaded: d("scalechat_broker_overloaded_total",
 			"Publishes refused to their sender (error unavailable) because this node's messages to other nodes had waited longer than --redis-max-wait: the cluster was past its capacity. Cluster only.", nil, nil),
+		brokerTransit: d("scalechat_broker_transit_seconds",
+			"Time from another node making a round of messages and records for this node to this node reading it: Redis's queue, its write to this node's subscription, and what waits in that socket to be read; the nodes' clocks differ by their offset. Cluster only.", nil, nil),
 		brokerDiverged: d("scalechat_broker_rooms_diverged_total",
 			"Rooms whose stream Redis no longer had when it came back (restarted without its data, a failover lost writes): new epoch, members closed with 1012 to resume and told reset. Cluster only.", nil, nil),
 		apiRequests: d("scalechat_api_requests_total",
@@ -140,7 +142,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.hookJobsGone, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
 		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
-		c.brokerRefused, c.brokerDiverged, c.brokerOverloaded,
+		c.brokerRefused, c.brokerDiverged, c.brokerOverloaded, c.brokerTransit,
 	} {
 		ch <- d
 	}
@@ -225,6 +227,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.brokerRefused, bs.Refused)
 		counter(c.brokerDiverged, bs.Diverged)
 		counter(c.brokerOverloaded, bs.Overloaded)
+		t := bs.Transit
+		ch <- prometheus.MustNewConstHistogram(c.brokerTransit, t.Count, t.Sum, cumulative(t.Bounds, t.Counts))
 	}
 
 	h := st.Processing
