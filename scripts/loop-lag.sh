@@ -13,18 +13,9 @@
 # (the bench pins with taskset). On a bigger machine raise STEPS (name:interval,
 # each client's interval between messages).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bin=
-if [[ $# -gt 0 && $1 != -- ]]; then bin=$1; shift; fi
-[[ ${1:-} == -- ]] && shift
+source "$(dirname "$0")/binarg.sh" # root, tmp, bin; "$@" is what follows --
 lags=("$@")
 [[ ${#lags[@]} -eq 0 ]] && lags=(0 100ms)
-if [[ -z $bin ]]; then
-  (cd "$root" && go build -o "$tmp/scalechat" ./cmd/scalechat)
-  bin=$tmp/scalechat
-fi
 steps=
 for s in ${STEPS:-16k:250ms 32k:125ms}; do
   steps+="  - {name: ${s%%:*} msg/s, msg_frequency: ${s#*:}}"$'\n'

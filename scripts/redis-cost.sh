@@ -17,16 +17,7 @@
 # BIN defaults to a build of this checkout. Needs redis-server, redis-cli,
 # ss and python3; Linux only (the bench pins with taskset).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bin=
-if [[ $# -gt 0 && $1 != -- ]]; then bin=$1; shift; fi
-[[ ${1:-} == -- ]] && shift
-if [[ -z $bin ]]; then
-  (cd "$root" && go build -o "$tmp/scalechat" ./cmd/scalechat)
-  bin=$tmp/scalechat
-fi
+source "$(dirname "$0")/binarg.sh" # root, tmp, bin; "$@" is what follows --
 cat >"$tmp/split.yaml" <<EOF
 name: redis-cost
 defaults: {msg_frequency: 1s, msg_size: 256, duration: ${DURATION:-10s}, ramp: 5000, drain: 3s}
