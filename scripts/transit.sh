@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Where a cross-node message waits: two nodes and one Redis on this machine
-# (nodes on CPU 0, generators on CPU 1), ROOMS rooms of 4 split over the
-# nodes (a loadtest shard each), each client sending every INTERVAL for 10 s;
-# prints each shard's end-to-end row and, per node, the histogram of
-# scalechat_broker_transit_seconds over the run: from the other node's round
-# to this node's read (Redis's queue, the subscription's socket, the reading
-# goroutine's backlog). What end-to-end adds beyond it waited on the nodes:
-# in their sockets, their loops, or the sender's round (--redis-max-wait).
+# (nodes on SERVER_CPUS, default 0; generators on GEN_CPUS, default 1),
+# ROOMS rooms of 4 split over the nodes (a loadtest shard each), each client
+# sending every INTERVAL for 10 s; prints each shard's end-to-end row and,
+# per node, the histogram of scalechat_broker_transit_seconds over the run:
+# from the other node's round to this node's read (Redis's queue, the
+# subscription's socket, the reading goroutine's backlog). What end-to-end
+# adds beyond it waited on the nodes: in their sockets, their loops, or the
+# sender's round (--redis-max-wait).
 #
 #   scripts/transit.sh [BIN] [-- INTERVAL…]        default: 250ms 125ms
 #   ROOMS=1000 PORT=18080 scripts/transit.sh -- 500ms
+#   SERVER_CPUS=0-7 GEN_CPUS=8-15 scripts/transit.sh -- 20.833ms 15.625ms    # 16 cores, past the knee
 #
 # BIN defaults to a build of this checkout. Needs redis-server, curl and
 # taskset; uses ports PORT+1, PORT+2 (nodes), PORT+11, PORT+12 (metrics) and
@@ -25,7 +27,7 @@ trap stop EXIT
 redis-server --port $((port + 20)) --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
 pids+=($!)
 for n in 1 2; do
-  taskset -c 0 "$bin" serve --addr 127.0.0.1:$((port + n)) --redis redis://127.0.0.1:$((port + 20)) \
+  taskset -c "${SERVER_CPUS:-0}" "$bin" serve --addr 127.0.0.1:$((port + n)) --redis redis://127.0.0.1:$((port + 20)) \
     --metrics-addr 127.0.0.1:$((port + 10 + n)) --rate-limit 1000 --rate-burst 1000 >"$tmp/node$n.log" 2>&1 &
   pids+=($!)
 done
@@ -39,7 +41,7 @@ for iv in "${intervals[@]}"; do
   for n in 1 2; do buckets $n >"$tmp/before$n"; done
   shards=() prefix=transit$RANDOM # one prefix: both shards' clients in the same rooms
   for s in 0 1; do
-    taskset -c 1 "$bin" loadtest --url ws://127.0.0.1:$((port + 1 + s))/ws --shard $s/2 --room-prefix "$prefix" \
+    taskset -c "${GEN_CPUS:-1}" "$bin" loadtest --url ws://127.0.0.1:$((port + 1 + s))/ws --shard $s/2 --room-prefix "$prefix" \
       --rooms "${ROOMS:-1000}" --room-size 4 --msg-frequency "$iv" --duration 10s --out "$tmp/lt$s.csv" >"$tmp/lt$s.txt" 2>&1 &
     shards+=($!)
   done
