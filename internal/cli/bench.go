@@ -97,7 +97,7 @@ generator itself; "scalechat bench page" makes docs/benchmarks.md from results f
 	f.BoolVar(&opt.Smoke, "smoke", false, "tiny sizes, a few seconds per scenario (checks the command works, not speed)")
 	f.IntVar(&opt.Repeat, "repeat", 1, "run the named scenarios this many times in turn (a b a b …); benchmark files add the medians")
 	f.StringVar(&opt.JSON, "json", "", "also write every row and the machine, as JSON, to this file (read by scalechat plan --from and scalechat bench page)")
-	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenarios' nodes (cluster, and files with nodes) with this --redis-linger (default: serve's own, 500µs; a file's own flags win)")
+	f.DurationVar(&opt.RedisLinger, "redis-linger", 0, "start the cluster scenarios' nodes (cluster, and files with nodes) with this --redis-linger (default: serve's own, 250µs; a file's own flags win)")
 	f.StringVar(&opt.Dir, "dir", "", "keep every child's log, CSV and meta.json in this folder (default: a temporary folder, removed)")
 	f.StringVar(&opt.ServerCPUs, "server-cpus", "", "CPU list for the servers and Redis, e.g. 0-7; one event loop per CPU (default: CPU 0 on 2 cores, the lower half on more)")
 	f.IntVar(&opt.ScalingRoomSize, "scaling-room-size", 0, "members of the scaling scenario's rooms (default 50), and of any benchmark file with vary: room_size; a loop starts at 10k deliveries/s, or one full room (size²) when more")
