@@ -41,7 +41,3 @@ func (m *lagMeter) begin(now int64, all bool) {
 
 // end ends the pass at now.
 func (m *lagMeter) end(now int64) { m.lastEnd = now }
-
-// lag is the bound on how long what this pass reads waited in the kernel,
-// as measured at its beginning.
-func (m *lagMeter) lag() int64 { return max(0, m.lastEnd-m.caughtUp) }
