@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scalechat/scalechat/internal/auth"
+	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
 )
@@ -235,6 +236,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, append(resp, '}'))
 }
 
+// maxDroppedRetries bounds how often an HTTP publish looks its room up
+// again when the room was freed as the message arrived (broker.ErrDropped).
+const maxDroppedRetries = 3
+
 // errNotOrdered and errNoAnswer say why a POST's message has no seq.
 var (
 	errNotOrdered = errors.New("the message was not ordered (the cluster's message store became unreachable before it answered, " +
@@ -253,6 +258,16 @@ func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, a
 	id, got := s.waiters.add()
 	defer s.waiters.remove(id)
 	seq, err := rm.Publish(draft, at, time.Now().UnixNano(), -1, id)
+	// A room freed between the request's look-up and its publish (a
+	// room of pollers alone, nothing written yet, freed as its last poll
+	// ended) took nothing: the message goes to the room made anew. A few
+	// tries, each with a room just looked up.
+	for try := 0; errors.Is(err, broker.ErrDropped) && try < maxDroppedRetries; try++ {
+		if rm = s.hub.Open([]byte(rm.Name())); rm == nil {
+			break
+		}
+		seq, err = rm.Publish(draft, at, time.Now().UnixNano(), -1, id)
+	}
 	if err != nil || seq > 0 {
 		return seq, err
 	}
