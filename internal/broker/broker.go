@@ -15,7 +15,6 @@ import (
 	"encoding/base32"
 	"errors"
 	"strings"
-	"time"
 )
 
 // Broker orders, stores and carries the messages of rooms: the message side
@@ -107,6 +106,8 @@ type Cluster interface {
 // presence across nodes (PresenceHandler); and one that lets a node order
 // the rooms whose members are all its own hands them over
 // (OwnershipHandler). Memory uses DeliveryHandler alone, and LocalHandler.
+// Ownership itself (which rooms, from which seq, until when) is the
+// broker's: the rooms hold none of it.
 type Handler interface {
 	DeliveryHandler
 	OwnershipHandler
@@ -137,9 +138,6 @@ type DeliveryHandler interface {
 	// Position returns the room's epoch and latest seq on this node, and
 	// whether the room is here and loaded ("" and 0 when not here).
 	Position(room string) (epoch string, seq uint64, loaded bool)
-	// Skip moves the room's seq forward to seq without messages: the ones in
-	// between can no longer be had.
-	Skip(room string, seq uint64)
 	// Settled answers a publish that was on its way when Publish returned
 	// (sent on to the room's owner): seq is the seq the owner gave it, or 0
 	// when it was given up (the owner did not answer in time: stopped, or
@@ -152,26 +150,24 @@ type DeliveryHandler interface {
 }
 
 // OwnershipHandler is how a cluster orders a room: the room's owner node
-// orders it here (owned) from Own until Drop, while its lease lives
-// (docs/architecture.md, "The node-local fast path").
+// orders it here, under the room's own lock (which also gives its members
+// their one order), while the broker holds the room and its lease lives
+// (docs/architecture.md, "The node-local fast path"). Who owns a room, from
+// which seq, and until when are the broker's alone: the rooms are told
+// only what to order (from), never whether they are owned.
 type OwnershipHandler interface {
 	// PublishOwned orders and delivers a message of a room this node owns
-	// (a cluster's node-local fast path), handing it to keep in seq order
-	// under the room's order, and returns its seq; false when the room is
-	// not owned here. While a publish of the room is on its way to another
-	// node's order, the broker must not call it for the room: a later
-	// message of the same sender would overtake it.
-	PublishOwned(p Publication, keep func(room string, e Entry)) (uint64, bool)
-	// Own makes the room owned by this node from the moment its seq
-	// reached from.
-	Own(room string, from uint64)
-	// Lease says until when the rooms this node owns are its own. Joins
-	// of an owned room wait while it has lapsed; the next lease lets them
-	// in, so the broker gives it only once it has checked which rooms are
-	// still this node's and dropped the others.
-	Lease(until time.Time)
-	// Drop frees the room at once and ends this node's ownership of it:
-	// its stream here can no longer be followed, or the node stops and
+	// (a cluster's node-local fast path), handing it to keep to store in
+	// seq order under the room's order, and returns its seq; false when
+	// the room is not here, not loaded, or its seq has not reached from
+	// yet (the seqs handed out before this node owned it are still on
+	// their way). The broker calls it only for a room it holds, under a
+	// live lease; while a publish of the room is on its way to another
+	// node's order it must not call it for the room: a later message of
+	// the same sender would overtake it.
+	PublishOwned(p Publication, from uint64, keep func(room string, e Entry)) (uint64, bool)
+	// Drop frees the room at once and ends this node's stream of it: its
+	// stream here can no longer be followed, or the node stops and
 	// hands it on. Members rejoin a room loaded anew. A keep not nil gets,
 	// under the room's order, its epoch, latest seq and the history it
 	// held (a follower writes what a gone owner may not have:
@@ -184,8 +180,25 @@ type OwnershipHandler interface {
 	// Follow hands another node that starts to follow an owned room what
 	// it loads the room from (epoch, latest seq, history) through add,
 	// which runs under the room's order, so that every later message
-	// reaches it through keep; false when the room is not ordered here now.
-	Follow(room string, add func(epoch string, seq uint64, tail []Entry)) (epoch string, seq uint64, tail []Entry, ok bool)
+	// reaches it through keep; false, as PublishOwned, when the room does
+	// not order here now. The broker calls it only for a room it holds.
+	Follow(room string, from uint64, add func(epoch string, seq uint64, tail []Entry)) (epoch string, seq uint64, tail []Entry, ok bool)
+	// LeaseRenewed says that the broker's lease lives again after it
+	// lapsed, the rooms it lost meanwhile dropped: joiners that JoinGate
+	// held back try again.
+	LeaseRenewed()
+}
+
+// JoinGate is what a broker whose rooms have owners may tell the rooms of
+// joins (the Redis broker does; Memory, whose node owns every room for
+// good, does not): while the node's lease has lapsed (it was stopped, or
+// cut off), a room it holds may have been taken over by another node, and
+// its joiners wait until the broker has checked (OwnershipHandler.
+// LeaseRenewed) or dropped the room.
+type JoinGate interface {
+	// JoinsWait reports whether joiners of room must wait now. The rooms
+	// call it under a room's lock: it takes no lock.
+	JoinsWait(room string) bool
 }
 
 // PresenceHandler learns who is in the node's rooms on the other nodes of a

@@ -15,7 +15,6 @@ import (
 // change so that tests wait on conditions, not on time.
 type fakeRooms struct {
 	mu       sync.Mutex
-	lease    time.Time
 	presence map[string]map[string]int // room → "node/user" → connections
 	changed  chan struct{}
 	rooms    map[string]*fakeRoom
@@ -29,8 +28,7 @@ type fakeRooms struct {
 }
 
 type fakeRoom struct {
-	owned   bool
-	ownFrom uint64
+	owned   bool // ordered a message here (PublishOwned)
 	dropped bool
 
 	loaded bool
@@ -145,22 +143,14 @@ func (f *fakeRooms) Position(name string) (string, uint64, bool) {
 	return f.Epoch(name), seq, loaded
 }
 
-func (f *fakeRooms) Skip(name string, seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r := f.rooms[name]; r != nil && r.loaded && seq > r.seq {
-		r.seq = seq
-		f.note(fmt.Sprintf("skip %s %d", name, seq))
-	}
-}
-
-func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) (uint64, bool) {
+func (f *fakeRooms) PublishOwned(p Publication, from uint64, keep func(string, Entry)) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[p.Room]
-	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(f.lease) {
+	if r == nil || !r.loaded || r.seq < from {
 		return 0, false
 	}
+	r.owned = true
 	r.seq++
 	payload := []byte(string(p.Prefix) + strconv.FormatUint(r.seq, 10) + string(p.Suffix))
 	r.msgs = append(r.msgs, Entry{r.seq, payload})
@@ -169,11 +159,11 @@ func (f *fakeRooms) PublishOwned(p Publication, keep func(string, Entry)) (uint6
 	return r.seq, true
 }
 
-func (f *fakeRooms) Follow(name string, add func(string, uint64, []Entry)) (string, uint64, []Entry, bool) {
+func (f *fakeRooms) Follow(name string, from uint64, add func(string, uint64, []Entry)) (string, uint64, []Entry, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rooms[name]
-	if r == nil || !r.loaded || !r.owned || r.seq < r.ownFrom || !time.Now().Before(f.lease) {
+	if r == nil || !r.loaded || r.seq < from {
 		return "", 0, nil, false
 	}
 	tail := append([]Entry(nil), r.msgs...)
@@ -182,20 +172,10 @@ func (f *fakeRooms) Follow(name string, add func(string, uint64, []Entry)) (stri
 	return r.epoch, r.seq, tail, true
 }
 
-func (f *fakeRooms) Own(name string, from uint64) {
+func (f *fakeRooms) LeaseRenewed() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if r := f.rooms[name]; r != nil && r.loaded {
-		r.owned, r.ownFrom = true, max(r.ownFrom, from)
-		f.note(fmt.Sprintf("own %s %d", name, from))
-	}
-}
-
-func (f *fakeRooms) Lease(until time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lease = until
-	f.note("lease")
+	f.note("lease renewed")
 }
 
 func (f *fakeRooms) Drop(name string, keep func(epoch string, seq uint64, tail []Entry)) bool {

@@ -61,7 +61,7 @@ func (l *leaseClock) renewed(r renewal) (until time.Time, checkPeers bool) {
 }
 
 // ordersAt reports whether the node may order its rooms at now: fencing,
-// as leaseState.lapsedAt and the rooms (room.Hub's leased) read it.
+// as leaseState.lapsedAt reads it (Redis.publishOwned, onFollowAsk, JoinsWait).
 func (l *leaseClock) ordersAt(now time.Time) bool { return now.Before(l.until) }
 
 // cutOffLease is how long a node cut off from Redis goes on ordering the

@@ -189,10 +189,14 @@ func (b *Redis) tellDropped(room string) {
 // onFollowAsk answers a node that asks to follow a room: its snapshot,
 // taken under the room's order, or N when this node does not order it now.
 func (b *Redis) onFollowAsk(room, node string) {
-	_, _, _, ok := b.h.Follow(room, func(epoch string, seq uint64, tail []Entry) {
-		b.own.addFollower(room, node)
-		b.sendTo(node, encSnapshot(room, epoch, seq, tail))
-	})
+	from, held := b.own.heldFrom(room)
+	ok := held && !b.lease.lapsed()
+	if ok {
+		_, _, _, ok = b.h.Follow(room, from, func(epoch string, seq uint64, tail []Entry) {
+			b.own.addFollower(room, node)
+			b.sendTo(node, encSnapshot(room, epoch, seq, tail))
+		})
+	}
 	if !ok {
 		b.sendTo(node, encNotOwner(room))
 	}
@@ -204,7 +208,7 @@ func (b *Redis) onFollowAsk(room, node string) {
 func (b *Redis) onForward(r followRec) {
 	node, req := r.node, r.req
 	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1}
-	seq, _ := b.h.PublishOwned(p, b.keep) // 0: not ordered here now
+	seq, _ := b.publishOwned(p) // 0: not ordered here now
 	// After the message itself, which keep queued for the follower under
 	// the room's order: the answer never overtakes it.
 	b.sendTo(node, encAck(req, seq))
@@ -445,7 +449,7 @@ func (b *Redis) orderHere(ctx context.Context, fw forward) {
 	for {
 		first, answered := b.own.firstOut(fw.p.Room, fw.ticket)
 		if first {
-			if seq, ok := b.h.PublishOwned(fw.p, b.keep); ok {
+			if seq, ok := b.publishOwned(fw.p); ok {
 				b.own.answered(fw.p.Room, fw.ticket)
 				b.h.Settled(fw.p, seq)
 				return

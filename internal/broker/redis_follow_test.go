@@ -26,7 +26,7 @@ func startOwnerNodes(t testing.TB, rooms []string) (owner, follower *node) {
 	owner, follower = startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	for _, r := range rooms {
 		owner.join(t, r)
-		owner.h.waitFor(t, 10*time.Second, r+" owned", func() bool { return owner.h.rooms[r].owned })
+		owner.waitHeld(t, r)
 		follower.join(t, r)
 	}
 	return owner, follower
@@ -83,7 +83,7 @@ func TestRedisOwnerStoppingHandsOverWhatFollowersSend(t *testing.T) {
 	owner, stop := startStoppable(t, cfg)
 	follower := startNodeConfig(t, cfg)
 	owner.join(t, "r")
-	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	owner.waitHeld(t, "r")
 	follower.join(t, "r")
 	const total, stopAt = 300, 100
 	acked := make(chan uint64, total)
@@ -210,7 +210,7 @@ func startProxiedOwner(t *testing.T, cfg Config) (rs *testsupport.Redis, px *tes
 	cfg.URL = rs.URL()
 	follower = startNodeConfig(t, cfg)
 	owner.join(t, "r")
-	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	owner.waitHeld(t, "r")
 	follower.join(t, "r")
 	return rs, px, owner, follower
 }
@@ -267,7 +267,7 @@ func TestRedisOwnerRefusesFollowedRoomsWhileRedisIsAway(t *testing.T) {
 	owner, follower := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	for _, r := range []string{"shared", "solo"} {
 		owner.join(t, r)
-		owner.h.waitFor(t, 10*time.Second, r+" owned", func() bool { return owner.h.rooms[r].owned })
+		owner.waitHeld(t, r)
 	}
 	follower.join(t, "shared")
 	owner.publish("shared", "before")
@@ -292,7 +292,7 @@ func TestRedisNoScriptOrdersAMessage(t *testing.T) {
 	cfg := Config{URL: rs.URL(), History: 100, TTL: time.Hour}
 	owner, follower := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	owner.join(t, "r")
-	owner.h.waitFor(t, 10*time.Second, "r owned", func() bool { return owner.h.rooms["r"].owned })
+	owner.waitHeld(t, "r")
 	follower.join(t, "r")
 	runs := scriptRuns(t, rs.Addr(), persistScript)
 	owner.publish("r", "o")

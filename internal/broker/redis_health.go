@@ -76,7 +76,7 @@ func (b *Redis) fail(op string, err error) {
 		// of them included (messages to other rooms are refused); once
 		// back, it checks which are still its own (leaseLoop). See cutOff.
 		if until, ok := b.lease.cutOff(time.Now()); ok {
-			b.setLease(until)
+			b.setLease(until, false)
 		}
 		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
 		signal(b.health.wake)

@@ -65,16 +65,33 @@ func (b *Redis) leaseKey(node string) string { return b.cfg.Prefix + ":node:" + 
 // it, or it was handed it), whose seqs up to from are ordered already.
 func (b *Redis) owns(room string, from uint64) {
 	subscribed := b.sub.subscribed(room)
-	b.own.grant(room)
+	b.own.grant(room, from)
 	if !subscribed { // freed while the grant was on its way: give it back
 		b.release(room, 0)
-		return
 	}
-	b.h.Own(room, from)
 }
 
 // holds reports whether this node holds the room and has not given it up.
 func (b *Redis) holds(room string) bool { return b.own.holds(room) }
+
+// publishOwned orders p here when this node holds its room and its lease
+// lives (the rooms check the rest: Handler.PublishOwned); false otherwise.
+// A room not held costs one lock-free look-up, not the room's lock.
+func (b *Redis) publishOwned(p Publication) (uint64, bool) {
+	from, ok := b.own.heldFrom(p.Room)
+	if !ok || b.lease.lapsed() {
+		return 0, false
+	}
+	return b.h.PublishOwned(p, from, b.keep)
+}
+
+// JoinsWait implements JoinGate: joiners of a room this node holds wait
+// while its lease has lapsed (the room may be another node's by now), until
+// the next lease, which comes once verifyHeld dropped the rooms lost. It
+// takes no lock (the rooms call it under a room's lock).
+func (b *Redis) JoinsWait(room string) bool {
+	return b.lease.lapsed() && b.own.holds(room)
+}
 
 // release gives up the room: after the writes already queued, so Redis's
 // seq is the room's last.
@@ -198,8 +215,8 @@ func (b *Redis) renewLease(ctx context.Context, lc *leaseClock, sent time.Time) 
 	until, checkPeers := lc.renewed(r)
 	// After a lapse, the rooms taken over meanwhile were dropped
 	// (verifyHeld): the new lease lets the joiners of the others go on
-	// (Handler.Lease).
-	b.setLease(until)
+	// (Handler.LeaseRenewed).
+	b.setLease(until, r.verify)
 	if checkPeers {
 		b.checkPeers(ctx)
 	}
@@ -265,9 +282,16 @@ func (l *leaseState) lapsed() bool { return l.lapsedAt(time.Now()) }
 // lapsedAt reports whether this node's lease had lapsed at now.
 func (l *leaseState) lapsedAt(now time.Time) bool { return now.UnixNano() >= l.until.Load() }
 
-// setLease says until when this node's held rooms are its own, to the
-// rooms and to the receiving side.
-func (b *Redis) setLease(until time.Time) {
-	b.lease.until.Store(until.UnixNano())
-	b.h.Lease(until)
+// setLease says until when this node's held rooms are its own. A lease
+// after a lapsed one (verified: its renewal checked the rooms held, as the
+// lease clock asked; or the lease had lapsed by now anyway) lets in the
+// joiners that waited meanwhile (Handler.LeaseRenewed, which takes the
+// rooms' locks one at a time): it is given once verifyHeld dropped the
+// rooms taken over. Renewing a live lease, or fail's extension of one,
+// tells the rooms nothing and takes no lock, whatever its caller holds.
+func (b *Redis) setLease(until time.Time, verified bool) {
+	now, end := time.Now().UnixNano(), until.UnixNano()
+	if prev := b.lease.until.Swap(end); (verified || prev <= now) && now < end {
+		b.h.LeaseRenewed()
+	}
 }

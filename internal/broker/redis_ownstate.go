@@ -11,50 +11,70 @@ import (
 // long: one lock serves both. It is taken under a room's lock (keep,
 // Follow's add), healthState.localMu (publishDown) and fillMu; nothing is
 // taken under it.
+//
+// The rooms held are read by every publish (Redis.publishOwned) and by the
+// rooms' joins (JoinsWait), under a room's lock: a sync.Map, read without
+// a lock, written at a grant or a release (a room's load, not its
+// messages).
 type ownState struct {
 	mu      sync.Mutex
-	granted map[string]bool // the rooms this node holds, not given up
-	held    atomic.Int64    // len(granted), for Stats without the lock
-	follows                 // the owner protocol's followers, owners and forwards
+	granted sync.Map     // room → uint64: the rooms this node holds, not given up, each with the seq its order here starts after
+	held    atomic.Int64 // how many granted holds, for Stats
+	follows              // the owner protocol's followers, owners and forwards
 }
 
 func newOwnState() ownState {
-	return ownState{granted: make(map[string]bool), follows: newFollows()}
+	return ownState{follows: newFollows()}
 }
 
-// grant records that this node holds the room.
-func (s *ownState) grant(room string) {
-	s.mu.Lock()
-	s.granted[room] = true
-	s.held.Store(int64(len(s.granted)))
-	s.mu.Unlock()
+// grant records that this node holds the room, whose seqs up to from were
+// handed out before: the room orders here once its seq reached from. A
+// room granted again keeps the larger from.
+func (s *ownState) grant(room string, from uint64) {
+	for {
+		old, loaded := s.granted.LoadOrStore(room, from)
+		if !loaded {
+			s.held.Add(1)
+			return
+		}
+		if old.(uint64) >= from || s.granted.CompareAndSwap(room, old, from) {
+			return
+		}
+	}
 }
 
 // holds reports whether the room is held here.
 func (s *ownState) holds(room string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.granted[room]
+	_, ok := s.granted.Load(room)
+	return ok
+}
+
+// heldFrom returns the seq after which the room, held here, orders its
+// messages here; false when it is not held.
+func (s *ownState) heldFrom(room string) (uint64, bool) {
+	from, ok := s.granted.Load(room)
+	if !ok {
+		return 0, false
+	}
+	return from.(uint64), true
 }
 
 // giveUp forgets the room's holding and reports whether it was held here.
 func (s *ownState) giveUp(room string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	held := s.granted[room]
-	delete(s.granted, room)
-	s.held.Store(int64(len(s.granted)))
+	_, held := s.granted.LoadAndDelete(room)
+	if held {
+		s.held.Add(-1)
+	}
 	return held
 }
 
 // heldRooms returns the rooms held here.
 func (s *ownState) heldRooms() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rooms := make([]string, 0, len(s.granted))
-	for r := range s.granted {
-		rooms = append(rooms, r)
-	}
+	var rooms []string
+	s.granted.Range(func(r, _ any) bool {
+		rooms = append(rooms, r.(string))
+		return true
+	})
 	return rooms
 }
 

@@ -35,7 +35,7 @@ func (b *Redis) Publish(p Publication) (uint64, error) {
 		return 0, b.refuseOverloaded(p)
 	}
 	if !b.own.isOut(p.Room) {
-		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+		if seq, ok := b.publishOwned(p); ok {
 			return seq, nil
 		}
 	}
@@ -514,7 +514,7 @@ func (b *Redis) publishDown(p Publication) (uint64, error) {
 	// following it meanwhile: that takes Redis.
 	followed := len(b.own.followersOf(p.Room)) > 0
 	if !followed && !b.own.isOut(p.Room) {
-		if seq, ok := b.h.PublishOwned(p, b.keep); ok {
+		if seq, ok := b.publishOwned(p); ok {
 			b.count.local.Add(1)
 			return seq, nil
 		}

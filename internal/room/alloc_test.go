@@ -72,7 +72,7 @@ func TestAllocsHistoryEntryHeap(t *testing.T) {
 		t.Run(fmt.Sprintf("%dB-json-compression-%v", tt.json, tt.compress), func(t *testing.T) {
 			h := newHub(t, Config{History: held, Grace: time.Minute, Queues: []*Queue{NewQueue(func() {})}, Framing: wsLike{}, Compression: tt.compress})
 			r := h.Open([]byte("r")) // no member: no delivery is queued and kept
-			h.Skip("r", 99999)       // seqs of 6 digits: every message the same size
+			h.skip("r", 99999)       // seqs of 6 digits: every message the same size
 			prefix, suffix := `{"seq":`, `,"text":"`
 			draft := []byte(prefix + suffix + strings.Repeat("x", tt.json-len(prefix)-6-len(suffix)-2) + `"}`)
 			before := heapInUse()

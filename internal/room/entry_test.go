@@ -76,7 +76,7 @@ func TestMessageHeadAndJSON(t *testing.T) {
 	} {
 		h := newHub(t, Config{History: 5, Queues: []*Queue{NewQueue(func() {})}, Framing: tt.framing})
 		r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
-		h.Skip("r", 99)
+		h.skip("r", 99)
 		if _, err := r.Publish(draft, 7, 0, -1, 0); err != nil {
 			t.Fatal(err)
 		}

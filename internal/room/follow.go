@@ -6,17 +6,18 @@ import "github.com/scalechat/scalechat/internal/broker"
 // loads the room from: the room's epoch, latest seq and history, handed to
 // add, which runs under the room's lock, where the room orders its messages, so that every
 // message after seq reaches the follower (the broker's keep sends it on)
-// and none before. It reports false when the room is not ordered here now
-// (not owned, not loaded, waiting for seqs ordered before, or the node's lease
-// lapsed): the follower asks again.
-func (h *Hub) Follow(name string, add func(epoch string, seq uint64, tail []broker.Entry)) (epoch string, seq uint64, tail []broker.Entry, ok bool) {
+// and none before. It reports false when the room does not order here now
+// (not loaded, or waiting for the seqs up to from, handed out before this
+// node owned it): the follower asks again. The broker calls it only for a
+// room it holds, under a live lease.
+func (h *Hub) Follow(name string, from uint64, add func(epoch string, seq uint64, tail []broker.Entry)) (epoch string, seq uint64, tail []broker.Entry, ok bool) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return "", 0, nil, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.ordersHereLocked() {
+	if !r.ordersLocked(from) {
 		return "", 0, nil, false
 	}
 	tail = r.tailLocked()

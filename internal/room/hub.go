@@ -15,7 +15,8 @@ type Hub struct {
 	history int
 	grace   time.Duration
 	broker  broker.Broker
-	cluster broker.Cluster // the broker, when it is one of several nodes; nil: a single node
+	cluster broker.Cluster  // the broker, when it is one of several nodes; nil: a single node
+	gate    broker.JoinGate // the broker, when its rooms' joins may wait for it; nil: they never do
 
 	compress        bool    // messages carry a compressed encoding, made on first use
 	framing         Framing // what goes before each message's JSON; nil: nothing
@@ -26,7 +27,6 @@ type Hub struct {
 	historyEntries atomic.Int64
 	historyBytes   atomic.Int64 // what the histories cost: see history.cost
 	historyJSON    atomic.Int64 // bytes of JSON the histories hold
-	lease          atomic.Int64 // unix nanoseconds until which this node's owned rooms are its own
 
 	resolve    func(name string) Options              // a new room's options (Config.Options)
 	disconnect func(broker.Disconnect)                // closes connections of this node (Config.Disconnect)
@@ -150,6 +150,7 @@ func NewHub(cfg Config) (*Hub, error) {
 	}
 	h.broker = b
 	h.cluster, _ = b.(broker.Cluster)
+	h.gate, _ = b.(broker.JoinGate)
 	return h, nil
 }
 
@@ -403,10 +404,10 @@ func (h *Hub) Position(name string) (epoch string, seq uint64, loaded bool) {
 	return r.epoch, r.seq, r.loaded && !r.closed
 }
 
-// Skip moves the room's seq forward to seq without messages: the broker
-// could not bring the ones in between (they fell out of its history, or
-// were published on a node cut off from it).
-func (h *Hub) Skip(name string, seq uint64) {
+// skip moves the room's seq forward to seq without messages, as if the
+// ones in between had been delivered elsewhere: the tests' way to give a
+// room seqs of many digits.
+func (h *Hub) skip(name string, seq uint64) {
 	r := h.lookup([]byte(name))
 	if r == nil {
 		return
@@ -419,54 +420,29 @@ func (h *Hub) Skip(name string, seq uint64) {
 }
 
 // PublishOwned orders and delivers on this node a message of a room the
-// node owns, and hands it to keep, in seq order, for the broker to store;
-// it reports false when the room is not owned here (see broker.Handler).
-func (h *Hub) PublishOwned(p broker.Publication, keep func(room string, e broker.Entry)) (uint64, bool) {
+// broker owns here from seq from, and hands it to keep, in seq order, for
+// the broker to store; it reports false when the room does not order here
+// now (see broker.OwnershipHandler).
+func (h *Hub) PublishOwned(p broker.Publication, from uint64, keep func(room string, e broker.Entry)) (uint64, bool) {
 	r := h.lookup([]byte(p.Room))
 	if r == nil {
 		return 0, false
 	}
-	return r.publishOwned(p, keep)
+	return r.publishOwned(p, from, keep)
 }
 
-// Own makes the room owned by this node, from the moment its seq reached
-// from (the seqs the broker handed out before).
-func (h *Hub) Own(name string, from uint64) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || !r.loaded {
-		return
-	}
-	r.owned = true
-	r.ownFrom = max(r.ownFrom, from)
-}
-
-// Lease says until when the rooms this node owns are its own. A lease
-// given after the last one lapsed lets in the joiners that waited for owned
-// rooms meanwhile: the broker gives it once it has checked which rooms are
-// still this node's and dropped the others. Only then does Lease take
-// locks (each shard's, then each room's, one room at a time).
-func (h *Hub) Lease(until time.Time) {
-	now, end := time.Now().UnixNano(), until.UnixNano()
-	if prev := h.lease.Swap(end); prev <= now && now < end {
-		h.wakeOwnedJoiners()
-	}
-}
-
-// wakeOwnedJoiners tells the loops whose joiners wait for an owned room
-// (they came while the lease had lapsed) that they may join now. Every
-// room is looked at: it runs once a lapse, not once a lease.
-func (h *Hub) wakeOwnedJoiners() {
+// LeaseRenewed tells the loops whose joiners wait in a loaded room (held
+// back by the broker's JoinGate while its lease had lapsed: a loaded room
+// holds joiners back for nothing else) that they may try again. Every room
+// is looked at, each shard's lock, then each room's, one at a time: the
+// broker calls it once a lapse, not once a lease.
+func (h *Hub) LeaseRenewed() {
 	for i := range h.shards {
 		s := &h.shards[i]
 		s.mu.Lock()
 		for _, r := range s.rooms {
 			r.mu.Lock()
-			if r.owned && r.loaded {
+			if r.loaded {
 				r.wakeWaitingLocked()
 			}
 			r.mu.Unlock()
@@ -475,7 +451,9 @@ func (h *Hub) wakeOwnedJoiners() {
 	}
 }
 
-func (h *Hub) leased() bool { return time.Now().UnixNano() < h.lease.Load() }
+// joinsWait reports whether the broker holds the joiners of the room
+// called name back now (broker.JoinGate). Called under the room's lock.
+func (h *Hub) joinsWait(name string) bool { return h.gate != nil && h.gate.JoinsWait(name) }
 
 // Drop frees the room at once, members or not, and ends this node's
 // ownership of it: its stream here can no longer be followed (another node

@@ -2,6 +2,7 @@ package room
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,13 +14,32 @@ type kept []broker.Entry
 
 func (k *kept) keep(_ string, e broker.Entry) { *k = append(*k, e) }
 
-// An owned room orders messages here only once the seqs Redis handed out
-// came back, and while the node's lease lives; what it orders goes to the
-// broker in seq order, as the members get it.
+// gatedBroker is a single node's broker with a broker.JoinGate, as a
+// cluster's broker has: the rooms' joins wait while wait is set.
+type gatedBroker struct {
+	*broker.Memory
+	wait atomic.Bool
+}
+
+func (g *gatedBroker) JoinsWait(string) bool { return g.wait.Load() }
+
+// newGatedHub returns a hub whose broker holds its joins back at will.
+func newGatedHub(t testing.TB, cfg Config) (*Hub, *gatedBroker) {
+	g := &gatedBroker{}
+	cfg.Broker = func(h broker.Handler) (broker.Broker, error) {
+		g.Memory = broker.NewMemory(h.(*Hub))
+		return g, nil
+	}
+	return newHub(t, cfg), g
+}
+
+// A room the broker owns here orders messages only once the seqs handed out
+// before (up to from) came back; what it orders goes to the broker in seq
+// order, as the members get it. Whether the node holds the room and its
+// lease lives is the broker's to check: the room is asked only when so.
 func TestPublishOwned(t *testing.T) {
 	q := NewQueue(func() {})
 	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
-	h.Join([]byte("r"), 0, Resume{}, nil)
 	pub := func(text string) broker.Publication {
 		return broker.Publication{Room: "r", Prefix: []byte(`{"text":"` + text + `","seq":`), Suffix: []byte(`}`)}
 	}
@@ -27,25 +47,24 @@ func TestPublishOwned(t *testing.T) {
 	steps := []struct {
 		name  string
 		setup func()
+		from  uint64
 		want  bool
 	}{
-		{"not owned", func() {}, false},
-		{"owned, no lease", func() { h.Own("r", 0) }, false},
-		{"owned, leased", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
-		{"owned from a seq not yet here", func() { h.Own("r", 5) }, false},
-		{"the seqs before came", func() { h.DeliverMany([]broker.Delivered{{Room: "r", Seq: 5, Payload: []byte(`{"seq":5}`)}}) }, true},
-		{"lease lapsed", func() { h.Lease(time.Now().Add(-time.Second)) }, false},
-		{"leased again", func() { h.Lease(time.Now().Add(time.Minute)) }, true},
+		{"not here", func() {}, 0, false},
+		{"here", func() { h.Join([]byte("r"), 0, Resume{}, nil) }, 0, true},
+		{"owned from a seq not yet here", func() {}, 5, false},
+		{"the seqs before came", func() { h.DeliverMany([]broker.Delivered{{Room: "r", Seq: 5, Payload: []byte(`{"seq":5}`)}}) }, 5, true},
+		{"past from", func() {}, 5, true},
 		{"dropped", func() {
 			var last uint64
 			if !h.Drop("r", func(_ string, seq uint64, _ []broker.Entry) { last = seq }) || last != 7 {
 				t.Errorf("drop: keep got seq %d, want 7", last)
 			}
-		}, false},
+		}, 0, false},
 	}
 	for _, s := range steps {
 		s.setup()
-		seq, got := h.PublishOwned(pub(s.name), k.keep)
+		seq, got := h.PublishOwned(pub(s.name), s.from, k.keep)
 		if got != s.want {
 			t.Errorf("%s: published %v, want %v", s.name, got, s.want)
 		}
@@ -75,27 +94,28 @@ func TestPublishOwned(t *testing.T) {
 	}
 }
 
-// While an owning node's lease has lapsed, joiners of its owned rooms wait:
-// the room may be another node's by now. The next lease lets them in (the
-// broker gives it once it has dropped the rooms taken over); Drop frees the
-// room and tells the loops to close its members and rejoin its joiners.
+// While the broker holds joins back (an owning node whose lease lapsed:
+// the room may be another node's by now), joiners wait. LeaseRenewed lets
+// them in (the broker gives it once it has dropped the rooms taken over);
+// Drop frees the room and tells the loops to close its members and rejoin
+// its joiners.
 func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	q := NewQueue(func() {})
-	h := newHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
+	h, g := newGatedHub(t, Config{History: 10, Grace: time.Minute, Queues: []*Queue{q}})
 	h.Join([]byte("r"), 0, Resume{}, nil)
-	h.Own("r", 0)
-	h.Lease(time.Now().Add(-time.Second))
+	g.wait.Store(true)
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
 		t.Fatal("a join of an owned room went in with the lease lapsed")
 	}
-	h.Lease(time.Now().Add(time.Minute))
+	g.wait.Store(false)
+	h.LeaseRenewed()
 	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
 		t.Fatalf("after the lease came back the loop got %+v, want one Ready", ds)
 	}
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); res.Pending {
 		t.Fatal("a join waited with the lease back")
 	}
-	h.Lease(time.Now().Add(-time.Second))
+	g.wait.Store(true)
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
 		t.Fatal("a join of an owned room went in with the lease lapsed again")
 	}
@@ -112,6 +132,7 @@ func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 	if h.Rooms() != 0 || h.HistoryEntries() != 0 {
 		t.Errorf("rooms %d, history entries %d after the drop", h.Rooms(), h.HistoryEntries())
 	}
+	g.wait.Store(false)
 	r, res := h.Join([]byte("r"), 0, Resume{}, nil)
 	if r == ds[0].Room || res.Pending || res.Seq != 0 {
 		t.Errorf("rejoining made %p (dropped %p), %+v: want a new room", r, ds[0].Room, res)
@@ -123,18 +144,18 @@ func TestOwnedRoomJoinsWaitForTheLease(t *testing.T) {
 // and the joiner would wait for good.
 func TestSweepKeepsARoomWithJoinersWaiting(t *testing.T) {
 	q := NewQueue(func() {})
-	h := newHub(t, Config{History: 10, Grace: time.Millisecond, Queues: []*Queue{q}})
+	h, g := newGatedHub(t, Config{History: 10, Grace: time.Millisecond, Queues: []*Queue{q}})
 	r, _ := h.Join([]byte("r"), 0, Resume{}, nil)
 	r.Leave(0)
-	h.Own("r", 0)
-	h.Lease(time.Now().Add(-time.Second))
+	g.wait.Store(true)
 	if _, res := h.Join([]byte("r"), 0, Resume{}, nil); !res.Pending {
 		t.Fatal("a join of an owned room went in with the lease lapsed")
 	}
 	if n := h.Sweep(time.Now().Add(time.Hour)); n != 0 || h.Lookup([]byte("r")) == nil {
 		t.Fatalf("swept %d rooms: the room with a joiner waiting was freed", n)
 	}
-	h.Lease(time.Now().Add(time.Minute))
+	g.wait.Store(false)
+	h.LeaseRenewed()
 	if ds := q.Swap(nil); len(ds) != 1 || !ds[0].Ready {
 		t.Fatalf("after the lease came back the loop got %+v, want one Ready", ds)
 	}

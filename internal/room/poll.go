@@ -56,11 +56,12 @@ func (h *Hub) LeavePoll(r *Room) {
 }
 
 // unusedLocked reports whether r holds nothing a later client could want:
-// no member, no joiner waiting for it to load, no message ever, not owned.
+// no member, no joiner waiting for it to load, no message ever. (Owned, it
+// is released: with no message ever, there is nothing to hand on.)
 // A publish of it on its way to another node's order keeps nothing here:
 // its answer goes to its publisher (Hub.Settled), not to the room.
 func (r *Room) unusedLocked() bool {
-	return r.members == 0 && r.seq == 0 && r.hist.n == 0 && !r.owned && len(r.early) == 0 && !r.joinersWaitingLocked()
+	return r.members == 0 && r.seq == 0 && r.hist.n == 0 && len(r.early) == 0 && !r.joinersWaitingLocked()
 }
 
 // joinersWaitingLocked reports whether a loop has joiners waiting for the

@@ -53,13 +53,10 @@ type Room struct {
 	lastPoll time.Time     // pollers keep a room without members alive
 	pollers  int           // polls waiting on the room now (Hub.OpenPoll)
 
-	// In a cluster, a room is owned by one node (see broker.Redis): its
-	// messages are ordered there, once the seqs ordered before (up to
-	// ownFrom: the seq it was loaded or handed over with) arrived, while
-	// the node's lease (Hub.Lease) lives. It stays owned until it is
-	// dropped (Hub.Drop): a node never gives up a room it keeps.
-	owned   bool
-	ownFrom uint64
+	// Which node owns the room in a cluster, from which seq and until
+	// when, is the broker's (broker.Redis): it asks the room to order a
+	// message (Hub.PublishOwned) and to hold its joiners back
+	// (broker.JoinGate); the room holds none of it.
 
 	pres presence
 }
@@ -127,11 +124,11 @@ func (r *Room) orderLocked(p broker.Publication) Message {
 
 // publishOwned orders and delivers a message of a room this node owns, and
 // hands it to keep under the room's lock (so in seq order); it reports false
-// when the room is not owned here, or not yet, or no longer.
-func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broker.Entry)) (uint64, bool) {
+// when the room does not order here now (see ordersLocked).
+func (r *Room) publishOwned(p broker.Publication, from uint64, keep func(room string, e broker.Entry)) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.ordersHereLocked() {
+	if !r.ordersLocked(from) {
 		return 0, false
 	}
 	m := r.orderLocked(p)
@@ -139,13 +136,13 @@ func (r *Room) publishOwned(p broker.Publication, keep func(room string, e broke
 	return m.Seq, true
 }
 
-// ordersHereLocked reports whether the room orders its messages on this
-// node now: owned, loaded, not freed, every seq ordered before its
-// ownership here arrived, and the node's lease alive. (That none of this
-// node's publishes is still on its way to another node's order is the
-// broker's to check: it sent them.)
-func (r *Room) ordersHereLocked() bool {
-	return r.owned && !r.closed && r.loaded && r.seq >= r.ownFrom && r.hub.leased()
+// ordersLocked reports whether the room, which the broker owns here from
+// seq from, can order its messages now: loaded, not freed, and every seq
+// handed out before (up to from) arrived. (That the node holds the room,
+// its lease lives and none of its publishes is still on its way to another
+// node's order is the broker's to check: it knows.)
+func (r *Room) ordersLocked(from uint64) bool {
+	return !r.closed && r.loaded && r.seq >= from
 }
 
 // appendLocked makes m the room's latest message: history, then every
@@ -294,10 +291,11 @@ func (r *Room) join(loop int, rs Resume, dst []Message) (JoinResult, bool) {
 	if r.closed {
 		return JoinResult{}, false
 	}
-	if !r.loaded || r.owned && !r.hub.leased() {
+	if !r.loaded || r.hub.joinsWait(r.name) {
 		// Not loaded yet; or owned by this node, whose lease lapsed (it
 		// was stopped, or cut off): another node may have taken the room
-		// over, and the broker checks before anyone joins.
+		// over, and the broker checks before anyone joins
+		// (broker.JoinGate).
 		r.waiting[loop] = true
 		return JoinResult{Pending: true}, true
 	}

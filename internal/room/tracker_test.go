@@ -48,9 +48,7 @@ func TestTrackerIsToldWhatThisNodeOrders(t *testing.T) {
 		}
 	}
 	h.DeliverMany([]broker.Delivered{{Room: "pub:a", Seq: 3, Payload: []byte(`{"seq":3,"from":"another node"}`)}})
-	h.Own("pub:a", 0)
-	h.Lease(time.Now().Add(time.Minute))
-	if seq, ok := h.PublishOwned(broker.Publication{Room: "pub:a", Prefix: []byte(`{"seq":`), Suffix: []byte(`,"owned":1}`)}, func(string, broker.Entry) {}); !ok || seq != 4 {
+	if seq, ok := h.PublishOwned(broker.Publication{Room: "pub:a", Prefix: []byte(`{"seq":`), Suffix: []byte(`,"owned":1}`)}, 0, func(string, broker.Entry) {}); !ok || seq != 4 {
 		t.Fatalf("PublishOwned: seq %d, %v; want 4", seq, ok)
 	}
 	var got []string
