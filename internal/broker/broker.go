@@ -15,6 +15,8 @@ import (
 	"encoding/base32"
 	"errors"
 	"strings"
+
+	"github.com/scalechat/scalechat/internal/histogram"
 )
 
 // Broker orders, stores and carries the messages of rooms: the message side
@@ -279,13 +281,5 @@ type Stats struct {
 	LastError      string
 	// Transit: how long the rounds other nodes sent this node took to
 	// arrive, from the sender's round to this node's read (redis_transit.go).
-	Transit Latency
-}
-
-// Latency is a histogram of durations.
-type Latency struct {
-	Bounds []float64 // upper bounds of the buckets, seconds, increasing
-	Counts []uint64  // observations per bucket (not cumulative); one more than Bounds, the last for larger values
-	Count  uint64    // observations, the sum of Counts
-	Sum    float64   // seconds
+	Transit histogram.Snapshot
 }

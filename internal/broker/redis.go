@@ -226,7 +226,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger, cfg.FollowedLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
-		own: newOwnState(),
+		own: newOwnState(), count: counters{transit: newTransit()},
 		ann: announcer{wake: make(chan struct{}, 1)},
 	}
 	bg := context.Background()

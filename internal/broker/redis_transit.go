@@ -1,8 +1,9 @@
 package broker
 
 import (
-	"sync/atomic"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/histogram"
 )
 
 // transit measures how long the rounds other nodes send this node take to
@@ -14,14 +15,13 @@ import (
 // message's way no bound of the sender sees (--redis-max-wait bounds what
 // waits to be sent). Both clocks are the nodes' own: across machines the
 // figures carry their offset (NTP keeps it to about a millisecond).
-type transit struct {
-	counts [len(transitBounds) + 1]atomic.Uint64 // the last: beyond the last bound
-	sum    atomic.Int64                          // nanoseconds
-}
+type transit struct{ h *histogram.Histogram }
+
+func newTransit() transit { return transit{histogram.New(transitBounds...)} }
 
 // transitBounds are the histogram's upper bounds: a round is usually under
 // a millisecond on one machine, and past a cluster's capacity seconds.
-var transitBounds = [...]time.Duration{
+var transitBounds = []time.Duration{
 	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
 	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
 	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second,
@@ -30,27 +30,7 @@ var transitBounds = [...]time.Duration{
 
 // observe counts a payload made at sent (unix nanoseconds) and read at
 // now. A sender's clock ahead of this node's counts as no time.
-func (t *transit) observe(sent, now int64) {
-	d := time.Duration(max(0, now-sent))
-	i := 0
-	for i < len(transitBounds) && d > transitBounds[i] {
-		i++
-	}
-	t.counts[i].Add(1)
-	t.sum.Add(int64(d))
-}
+func (t transit) observe(sent, now int64) { t.h.Observe(time.Duration(max(0, now-sent))) }
 
 // read returns the histogram as Stats reports it.
-func (t *transit) read() Latency {
-	l := Latency{Bounds: make([]float64, len(transitBounds)), Counts: make([]uint64, len(t.counts))}
-	for i, b := range transitBounds {
-		l.Bounds[i] = b.Seconds()
-	}
-	for i := range t.counts {
-		n := t.counts[i].Load()
-		l.Counts[i] = n
-		l.Count += n
-	}
-	l.Sum = time.Duration(t.sum.Load()).Seconds()
-	return l
-}
+func (t transit) read() histogram.Snapshot { return t.h.Snapshot() }

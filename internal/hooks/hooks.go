@@ -211,7 +211,7 @@ func New(cfg Config, node string) (*Client, error) {
 	for k, u := range cfg.urls() {
 		if u != "" {
 			c.hooks[k] = &hook{kind: Kind(k), url: u, mode: cfg.Fail[k],
-				br: breaker{threshold: cfg.Failures, cooldown: cfg.Cooldown}}
+				br: breaker{threshold: cfg.Failures, cooldown: cfg.Cooldown}, stats: newStats()}
 		}
 	}
 	return c, nil

@@ -3,6 +3,8 @@ package hooks
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/histogram"
 )
 
 // Outcome is what became of one call.
@@ -47,30 +49,23 @@ var latencyBounds = func() []time.Duration {
 // stats are a hook's counters, updated by the goroutines that call.
 type stats struct {
 	outcomes [numOutcomes]atomic.Uint64
-	buckets  [32]atomic.Uint64 // len(latencyBounds)+1 at most; the last used one counts larger values
-	sum      atomic.Int64      // nanoseconds
+	latency  *histogram.Histogram // latencyBounds
 }
+
+func newStats() stats { return stats{latency: histogram.New(latencyBounds...)} }
 
 func (s *stats) count(o Outcome) { s.outcomes[o].Add(1) }
 
 // observe counts the latency of a call that reached the backend (or tried).
-func (s *stats) observe(d time.Duration) {
-	i := 0
-	for i < len(latencyBounds) && d > latencyBounds[i] {
-		i++
-	}
-	s.buckets[i].Add(1)
-	s.sum.Add(int64(d))
-}
+func (s *stats) observe(d time.Duration) { s.latency.Observe(d) }
 
 // Stats is a snapshot of one hook's counters.
 type Stats struct {
 	Hook     string
 	Outcomes [numOutcomes]uint64 // by Outcome
-	Bounds   []float64           // the latency buckets' upper bounds, seconds
-	Counts   []uint64            // calls per bucket, not cumulative; one more than Bounds, the last for larger values
-	Count    uint64              // calls that reached the backend or tried (open circuits are not)
-	Sum      float64             // seconds
+	// The latency of the calls that reached the backend or tried (open
+	// circuits are not): Count of them, Sum seconds, in buckets.
+	histogram.Snapshot
 }
 
 // Stats returns a snapshot of every hook that is on.
@@ -83,19 +78,10 @@ func (c *Client) Stats() []Stats {
 		if h == nil {
 			continue
 		}
-		st := Stats{Hook: h.kind.String(), Bounds: make([]float64, len(latencyBounds)), Counts: make([]uint64, len(latencyBounds)+1)}
+		st := Stats{Hook: h.kind.String(), Snapshot: h.stats.latency.Snapshot()}
 		for o := range st.Outcomes {
 			st.Outcomes[o] = h.stats.outcomes[o].Load()
 		}
-		for i, b := range latencyBounds {
-			st.Bounds[i] = b.Seconds()
-		}
-		for i := range st.Counts {
-			n := h.stats.buckets[i].Load()
-			st.Counts[i] = n
-			st.Count += n
-		}
-		st.Sum = time.Duration(h.stats.sum.Load()).Seconds()
 		all = append(all, st)
 	}
 	return all

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scalechat/scalechat/internal/auth"
 	"github.com/scalechat/scalechat/internal/broker"
+	"github.com/scalechat/scalechat/internal/histogram"
 	"github.com/scalechat/scalechat/internal/netpoll"
 	"github.com/scalechat/scalechat/internal/protocol"
 	"github.com/scalechat/scalechat/internal/room"
@@ -155,6 +156,7 @@ func newLoop(id int, srv *Server) (*loop, error) {
 		id:           id,
 		srv:          srv,
 		lag:          lagMeter{max: int64(srv.cfg.MaxLoopLag)},
+		stats:        loopStats{processing: histogram.New(processingBounds...)},
 		poller:       p,
 		rooms:        make(map[*room.Room]*localRoom),
 		pending:      make(map[*room.Room][]pendingJoin),
@@ -604,7 +606,7 @@ func (l *loop) observeProcessing() {
 	}
 	now := time.Now().UnixNano()
 	for _, r := range l.received {
-		l.stats.processing.observe(time.Duration(now - r))
+		l.stats.processing.Observe(time.Duration(now - r))
 	}
 	l.received = l.received[:0]
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scalechat/scalechat/internal/histogram"
 	"github.com/scalechat/scalechat/internal/hooks"
 	"github.com/scalechat/scalechat/internal/ws"
 )
@@ -88,7 +89,7 @@ func closeCodeIndex(code ws.StatusCode) int {
 // processingBounds are the upper bounds of the processing time histogram's
 // buckets: 1, 2, 3, 5, 7 per decade from 10µs to 10s, fine enough to
 // interpolate percentiles within about 20 %.
-var processingBounds = [...]time.Duration{
+var processingBounds = []time.Duration{
 	10 * time.Microsecond, 20 * time.Microsecond, 30 * time.Microsecond, 50 * time.Microsecond, 70 * time.Microsecond,
 	100 * time.Microsecond, 200 * time.Microsecond, 300 * time.Microsecond, 500 * time.Microsecond, 700 * time.Microsecond,
 	time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 7 * time.Millisecond,
@@ -98,35 +99,8 @@ var processingBounds = [...]time.Duration{
 	10 * time.Second,
 }
 
-// histogram counts durations in processingBounds buckets. It belongs to one
-// loop, which alone writes it: the atomics only let Stats read it while the
-// loop runs, they are never contended.
-type histogram struct {
-	counts [len(processingBounds) + 1]atomic.Uint64 // the last one counts what exceeds every bound
-	sum    atomic.Int64                             // nanoseconds
-}
-
-func (h *histogram) observe(d time.Duration) {
-	lo, hi := 0, len(processingBounds)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if d > processingBounds[mid] {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	h.counts[lo].Add(1)
-	h.sum.Add(int64(d))
-}
-
 // Histogram is a snapshot of a duration histogram.
-type Histogram struct {
-	Bounds []float64 // upper bounds of the buckets, seconds, increasing
-	Counts []uint64  // observations per bucket (not cumulative); one more than Bounds, the last for larger values
-	Count  uint64    // observations, the sum of Counts
-	Sum    float64   // seconds
-}
+type Histogram = histogram.Snapshot
 
 // loopStats are one loop's counters. Each loop owns its own, so counting on
 // the hot path never contends across loops.
@@ -137,8 +111,8 @@ type loopStats struct {
 	bytesOut    atomic.Uint64
 	dropped     [dropReasons]atomic.Uint64
 	disconnects [len(closeCodes) + 1]atomic.Uint64
-	processing  histogram
-	_           [64]byte // keep loops' counters off each other's cache lines
+	processing  *histogram.Histogram // processingBounds
+	_           [64]byte             // keep loops' counters off each other's cache lines
 }
 
 // Stats is a snapshot of the server's counters.
@@ -210,20 +184,13 @@ func (s *Server) Stats() Stats {
 		HistoryJSONBytes: s.hub.HistoryJSONBytes(),
 		Dropped:          make(map[string]uint64, dropReasons),
 		Disconnects:      make(map[int]uint64, len(closeCodes)+1),
-		Processing: Histogram{
-			Bounds: make([]float64, len(processingBounds)),
-			Counts: make([]uint64, len(processingBounds)+1),
-		},
 	}
 	st.Polls, st.PollsWaiting = s.polls.Load(), s.waitingPolls.Load()
 	st.HTTPMessagesIn, st.HTTPDeliveries = s.httpIn.Load(), s.httpOut.Load()
 	st.HTTPBytesIn, st.HTTPBytesOut = s.httpBytesIn.Load(), s.httpBytesOut.Load()
 	st.MessagesIn, st.Deliveries = st.HTTPMessagesIn, st.HTTPDeliveries
 
-	for i, b := range processingBounds {
-		st.Processing.Bounds[i] = b.Seconds()
-	}
-	var sumNano int64
+	st.Processing = histogram.New(processingBounds...).Empty()
 	for i := range s.refused {
 		st.Refused[RefuseReason(i).String()] = s.refused[i].Load()
 	}
@@ -246,15 +213,7 @@ func (s *Server) Stats() Stats {
 			}
 			st.Disconnects[code] += ls.disconnects[i].Load()
 		}
-		// Sum before counts: an observation landing between the two reads
-		// then shows in the counts, never in the sum alone.
-		sumNano += ls.processing.sum.Load()
-		for i := range ls.processing.counts {
-			n := ls.processing.counts[i].Load()
-			st.Processing.Counts[i] += n
-			st.Processing.Count += n
-		}
+		ls.processing.AddTo(&st.Processing)
 	}
-	st.Processing.Sum = time.Duration(sumNano).Seconds()
 	return st
 }

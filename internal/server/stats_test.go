@@ -5,6 +5,8 @@ package server
 import (
 	"testing"
 	"time"
+
+	"github.com/scalechat/scalechat/internal/histogram"
 )
 
 func TestHistogramBuckets(t *testing.T) {
@@ -21,19 +23,20 @@ func TestHistogramBuckets(t *testing.T) {
 		{time.Hour, len(processingBounds)},
 	}
 	for _, tt := range tests {
-		var h histogram
-		h.observe(tt.d)
-		for i := range h.counts {
+		h := histogram.New(processingBounds...)
+		h.Observe(tt.d)
+		s := h.Snapshot()
+		for i, got := range s.Counts {
 			want := uint64(0)
 			if i == tt.bucket {
 				want = 1
 			}
-			if got := h.counts[i].Load(); got != want {
+			if got != want {
 				t.Errorf("%v: bucket %d holds %d, want %d", tt.d, i, got, want)
 			}
 		}
-		if h.sum.Load() != int64(tt.d) {
-			t.Errorf("%v: sum %d", tt.d, h.sum.Load())
+		if s.Sum != tt.d.Seconds() {
+			t.Errorf("%v: sum %v s", tt.d, s.Sum)
 		}
 	}
 }
