@@ -363,7 +363,7 @@ func stepFailures(s results.StepMeta, maxLoss float64, maxUnexpected int64) []st
 
 func printSummary(w io.Writer, res *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "step\tclients\tsent\texpected\treceived\tdelivery\tunexpected\tp50\tp90\tp99\tmax\terrors\tsaturated\t")
+	fmt.Fprintln(tw, "step\tclients\tsent\texpected\treceived\tdelivery\tunexpected\tp50\tp90\tp99\tmax\terrors\trefused\tsaturated\t")
 	for _, s := range res.Meta.Steps {
 		delivery := "-"
 		if s.Expected > 0 {
@@ -373,12 +373,16 @@ func printSummary(w io.Writer, res *Result) {
 		if s.Saturated {
 			sat = "YES: " + s.SaturationReason
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery, s.Unexpected,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", s.Name, s.LocalClients, s.Sent, s.Expected, s.Received, delivery, s.Unexpected,
 			fmtMs(s.LatencyMs.P50), fmtMs(s.LatencyMs.P90), fmtMs(s.LatencyMs.P99), fmtMs(s.LatencyMs.Max),
-			s.ConnectErrors+s.Disconnects+s.SendErrors+s.PollErrors, sat)
+			s.ConnectErrors+s.Disconnects+s.SendErrors+s.PollErrors, s.ServerErrors, sat)
 	}
 	tw.Flush()
 	for _, s := range res.Meta.Steps {
+		if s.ServerErrors > 0 {
+			fmt.Fprintf(w, "step %s: the server refused %d messages with an error frame (%d unavailable: its cluster could not take them; %d rate_limited): their deliveries were expected, so they count as lost\n",
+				s.Name, s.ServerErrors, s.Unavailable, s.RateLimited)
+		}
 		if s.Saturated {
 			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)
 		}

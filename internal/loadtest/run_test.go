@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -518,5 +519,34 @@ func TestClientsSendersConnectTimesNoCSV(t *testing.T) {
 	m := readMeta(t, cfg.Out)
 	if len(m.Parts) != 0 || len(m.Steps) != 1 || m.Steps[0].ConnectMs != s.ConnectMs {
 		t.Errorf("meta.json parts %v steps %+v", m.Parts, m.Steps)
+	}
+}
+
+// The summary shows the server's refusals: a step whose messages the
+// server refused (a cluster past its capacity answers unavailable) is not a
+// silent loss with 0 errors beside it.
+func TestSummaryShowsRefusals(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		step    results.StepMeta
+		refused string // the refused column's value
+		line    bool   // the line that says what they are
+	}{
+		{"none refused", results.StepMeta{Name: "s1", Sent: 10, Expected: 20, Received: 20, DeliveryRatio: 1}, "0", false},
+		{"refused", results.StepMeta{Name: "s1", Sent: 10, Expected: 20, Received: 8, DeliveryRatio: 0.4,
+			ServerErrors: 6, Unavailable: 5, RateLimited: 1}, "6", true},
+	} {
+		var b strings.Builder
+		printSummary(&b, &Result{Meta: results.Meta{Steps: []results.StepMeta{tt.step}}})
+		lines := strings.Split(b.String(), "\n")
+		head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+		col := slices.Index(head, "refused")
+		if col < 0 || len(row) != len(head) || row[col] != tt.refused {
+			t.Errorf("%s: header %q, row %q: want refused %s", tt.name, head, row, tt.refused)
+		}
+		said := strings.Contains(b.String(), "the server refused 6 messages with an error frame (5 unavailable")
+		if said != tt.line {
+			t.Errorf("%s: the refusals told %v, want %v:\n%s", tt.name, said, tt.line, b.String())
+		}
 	}
 }
