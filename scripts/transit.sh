@@ -12,6 +12,9 @@
 #   scripts/transit.sh [BIN] [-- INTERVAL…]        default: 250ms 125ms
 #   ROOMS=1000 PORT=18080 scripts/transit.sh -- 500ms
 #   SERVER_CPUS=0-7 GEN_CPUS=8-15 scripts/transit.sh -- 20.833ms 15.625ms    # 16 cores, past the knee
+#   PROFILE=DIR scripts/transit.sh …   also node 1's CPU profile (5 s from the step's third
+#                                       second) and its goroutines (at the fifth), per interval,
+#                                       into DIR: where a node past the knee spends and waits
 #
 # BIN defaults to a build of this checkout. Needs redis-server, curl and
 # taskset; uses ports PORT+1, PORT+2 (nodes), PORT+11, PORT+12 (metrics) and
@@ -45,7 +48,19 @@ for iv in "${intervals[@]}"; do
       --rooms "${ROOMS:-1000}" --room-size 4 --msg-frequency "$iv" --duration 10s --out "$tmp/lt$s.csv" >"$tmp/lt$s.txt" 2>&1 &
     shards+=($!)
   done
+  profs=()
+  if [[ -n ${PROFILE:-} ]]; then
+    mkdir -p "$PROFILE"
+    pprof=127.0.0.1:$((port + 11))/debug/pprof
+    (sleep 3 && curl -sf "$pprof/profile?seconds=5" -o "$PROFILE/node1-$iv.cpu.pprof") &
+    profs+=($!)
+    (sleep 5 && curl -sf "$pprof/goroutine?debug=1" -o "$PROFILE/node1-$iv.goroutines.txt") &
+    profs+=($!)
+  fi
   wait "${shards[@]}" || true # a shard that lost messages exits non-zero: its row says so
+  for p in "${profs[@]}"; do
+    wait "$p" || { echo "transit.sh: node 1's profile could not be read (PROFILE)" >&2; exit 1; }
+  done
   for s in 0 1; do
     row=$(grep -E '^ +s1 ' "$tmp/lt$s.txt" || true)
     [[ -n $row ]] || { echo "transit.sh: shard $s measured nothing:" >&2; tail -3 "$tmp/lt$s.txt" >&2; exit 1; }
