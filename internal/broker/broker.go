@@ -141,14 +141,16 @@ type DeliveryHandler interface {
 	// whether the room is here and loaded ("" and 0 when not here).
 	Position(room string) (epoch string, seq uint64, loaded bool)
 	// Settled answers a publish that was on its way when Publish returned
-	// (sent on to the room's owner): seq is the seq the owner gave it, or 0
-	// when it was given up (the owner did not answer in time: stopped, or
-	// cut off from Redis; or the node stopped first). A message given up
-	// was not delivered under a seq of this node's own; the owner may still
-	// have ordered it, in which case it arrives from the owner too. The
-	// handler tells p.ID's publisher, which must not be left to believe a
-	// message given up was delivered.
-	Settled(p Publication, seq uint64)
+	// (sent on to the room's owner): seq is the seq the owner gave it (err
+	// nil), or 0 and why it has none: ErrOverloaded when the owner refused
+	// it, past its capacity (nothing of it was ordered), ErrUnavailable when
+	// it was given up (the owner did not answer in time: stopped, or cut
+	// off from Redis; or the node stopped first). A message given up was not
+	// delivered under a seq of this node's own; the owner may still have
+	// ordered it, in which case it arrives from the owner too. The handler
+	// tells p.ID's publisher, which must not be left to believe a message
+	// refused or given up was delivered.
+	Settled(p Publication, seq uint64, err error)
 }
 
 // OwnershipHandler is how a cluster orders a room: the room's owner node

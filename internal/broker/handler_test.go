@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -279,13 +280,17 @@ func (f *fakeRooms) Disconnect(d Disconnect) {
 }
 
 // Settled records a refusal (seq 0) with the message's payload and ID, and
+// "busy" for one the owner refused past its capacity (ErrOverloaded), and
 // hands the answer to the publish's waiter (publishTo).
-func (f *fakeRooms) Settled(p Publication, seq uint64) {
+func (f *fakeRooms) Settled(p Publication, seq uint64, err error) {
 	f.mu.Lock()
 	ch := f.waiters[p.ID]
 	delete(f.waiters, p.ID)
 	if seq == 0 {
 		f.note(fmt.Sprintf("refused %s %s%s %d", p.Room, p.Prefix, p.Suffix, p.ID))
+	}
+	if errors.Is(err, ErrOverloaded) {
+		f.note("busy " + p.Room)
 	}
 	f.mu.Unlock()
 	if ch != nil {

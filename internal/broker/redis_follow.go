@@ -147,7 +147,13 @@ func (b *Redis) onFollowRec(r followRec) {
 		default:
 			b.count.published.Add(1)
 			b.own.answered(p.Room, fw.ticket)
-			b.h.Settled(p, r.seq)
+			b.h.Settled(p, r.seq, nil)
+		}
+	case recBusy:
+		if fw, ok := b.own.takePending(r.req); ok {
+			b.own.answered(fw.p.Room, fw.ticket)
+			b.count.overloaded.Add(1)
+			b.h.Settled(fw.p, 0, ErrOverloaded)
 		}
 	case recSnapshot, recNotOwner:
 		b.own.answer(r)
@@ -205,8 +211,21 @@ func (b *Redis) onFollowAsk(room, node string) {
 // onForward orders a follower's publish as this node's own, and answers
 // the follower with its seq (after the message itself, which keep sent it
 // under the room's order), or 0 when the room is not ordered here.
+//
+// Past its capacity (overloaded or behind, as Publish judges its own
+// members' messages) the owner refuses it instead (B): ordered, it would
+// queue for the followers behind the rest, and the owner's own members
+// would be refused while the followers' publishes went through and waited
+// seconds (two nodes past the knee on the VM, 2026-11-28: the owner of
+// most rooms refused 588k of its members' sends, ordered every forward,
+// and delivered them a second late).
 func (b *Redis) onForward(r followRec) {
 	node, req := r.node, r.req
+	if b.overloaded() || b.behind() {
+		b.count.overloaded.Add(1)
+		b.sendTo(node, encBusy(req))
+		return
+	}
 	p := Publication{Room: r.room, Prefix: []byte(r.prefix), Suffix: []byte(r.suffix), Received: time.Now().UnixNano(), From: -1}
 	seq, _ := b.publishOwned(p) // 0: not ordered here now
 	// After the message itself, which keep queued for the follower under
@@ -451,7 +470,7 @@ func (b *Redis) orderHere(ctx context.Context, fw forward) {
 		if first {
 			if seq, ok := b.publishOwned(fw.p); ok {
 				b.own.answered(fw.p.Room, fw.ticket)
-				b.h.Settled(fw.p, seq)
+				b.h.Settled(fw.p, seq, nil)
 				return
 			}
 			// Declined: only the next try tells (answered is nil).

@@ -19,6 +19,7 @@ const followMark = '!'
 const (
 	recMessage  = 'M' // room, seq, json: an ordered message, to a follower
 	recAck      = 'A' // req, seq: a forwarded publish's seq (0: refused), to its node
+	recBusy     = 'B' // req: a forwarded publish refused by an owner past its capacity, to its node
 	recSnapshot = 'L' // room, epoch, seq, n, then n × (seq, json): the room as a new follower loads it
 	recFollow   = 'F' // room, node: node follows the room, to its owner
 	recUnfollow = 'U' // room, node: node no longer follows the room, to its owner
@@ -79,6 +80,10 @@ func appendMessage(b []byte, room string, seq uint64, json []byte) []byte {
 func encAck(req, seq uint64) []byte {
 	b := append(make([]byte, 0, 24), recAck)
 	return appendUint(appendUint(b, req), seq)
+}
+
+func encBusy(req uint64) []byte {
+	return appendUint(append(make([]byte, 0, 12), recBusy), req)
 }
 
 func encMark(req uint64) []byte {
@@ -172,7 +177,7 @@ func splitFollow(payload string, recs []followRec) ([]followRec, error) {
 			rec.room, rec.seq, rec.json = r.field(), r.uint(), r.field()
 		case recAck:
 			rec.req, rec.seq = r.uint(), r.uint()
-		case recMark:
+		case recMark, recBusy:
 			rec.req = r.uint()
 		case recTime:
 			rec.seq = r.uint()

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -136,5 +137,44 @@ func TestRedisBehindPastThePendingWrites(t *testing.T) {
 	r.cfg.MaxWait = time.Hour
 	if batch, _ := r.pub.takeRound(nil, time.Now()); len(batch) == 0 || r.behind() {
 		t.Errorf("a round took %d writes and the node is behind still (%d pending)", len(batch), r.pub.writes.Load())
+	}
+}
+
+// An owner past its capacity refuses its followers' publishes as it refuses
+// its own members' (ErrOverloaded, answered with a B record): ordered, they
+// would queue behind the rest for seconds while the owner's own members were
+// refused. The follower tells the sender (Settled, seq 0, ErrOverloaded).
+func TestRedisOwnerPastCapacityRefusesForwards(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	owner := startNodeConfig(t, Config{URL: rs.URL(), History: 100, TTL: time.Hour, MaxWait: time.Minute})
+	follower := startNode(t, rs.URL(), 100)
+	owner.join(t, "shared")
+	owner.waitHeld(t, "shared")
+	follower.join(t, "shared")
+	owner.publish("shared", "before")
+	follower.hasSeq(t, "shared", 1)
+
+	ch := make(chan uint64, 1)
+	follower.h.publishTo(follower.b, Publication{Room: "shared", Prefix: []byte("ordered#"), From: 3}, ch)
+	if seq := answerOf(t, ch, "a forward to an owner within its capacity"); seq != 2 {
+		t.Fatalf("a forward within capacity got seq %d, want 2", seq)
+	}
+	// The owner's history writes pile up past the bound (behind): a room
+	// nobody holds, many rounds of them, so that they outlast the forward.
+	for i := range 4 * maxPendingWrites {
+		owner.b.pub.add(job{kind: jobPersist, room: "busy", e: Entry{Seq: uint64(i + 1), Payload: []byte("x")}})
+	}
+	follower.h.publishTo(follower.b, Publication{Room: "shared", Prefix: []byte("refused#"), From: 3}, ch)
+	if seq := answerOf(t, ch, "a forward to an owner past its capacity"); seq != 0 {
+		t.Fatalf("a forward to an owner past its capacity got seq %d, want a refusal", seq)
+	}
+	follower.h.waitFor(t, 10*time.Second, "the refusal told as overloaded", func() bool {
+		return slices.Contains(follower.h.calls, "busy shared")
+	})
+	if owner.b.Stats().Overloaded == 0 || follower.b.Stats().Overloaded == 0 {
+		t.Errorf("overloaded: owner %d, follower %d; want both counted", owner.b.Stats().Overloaded, follower.b.Stats().Overloaded)
+	}
+	if seq, _ := owner.h.Seq("shared"); seq != 2 {
+		t.Errorf("the owner's room at seq %d, want 2: the refused forward was ordered", seq)
 	}
 }

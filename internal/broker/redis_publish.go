@@ -95,7 +95,7 @@ func (b *Redis) unsent(fw forward) {
 // tells its sender.
 func (b *Redis) giveUp(p Publication) {
 	b.count.refused.Add(1)
-	b.h.Settled(p, 0)
+	b.h.Settled(p, 0, ErrUnavailable)
 }
 
 // keep queues a message an owned room ordered, to be stored in Redis. The

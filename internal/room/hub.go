@@ -28,11 +28,11 @@ type Hub struct {
 	historyBytes   atomic.Int64 // what the histories cost: see history.cost
 	historyJSON    atomic.Int64 // bytes of JSON the histories hold
 
-	resolve    func(name string) Options              // a new room's options (Config.Options)
-	disconnect func(broker.Disconnect)                // closes connections of this node (Config.Disconnect)
-	settled    func(p broker.Publication, seq uint64) // a publish's late answer (Config.Settled)
-	tracker    Tracker                                // the webhooks (Config.Tracker); nil: none
-	alone      bool                                   // a single node: broker.Memory, which stores nothing
+	resolve    func(name string) Options                         // a new room's options (Config.Options)
+	disconnect func(broker.Disconnect)                           // closes connections of this node (Config.Disconnect)
+	settled    func(p broker.Publication, seq uint64, err error) // a publish's late answer (Config.Settled)
+	tracker    Tracker                                           // the webhooks (Config.Tracker); nil: none
+	alone      bool                                              // a single node: broker.Memory, which stores nothing
 }
 
 // Config is what a node's rooms are built from: given once to NewHub, it
@@ -70,7 +70,7 @@ type Config struct {
 	// Room.Publish was given) the answer that came after Publish returned:
 	// the seq the room's owner gave it, or 0 when the broker gave it up;
 	// nil: nobody is told. It is called on the broker's goroutines.
-	Settled func(p broker.Publication, seq uint64)
+	Settled func(p broker.Publication, seq uint64, err error)
 	// Tracker, when not nil, is told what the rooms do, for the webhooks.
 	Tracker Tracker
 }
@@ -98,9 +98,9 @@ func (h *Hub) Disconnect(d broker.Disconnect) {
 }
 
 // Settled implements broker.Handler.
-func (h *Hub) Settled(p broker.Publication, seq uint64) {
+func (h *Hub) Settled(p broker.Publication, seq uint64, err error) {
 	if h.settled != nil && p.ID != 0 {
-		h.settled(p, seq)
+		h.settled(p, seq, err)
 	}
 }
 

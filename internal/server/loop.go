@@ -79,6 +79,7 @@ type command struct {
 	ip        netip.Addr
 	ipCounted bool              // counted by the address limiter: release on close
 	id        uint64            // the connection's number on this node; cmdRefused: the publish's ID (refused.go)
+	reason    string            // cmdRefused: what the sender is told
 	disc      broker.Disconnect // cmdDisconnect
 	conn      *conn             // cmdHook: the connection
 	hook      *hookResult       // cmdHook
@@ -264,7 +265,7 @@ func (l *loop) runCommands() (stop bool) {
 		case cmdDisconnect:
 			l.disconnect(cmd.disc, cmd.id)
 		case cmdRefused:
-			l.refused(cmd.id, cmd.pending)
+			l.refused(cmd.id, cmd.pending, cmd.reason)
 		case cmdHook:
 			l.hookDone(cmd.conn, cmd.hook)
 		case cmdUnlisten:

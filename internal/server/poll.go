@@ -251,8 +251,8 @@ var (
 // ordered: at once on a single node and for an owned room, one round trip
 // to the room's owner otherwise. It returns the message's seq, or the
 // error that says why it has none: refused (broker.ErrUnavailable,
-// ErrOverloaded), dropped (broker.ErrDropped: the room was freed as it
-// arrived), given up (errNotOrdered: the owner did not answer), or no
+// ErrOverloaded, here or by the room's owner), dropped (broker.ErrDropped:
+// the room was freed as it arrived), given up (errNotOrdered: the owner did not answer), or no
 // answer in time (errNoAnswer).
 func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, at int) (uint64, error) {
 	id, got := s.waiters.add()
@@ -274,11 +274,14 @@ func (s *Server) publishWait(ctx context.Context, rm *room.Room, draft []byte, a
 	t := time.NewTimer(apiWait)
 	defer t.Stop()
 	select {
-	case seq := <-got:
-		if seq == 0 {
-			return 0, errNotOrdered
+	case a := <-got:
+		switch {
+		case a.seq > 0:
+			return a.seq, nil
+		case errors.Is(a.err, broker.ErrOverloaded):
+			return 0, a.err // the owner refused it: nothing was ordered
 		}
-		return seq, nil
+		return 0, errNotOrdered
 	case <-t.C:
 		return 0, errNoAnswer
 	case <-ctx.Done():

@@ -3,6 +3,8 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/scalechat/scalechat/internal/broker"
 	"github.com/scalechat/scalechat/internal/protocol"
 )
@@ -35,19 +37,19 @@ func (c *conn) publishID() uint64 {
 // settled hands a publish's late answer to whoever waits for it; it is
 // called on the broker's goroutines (room.Config.Settled). A connection is
 // told only of a message given up: one ordered reaches it as every member's.
-func (s *Server) settled(p broker.Publication, seq uint64) {
+func (s *Server) settled(p broker.Publication, seq uint64, err error) {
 	if p.ID&waiterBit != 0 {
-		s.waiters.settle(p.ID, seq)
+		s.waiters.settle(p.ID, answer{seq, err})
 		return
 	}
 	if seq == 0 {
-		s.refusedPublish(p)
+		s.refusedPublish(p, err)
 	}
 }
 
 // refusedPublish hands a refusal from the broker to the loop of the sending
 // connection.
-func (s *Server) refusedPublish(p broker.Publication) {
+func (s *Server) refusedPublish(p broker.Publication, err error) {
 	n := int(p.ID >> idLoopAt & idLoopMask)
 	if n >= len(s.loops) {
 		return
@@ -57,16 +59,20 @@ func (s *Server) refusedPublish(p broker.Publication) {
 	s.stopMu.RLock()
 	defer s.stopMu.RUnlock()
 	if !s.stopped {
-		s.loops[n].command(command{kind: cmdRefused, id: p.ID, pending: draft})
+		reason := refusedMessage
+		if errors.Is(err, broker.ErrOverloaded) {
+			reason = err.Error() // refused: nothing of it was ordered
+		}
+		s.loops[n].command(command{kind: cmdRefused, id: p.ID, pending: draft, reason: reason})
 	}
 }
 
 // refused tells the connection whose publish ID is id, on its loop, that
-// its message (the chat frame draft, with any seq) was given up: an error
-// frame unavailable naming the message's id and room, as every other
-// refusal, or a close for a five-field client. A connection closed
+// its message (the chat frame draft, with any seq) was refused or given up:
+// an error frame unavailable naming the message's id and room, with reason,
+// as every other refusal, or a close for a five-field client. A connection closed
 // meanwhile is told nothing.
-func (l *loop) refused(id uint64, draft []byte) {
+func (l *loop) refused(id uint64, draft []byte, reason string) {
 	fd := int(id >> idFDAt & idLowMask)
 	if fd >= len(l.conns) {
 		return
@@ -80,5 +86,5 @@ func (l *loop) refused(id uint64, draft []byte) {
 		f = protocol.Frame{} // the server's own frame always parses; name nothing rather than something wrong
 	}
 	l.stats.dropped[DropUnavailable].Add(1)
-	c.sendError(protocol.CodeUnavailable, refusedMessage, &f)
+	c.sendError(protocol.CodeUnavailable, reason, &f)
 }

@@ -30,7 +30,7 @@ func TestRefusalReachesItsSenderAlone(t *testing.T) {
 		{"its sender", id, true}, // last: told, a five-field client is closed
 	} {
 		before := refusals()
-		rig.l.refused(tc.id, draft)
+		rig.l.refused(tc.id, draft, refusedMessage)
 		if told := refusals() > before; told != tc.told {
 			t.Errorf("%s: told %v, want %v", tc.name, told, tc.told)
 		}
@@ -44,26 +44,36 @@ func TestRefusalReachesItsSenderAlone(t *testing.T) {
 		return len(rig.l.cmds)
 	}
 	before := cmds()
-	rig.srv.settled(broker.Publication{Room: "lobby", ID: id}, 9)
+	rig.srv.settled(broker.Publication{Room: "lobby", ID: id}, 9, nil)
 	if n := cmds(); n != before {
 		t.Errorf("an ordered publish queued %d commands, want none", n-before)
 	}
-	rig.srv.settled(broker.Publication{Room: "lobby", Prefix: rig.draft[:rig.seqAt], Suffix: rig.draft[rig.seqAt:], ID: id}, 0)
-	rig.l.cmdMu.Lock()
-	last := rig.l.cmds[len(rig.l.cmds)-1]
-	rig.l.cmdMu.Unlock()
-	if last.kind != cmdRefused || last.id != id || string(last.pending) != string(draft) {
-		t.Errorf("the refusal queued %+v, want cmdRefused for %#x with the message", last, id)
+	// Given up (the outcome unknown) or refused by the owner past its
+	// capacity (nothing ordered): the sender is told which.
+	for _, tc := range []struct {
+		err    error
+		reason string
+	}{
+		{broker.ErrUnavailable, refusedMessage},
+		{broker.ErrOverloaded, broker.ErrOverloaded.Error()},
+	} {
+		rig.srv.settled(broker.Publication{Room: "lobby", Prefix: rig.draft[:rig.seqAt], Suffix: rig.draft[rig.seqAt:], ID: id}, 0, tc.err)
+		rig.l.cmdMu.Lock()
+		last := rig.l.cmds[len(rig.l.cmds)-1]
+		rig.l.cmdMu.Unlock()
+		if last.kind != cmdRefused || last.id != id || string(last.pending) != string(draft) || last.reason != tc.reason {
+			t.Errorf("the refusal (%v) queued %+v, want cmdRefused for %#x with the message and %q", tc.err, last, id, tc.reason)
+		}
 	}
 	wid, got := rig.srv.waiters.add()
-	rig.srv.settled(broker.Publication{Room: "lobby", ID: wid}, 7)
+	rig.srv.settled(broker.Publication{Room: "lobby", ID: wid}, 7, nil)
 	select {
-	case seq := <-got:
-		if seq != 7 {
-			t.Errorf("the waiter got seq %d, want 7", seq)
+	case a := <-got:
+		if a.seq != 7 || a.err != nil {
+			t.Errorf("the waiter got %+v, want seq 7", a)
 		}
 	default:
 		t.Error("the waiter got no answer")
 	}
-	rig.srv.settled(broker.Publication{Room: "lobby", ID: wid}, 8) // answered already: nobody waits
+	rig.srv.settled(broker.Publication{Room: "lobby", ID: wid}, 8, nil) // answered already: nobody waits
 }
