@@ -68,8 +68,10 @@ type Config struct {
 	Disconnect func(broker.Disconnect)
 	// Settled hands the publisher of a publication (its ID, which
 	// Room.Publish was given) the answer that came after Publish returned:
-	// the seq the room's owner gave it, or 0 when the broker gave it up;
-	// nil: nobody is told. It is called on the broker's goroutines.
+	// the seq the room's owner gave it, or 0 and why (broker.ErrOverloaded:
+	// refused by the owner; broker.ErrUnavailable: given up, the outcome
+	// unknown); nil: nobody is told. It is called on the broker's
+	// goroutines.
 	Settled func(p broker.Publication, seq uint64, err error)
 	// Tracker, when not nil, is told what the rooms do, for the webhooks.
 	Tracker Tracker
@@ -402,21 +404,6 @@ func (h *Hub) Position(name string) (epoch string, seq uint64, loaded bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.epoch, r.seq, r.loaded && !r.closed
-}
-
-// skip moves the room's seq forward to seq without messages, as if the
-// ones in between had been delivered elsewhere: the tests' way to give a
-// room seqs of many digits.
-func (h *Hub) skip(name string, seq uint64) {
-	r := h.lookup([]byte(name))
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loaded && seq > r.seq {
-		r.seq = seq
-	}
 }
 
 // PublishOwned orders and delivers on this node a message of a room the
