@@ -195,8 +195,7 @@ func (b *Redis) tellDropped(room string) {
 // onFollowAsk answers a node that asks to follow a room: its snapshot,
 // taken under the room's order, or N when this node does not order it now.
 func (b *Redis) onFollowAsk(room, node string) {
-	from, held := b.own.heldFrom(room)
-	ok := held && !b.lease.lapsed()
+	from, ok := b.ordersHere(room)
 	if ok {
 		_, _, _, ok = b.h.Follow(room, from, func(epoch string, seq uint64, tail []Entry) {
 			b.own.addFollower(room, node)

@@ -78,11 +78,18 @@ func (b *Redis) holds(room string) bool { return b.own.holds(room) }
 // lives (the rooms check the rest: Handler.PublishOwned); false otherwise.
 // A room not held costs one lock-free look-up, not the room's lock.
 func (b *Redis) publishOwned(p Publication) (uint64, bool) {
-	from, ok := b.own.heldFrom(p.Room)
-	if !ok || b.lease.lapsed() {
+	from, ok := b.ordersHere(p.Room)
+	if !ok {
 		return 0, false
 	}
 	return b.h.PublishOwned(p, from, b.keep)
+}
+
+// ordersHere returns the seq after which room orders here, when this node
+// holds it and its lease lives (publishOwned, onFollowAsk).
+func (b *Redis) ordersHere(room string) (from uint64, ok bool) {
+	from, ok = b.own.heldFrom(room)
+	return from, ok && !b.lease.lapsed()
 }
 
 // JoinsWait implements JoinGate: joiners of a room this node holds wait

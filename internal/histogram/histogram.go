@@ -49,11 +49,12 @@ type Snapshot struct {
 	Sum    float64   // seconds
 }
 
-// Empty returns a snapshot with h's buckets and nothing counted: the sum of
-// several histograms with the same bounds starts from it (AddTo).
-func (h *Histogram) Empty() Snapshot {
-	s := Snapshot{Bounds: make([]float64, len(h.bounds)), Counts: make([]uint64, len(h.counts))}
-	for i, b := range h.bounds {
+// Empty returns a snapshot with the buckets bounds make and nothing
+// counted: the sum of several histograms with those bounds starts from it
+// (AddTo).
+func Empty(bounds ...time.Duration) Snapshot {
+	s := Snapshot{Bounds: make([]float64, len(bounds)), Counts: make([]uint64, len(bounds)+1)}
+	for i, b := range bounds {
 		s.Bounds[i] = b.Seconds()
 	}
 	return s
@@ -61,12 +62,13 @@ func (h *Histogram) Empty() Snapshot {
 
 // Snapshot returns what h has counted.
 func (h *Histogram) Snapshot() Snapshot {
-	s := h.Empty()
+	s := Empty(h.bounds...)
 	h.AddTo(&s)
 	return s
 }
 
-// AddTo adds what h has counted to s, which has h's buckets (Empty). The
+// AddTo adds what h has counted to s, which has h's buckets (Empty of its
+// bounds). The
 // sum is read before the counts: an observation landing between the reads
 // then shows in the counts, never in the sum alone.
 func (h *Histogram) AddTo(s *Snapshot) {

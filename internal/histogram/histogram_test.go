@@ -47,7 +47,7 @@ func TestAddTo(t *testing.T) {
 	a.Observe(time.Microsecond)
 	b.Observe(time.Second)
 	b.Observe(time.Microsecond)
-	s := a.Empty()
+	s := Empty(time.Millisecond)
 	a.AddTo(&s)
 	b.AddTo(&s)
 	if s.Count != 3 || s.Counts[0] != 2 || s.Counts[1] != 1 {

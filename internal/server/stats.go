@@ -190,7 +190,7 @@ func (s *Server) Stats() Stats {
 	st.HTTPBytesIn, st.HTTPBytesOut = s.httpBytesIn.Load(), s.httpBytesOut.Load()
 	st.MessagesIn, st.Deliveries = st.HTTPMessagesIn, st.HTTPDeliveries
 
-	st.Processing = histogram.New(processingBounds...).Empty()
+	st.Processing = histogram.Empty(processingBounds...)
 	for i := range s.refused {
 		st.Refused[RefuseReason(i).String()] = s.refused[i].Load()
 	}
