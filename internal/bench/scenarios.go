@@ -52,7 +52,7 @@ func trafficRow(name string, g *genRun, servers ...*proc) Result {
 		notes = append(notes, "generator saturated: "+s.SaturationReason)
 	}
 	if s.ServerErrors > 0 {
-		notes = append(notes, fmt.Sprintf("%d error frames from the server", s.ServerErrors))
+		notes = append(notes, fmt.Sprintf("%d error frames from the server (first: %s)", s.ServerErrors, s.FirstServerError))
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row

@@ -202,10 +202,22 @@ func (r *runner) roundTripStep(ctx context.Context, sp *spec, setups *specSetups
 	}
 	c.ServerCPU = cpu.Seconds()
 	c.BytesIn, c.BytesOut = after[0]-before[0], after[1]-before[1]
-	if s.FirstError != "" {
-		sp.out.notes = append(sp.out.notes, fmt.Sprintf("%s, %d clients: first error: %s", c.Transport, c.Clients, s.FirstError))
+	for _, e := range firstErrors(s) {
+		sp.out.notes = append(sp.out.notes, fmt.Sprintf("%s, %d clients: first error: %s", c.Transport, c.Clients, e))
 	}
 	return sp.roundTripRow(st, c, s), c, nil
+}
+
+// firstErrors are a step's first errors of each kind it had: why a client
+// failed or was dropped, and the server's first error frame.
+func firstErrors(s results.StepMeta) []string {
+	var out []string
+	for _, e := range []string{s.FirstError, s.FirstServerError} {
+		if e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // transportArgs are the URL and the loadtest flags of a step's transport.
@@ -234,8 +246,8 @@ func (sp *spec) roundTripRow(st loadtest.Step, c results.ComparisonRow, s result
 	if c.P50 > 0 {
 		figs["p50"], figs["p99"], figs["max"] = c.P50, c.P99, c.Max
 	}
-	if s.FirstError != "" {
-		addNote(&row, "first error: "+s.FirstError)
+	for _, e := range firstErrors(s) {
+		addNote(&row, "first error: "+e)
 	}
 	if c.Saturated {
 		addNote(&row, "generator saturated: "+s.SaturationReason)

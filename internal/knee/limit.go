@@ -36,7 +36,7 @@ func FirstLimit(s results.StepMeta, cpuCores float64, serverCores int) Limit {
 		return Limit{"rate-limit", fmt.Sprintf("the server's rate limit: %d message(s) refused with rate_limited (%.2f%% of %d sent)",
 			s.RateLimited, 100*float64(s.RateLimited)/float64(max(s.Sent, 1)), s.Sent)}
 	case s.ServerErrors > 0:
-		return Limit{"refusals", fmt.Sprintf("the server refused %d message(s) (first: %s)", s.ServerErrors, s.FirstError)}
+		return Limit{"refusals", fmt.Sprintf("the server refused %d message(s) (first: %s)", s.ServerErrors, s.FirstServerError)}
 	case strings.Contains(errText, "too many open files") || strings.Contains(errText, "emfile"):
 		return Limit{"file-descriptors", fmt.Sprintf("file descriptors: %d client(s) failed (%s)", s.ConnectErrors+s.Disconnects, s.FirstError)}
 	case s.NetworkFull != "":

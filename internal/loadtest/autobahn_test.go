@@ -136,9 +136,9 @@ func (h *echoLoop) wait(t *testing.T, path string, c *client) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s: the connection did not end within 2 minutes", path)
 	}
-	var why string
-	h.l.call(func() { _, _, _, _, why = h.l.finishStep() })
-	if why != "" {
-		t.Logf("%s: %s", path, why) // the report says whether the case wanted it
+	var first firstErrors
+	h.l.call(func() { _, _, _, _, first = h.l.finishStep() })
+	if first.conn != "" {
+		t.Logf("%s: %s", path, first.conn) // the report says whether the case wanted it
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -23,7 +24,9 @@ import (
 // docs/protocol.md (joined, history, join, broadcast with seq), with
 // failure injection: dropEvery drops every n-th delivery, refuseEvery
 // answers every n-th message with an error frame unavailable instead of
-// broadcasting it, delay holds every write back.
+// broadcasting it, delay holds every write back, and kickAt plays a
+// server past its capacity: it refuses each connection's chat messages
+// and closes the connection (1013 "overloaded") at its kickAt-th.
 type fakeServer struct {
 	URL         string
 	history     int
@@ -31,6 +34,7 @@ type fakeServer struct {
 	refuseEvery int64
 	delay       time.Duration
 	echo        bool
+	kickAt      int
 
 	mu         sync.Mutex
 	rooms      map[string]*fakeRoom
@@ -90,6 +94,10 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
 			case b := <-fc.out:
+				if b == nil { // kicked, after what was queued before
+					ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(kickCode, kickReason)))
+					return
+				}
 				if s.delay > 0 {
 					time.Sleep(s.delay)
 				}
@@ -114,6 +122,7 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	if !s.echo {
 		s.join(fc, urlRoom)
 	}
+	chats := 0
 	for {
 		b, _, err := wsutil.ReadClientData(c) // answers a close frame itself
 		if err != nil {
@@ -138,12 +147,39 @@ func (s *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 		if room == "" {
 			room = urlRoom
 		}
-		if n := s.messages.Add(1); s.refuseEvery > 0 && n%s.refuseEvery == 0 {
+		chats++
+		if s.kickAt > 0 && chats >= s.kickAt {
+			fc.out <- nil
+			awaitClose(c)
+			return
+		}
+		if n := s.messages.Add(1); s.kickAt > 0 || s.refuseEvery > 0 && n%s.refuseEvery == 0 {
 			e, _ := json.Marshal(map[string]any{"type": "error", "code": protocol.CodeUnavailable, "message_id": m["message_id"], "room": room})
 			fc.out <- e
 			continue
 		}
 		s.broadcast(room, m)
+	}
+}
+
+// The close of a connection the fake server kicks.
+const (
+	kickCode   = ws.StatusCode(1013) // try again later
+	kickReason = "overloaded"
+)
+
+// awaitClose reads the client's frames up to its close frame, the closing
+// handshake's second half, after which the server closes TCP first (RFC
+// 6455 section 7.1.1): the client then reads the close frame, not a reset.
+func awaitClose(c net.Conn) {
+	for {
+		h, err := ws.ReadHeader(c)
+		if err != nil {
+			return
+		}
+		if _, err := io.CopyN(io.Discard, c, h.Length); err != nil || h.OpCode == ws.OpClose {
+			return
+		}
 	}
 }
 

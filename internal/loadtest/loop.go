@@ -3,6 +3,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -125,8 +126,8 @@ type loopStep struct {
 	open    int
 	closed  chan struct{}
 
-	counts   stepCounts
-	firstErr string
+	counts stepCounts
+	first  firstErrors
 }
 
 // stepCounts are one process's (or one loop's) counts of a step.
@@ -150,6 +151,22 @@ type stepCounts struct {
 	SendErrors  int64 `json:"send_errors,omitempty"`  // POSTs refused, failed or timed out
 	PollErrors  int64 `json:"poll_errors,omitempty"`  // polls refused, failed or timed out
 	HistoryGaps int64 `json:"history_gaps,omitempty"` // poll answers saying messages were no longer held
+}
+
+// firstErrors are a step's first reasons of two kinds, kept apart: an
+// error frame refuses one message and leaves its connection open, so it
+// must not pass for the cause of the connection failures beside it (a
+// cluster past its capacity both refuses messages and drops clients).
+type firstErrors struct {
+	conn   string // a client failed to connect or join, was dropped, or (HTTP) a request failed
+	server string // "server error: " and an error frame's text
+}
+
+// keep fills in what e still lacks from o: the first reason of each kind
+// stays, whichever loop or part it came from.
+func (e *firstErrors) keep(o firstErrors) {
+	e.conn = cmp.Or(e.conn, o.conn)
+	e.server = cmp.Or(e.server, o.server)
 }
 
 func (a *stepCounts) add(b stepCounts) {
@@ -563,8 +580,8 @@ func (l *loop) checkClosed() {
 }
 
 // finishStep returns the step's counts, latency, send lag and connect time
-// histograms and forgets the step.
-func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, firstErr string) {
+// histograms and first errors, and forgets the step.
+func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, first firstErrors) {
 	l.publish()
 	st := l.st
 	for _, c := range st.clients {
@@ -578,7 +595,7 @@ func (l *loop) finishStep() (c stepCounts, lat, lag, conn *hdrhistogram.Histogra
 	l.flushRows(l.clock.now())
 	l.st = nil
 	l.aConnected.Store(0)
-	return st.counts, lat, lag, conn, st.firstErr
+	return st.counts, lat, lag, conn, st.first
 }
 
 // shutdown closes every socket and hands the last rows to the writer.

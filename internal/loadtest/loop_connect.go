@@ -124,9 +124,7 @@ func (l *loop) fail(c *client, reason string) {
 	c.key = ""
 	st.unsettle--
 	st.counts.ConnectErrors++
-	if st.firstErr == "" {
-		st.firstErr = reason
-	}
+	st.first.keep(firstErrors{conn: reason})
 	l.checkSettled()
 }
 
@@ -161,9 +159,7 @@ func (l *loop) ended(c *client, why string) {
 		l.closeFD(c)
 		c.state = csClosed
 		l.st.counts.Disconnects++
-		if l.st.firstErr == "" {
-			l.st.firstErr = why
-		}
+		l.st.first.keep(firstErrors{conn: why})
 	default:
 		l.fail(c, why)
 	}

@@ -240,7 +240,18 @@ func (l *loop) onClose(c *client, payload []byte) {
 		return
 	}
 	l.sendClose(c, reply)
-	l.ended(c, "the server closed the connection with code "+strconv.Itoa(int(code)))
+	l.ended(c, serverClosed(code, payload))
+}
+
+// serverClosed says why the server closed a connection: its close code
+// and, when it gave one, its reason, which names the limit a server past
+// its capacity hit. payload is a close payload ws.CloseReply accepted.
+func serverClosed(code ws.StatusCode, payload []byte) string {
+	why := "the server closed the connection with code " + strconv.Itoa(int(code))
+	if len(payload) > 2 {
+		why += ": " + strconv.Quote(string(payload[2:]))
+	}
+	return why
 }
 
 // sendClose sends c's close frame, unless it is out already, and waits for
@@ -336,8 +347,11 @@ func (l *loop) onInbound(c *client, in *inbound, p []byte, now int64) {
 		case bytes.Contains(in.text, unavailableCode):
 			st.counts.Unavailable++
 		}
-		if st.firstErr == "" {
-			st.firstErr = "server error: " + string(in.text)
+		// Kept apart from the connections' failures (a refusal leaves its
+		// connection open), and built once: a step past a cluster's
+		// capacity gets error frames by the hundred thousand.
+		if st.first.server == "" {
+			st.first.server = "server error: " + string(in.text)
 		}
 	case inMessage:
 		l.onDelivery(c, in, now)

@@ -66,7 +66,7 @@ type PartStep struct {
 	StartedAt   time.Time  `json:"started_at"`
 	EndedAt     time.Time  `json:"ended_at"`
 	Counts      stepCounts `json:"counts"`
-	FirstError  string     `json:"first_error,omitempty"`
+	FirstError  string     `json:"first_error,omitempty"` // why a client first failed to connect or join, or was dropped (HTTP: a request failed)
 	Interrupted bool       `json:"interrupted"`
 	Lat         []byte     `json:"lat"`
 	Lag         []byte     `json:"lag"`
@@ -75,6 +75,21 @@ type PartStep struct {
 	// of the drain. Zero when the step never got there.
 	SendStart time.Time `json:"send_start"`
 	SendEnd   time.Time `json:"send_end"`
+
+	// FirstServerError is the first error frame the server sent: a refusal
+	// of one message, which leaves its connection open, so it is kept
+	// apart from FirstError.
+	FirstServerError string `json:"first_server_error,omitempty"`
+}
+
+// first returns the part's first errors.
+func (r *PartStep) first() firstErrors {
+	return firstErrors{conn: r.FirstError, server: r.FirstServerError}
+}
+
+// setFirst records e as the part's first errors.
+func (r *PartStep) setFirst(e firstErrors) {
+	r.FirstError, r.FirstServerError = e.conn, e.server
 }
 
 func encodeHist(h *hdrhistogram.Histogram) []byte {
@@ -338,26 +353,26 @@ func (p *part) planLoops(plan *stepPlan, s Step) []*loopStep {
 // gather adds up the loops' counts and histograms of a step into res.
 func (p *part) gather(steps []*loopStep, res *PartStep) {
 	lat, lag, conn := newHist(), newHist(), newHist()
+	var first firstErrors
 	for i, l := range p.loops {
 		ls := steps[i]
 		var c stepCounts
-		var fe string
+		var fe firstErrors
 		var ll, lg, cn *hdrhistogram.Histogram
 		l.call(func() {
 			if l.st == ls {
 				c, ll, lg, cn, fe = l.finishStep()
 			} else {
-				c, ll, lg, cn, fe = ls.counts, newHist(), newHist(), newHist(), ls.firstErr
+				c, ll, lg, cn, fe = ls.counts, newHist(), newHist(), newHist(), ls.first
 			}
 		})
 		res.Counts.add(c)
 		lat.Merge(ll)
 		lag.Merge(lg)
 		conn.Merge(cn)
-		if res.FirstError == "" {
-			res.FirstError = fe
-		}
+		first.keep(fe)
 	}
+	res.setFirst(first)
 	res.Lat, res.Lag, res.Conn = encodeHist(lat), encodeHist(lag), encodeHist(conn)
 }
 
@@ -492,7 +507,8 @@ func (p *part) runPollStep(ctx, hard context.Context, k int, idOffset uint64) *P
 		res.Interrupted = true
 	}
 	c, lat, lag, conn, fe := ps.finish()
-	res.Counts, res.FirstError = c, fe
+	res.Counts = c
+	res.setFirst(fe)
 	res.Lat, res.Lag, res.Conn = encodeHist(lat), encodeHist(lag), encodeHist(conn)
 	res.EndedAt = time.Now()
 	return res

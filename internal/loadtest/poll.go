@@ -60,7 +60,7 @@ type pollStep struct {
 	rows             []byte
 	lastFlush        int64
 	counts           stepCounts
-	firstErr         string
+	first            firstErrors             // conn only: an HTTP refusal is a failed request
 	joined           []int64                 // per room
 	pubLat, pubLag   *hdrhistogram.Histogram // since the collector last looked
 	stepLat, stepLag *hdrhistogram.Histogram
@@ -198,8 +198,8 @@ func (s *pollStep) sleepUntil(ctx context.Context, us int64) bool {
 // noteErr counts one failed request (under s.mu).
 func (s *pollStep) noteErr(counter *int64, what string, err error) {
 	*counter++
-	if s.firstErr == "" {
-		s.firstErr = what + ": " + err.Error()
+	if s.first.conn == "" {
+		s.first.conn = what + ": " + err.Error()
 	}
 }
 
@@ -531,9 +531,9 @@ func (s *pollStep) close(cancel context.CancelFunc) {
 	}
 }
 
-// finish returns the step's counts, latency, send lag and connect time histograms and hands the last rows
-// to the writer. Called after close.
-func (s *pollStep) finish() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, firstErr string) {
+// finish returns the step's counts, latency, send lag and connect time histograms and first errors, and
+// hands the last rows to the writer. Called after close.
+func (s *pollStep) finish() (c stepCounts, lat, lag, conn *hdrhistogram.Histogram, first firstErrors) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushLocked(s.clock.now())
@@ -541,7 +541,7 @@ func (s *pollStep) finish() (c stepCounts, lat, lag, conn *hdrhistogram.Histogra
 	lat.Merge(s.stepLat)
 	lag.Merge(s.stepLag)
 	conn.Merge(s.stepConn)
-	return s.counts, lat, lag, conn, s.firstErr
+	return s.counts, lat, lag, conn, s.first
 }
 
 // snapshot adds the step's progress to snap and its latencies since the

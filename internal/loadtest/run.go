@@ -244,6 +244,7 @@ func (m *merger) finalize(k int, incomplete string) {
 		Senders: s.Senders, Incomplete: incomplete,
 	}
 	var c stepCounts
+	var first firstErrors
 	lat, lag, conn := newHist(), newHist(), newHist()
 	for i, r := range rs {
 		c.add(r.Counts)
@@ -254,9 +255,7 @@ func (m *merger) finalize(k int, incomplete string) {
 			sm.EndedAt = r.EndedAt.UTC()
 		}
 		sm.Interrupted = sm.Interrupted || r.Interrupted
-		if sm.FirstError == "" {
-			sm.FirstError = r.FirstError
-		}
+		first.keep(r.first())
 		decodeInto(lat, r.Lat)
 		decodeInto(lag, r.Lag)
 		decodeInto(conn, r.Conn)
@@ -267,6 +266,7 @@ func (m *merger) finalize(k int, incomplete string) {
 			sm.SendEndedAt = r.SendEnd.UTC()
 		}
 	}
+	sm.FirstError, sm.FirstServerError = first.conn, first.server
 	sm.LocalClients, sm.Joined = c.Clients, c.Joined
 	sm.Sent, sm.Expected, sm.Received, sm.ReceivedAll = c.Sent, c.Expected, c.Received, c.ReceivedAll
 	sm.ConnectErrors, sm.Disconnects, sm.ServerErrors = c.ConnectErrors, c.Disconnects, c.ServerErrors
@@ -380,8 +380,8 @@ func printSummary(w io.Writer, res *Result) {
 	tw.Flush()
 	for _, s := range res.Meta.Steps {
 		if s.ServerErrors > 0 {
-			fmt.Fprintf(w, "step %s: the server refused %d messages with an error frame (%d unavailable: its cluster could not take them; %d rate_limited): their deliveries were expected, so they count as lost\n",
-				s.Name, s.ServerErrors, s.Unavailable, s.RateLimited)
+			fmt.Fprintf(w, "step %s: the server refused %d messages with an error frame (%d unavailable: its cluster could not take them; %d rate_limited): their deliveries were expected, so they count as lost (first: %s)\n",
+				s.Name, s.ServerErrors, s.Unavailable, s.RateLimited, s.FirstServerError)
 		}
 		if s.Saturated {
 			fmt.Fprintf(w, "step %s: generator saturated (%s): results not valid\n", s.Name, s.SaturationReason)

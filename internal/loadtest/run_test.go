@@ -288,6 +288,27 @@ func TestUnavailableIsCounted(t *testing.T) {
 	}
 }
 
+// A server past its capacity refuses messages, with error frames that
+// leave their connections open, and then drops its clients: the reason
+// given beside the drops is why they were dropped, not the first refusal.
+func TestDisconnectsKeepTheirOwnReason(t *testing.T) {
+	srv := startFakeServer(t, func(s *fakeServer) { s.kickAt = 3 })
+	cfg := testConfig(t, srv.URL, testStep("kicked", 2, 5))
+	cfg.Steps[0].Drain = Duration(300 * time.Millisecond)
+	res := runTest(t, cfg)
+	s := res.Meta.Steps[0]
+	const why = `the server closed the connection with code 1013: "overloaded"`
+	if s.Disconnects != 10 || s.ServerErrors < 20 || s.FirstError != why {
+		t.Errorf("%d disconnects, %d error frames, first error %q; want 10, at least 20, %q", s.Disconnects, s.ServerErrors, s.FirstError, why)
+	}
+	if !strings.HasPrefix(s.FirstServerError, "server error: ") || !strings.Contains(s.FirstServerError, `"unavailable"`) {
+		t.Errorf("first server error %q, want the first refusal", s.FirstServerError)
+	}
+	if f := strings.Join(res.Failures, "\n"); !strings.Contains(f, "10 connections dropped during the step (first error: "+why+")") {
+		t.Errorf("failures %q do not give why the connections dropped", f)
+	}
+}
+
 func TestSlowServerIsDetected(t *testing.T) {
 	// Every write waits 30 ms: a connection takes 33 messages a second but
 	// its room of 5 members sends it 50.
@@ -534,7 +555,7 @@ func TestSummaryShowsRefusals(t *testing.T) {
 	}{
 		{"none refused", results.StepMeta{Name: "s1", Sent: 10, Expected: 20, Received: 20, DeliveryRatio: 1}, "0", false},
 		{"refused", results.StepMeta{Name: "s1", Sent: 10, Expected: 20, Received: 8, DeliveryRatio: 0.4,
-			ServerErrors: 6, Unavailable: 5, RateLimited: 1}, "6", true},
+			ServerErrors: 6, Unavailable: 5, RateLimited: 1, FirstServerError: "server error: unavailable"}, "6", true},
 	} {
 		var b strings.Builder
 		printSummary(&b, &Result{Meta: results.Meta{Steps: []results.StepMeta{tt.step}}})
@@ -544,7 +565,8 @@ func TestSummaryShowsRefusals(t *testing.T) {
 		if col < 0 || len(row) != len(head) || row[col] != tt.refused {
 			t.Errorf("%s: header %q, row %q: want refused %s", tt.name, head, row, tt.refused)
 		}
-		said := strings.Contains(b.String(), "the server refused 6 messages with an error frame (5 unavailable")
+		said := strings.Contains(b.String(), "the server refused 6 messages with an error frame (5 unavailable") &&
+			strings.Contains(b.String(), "(first: server error: unavailable)")
 		if said != tt.line {
 			t.Errorf("%s: the refusals told %v, want %v:\n%s", tt.name, said, tt.line, b.String())
 		}

@@ -108,8 +108,8 @@ type StepMeta struct {
 	SendStartedAt time.Time   `json:"send_started_at"` // first due send (or the start of holding)
 	SendEndedAt   time.Time   `json:"send_ended_at"`   // end of the drain (or of holding)
 	Interrupted   bool        `json:"interrupted"`
-	FirstError    string      `json:"first_error,omitempty"`
-	Incomplete    string      `json:"incomplete,omitempty"` // a worker's part is missing
+	FirstError    string      `json:"first_error,omitempty"` // why a client first failed to connect or join, or was dropped (HTTP: a request failed)
+	Incomplete    string      `json:"incomplete,omitempty"`  // a worker's part is missing
 
 	// RateLimited counts the server's refusals for its rate limit: error
 	// frames with code rate_limited, or POSTs answered 429.
@@ -123,6 +123,11 @@ type StepMeta struct {
 	// ("eth0 received 941 Mb/s of its 1000 Mb/s link"); "" when none did or
 	// no link reports a speed.
 	NetworkFull string `json:"network_full,omitempty"`
+
+	// FirstServerError is the first error frame the server sent: a refusal
+	// of one message, which leaves its connection open, so it is kept
+	// apart from FirstError (absent from meta.json files older than it).
+	FirstServerError string `json:"first_server_error,omitempty"`
 }
 
 // ReadMeta reads a meta.json file.
