@@ -273,11 +273,14 @@ type Stats struct {
 	Reconnects  uint64
 	// Owned rooms are ordered on this node; OwnedPublished counts their
 	// messages, Releases the rooms it gave up (handed to a follower, or
-	// freed), Takeovers the rooms this node took from an owner that did not
-	// answer, Dropped the rooms another node took from this one.
+	// freed), Ceded those of them it handed to a follower while its own
+	// members stayed (redis_balance.go), Takeovers the rooms this node took
+	// from an owner that did not answer, Dropped the rooms another node took
+	// from this one.
 	Owned          int64
 	OwnedPublished uint64
 	Releases       uint64
+	Ceded          uint64
 	Takeovers      uint64
 	Dropped        uint64
 	LastError      string

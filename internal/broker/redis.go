@@ -77,8 +77,12 @@ type Config struct {
 	// namespace's), in place of History and TTL: called once when the
 	// node subscribes to the room, and for publishes into a room it has
 	// not subscribed to.
-	Room   func(room string) RoomConfig
-	Logger *slog.Logger
+	Room func(room string) RoomConfig
+	// Balance, when positive, is how often the node cedes rooms it shares
+	// with other nodes while it owns more of them than it follows
+	// (redis_balance.go); 0 never does (the default: experimental).
+	Balance time.Duration
+	Logger  *slog.Logger
 }
 
 // pubsub is one subscription connection: to the one Redis, or to one master
@@ -129,6 +133,12 @@ type Redis struct {
 	log *slog.Logger
 	h   Handler
 	rdb redis.UniversalClient
+	// leaseRdb is a connection of its own for the node's lease
+	// (renewLease): behind the rounds of a node past its capacity in rdb's
+	// pool, the renewal missed its second, the node looked dead to its
+	// peers, and they dropped every room they followed from it, closing
+	// its members with 1012 (two nodes past the VM's knee, 2026-11-28).
+	leaseRdb redis.UniversalClient
 	// cluster is rdb when it is a Redis Cluster; nil for one Redis.
 	cluster *redis.ClusterClient
 	id      string // this node's name in the rooms it owns
@@ -167,7 +177,7 @@ const respVersion = 2
 // not when Redis is down: a node starts degraded and joins the cluster when
 // Redis answers.
 func NewRedis(cfg Config, h Handler) (*Redis, error) {
-	var rdb redis.UniversalClient
+	var rdb, leaseRdb redis.UniversalClient
 	var cluster *redis.ClusterClient
 	if isClusterURL(cfg.URL) {
 		opts, err := parseClusterURL(cfg.URL)
@@ -176,6 +186,9 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		}
 		cluster = redis.NewClusterClient(opts)
 		rdb = cluster
+		lo := *opts
+		lo.PoolSize = 1
+		leaseRdb = redis.NewClusterClient(&lo)
 	} else {
 		opts, err := redis.ParseURL(cfg.URL)
 		if err != nil {
@@ -194,6 +207,9 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		opts.Dialer = rawDialer(opts.DialTimeout, opts.TLSConfig != nil)
 		opts.Protocol = respVersion
 		rdb = redis.NewClient(opts)
+		lo := *opts
+		lo.PoolSize = 1
+		leaseRdb = redis.NewClient(&lo)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "scalechat"
@@ -223,7 +239,7 @@ func NewRedis(cfg Config, h Handler) (*Redis, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Redis{
-		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, cluster: cluster, id: NewEpoch(),
+		cfg: cfg, log: cfg.Logger, h: h, rdb: rdb, leaseRdb: leaseRdb, cluster: cluster, id: NewEpoch(),
 		sub: newSubscriptions(), pub: newPublisher(cfg.HistoryLinger, cfg.FollowedLinger),
 		health: healthState{wake: make(chan struct{}, 1)}, lease: leaseState{wake: make(chan struct{}, 1)},
 		own: newOwnState(), count: counters{transit: newTransit()},
@@ -277,6 +293,7 @@ type counters struct {
 	reconnects     atomic.Uint64
 	ownedPublished atomic.Uint64
 	releases       atomic.Uint64
+	ceded          atomic.Uint64
 	takeovers      atomic.Uint64
 	dropped        atomic.Uint64
 	transit        transit // Stats.Transit
@@ -289,6 +306,7 @@ func (c *counters) read(s *Stats) {
 	s.Local, s.Gaps, s.Unrecovered = c.local.Load(), c.gaps.Load(), c.lost.Load()
 	s.Reconnects, s.OwnedPublished = c.reconnects.Load(), c.ownedPublished.Load()
 	s.Releases, s.Takeovers, s.Dropped = c.releases.Load(), c.takeovers.Load(), c.dropped.Load()
+	s.Ceded = c.ceded.Load()
 	s.Refused, s.Diverged, s.Overloaded = c.refused.Load(), c.diverged.Load(), c.overloaded.Load()
 	s.Transit = c.transit.read()
 	if e := c.lastErr.Load(); e != nil {
@@ -358,6 +376,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	wg.Go(func() { b.controlLoop(ctx) })
 	wg.Go(func() { b.keepAliveLoop(ctx) })
 	wg.Go(func() { b.forwardSweepLoop(ctx) })
+	wg.Go(func() { b.balanceLoop(ctx) })
 	<-ctx.Done()
 	wg.Wait()
 	b.waitWG.Wait()
@@ -373,7 +392,7 @@ func (b *Redis) Run(ctx context.Context) error {
 	errs := b.shards.closeAll()
 	b.shards.wg.Wait()
 	b.signOff()
-	return errors.Join(append(errs, b.rdb.Close())...)
+	return errors.Join(append(errs, b.rdb.Close(), b.leaseRdb.Close())...)
 }
 
 // leaveNodeChannel stops the node's channel, at shutdown, once every record

@@ -59,6 +59,7 @@ func (b *Redis) forwardSweepLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			b.expireForwards(now)
+			b.expireParked(now)
 			for _, node := range b.own.takeMarksBefore(forwardDeadline(now)) {
 				b.leftUnheard(node) // its mark lost
 			}
@@ -167,6 +168,7 @@ func (b *Redis) onFollowRec(r followRec) {
 		b.own.setOwner(r.room, "")
 		b.own.setFollowers(r.room, r.nodes)
 		b.owns(r.room, r.seq)
+		b.unparkForwards(r.room)
 	case recOwner:
 		if b.own.ownerOf(r.room) != "" {
 			b.own.setOwner(r.room, r.node)
@@ -195,12 +197,13 @@ func (b *Redis) tellDropped(room string) {
 // onFollowAsk answers a node that asks to follow a room: its snapshot,
 // taken under the room's order, or N when this node does not order it now.
 func (b *Redis) onFollowAsk(room, node string) {
-	from, ok := b.ordersHere(room)
+	g, from, ok := b.ordersHere(room)
 	if ok {
 		_, _, _, ok = b.h.Follow(room, from, func(epoch string, seq uint64, tail []Entry) {
 			b.own.addFollower(room, node)
 			b.sendTo(node, encSnapshot(room, epoch, seq, tail))
 		})
+		g.leave()
 	}
 	if !ok {
 		b.sendTo(node, encNotOwner(room))
@@ -219,6 +222,9 @@ func (b *Redis) onFollowAsk(room, node string) {
 // most rooms refused 588k of its members' sends, ordered every forward,
 // and delivered them a second late).
 func (b *Redis) onForward(r followRec) {
+	if b.parkForward(r) {
+		return
+	}
 	node, req := r.node, r.req
 	if b.overloaded() || b.behind() {
 		b.count.overloaded.Add(1)
@@ -424,6 +430,15 @@ func (b *Redis) forwardToHolder(ctx context.Context, fw forward) {
 		return
 	}
 	b.waitWG.Go(func() {
+		if b.own.holds(fw.p.Room) {
+			// Handed to this node meanwhile (a cede's handover read
+			// before the old owner declined): no holder to ask Redis
+			// for, nor to wait for. Past a 16-core cluster's knee the
+			// reads of holders that many cedes' declines made, behind the
+			// rounds in the pool, timed out and took Redis for down.
+			b.orderHere(ctx, fw)
+			return
+		}
 		if fw.tries > 1 && !sleepCtx(ctx, retryWait) {
 			b.unsent(fw)
 			return

@@ -50,6 +50,10 @@ type follows struct {
 	// waiting for those before them look again at once, instead of at
 	// their next try, and an answer nobody waits for makes no channel.
 	answeredCh chan struct{}
+	// parked holds, per room, the forwards its owner sent this node: the
+	// owner is ceding the room here, and its handover record (O) comes
+	// right behind them (redis_balance.go).
+	parked map[string][]parkedForward
 	// marks are the nodes found unheard whose leftovers wait for this
 	// node's mark to come back (Redis.unheard), by the mark's number.
 	marks    map[uint64]mark
@@ -65,7 +69,7 @@ type mark struct {
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
 		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{},
-		marks: map[uint64]mark{}}
+		marks: map[uint64]mark{}, parked: map[string][]parkedForward{}}
 }
 
 // addFollower records that node follows room, owned here.
@@ -122,6 +126,32 @@ func (s *ownState) setFollowers(room string, nodes []string) {
 		return
 	}
 	s.followers[room] = nodes
+}
+
+// sharedCounts returns how many rooms this node owns that other nodes
+// follow, and how many it follows.
+func (s *ownState) sharedCounts() (owned, followed int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.followers), len(s.owners)
+}
+
+// toCede picks n rooms owned here that others follow, each with the
+// follower to cede it to (its first).
+func (s *ownState) toCede(n int) map[string]string {
+	if n <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rooms := make(map[string]string, n)
+	for room, fs := range s.followers {
+		if len(rooms) == n {
+			break
+		}
+		rooms[room] = fs[0]
+	}
+	return rooms
 }
 
 func (s *ownState) ownerOf(room string) string {

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,8 @@ type healthState struct {
 	recovering atomic.Bool   // Redis is back, the rooms' counters are being raised: hold publishes
 	localMu    sync.RWMutex  // held (read) by a local publish; taken to end local publishing
 	downSince  atomic.Int64  // unix nanoseconds: when up last went false
+	answered   atomic.Int64  // unix nanoseconds: when Redis last answered slowNotDown's ping
+	slowLogged atomic.Int64  // unix nanoseconds: when a slow call was last logged
 	wake       chan struct{} // Redis failed: healthLoop checks it again, with backoff
 }
 
@@ -71,6 +75,12 @@ func (b *Redis) fail(op string, err error) {
 	b.count.errs.Add(1)
 	msg := op + ": " + err.Error()
 	b.count.lastErr.Store(&msg)
+	if b.health.up.Load() && b.slowNotDown(err) {
+		if b.health.slowLogDue(time.Now()) {
+			b.log.Warn("a Redis call timed out behind this node's own traffic while Redis answers: the node is past its capacity, Redis is not taken for down", "op", op, "err", err)
+		}
+		return
+	}
 	if b.health.fell() {
 		// Cut off, the node goes on ordering the rooms it owns, joins
 		// of them included (messages to other rooms are refused); once
@@ -81,6 +91,48 @@ func (b *Redis) fail(op string, err error) {
 		b.log.Warn("redis unreachable: owned rooms go on, messages to shared rooms are refused", "op", op, "err", err)
 		signal(b.health.wake)
 	}
+}
+
+// slowNotDown reports whether err is a timeout of a call that waited behind
+// this node's own traffic while Redis itself answers: asked on the lease's
+// connection (Redis.leaseRdb), which nothing else queues on, Redis answered
+// a ping within a second (or did less than probeFresh ago). Past a
+// cluster's capacity the pool's connections carry long rounds, and a call
+// that timed out behind them took Redis for down: publishes to shared
+// rooms were refused, and the recovery that followed closed members with
+// 1012 (two nodes at 1.3 times their knee on 16 cores, 2026-11-28).
+func (b *Redis) slowNotDown(err error) bool {
+	if !isTimeout(err) {
+		return false
+	}
+	if t := b.health.answered.Load(); t != 0 && time.Since(time.Unix(0, t)) < probeFresh {
+		return true
+	}
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if b.leaseRdb.Ping(c).Err() != nil {
+		return false
+	}
+	b.health.answered.Store(time.Now().UnixNano())
+	return true
+}
+
+// probeFresh is how long a ping's answer stands for the timeouts after it.
+const probeFresh = 100 * time.Millisecond
+
+// isTimeout reports whether err says a call ran out of time, not that
+// Redis refused or dropped the connection.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// slowLogDue reports whether a slow call may be logged now: once every
+// ten seconds.
+func (h *healthState) slowLogDue(now time.Time) bool {
+	last := h.slowLogged.Load()
+	return now.UnixNano()-last >= int64(10*time.Second) && h.slowLogged.CompareAndSwap(last, now.UnixNano())
 }
 
 func (b *Redis) checkUp(ctx context.Context) bool {

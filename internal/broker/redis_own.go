@@ -78,18 +78,25 @@ func (b *Redis) holds(room string) bool { return b.own.holds(room) }
 // lives (the rooms check the rest: Handler.PublishOwned); false otherwise.
 // A room not held costs one lock-free look-up, not the room's lock.
 func (b *Redis) publishOwned(p Publication) (uint64, bool) {
-	from, ok := b.ordersHere(p.Room)
+	g, from, ok := b.ordersHere(p.Room)
 	if !ok {
 		return 0, false
 	}
+	defer g.leave()
 	return b.h.PublishOwned(p, from, b.keep)
 }
 
-// ordersHere returns the seq after which room orders here, when this node
-// holds it and its lease lives (publishOwned, onFollowAsk).
-func (b *Redis) ordersHere(room string) (from uint64, ok bool) {
-	from, ok = b.own.heldFrom(room)
-	return from, ok && !b.lease.lapsed()
+// ordersHere enters the room's grant when this node holds it, is not
+// ceding it and its lease lives, and returns the seq after which it orders
+// here (publishOwned, onFollowAsk); the caller leaves the grant once the
+// room ordered.
+func (b *Redis) ordersHere(room string) (g *grant, from uint64, ok bool) {
+	g, from, ok = b.own.enter(room)
+	if ok && b.lease.lapsed() {
+		g.leave()
+		return nil, 0, false
+	}
+	return g, from, ok
 }
 
 // JoinsWait implements JoinGate: joiners of a room this node holds wait
@@ -205,7 +212,7 @@ func (b *Redis) leaseLoop(ctx context.Context) {
 func (b *Redis) renewLease(ctx context.Context, lc *leaseClock, sent time.Time) {
 	r := lc.renew(sent)
 	c, cancel := context.WithTimeout(ctx, time.Second)
-	err := b.rdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
+	err := b.leaseRdb.Set(c, b.leaseKey(b.id), "1", nodeLease).Err()
 	cancel()
 	switch {
 	case err != nil:

@@ -30,7 +30,7 @@ type Collector struct {
 
 	// Only in a cluster.
 	brokerUp, brokerErrors, brokerLocal, brokerGaps, brokerLost, brokerReconnects, brokerRooms *prometheus.Desc
-	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerTakeovers, brokerDropped               *prometheus.Desc
+	brokerOwned, brokerOwnedMsgs, brokerReleases, brokerCeded, brokerTakeovers, brokerDropped  *prometheus.Desc
 	brokerRefused, brokerDiverged, brokerOverloaded, brokerTransit                             *prometheus.Desc
 }
 
@@ -88,6 +88,8 @@ func NewCollector(srv *server.Server) *Collector {
 			"Messages of owned rooms, ordered and delivered on this node without a Redis round trip. Cluster only.", nil, nil),
 		brokerReleases: d("scalechat_broker_room_releases_total",
 			"Owned rooms this node gave up: handed to a node that follows them, or freed. Cluster only.", nil, nil),
+		brokerCeded: d("scalechat_broker_rooms_ceded_total",
+			"Owned rooms this node handed to a node that follows them while its own members stayed, because it owned more of the rooms it shares with other nodes than it followed: ownership evened out. Counted in releases too. Cluster only.", nil, nil),
 		brokerTakeovers: d("scalechat_broker_room_takeovers_total",
 			"Rooms this node took over (under a new epoch) from an owner that did not answer. Cluster only.", nil, nil),
 		brokerDropped: d("scalechat_broker_rooms_dropped_total",
@@ -141,7 +143,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.dropped, c.disconnects, c.bytesIn, c.bytesOut, c.brokerOut, c.brokerIn, c.processing,
 		c.apiRequests, c.apiPublished, c.historyBytes, c.historyJSON, c.hookCalls, c.hookDuration, c.hookJobsGone, c.polls, c.pollsWaiting, c.httpIn, c.httpOut, c.httpBytesIn, c.httpBytesOut,
 		c.brokerUp, c.brokerErrors, c.brokerLocal, c.brokerGaps, c.brokerLost, c.brokerReconnects, c.brokerRooms,
-		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerTakeovers, c.brokerDropped,
+		c.brokerOwned, c.brokerOwnedMsgs, c.brokerReleases, c.brokerCeded, c.brokerTakeovers, c.brokerDropped,
 		c.brokerRefused, c.brokerDiverged, c.brokerOverloaded, c.brokerTransit,
 	} {
 		ch <- d
@@ -222,6 +224,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.brokerOwned, float64(bs.Owned))
 		counter(c.brokerOwnedMsgs, bs.OwnedPublished)
 		counter(c.brokerReleases, bs.Releases)
+		counter(c.brokerCeded, bs.Ceded)
 		counter(c.brokerTakeovers, bs.Takeovers)
 		counter(c.brokerDropped, bs.Dropped)
 		counter(c.brokerRefused, bs.Refused)

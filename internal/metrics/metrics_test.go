@@ -328,6 +328,7 @@ func TestBrokerMetrics(t *testing.T) {
 		"scalechat_broker_owned_messages_total":     0,
 		"scalechat_broker_owned_rooms":              0,
 		"scalechat_broker_room_releases_total":      0,
+		"scalechat_broker_rooms_ceded_total":        0,
 		"scalechat_broker_room_takeovers_total":     0,
 		"scalechat_broker_rooms_dropped_total":      0,
 		"scalechat_broker_refused_total":            0,

@@ -61,6 +61,7 @@ type Config struct {
 	RedisTTL          time.Duration  // a room's keys in Redis expire after this long without messages; 0: 24h
 	RedisLinger       time.Duration  // how long a publish to a room shared with other nodes waits for others, for one round to Redis; 0: broker.DefaultLinger
 	RedisMaxWait      time.Duration  // refuse publishes to shared rooms while this node's messages to other nodes waited longer; 0: no bound
+	RedisBalance      time.Duration  // how often the node cedes shared rooms while it owns more than it follows; 0: never
 	HistoryLinger     time.Duration  // how long messages of rooms a node owns wait to be written to Redis's history with others; 0: broker.DefaultHistoryLinger
 	FollowedLinger    time.Duration  // the same for rooms other nodes follow (they hold the messages too); 0: broker.DefaultFollowedLinger
 	ProcessingTime    bool           // record Stats.Processing; false (the zero value) saves its clock reads
@@ -117,6 +118,7 @@ func (c *Config) validate() error {
 	check(c.RoomGrace >= 0, "room grace must not be negative")
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
+	check(c.RedisBalance >= 0, "the Redis balance interval must not be negative")
 	check(c.HistoryLinger >= 0 && c.HistoryLinger <= broker.MaxHistoryLinger, "the history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.FollowedLinger >= 0 && c.FollowedLinger <= broker.MaxHistoryLinger, "the followed rooms' history linger must be between 0 and %s", broker.MaxHistoryLinger)
 	check(c.Loops >= 0, "loops must not be negative")

@@ -115,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		Options: s.roomOptions, Framing: wsFraming{}, Disconnect: s.disconnect, Settled: s.settled}
 	if cfg.Redis != "" {
 		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
-			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Linger: cfg.RedisLinger, HistoryLinger: cfg.HistoryLinger, FollowedLinger: cfg.FollowedLinger, MaxWait: cfg.RedisMaxWait, Room: s.brokerRoom, Logger: cfg.Logger}, h)
+			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Linger: cfg.RedisLinger, HistoryLinger: cfg.HistoryLinger, FollowedLinger: cfg.FollowedLinger, MaxWait: cfg.RedisMaxWait, Balance: cfg.RedisBalance, Room: s.brokerRoom, Logger: cfg.Logger}, h)
 		}
 	}
 	wh, err := newWebhooks(cfg)
