@@ -83,18 +83,7 @@ func newEchoLoop(t *testing.T, base string, compression bool) *echoLoop {
 	t.Helper()
 	cfg := &Config{URL: base, Protocol: ProtocolEcho, Compression: compression, ConnectTimeout: Duration(time.Minute),
 		Steps: []Step{{Name: "autobahn", Rooms: 1, RoomSize: 1, RoomsPerClient: 1}}}
-	tgt, err := parseTarget(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := CreateRecorder("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := newLoop(0, cfg, tgt, newClock(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newTestLoop(t, cfg)
 	h := &echoLoop{l: l, plan: newStepPlan(cfg, 0, 0), closed: make(chan *client, 1)}
 	l.echoFrames = true
 	l.socketClosed = func(c *client) { h.closed <- c }
@@ -102,7 +91,6 @@ func newEchoLoop(t *testing.T, base string, compression bool) *echoLoop {
 	t.Cleanup(func() {
 		l.do(func() { l.quit = true })
 		<-l.done
-		rec.Close()
 	})
 	return h
 }

@@ -74,27 +74,13 @@ func TestFirstErrorsKeptApart(t *testing.T) {
 func newStillLoop(t *testing.T, n int) (*loop, *loopStep) {
 	t.Helper()
 	cfg := &Config{URL: "ws://127.0.0.1:1/ws", Protocol: ProtocolScalechat, Steps: []Step{{Name: "s", Rooms: 1, RoomSize: n, RoomsPerClient: 1}}}
-	tgt, err := parseTarget(cfg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := CreateRecorder("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := newLoop(0, cfg, tgt, newClock(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newTestLoop(t, cfg)
 	st := &loopStep{plan: newStepPlan(cfg, 0, 0), name: "s", next: n}
 	for range n {
 		st.clients = append(st.clients, &client{fd: -1, src: -1, state: csReady, rooms: make([]membership, 1)})
 	}
 	l.st = st
-	t.Cleanup(func() {
-		l.shutdown()
-		rec.Close()
-	})
+	t.Cleanup(l.shutdown)
 	return l, st
 }
 
@@ -117,4 +103,25 @@ func TestServerClosedSaysItsReason(t *testing.T) {
 			t.Errorf("%q: %q, want %q", tt.payload, got, tt.want)
 		}
 	}
+}
+
+// newTestLoop returns loop 0 of cfg, recording nothing; its recorder is
+// closed when the test ends, after the cleanups the caller registers (they
+// stop the loop).
+func newTestLoop(t *testing.T, cfg *Config) *loop {
+	t.Helper()
+	tgt, err := parseTarget(cfg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := CreateRecorder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	l, err := newLoop(0, cfg, tgt, newClock(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
