@@ -100,7 +100,8 @@ func (b *Redis) fail(op string, err error) {
 // cluster's capacity the pool's connections carry long rounds, and a call
 // that timed out behind them took Redis for down: publishes to shared
 // rooms were refused, and the recovery that followed closed members with
-// 1012 (two nodes at 1.3 times their knee on 16 cores, 2026-11-28).
+// 1012 (two nodes past their knee on 16 cores, 2026-11-28). Its caller
+// waits for the ping, up to a second, only when a call timed out already.
 func (b *Redis) slowNotDown(err error) bool {
 	if !isTimeout(err) {
 		return false
