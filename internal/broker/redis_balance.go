@@ -98,7 +98,7 @@ func (b *Redis) cede(room, to string) {
 	if b.own.ownerOf(room) != "" {
 		return
 	}
-	b.own.setOwner(room, to)
+	b.own.cedeTo(room, to)
 	if !b.own.revoke(room) {
 		b.own.clearOwner(room, to)
 		return
@@ -122,8 +122,9 @@ func (b *Redis) cede(room, to string) {
 	})
 	if !ceded {
 		// Not ceded: the room freed meanwhile (Unsubscribe releases it),
-		// or its follower gone. What went to to meanwhile it answers 0
-		// (parkedBefore), and it is ordered here again.
+		// or its follower gone. What went to to meanwhile to parked, and
+		// declines (0) after a while (expireParked): it is ordered here
+		// again.
 		b.own.clearOwner(room, to)
 		b.own.unrevoke(room)
 		return
@@ -165,20 +166,38 @@ func (b *Redis) expireParked(now time.Time) {
 	}
 }
 
+// cedeTo makes to the owner of room here, and remembers that this node
+// cedes the room to it (park).
+func (s *ownState) cedeTo(room, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owners[room] = to
+	s.cededTo[room] = to
+}
+
 // clearOwner forgets room's owner if it is still owner.
 func (s *ownState) clearOwner(room, owner string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.owners[room] == owner {
 		delete(s.owners, room)
+		delete(s.cededTo, room)
 	}
 }
 
-// park keeps r when its sender is the owner of its room here.
+// park keeps r when its sender is the owner of its room here, and this
+// node did not cede the room to it: the node a room is ceded to forwards
+// to the ceding node only what it sent before it read the handover record,
+// which it orders itself once it does (declined here at once: 0). A room
+// held here is never parked (checked without the lock: every forward an
+// owner is sent comes here).
 func (s *ownState) park(r followRec, now time.Time) bool {
+	if s.holds(r.room) {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owners[r.room] != r.node {
+	if s.owners[r.room] != r.node || s.cededTo[r.room] == r.node {
 		return false
 	}
 	s.parked[r.room] = append(s.parked[r.room], parkedForward{rec: r, at: now})

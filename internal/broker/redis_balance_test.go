@@ -73,6 +73,80 @@ func TestOwnStateRevokeWaitsForThoseInside(t *testing.T) {
 	}
 }
 
+// Which forwards a node parks: those its room's owner of record sends it
+// (the owner is ceding the room here), never those of the node it cedes
+// the room to itself (sent before that node read its handover record: no
+// record will come here), and none of a room it holds.
+func TestOwnStateParksOnlyAForwardOfTheRoomsCedingOwner(t *testing.T) {
+	fw := func(from string) followRec { return followRec{kind: recForward, room: "r", node: from, req: 1} }
+	for _, c := range []struct {
+		name string
+		set  func(s *ownState)
+		from string
+		want bool
+	}{
+		{"followed from a, a forwards", func(s *ownState) { s.setOwner("r", "a") }, "a", true},
+		{"followed from a, c forwards", func(s *ownState) { s.setOwner("r", "a") }, "c", false},
+		{"not followed", func(*ownState) {}, "a", false},
+		{"held here", func(s *ownState) { s.grant("r", 0) }, "a", false},
+		{"ceding to b, b forwards", func(s *ownState) { s.cedeTo("r", "b") }, "b", false},
+		{"ceded to b, its record read, b forwards", func(s *ownState) {
+			s.cedeTo("r", "b")
+			s.setOwner("r", "b") // the handover's W
+		}, "b", true},
+		{"a cede that did not happen, then followed from b", func(s *ownState) {
+			s.cedeTo("r", "b")
+			s.clearOwner("r", "b")
+			s.setOwner("r", "b")
+		}, "b", true},
+	} {
+		s := newOwnState()
+		c.set(&s)
+		if got := s.park(fw(c.from), time.Now()); got != c.want {
+			t.Errorf("%s: park = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce: a forward from the
+// node a room is being ceded to reaches the ceding node (sent before the
+// new owner read its handover record); the ceding node declines it at once
+// instead of parking it for the sweep, which held it half a second.
+func TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce(t *testing.T) {
+	rs := testsupport.StartRedis(t)
+	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour}
+	a, b := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	a.join(t, "r")
+	a.waitHeld(t, "r")
+	b.join(t, "r")
+	a.publish("r", "a0")
+	b.hasSeq(t, "r", 1)
+	g, _, ok := a.b.own.enter("r")
+	if !ok {
+		t.Fatal("a does not order r")
+	}
+	ceded := make(chan struct{})
+	go func() { defer close(ceded); a.b.cede("r", b.b.id) }()
+	v, _ := a.b.own.granted.Load("r")
+	for deadline := time.Now().Add(10 * time.Second); !v.(*grant).revoked.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("waiting for the cede to revoke a's holding")
+		}
+	}
+	a.b.onForward(followRec{kind: recForward, room: "r", node: b.b.id, req: 1 << 40, prefix: "b1#"})
+	if n := len(a.b.own.takeParked("r")); n != 0 {
+		t.Errorf("the ceding node parked %d forward(s) of the node it cedes the room to", n)
+	}
+	g.leave()
+	<-ceded
+	b.waitHeld(t, "r")
+	acked := make(chan uint64, 1)
+	b.h.publishTo(b.b, Publication{Room: "r", Prefix: []byte("b2#"), From: 3}, acked)
+	if seq := answerOf(t, acked, "b's publish"); seq != 2 {
+		t.Errorf("b's publish after the cede got seq %d, want 2 (the declined forward ordered nowhere)", seq)
+	}
+}
+
 // TestRedisCedeEvensOutOwnershipWithoutAGap: the node that loaded every
 // room first cedes half of them to the other while both publish into all
 // of them; every publish is ordered once, both nodes hold one order per

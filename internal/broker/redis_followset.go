@@ -54,6 +54,12 @@ type follows struct {
 	// owner is ceding the room here, and its handover record (O) comes
 	// right behind them (redis_balance.go).
 	parked map[string][]parkedForward
+	// cededTo holds, per room this node is ceding, the node it cedes the
+	// room to, until the handover's record (W) comes back: what that node
+	// forwards here meanwhile it sent before it read its own record (O),
+	// and is never parked here (no O will come to this node); declined,
+	// it is ordered by that node (redis_balance.go).
+	cededTo map[string]string
 	// marks are the nodes found unheard whose leftovers wait for this
 	// node's mark to come back (Redis.unheard), by the mark's number.
 	marks    map[uint64]mark
@@ -69,7 +75,7 @@ type mark struct {
 func newFollows() follows {
 	return follows{followers: map[string][]string{}, owners: map[string]string{},
 		waiting: map[string]chan followRec{}, pending: map[uint64]forward{}, out: map[string][]uint64{},
-		marks: map[uint64]mark{}, parked: map[string][]parkedForward{}}
+		marks: map[uint64]mark{}, parked: map[string][]parkedForward{}, cededTo: map[string]string{}}
 }
 
 // addFollower records that node follows room, owned here.
@@ -160,10 +166,14 @@ func (s *ownState) ownerOf(room string) string {
 	return s.owners[room]
 }
 
-// setOwner records room's owner; "" forgets it.
+// setOwner records room's owner; "" forgets it. It ends a cede of the
+// room here (cedeTo): the owner's record (W) of a cede comes after the
+// forwards this node sent the new owner, and before any that owner sends
+// once it holds the room (ceding it back here, for one).
 func (s *ownState) setOwner(room, owner string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.cededTo, room)
 	if owner == "" {
 		delete(s.owners, room)
 	} else {
