@@ -1,0 +1,158 @@
+// Runs a NATS server for tests: in-process (the nats-server module), or
+// the real nats-server binary as a process of its own.
+
+package testsupport
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+)
+
+// NATSVersion is the nats-server release the tests run, in-process (go.mod
+// pins the module at it) and as a binary (.ci/run installs it with
+// "go install github.com/nats-io/nats-server/v2@" + NATSVersion).
+// TestNATSVersionIsThePinnedModule keeps the two the same.
+const NATSVersion = "v2.15.2"
+
+// StartNATS runs a NATS server with JetStream inside the test's process,
+// on a free loopback port, its store in a temporary directory, and shuts
+// it down when the test ends. It returns the server's client URL.
+func StartNATS(t testing.TB) string {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{
+		Host:      "127.0.0.1",
+		Port:      natsserver.RANDOM_PORT,
+		JetStream: true,
+		StoreDir:  t.TempDir(),
+		NoLog:     true,
+		NoSigs:    true,
+	})
+	if err != nil {
+		t.Fatalf("nats-server in-process: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats-server in-process: not ready to take connections within 10s")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s.ClientURL()
+}
+
+// NATSProcess is a nats-server process owned by a test: the real binary,
+// which a test may kill, stop and start again with its store kept.
+type NATSProcess struct {
+	t    testing.TB
+	dir  string
+	port int
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartNATSProcess runs the nats-server binary with JetStream on a free
+// loopback port, stopped when the test ends; args are more of its flags.
+// Without the binary the test is skipped, or fails when the CI variable
+// is set: CI installs it.
+func StartNATSProcess(t testing.TB, args ...string) *NATSProcess {
+	t.Helper()
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		msg := "nats-server is not installed (go install github.com/nats-io/nats-server/v2@" + NATSVersion + ")"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	p := &NATSProcess{t: t, dir: t.TempDir(), port: port, args: args}
+	p.Start()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// URL is the server's client URL.
+func (p *NATSProcess) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+// Pid is the server's process id (0 when it is not running), for the
+// cost measurements that read its CPU time.
+func (p *NATSProcess) Pid() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Start starts the server again on the same port with the same store,
+// and waits until it takes connections.
+func (p *NATSProcess) Start() {
+	p.t.Helper()
+	if p.cmd != nil {
+		return
+	}
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(p.port), "-js", "-sd", p.dir}, p.args...)
+	cmd := exec.Command("nats-server", args...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start nats-server: %v", err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-p.done:
+			p.cmd = nil
+			p.t.Fatalf("nats-server exited at start: %v", cmd.ProcessState)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			p.t.Fatalf("nats-server did not listen within 10s: %v", err)
+		}
+	}
+}
+
+// Stop ends the server (SIGTERM, then SIGKILL after 5s) and waits for it.
+func (p *NATSProcess) Stop() {
+	p.signal(syscall.SIGTERM, 5*time.Second)
+}
+
+// Kill ends the server at once (SIGKILL) and waits for it.
+func (p *NATSProcess) Kill() {
+	p.signal(syscall.SIGKILL, 5*time.Second)
+}
+
+func (p *NATSProcess) signal(sig syscall.Signal, grace time.Duration) {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.cmd = nil
+}
