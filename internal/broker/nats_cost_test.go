@@ -565,3 +565,79 @@ func benchKVLoop(b *testing.B, cpu func() float64, do func(i int) error) {
 	b.StopTimer()
 	reportServerCPU(b, cpu()-before, map[string]int{"server-µs/op": b.N})
 }
+
+// BenchmarkRoundCost is a whole round of a node on NATS, its payload for
+// the other node and its history writes going out together on one
+// connection (one flush), as a NATS engine would send them when a round
+// and the history linger coincide: a payload of 20 records (rooms of 4
+// split 2+2 at 1 msg/s per client, rounds of 5 ms: BenchmarkNodeChannelCost's
+// shape) and one write each for 10 rooms (a 5 ms history linger:
+// BenchmarkHistoryWriteCost's rooms=10/msgs=1), then it waits for the
+// other node to get the payload and for every ack. Compared with the sum
+// of those two benchmarks, it says what one wake-up a round instead of
+// two saves.
+func BenchmarkRoundCost(b *testing.B) {
+	const records, nRooms = 20, 10
+	srv, cpu := costNATS(b)
+	errs := make(chan error, 1)
+	nc := natsConn(b, srv.URL(), errs)
+	sub := natsConn(b, srv.URL(), errs)
+	r := &received{done: make(chan struct{}, 1)}
+	if _, err := sub.Subscribe("scalechat.node.B", func(*nats.Msg) { r.got() }); err != nil {
+		b.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "HIST", Subjects: []string{"scalechat.hist.>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: historyPerRoom, Discard: jetstream.DiscardOld,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	payload := costPayload(records)
+	subjects := make([]string, nRooms)
+	runs := make([][]byte, nRooms)
+	for i := range subjects {
+		subjects[i] = fmt.Sprintf("scalechat.hist.room-%05d", i)
+		runs[i] = costRun(i, 1)
+	}
+	futures := make([]jetstream.PubAckFuture, nRooms)
+	watchdog := time.NewTimer(time.Minute)
+	defer watchdog.Stop()
+	round := func(i int) {
+		r.want.Store(int64(i) + 1)
+		if err := nc.Publish("scalechat.node.B", payload); err != nil {
+			b.Fatal(err)
+		}
+		for k, s := range subjects {
+			f, err := js.PublishAsync(s, runs[k])
+			if err != nil {
+				b.Fatal(err)
+			}
+			futures[k] = f
+		}
+		for k, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatalf("room %d's write: %v", k, err)
+			}
+		}
+		r.wait(b, errs, watchdog)
+	}
+	round(0) // both connections and the stream set up
+	before := cpu()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		round(i + 1)
+	}
+	b.StopTimer()
+	reportServerCPU(b, cpu()-before, map[string]int{"server-µs/round": b.N})
+}
