@@ -4,16 +4,20 @@
 package testsupport
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // NATSVersion is the nats-server release the tests run, in-process (go.mod
@@ -74,16 +78,84 @@ func StartNATSProcess(t testing.TB, args ...string) *NATSProcess {
 		}
 		t.Skip(msg)
 	}
+	p := &NATSProcess{t: t, dir: t.TempDir(), port: freePort(t), args: args}
+	p.Start()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// StartNATSCluster runs n nats-server processes (the binary) as one NATS
+// cluster with JetStream, on free loopback ports, each routed to the
+// others, and waits until JetStream has elected its meta leader (until
+// then a stream cannot be made). Each may be killed and started again
+// (its store kept), as one server of a cluster dies and comes back.
+func StartNATSCluster(t testing.TB, n int) []*NATSProcess {
+	t.Helper()
+	cports := make([]int, n)
+	for i := range cports {
+		cports[i] = freePort(t)
+	}
+	var routes []string
+	for _, cp := range cports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cp))
+	}
+	ps := make([]*NATSProcess, n)
+	for i := range ps {
+		ps[i] = StartNATSProcess(t, "--server_name", fmt.Sprintf("n%d", i+1), "--cluster_name", "scalechat",
+			"--cluster", routes[i], "--routes", strings.Join(routes, ","))
+	}
+	nc, err := nats.Connect(ClusterURL(ps))
+	if err != nil {
+		t.Fatalf("NATS cluster: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return ps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NATS cluster: JetStream not ready within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // no signal to wait on: JetStream answers once it has a leader
+	}
+}
+
+// ClusterURL is the client URL list of a NATS cluster's servers.
+func ClusterURL(ps []*NATSProcess) string {
+	urls := make([]string, len(ps))
+	for i, p := range ps {
+		urls[i] = p.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// freePort is a loopback TCP port nobody listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	p := &NATSProcess{t: t, dir: t.TempDir(), port: port, args: args}
-	p.Start()
-	t.Cleanup(p.Stop)
-	return p
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Name is the server's name (--server_name) in a cluster, "" alone.
+func (p *NATSProcess) Name() string {
+	for i, a := range p.args {
+		if a == "--server_name" && i+1 < len(p.args) {
+			return p.args[i+1]
+		}
+	}
+	return ""
 }
 
 // URL is the server's client URL.
