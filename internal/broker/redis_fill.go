@@ -49,12 +49,12 @@ func (b *Redis) fillCmd(ctx context.Context, p redis.Pipeliner, j job) redis.Cmd
 // settleFill logs what a fill wrote, or why it failed: a failure loses
 // nothing the owner did not already risk, and says nothing of Redis's
 // health.
-func (b *Redis) settleFill(j job, c call, err error) {
-	if err != nil {
-		b.log.Warn("a gone owner's messages held here could not be written to Redis", "room", j.room, "err", err)
+func (b *Redis) settleFill(j job, r reply) {
+	if r.err != nil {
+		b.log.Warn("a gone owner's messages held here could not be written to Redis", "room", j.room, "err", r.err)
 		return
 	}
-	if n, _ := c.cmd.(*redis.Cmd).Int64(); n > 0 {
-		b.log.Info("wrote a gone owner's messages held here to Redis", "room", j.room, "messages", n)
+	if r.n > 0 {
+		b.log.Info("wrote a gone owner's messages held here to Redis", "room", j.room, "messages", r.n)
 	}
 }

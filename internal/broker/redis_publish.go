@@ -212,50 +212,55 @@ func linger(ctx context.Context, t *time.Timer, d, publish time.Duration, wake c
 
 // send runs one round: every job of batch in one pipeline, in order per
 // room. The messages of owned rooms are stored by one script call per hash
-// slot and RoomConfig (round).
+// slot and RoomConfig (round). Redis's answers are read into replies
+// (replyOf), which settle turns into what the owner protocol does next.
 func (b *Redis) send(ctx context.Context, batch []job) {
 	var calls []call
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		calls = b.round(ctx, p, batch)
 		return nil
 	})
-	unheard := map[string]bool{} // nodes nobody listens for: their channel's PUBLISH reached no one
-	for _, c := range calls {
-		err := c.cmd.Err()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted and forgot the scripts
-			err = b.rerun(ctx, c.cmd)
-		}
-		j := batch[c.js[0]]
-		switch {
-		case j.kind == jobPersist:
-			b.settlePersists(c, err)
-		case err != nil && j.kind == jobSend:
-			b.fail("send to a node", err)
-			b.sendFailed(batch, c.js)
-		case j.kind == jobFill:
-			b.settleFill(j, c, err)
-		case err != nil:
-			b.fail("store", err)
-		case j.kind == jobRelease:
-			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
-				b.lostRoom(j.room) // taken over meanwhile: what was ordered here is not the room's stream
-			}
-		case j.kind == jobSend:
-			if n, _ := c.cmd.(*redis.IntCmd).Result(); n == 0 {
-				unheard[j.node] = true
-				b.sendUnheard(batch, c.js)
-			}
-		case j.kind == jobHandover:
-			if held, _ := c.cmd.(*redis.Cmd).Int64(); held == 0 {
-				b.log.Warn("an owned room was taken over before it was handed on", "room", j.room)
-			} else if b.cluster != nil {
-				b.tellHandover(j) // the script could not: another slot's channels
-			}
-		}
+	replies := make([]reply, len(calls))
+	for k, c := range calls {
+		replies[k] = b.replyOf(ctx, c, batch[c.js[0]].kind)
 	}
-	for node := range unheard {
-		b.unheard(node)
+	b.settle(batch, calls, replies)
+}
+
+// replyOf reads Redis's answer to call c, whose jobs are of kind k: a
+// script Redis forgot (restarted) is run again first.
+func (b *Redis) replyOf(ctx context.Context, c call, k jobKind) reply {
+	err := c.cmd.Err()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted and forgot the scripts
+		err = b.rerun(ctx, c.cmd)
 	}
+	if err != nil {
+		return reply{err: err}
+	}
+	var r reply
+	switch k {
+	case jobPersist:
+		res, err := c.cmd.(*redis.Cmd).Int64Slice()
+		if err == nil && len(res) != len(c.rooms) {
+			err = fmt.Errorf("persist script answered %d values for %d rooms", len(res), len(c.rooms))
+		}
+		if err != nil {
+			return reply{err: err}
+		}
+		r.held = make([]bool, len(res))
+		for n, v := range res {
+			r.held[n] = v == 1
+		}
+	case jobRelease, jobHandover:
+		held, _ := c.cmd.(*redis.Cmd).Int64()
+		r.ok = held != 0
+	case jobSend:
+		n, _ := c.cmd.(*redis.IntCmd).Result()
+		r.ok = n > 0
+	case jobFill:
+		r.n, _ = c.cmd.(*redis.Cmd).Int64()
+	}
+	return r
 }
 
 // call is one command of a round and the jobs of batch it carries.
@@ -444,32 +449,6 @@ func byRoom(batch []job, js []int) (rooms []string, msgs [][]int) {
 		msgs[n] = append(msgs[n], i)
 	}
 	return rooms, msgs
-}
-
-// settlePersists hands each room of persist call c its answer: a room
-// another node took over meanwhile is dropped here. When Redis did not
-// answer, the messages were delivered here already; Redis's history misses
-// them, and the outage is handled as any other.
-func (b *Redis) settlePersists(c call, err error) {
-	var res []int64
-	if err == nil {
-		res, err = c.cmd.(*redis.Cmd).Int64Slice()
-		if err == nil && len(res) != len(c.rooms) {
-			err = fmt.Errorf("persist script answered %d values for %d rooms", len(res), len(c.rooms))
-		}
-	}
-	if err != nil {
-		b.fail("store", err)
-	}
-	for n, room := range c.rooms {
-		switch {
-		case err != nil:
-			b.sub.renewFailed(room) // its TTLs may not have been renewed
-		case res[n] != 1:
-			b.sub.renewFailed(room)
-			b.lostRoom(room)
-		}
-	}
 }
 
 // rerun runs a pipelined script call again on its own, loading the script.
