@@ -150,6 +150,18 @@ func natsConn(b *testing.B, url string, errs chan error) *nats.Conn {
 	return nc
 }
 
+// costJetStream runs a nats-server process and returns a JetStream client
+// of it with a function reading the server's CPU in µs.
+func costJetStream(b *testing.B) (jetstream.JetStream, func() float64) {
+	b.Helper()
+	srv, cpu := costNATS(b)
+	js, err := jetstream.New(natsConn(b, srv.URL(), make(chan error, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js, cpu
+}
+
 // costRedis runs a redis-server and returns a client of it with a
 // function reading its CPU in µs.
 func costRedis(b *testing.B) (*testsupport.Redis, *redis.Client, func() float64) {
@@ -356,12 +368,7 @@ func BenchmarkHistoryWriteCost(b *testing.B) {
 }
 
 func benchHistoryWrite(b *testing.B, engine string, nRooms, msgs int) {
-	srv, cpu := costNATS(b)
-	nc := natsConn(b, srv.URL(), make(chan error, 1))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, cpu := costJetStream(b)
 	ctx := context.Background()
 	storage := jetstream.FileStorage
 	if engine == "jetstream-memory" {
@@ -467,12 +474,7 @@ func BenchmarkKVCost(b *testing.B) {
 }
 
 func benchKVNATS(b *testing.B, engine, op string) {
-	srv, cpu := costNATS(b)
-	nc := natsConn(b, srv.URL(), make(chan error, 1))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, cpu := costJetStream(b)
 	ctx := context.Background()
 	cfg := jetstream.KeyValueConfig{Bucket: "scalechat", History: 1, Storage: jetstream.FileStorage}
 	if engine == "jetstream-memory" {

@@ -108,24 +108,27 @@ func TestOwnStateParksOnlyAForwardOfTheRoomsCedingOwner(t *testing.T) {
 	}
 }
 
-// TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce: a forward from the
-// node a room is being ceded to reaches the ceding node (sent before the
-// new owner read its handover record); the ceding node declines it at once
-// instead of parking it for the sweep, which held it half a second.
-func TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce(t *testing.T) {
+// cedeHeldAtRevoke starts two nodes sharing room r, a holding it and b
+// following it with one message, and a's cede of r to b, held at its
+// revoke (after the room's owner at a became b) by a publish inside the
+// grant: the test lets go of g to let the cede go on; ceded closes when it
+// returns.
+func cedeHeldAtRevoke(t *testing.T) (a, b *node, g *grant, ceded chan struct{}) {
+	t.Helper()
 	rs := testsupport.StartRedis(t)
 	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour}
-	a, b := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
+	a, b = startNodeConfig(t, cfg), startNodeConfig(t, cfg)
 	a.join(t, "r")
 	a.waitHeld(t, "r")
 	b.join(t, "r")
 	a.publish("r", "a0")
 	b.hasSeq(t, "r", 1)
-	g, _, ok := a.b.own.enter("r")
+	var ok bool
+	g, _, ok = a.b.own.enter("r")
 	if !ok {
 		t.Fatal("a does not order r")
 	}
-	ceded := make(chan struct{})
+	ceded = make(chan struct{})
 	go func() { defer close(ceded); a.b.cede("r", b.b.id) }()
 	v, _ := a.b.own.granted.Load("r")
 	for deadline := time.Now().Add(10 * time.Second); !v.(*grant).revoked.Load(); time.Sleep(time.Millisecond) {
@@ -133,6 +136,15 @@ func TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce(t *testing.T) {
 			t.Fatal("waiting for the cede to revoke a's holding")
 		}
 	}
+	return a, b, g, ceded
+}
+
+// TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce: a forward from the
+// node a room is being ceded to reaches the ceding node (sent before the
+// new owner read its handover record); the ceding node declines it at once
+// instead of parking it for the sweep, which held it half a second.
+func TestRedisCedingNodeAnswersItsSuccessorsForwardAtOnce(t *testing.T) {
+	a, b, g, ceded := cedeHeldAtRevoke(t)
 	a.b.onForward(followRec{kind: recForward, room: "r", node: b.b.id, req: 1 << 40, prefix: "b1#"})
 	if n := len(a.b.own.takeParked("r")); n != 0 {
 		t.Errorf("the ceding node parked %d forward(s) of the node it cedes the room to", n)
@@ -220,28 +232,7 @@ func TestRedisCedeEvensOutOwnershipWithoutAGap(t *testing.T) {
 // handover is done, comes after it. Declined and sent again instead, the
 // first two came after the third.
 func TestRedisCedeParksWhatTheOldOwnerSendsAhead(t *testing.T) {
-	rs := testsupport.StartRedis(t)
-	cfg := Config{URL: rs.URL(), History: 1000, TTL: time.Hour}
-	a, b := startNodeConfig(t, cfg), startNodeConfig(t, cfg)
-	a.join(t, "r")
-	a.waitHeld(t, "r")
-	b.join(t, "r")
-	a.publish("r", "a0")
-	b.hasSeq(t, "r", 1)
-	// A publish inside the grant holds the cede at its revoke, after the
-	// room's owner here became b.
-	g, _, ok := a.b.own.enter("r")
-	if !ok {
-		t.Fatal("a does not order r")
-	}
-	ceded := make(chan struct{})
-	go func() { defer close(ceded); a.b.cede("r", b.b.id) }()
-	v, _ := a.b.own.granted.Load("r")
-	for deadline := time.Now().Add(10 * time.Second); !v.(*grant).revoked.Load(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("waiting for the cede to revoke a's holding")
-		}
-	}
+	a, b, g, ceded := cedeHeldAtRevoke(t)
 	acked := make(chan uint64, 3)
 	for _, text := range []string{"a1", "a2"} {
 		a.h.publishTo(a.b, Publication{Room: "r", Prefix: []byte(text + "#"), From: 3}, acked)
