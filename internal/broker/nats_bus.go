@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// natsBus is the NATS engine's node channels (docs/nats.md, step 4): the
+// owner protocol's records a node sends another, a round's in one message
+// on the other's core subject <prefix>.node.<id>, as the Redis engine's
+// PUBLISH on scalechat:node:<id> (redis_nodechan.go). Every record goes
+// out on one connection: NATS keeps the order of one connection's messages
+// to one subscription, and the protocol needs a node's records in the
+// order sent (a snapshot before the room's messages, a message before the
+// answer to its forward).
+//
+// NATS core drops what a subscriber cannot take in time (a slow consumer)
+// and says so only by an asynchronous error: lost is then called, and the
+// engine treats it as a gap in every room it follows, as a lost node
+// channel is on Redis.
+type natsBus struct {
+	nc     *nats.Conn
+	prefix string
+	sub    *nats.Subscription
+	// dropped counts the slow-consumer errors of this node's subscription.
+	dropped atomic.Uint64
+}
+
+// newNATSBus subscribes this node, id, to its subject on nc and calls
+// deliver with each payload other nodes send it, in the order each sent
+// them, on the subscription's delivery goroutine (one at a time). The
+// caller owns nc, and has its error handler call the bus's slowConsumer
+// (nats.go has one handler a connection).
+func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(payload []byte)) (*natsBus, error) {
+	b := &natsBus{nc: nc, prefix: prefix}
+	sub, err := nc.Subscribe(b.subject(id), func(m *nats.Msg) {
+		if m.Reply != "" {
+			// A probe (listening): the answer says this node listens.
+			_ = m.Respond(nil)
+			return
+		}
+		deliver(m.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to this node's subject: %w", err)
+	}
+	if err := nc.Flush(); err != nil { // the subscription is the server's before anyone is told of this node
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe to this node's subject: %w", err)
+	}
+	b.sub = sub
+	return b, nil
+}
+
+// subject is node's subject.
+func (b *natsBus) subject(node string) string { return b.prefix + ".node." + node }
+
+// send queues payload, a round's records, for node. It goes out at the
+// next flush of the connection (nats.go flushes on its own within a few
+// milliseconds, or at flush).
+func (b *natsBus) send(node string, payload []byte) error {
+	if err := b.nc.Publish(b.subject(node), payload); err != nil {
+		return fmt.Errorf("send to node %s: %w", node, err)
+	}
+	return nil
+}
+
+// natsFlushWait bounds a round's flush, and a probe, when its context has
+// no deadline (nats.go requires one): a server that does not take a round
+// within it is taken for unreachable, as a Redis round that timed out.
+const natsFlushWait = 2 * time.Second
+
+// flush sends what is queued and waits until the server has it: the end
+// of a round.
+func (b *natsBus) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, natsFlushWait)
+		defer cancel()
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("send a round to other nodes: %w", err)
+	}
+	return nil
+}
+
+// listening asks whether node is subscribed to its subject: the server
+// answers a request nobody can take at once (no responders), and the
+// node's bus answers a probe. It replaces PUBSUB NUMSUB, which the Redis
+// engine asks before it takes a room over from a node whose lease ended.
+func (b *natsBus) listening(ctx context.Context, node string) (bool, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, natsFlushWait)
+		defer cancel()
+	}
+	_, err := b.nc.RequestWithContext(ctx, b.subject(node), nil)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return false, nil
+	default:
+		return false, fmt.Errorf("ask whether node %s listens: %w", node, err)
+	}
+}
+
+// slowConsumer is the connection's error handler's part for the bus: when
+// err is the server dropping this node's messages, it counts it, calls
+// lost and reports true.
+func (b *natsBus) slowConsumer(sub *nats.Subscription, err error, lost func()) bool {
+	if sub != b.sub || !errors.Is(err, nats.ErrSlowConsumer) {
+		return false
+	}
+	b.dropped.Add(1)
+	lost()
+	return true
+}
+
+// close unsubscribes this node: from then on a probe finds it not
+// listening.
+func (b *natsBus) close() error {
+	if err := b.sub.Unsubscribe(); err != nil {
+		return fmt.Errorf("leave this node's subject: %w", err)
+	}
+	return b.nc.Flush()
+}
