@@ -8,23 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
 func openNATSHistory(t *testing.T, runs int64) *natsHistory {
 	t.Helper()
-	nc, err := nats.Connect(testsupport.StartNATS(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := newNATSHistory(context.Background(), js, "scalechat_history", "scalechat", runs, 1)
+	h, err := newNATSHistory(context.Background(), testJetStream(t, testsupport.StartNATS(t)), "scalechat_history", "scalechat", runs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-func openNATSRooms(t *testing.T, url string, replicas int) *natsRooms {
+// testJetStream connects to url until the test ends.
+func testJetStream(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -24,6 +25,12 @@ func openNATSRooms(t *testing.T, url string, replicas int) *natsRooms {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+func openNATSRooms(t *testing.T, url string, replicas int) *natsRooms {
+	t.Helper()
+	js := testJetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := newNATSRooms(ctx, js, "scalechat_rooms", replicas)
