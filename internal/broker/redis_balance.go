@@ -122,9 +122,9 @@ func (b *Redis) cede(room, to string) {
 	})
 	if !ceded {
 		// Not ceded: the room freed meanwhile (Unsubscribe releases it),
-		// or its follower gone. What went to to meanwhile to parked, and
-		// declines (0) after a while (expireParked): it is ordered here
-		// again.
+		// or its follower gone. What this node's members sent to `to`
+		// meanwhile, `to` parked, and declines (0) after a while
+		// (expireParked): it is ordered here again.
 		b.own.clearOwner(room, to)
 		b.own.unrevoke(room)
 		return
