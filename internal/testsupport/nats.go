@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,7 +58,7 @@ func StartNATS(t testing.TB) string {
 type NATSProcess struct {
 	t    testing.TB
 	dir  string
-	port int
+	addr string // 127.0.0.1:port, the same across restarts
 	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -78,7 +77,7 @@ func StartNATSProcess(t testing.TB, args ...string) *NATSProcess {
 		}
 		t.Skip(msg)
 	}
-	p := &NATSProcess{t: t, dir: t.TempDir(), port: freePort(t), args: args}
+	p := &NATSProcess{t: t, dir: t.TempDir(), addr: FreeAddr(t), args: args}
 	p.Start()
 	t.Cleanup(p.Stop)
 	return p
@@ -91,13 +90,9 @@ func StartNATSProcess(t testing.TB, args ...string) *NATSProcess {
 // (its store kept), as one server of a cluster dies and comes back.
 func StartNATSCluster(t testing.TB, n int) []*NATSProcess {
 	t.Helper()
-	cports := make([]int, n)
-	for i := range cports {
-		cports[i] = freePort(t)
-	}
-	var routes []string
-	for _, cp := range cports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cp))
+	routes := make([]string, n)
+	for i := range routes {
+		routes[i] = "nats://" + FreeAddr(t)
 	}
 	ps := make([]*NATSProcess, n)
 	for i := range ps {
@@ -113,19 +108,14 @@ func StartNATSCluster(t testing.TB, n int) []*NATSProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// No signal to wait on: JetStream answers once it has a meta leader.
+	Eventually(t, 30*time.Second, "the NATS cluster's JetStream", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			return ps
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("NATS cluster: JetStream not ready within 30s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // no signal to wait on: JetStream answers once it has a leader
-	}
+		return err == nil
+	})
+	return ps
 }
 
 // ClusterURL is the client URL list of a NATS cluster's servers.
@@ -135,17 +125,6 @@ func ClusterURL(ps []*NATSProcess) string {
 		urls[i] = p.URL()
 	}
 	return strings.Join(urls, ",")
-}
-
-// freePort is a loopback TCP port nobody listens on now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Name is the server's name (--server_name) in a cluster, "" alone.
@@ -159,7 +138,7 @@ func (p *NATSProcess) Name() string {
 }
 
 // URL is the server's client URL.
-func (p *NATSProcess) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+func (p *NATSProcess) URL() string { return "nats://" + p.addr }
 
 // Pid is the server's process id (0 when it is not running), for the
 // cost measurements that read its CPU time.
@@ -177,7 +156,11 @@ func (p *NATSProcess) Start() {
 	if p.cmd != nil {
 		return
 	}
-	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(p.port), "-js", "-sd", p.dir}, p.args...)
+	host, port, err := net.SplitHostPort(p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	args := append([]string{"-a", host, "-p", port, "-js", "-sd", p.dir}, p.args...)
 	cmd := exec.Command("nats-server", args...)
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
@@ -187,7 +170,7 @@ func (p *NATSProcess) Start() {
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
+		c, err := net.DialTimeout("tcp", p.addr, time.Second)
 		if err == nil {
 			c.Close()
 			return
