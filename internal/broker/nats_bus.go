@@ -75,14 +75,20 @@ func (b *natsBus) send(node string, payload []byte) error {
 // within it is taken for unreachable, as a Redis round that timed out.
 const natsFlushWait = 2 * time.Second
 
+// withDeadline is ctx, bounded by d when it has no deadline of its own
+// (nats.go refuses a context without one).
+func withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // flush sends what is queued and waits until the server has it: the end
 // of a round.
 func (b *natsBus) flush(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, natsFlushWait)
-		defer cancel()
-	}
+	ctx, cancel := withDeadline(ctx, natsFlushWait)
+	defer cancel()
 	if err := b.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("send a round to other nodes: %w", err)
 	}
@@ -94,11 +100,8 @@ func (b *natsBus) flush(ctx context.Context) error {
 // node's bus answers a probe. It replaces PUBSUB NUMSUB, which the Redis
 // engine asks before it takes a room over from a node whose lease ended.
 func (b *natsBus) listening(ctx context.Context, node string) (bool, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, natsFlushWait)
-		defer cancel()
-	}
+	ctx, cancel := withDeadline(ctx, natsFlushWait)
+	defer cancel()
 	_, err := b.nc.RequestWithContext(ctx, b.subject(node), nil)
 	switch {
 	case err == nil:

@@ -99,11 +99,8 @@ func (h *natsHistory) mark(ctx context.Context, room, epoch string) (uint64, err
 // after of a write that follows what was read). An empty epoch: nothing
 // was ever written.
 func (h *natsHistory) read(ctx context.Context, room string, n int) (epoch string, msgs []Entry, end uint64, err error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, natsHistoryWait)
-		defer cancel()
-	}
+	ctx, cancel := withDeadline(ctx, natsHistoryWait)
+	defer cancel()
 	last, err := h.stream.GetLastMsgForSubject(ctx, h.subject(room))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return "", nil, 0, nil
