@@ -12,7 +12,7 @@ import (
 
 // natsBus is the NATS engine's node channels (docs/nats.md, step 4): the
 // owner protocol's records a node sends another, a round's in one message
-// on the other's core subject <prefix>.node.<id>, as the Redis engine's
+// on the other's core subject <prefix>.node.<id>.m, as the Redis engine's
 // PUBLISH on scalechat:node:<id> (redis_nodechan.go). Every record goes
 // out on one connection: NATS keeps the order of one connection's messages
 // to one subscription, and the protocol needs a node's records in the
@@ -31,20 +31,25 @@ type natsBus struct {
 	dropped atomic.Uint64
 }
 
-// newNATSBus subscribes this node, id, to its subject on nc and calls
-// deliver with each payload other nodes send it, in the order each sent
-// them, on the subscription's delivery goroutine (one at a time). The
+// newNATSBus subscribes this node, id, to its subjects on nc,
+// <prefix>.node.<id>.>, and calls deliver with each message other nodes
+// (or the server) send there, in the order each sent them, on the
+// subscription's delivery goroutine (one at a time): the rounds on
+// <prefix>.node.<id>.m, and on the rest the answers to requests this node
+// made as plain publishes with a reply subject under its own (the
+// server's no responders, when nobody took them). The
 // caller owns nc, and has its error handler call the bus's slowConsumer
 // (nats.go has one handler a connection).
-func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(payload []byte)) (*natsBus, error) {
+func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(m *nats.Msg)) (*natsBus, error) {
 	b := &natsBus{nc: nc, prefix: prefix}
-	sub, err := nc.Subscribe(b.subject(id), func(m *nats.Msg) {
-		if m.Reply != "" {
+	own := b.subject(id)
+	sub, err := nc.Subscribe(b.prefix+".node."+id+".>", func(m *nats.Msg) {
+		if m.Reply != "" && m.Subject == own {
 			// A probe (listening): the answer says this node listens.
 			_ = m.Respond(nil)
 			return
 		}
-		deliver(m.Data)
+		deliver(m)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to this node's subject: %w", err)
@@ -57,8 +62,16 @@ func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(payload []byte)) 
 	return b, nil
 }
 
-// subject is node's subject.
-func (b *natsBus) subject(node string) string { return b.prefix + ".node." + node }
+// subject is node's subject for rounds.
+func (b *natsBus) subject(node string) string { return b.prefix + ".node." + node + ".m" }
+
+// replySubject is a subject under this node's, id's, for the answer to a
+// request of kind sent as a plain publish: the server's no responders, or
+// the responder's answer, arrives on the node's one subscription, in order
+// with the rounds.
+func (b *natsBus) replySubject(id, kind, tail string) string {
+	return b.prefix + ".node." + id + "." + kind + "." + tail
+}
 
 // send queues payload, a round's records, for node. It goes out at the
 // next flush of the connection (nats.go flushes on its own within a few

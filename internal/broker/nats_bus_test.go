@@ -35,7 +35,7 @@ func startNATSBus(t *testing.T, url, id string, deliver func([]byte)) *natsBusNo
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	n.bus, err = newNATSBus(nc, "scalechat", id, deliver)
+	n.bus, err = newNATSBus(nc, "scalechat", id, func(m *nats.Msg) { deliver(m.Data) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,10 +150,10 @@ func BenchmarkNATSBusRound(b *testing.B) {
 	}
 	b.Cleanup(other.Close)
 	got := make(chan struct{}, 1)
-	if _, err := newNATSBus(other, "scalechat", "b", func([]byte) { got <- struct{}{} }); err != nil {
+	if _, err := newNATSBus(other, "scalechat", "b", func(*nats.Msg) { got <- struct{}{} }); err != nil {
 		b.Fatal(err)
 	}
-	bus, err := newNATSBus(nc, "scalechat", "a", func([]byte) {})
+	bus, err := newNATSBus(nc, "scalechat", "a", func(*nats.Msg) {})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -62,6 +62,19 @@ func (h *natsHistory) write(ctx context.Context, room, epoch string, run []Entry
 	if len(run) == 0 {
 		return after, nil
 	}
+	ack, err := h.js.PublishMsg(ctx, h.runMsg(room, epoch, run), jetstream.WithExpectLastSequencePerSubject(after))
+	if err != nil {
+		if isWrongLastSequence(err) {
+			return 0, errRoomMoved
+		}
+		return 0, fmt.Errorf("write room %q's history: %w", room, err)
+	}
+	return ack.Sequence, nil
+}
+
+// runMsg is run, messages of room with consecutive seqs in epoch, as one
+// stream message.
+func (h *natsHistory) runMsg(room, epoch string, run []Entry) *nats.Msg {
 	msgs := make([][]byte, len(run))
 	for i, e := range run {
 		msgs[i] = e.Payload
@@ -70,16 +83,7 @@ func (h *natsHistory) write(ctx context.Context, room, epoch string, run []Entry
 	m.Data = runValue(msgs)
 	m.Header.Set(histLastHeader, strconv.FormatUint(run[len(run)-1].Seq, 10))
 	m.Header.Set(histEpochHeader, epoch)
-	ack, err := h.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(after))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return 0, errRoomMoved
-		}
-		return 0, fmt.Errorf("write room %q's history: %w", room, err)
-	}
-	return ack.Sequence, nil
+	return m
 }
 
 // mark starts epoch on room's subject (a takeover), whatever was written
@@ -92,6 +96,21 @@ func (h *natsHistory) mark(ctx context.Context, room, epoch string) (uint64, err
 		return 0, fmt.Errorf("mark room %q's history with a new epoch: %w", room, err)
 	}
 	return ack.Sequence, nil
+}
+
+// end returns the end of room's subject: the after of the next write of a
+// node that takes the room on without reading it.
+func (h *natsHistory) end(ctx context.Context, room string) (uint64, error) {
+	ctx, cancel := withDeadline(ctx, natsHistoryWait)
+	defer cancel()
+	last, err := h.stream.GetLastMsgForSubject(ctx, h.subject(room))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read room %q's history: %w", room, err)
+	}
+	return last.Sequence, nil
 }
 
 // read returns room's history: its epoch (the last mark's or run's), the

@@ -30,14 +30,26 @@ const NATSVersion = "v2.15.2"
 // it down when the test ends. It returns the server's client URL.
 func StartNATS(t testing.TB) string {
 	t.Helper()
-	s, err := natsserver.NewServer(&natsserver.Options{
+	return StartNATSWith(t, nil)
+}
+
+// StartNATSWith is StartNATS with the server's options changed by set
+// first (authentication, TLS; nil changes nothing). The URL of a server
+// with TLS is tls://.
+func StartNATSWith(t testing.TB, set func(*natsserver.Options)) string {
+	t.Helper()
+	opts := &natsserver.Options{
 		Host:      "127.0.0.1",
 		Port:      natsserver.RANDOM_PORT,
 		JetStream: true,
 		StoreDir:  t.TempDir(),
 		NoLog:     true,
 		NoSigs:    true,
-	})
+	}
+	if set != nil {
+		set(opts)
+	}
+	s, err := natsserver.NewServer(opts)
 	if err != nil {
 		t.Fatalf("nats-server in-process: %v", err)
 	}
