@@ -26,8 +26,10 @@ import (
 	"github.com/scalechat/scalechat/internal/webhook"
 )
 
-func newServeCmd() *cobra.Command {
-	o := newServeFlags()
+func newServeCmd() *cobra.Command { return newServeCmdOf(newServeFlags()) }
+
+// newServeCmdOf is serve's command setting o.
+func newServeCmdOf(o *serveFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chat server",
@@ -117,6 +119,16 @@ func (o *serveFlags) define(f *pflag.FlagSet) {
 	f.DurationVar(&o.cfg.RedisBalance, "redis-balance", 0, "every this long, cede rooms shared with other nodes to one of their followers while this node owns more of them than it follows, so that ownership evens out (two nodes: half each); 0 never does: the node that loads a room first owns it. Experimental: ceding under heavy traffic made a 16-core cluster refuse and drop clients at its knee (docs/cluster.md)")
 	f.DurationVar(&o.cfg.HistoryLinger, "history-linger", broker.DefaultHistoryLinger, "how long the messages of rooms a node owns (and no other node follows: --history-linger-followed) wait to be written to Redis's history with others, at most 1s: longer spends less Redis CPU a message; a node that dies loses at most this much of history, and its rooms' members are told (docs/cluster.md)")
 	f.DurationVar(&o.cfg.FollowedLinger, "history-linger-followed", broker.DefaultFollowedLinger, "how long the messages of rooms a node orders that other nodes follow wait to be written to Redis's history with others, at most 1s, never less than --history-linger: the followers hold them too and write what Redis lacks when the owner goes first, so history is lost only if the owner and all its followers go within it; longer spends less Redis CPU a message (docs/cluster.md)")
+	f.StringVar(&o.cfg.NATS.URL, "nats", "", "NATS servers that tie nodes into a cluster, nats://host:4222[,…] (JetStream on); empty runs a single node (or the Redis cluster of --redis). In progress (docs/nats.md)")
+	f.StringVar(&o.cfg.NATS.User, "nats-user", "", "user name this node gives the NATS servers, with --nats-password")
+	f.StringVar(&o.cfg.NATS.Password, "nats-password", "", "password of --nats-user (prefer the environment variable)")
+	f.StringVar(&o.cfg.NATS.Token, "nats-token", "", "token this node gives the NATS servers (prefer the environment variable)")
+	f.StringVar(&o.cfg.NATS.NKey, "nats-nkey", "", "file holding the NKey seed (SU…) this node signs in to NATS with")
+	f.StringVar(&o.cfg.NATS.Creds, "nats-creds", "", "NATS credentials file (a user JWT and its NKey seed, as nsc writes it); one of --nats-user, --nats-token, --nats-nkey and --nats-creds at most")
+	f.StringVar(&o.cfg.NATS.CA, "nats-ca", "", "PEM file of the CA that signed the NATS servers' certificates (default: the system's roots); turns TLS on, as a tls:// URL does")
+	f.StringVar(&o.cfg.NATS.Cert, "nats-cert", "", "PEM client certificate this node shows the NATS servers, with --nats-key; turns TLS on")
+	f.StringVar(&o.cfg.NATS.Key, "nats-key", "", "PEM private key of --nats-cert")
+	f.IntVar(&o.cfg.NATS.Replicas, "nats-replicas", 1, "copies JetStream keeps of the rooms' records, the nodes' leases and the history: 1, or 3 on a NATS cluster of three servers or more")
 	f.IntVar(&o.cfg.Loops, "loops", o.cfg.Loops, "event loops (threads serving connections); 0 means one per CPU (GOMAXPROCS)")
 	f.DurationVar(&o.cfg.MaxLoopLag, "max-loop-lag", o.cfg.MaxLoopLag, "refuse chat messages (error unavailable) that an event loop reads after going longer than this, two passes in a row, without looking at its sockets: past the server's capacity senders are told at once instead of every message waiting in the kernel's buffers; it trades messages carried for latency (docs/capacity.md); 0 never refuses")
 	f.StringVar(&o.jwtSecret, "auth-jwt-secret", "", "require a JWT signed with this HS256 secret (at least 16 bytes; prefer the environment variable)")
@@ -201,6 +213,10 @@ func (o *serveFlags) serverConfig(logger *slog.Logger) error {
 	}
 	if err := checkRoomOrder(o.roomOrder, logger); err != nil {
 		errs = append(errs, err)
+	}
+	// The server takes 0 for 1 too; the flag says what it means.
+	if r := o.cfg.NATS.Replicas; r != 1 && r != 3 {
+		errs = append(errs, fmt.Errorf("--nats-replicas must be 1 or 3, got %d", r))
 	}
 	return errors.Join(errs...)
 }

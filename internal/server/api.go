@@ -485,7 +485,7 @@ func (s *Server) apiNode(w http.ResponseWriter, r *http.Request) {
 	s.announceMu.Unlock()
 	info := NodeInfo{
 		Node: name, ID: s.id, Version: version.String(), Uptime: time.Since(s.started).Seconds(),
-		Connections: s.conns.Load(), Rooms: s.hub.Rooms(), Cluster: s.cfg.Redis != "", BrokerUp: s.broker.Stats().InStep,
+		Connections: s.conns.Load(), Rooms: s.hub.Rooms(), Cluster: s.cfg.clustered(), BrokerUp: s.broker.Stats().InStep,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), apiWait)
 	defer cancel()

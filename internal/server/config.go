@@ -70,6 +70,13 @@ type Config struct {
 	Namespaces        namespace.Set  // options of rooms named ns:name, by ns (docs/config.md); nil: none
 	Webhook           WebhookConfig  // events POSTed to a backend (docs/hooks.md); URL empty: off
 	Logger            *slog.Logger
+
+	// NATS ties nodes into a cluster on NATS instead of Redis
+	// (docs/nats.md): its URL (empty: off), authentication, TLS and
+	// replicas. The broker's History, TTL, lingers, Room and Logger come
+	// from the fields above (History, RedisTTL, RedisLinger,
+	// HistoryLinger), not from here.
+	NATS broker.NATSConfig
 }
 
 // DefaultConfig returns the defaults documented in --help.
@@ -116,6 +123,13 @@ func (c *Config) validate() error {
 	check(c.PingInterval > 0 && c.PongTimeout > c.PingInterval, "pong timeout must be longer than the (positive) ping interval")
 	check(c.CloseTimeout > 0, "close timeout must be positive")
 	check(c.RoomGrace >= 0, "room grace must not be negative")
+	check(c.Redis == "" || c.NATS.URL == "", "the cluster runs on one engine: give --redis or --nats, not both")
+	if c.NATS.URL != "" {
+		errs = append(errs, unjoinErrors(c.NATS.Check())...)
+	} else {
+		check(c.NATS.Replicas == 0 || c.NATS.Replicas == 1 || c.NATS.Replicas == 3, "NATS replicas must be 1 or 3, got %d", c.NATS.Replicas)
+	}
+	check(c.NATS.URL == "" || c.Webhook.URL == "", "%s", errNATSWebhooks)
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
 	check(c.RedisBalance >= 0, "the Redis balance interval must not be negative")
@@ -137,6 +151,39 @@ func (c *Config) validate() error {
 	check(c.Webhook.URL == "" || len(c.Webhook.Secret) >= MinAPIKey, "the webhook secret must be at least %d bytes", MinAPIKey)
 	check(c.Webhook.Timeout >= 0 && c.Webhook.Queue >= 0 && c.Webhook.QueueBytes >= 0, "the webhook timeout and queue must not be negative")
 	return errors.Join(errs...)
+}
+
+// clustered reports whether the node is one of a cluster: on Redis or on
+// NATS.
+func (c *Config) clustered() bool { return c.Redis != "" || c.NATS.URL != "" }
+
+// engine names the cluster's engine, "redis" or "nats"; "" on a single
+// node.
+func (c *Config) engine() string {
+	switch {
+	case c.Redis != "":
+		return "redis"
+	case c.NATS.URL != "":
+		return "nats"
+	}
+	return ""
+}
+
+// errNATSWebhooks refuses webhooks on a NATS cluster: the webhook package
+// has a single node's state (each node would send every event) and
+// Redis's, no NATS one yet.
+const errNATSWebhooks = "webhooks on a NATS cluster are not built yet: run the cluster on --redis, or the webhooks on one node"
+
+// unjoinErrors returns the errors errors.Join joined, or err alone; none
+// for nil.
+func unjoinErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (c *Config) fill() {

@@ -25,7 +25,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	hub    *room.Hub
-	broker broker.Broker // broker.Memory on a single node, broker.Redis in a cluster
+	broker broker.Broker // broker.Memory on a single node, broker.Redis or broker.NATS in a cluster
 	loops  []*loop
 	http   *http.Server
 
@@ -116,6 +116,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Redis != "" {
 		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
 			return broker.NewRedis(broker.Config{URL: cfg.Redis, History: cfg.History, TTL: cfg.RedisTTL, Linger: cfg.RedisLinger, HistoryLinger: cfg.HistoryLinger, FollowedLinger: cfg.FollowedLinger, MaxWait: cfg.RedisMaxWait, Balance: cfg.RedisBalance, Room: s.brokerRoom, Logger: cfg.Logger}, h)
+		}
+	}
+	if cfg.NATS.URL != "" {
+		natsCfg := cfg.NATS // the connection's settings; the rest from the flags the engines share
+		natsCfg.History, natsCfg.TTL, natsCfg.Linger, natsCfg.HistoryLinger = cfg.History, cfg.RedisTTL, cfg.RedisLinger, cfg.HistoryLinger
+		natsCfg.Room, natsCfg.Logger = s.brokerRoom, cfg.Logger
+		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
+			return broker.NewNATS(natsCfg, h)
 		}
 	}
 	wh, err := newWebhooks(cfg)
@@ -312,8 +320,8 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if !s.broker.Stats().InStep {
 		// Still serving this node's members: a load balancer should keep
 		// sending clients here, so the status stays 200.
-		w.Header().Set("X-Scalechat-Degraded", "redis")
-		fmt.Fprintln(w, "degraded: redis unreachable, rooms owned here go on, messages to shared rooms are refused")
+		w.Header().Set("X-Scalechat-Degraded", s.cfg.engine())
+		fmt.Fprintf(w, "degraded: %s unreachable, rooms owned here go on, messages to shared rooms are refused\n", s.cfg.engine())
 		return
 	}
 	fmt.Fprintln(w, "ready")
@@ -356,5 +364,5 @@ func (s *Server) ClusterNodes(ctx context.Context) (map[string]string, error) {
 // BrokerStats returns the broker's counters, and whether the node is part
 // of a cluster.
 func (s *Server) BrokerStats() (broker.Stats, bool) {
-	return s.broker.Stats(), s.cfg.Redis != ""
+	return s.broker.Stats(), s.cfg.clustered()
 }

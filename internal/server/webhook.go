@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -91,14 +92,17 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	}
 	w := &webhooks{cfg: wc}
 	var src webhook.Source
-	if cfg.Redis != "" {
+	switch {
+	case cfg.NATS.URL != "": // never a Memory, which would send every event once per node
+		return nil, errors.New(errNATSWebhooks)
+	case cfg.Redis != "":
 		r, err := webhook.NewRedis(webhook.RedisConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
 			MaxStream: wc.Queue, MaxStreamBytes: wc.QueueBytes, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		w.tracker, w.run, src = r, r.Run, r
-	} else {
+	default:
 		m := webhook.NewMemory(broker.NewEpoch(), wc.Queue, wc.QueueBytes, cfg.Logger)
 		w.tracker, src = m, m
 	}
