@@ -246,7 +246,7 @@ func TestAPISingleNode(t *testing.T) {
 
 // TestAPICluster asks each endpoint of one node about members of another,
 // through Redis and through a Redis Cluster.
-func TestAPICluster(t *testing.T) { redisKinds(t, testAPICluster) }
+func TestAPICluster(t *testing.T) { engines(t, testAPICluster) }
 
 func testAPICluster(t *testing.T, url string) {
 	nodes := startCluster(t, url, 2, withAPI)

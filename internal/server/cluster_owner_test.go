@@ -19,7 +19,7 @@ import (
 // in Redis gave a seq). On a Redis Cluster the records between nodes go on
 // their shard channels.
 func TestClusterDeliversAcrossNodesInOneOrder(t *testing.T) {
-	redisKinds(t, testDeliversAcrossNodes)
+	engines(t, testDeliversAcrossNodes)
 }
 
 func testDeliversAcrossNodes(t *testing.T, url string) {
@@ -52,7 +52,7 @@ func testDeliversAcrossNodes(t *testing.T, url string) {
 // Cluster the owner tells the nodes itself once the handover script
 // answered.
 func TestClusterOwnerHandsTheRoomToAFollower(t *testing.T) {
-	redisKinds(t, testOwnerHandsTheRoomToAFollower)
+	engines(t, testOwnerHandsTheRoomToAFollower)
 }
 
 func testOwnerHandsTheRoomToAFollower(t *testing.T, url string) {

@@ -18,13 +18,18 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-// startCluster starts n nodes sharing one Redis (or Redis Cluster) at url.
+// startCluster starts n nodes sharing one Redis (or Redis Cluster) at url,
+// or one NATS system when url is nats://.
 func startCluster(t *testing.T, url string, n int, tweak func(*Config)) []*testServer {
 	t.Helper()
 	var nodes []*testServer
 	for range n {
 		nodes = append(nodes, startServer(t, func(c *Config) {
-			c.Redis = url
+			if strings.HasPrefix(url, "nats://") {
+				c.NATS.URL = url
+			} else {
+				c.Redis = url
+			}
 			c.RateLimit, c.RateBurst = 1000, 1000
 			if tweak != nil {
 				tweak(c)
@@ -34,10 +39,13 @@ func startCluster(t *testing.T, url string, n int, tweak func(*Config)) []*testS
 	return nodes
 }
 
-// redisKinds runs a test on one Redis and on a Redis Cluster of 3 masters.
-func redisKinds(t *testing.T, test func(t *testing.T, url string)) {
+// engines runs a test of what every cluster engine guarantees on one
+// Redis, on a Redis Cluster of 3 masters and on NATS (one nats-server
+// with JetStream, in-process): the suite both engines pass.
+func engines(t *testing.T, test func(t *testing.T, url string)) {
 	t.Run("redis", func(t *testing.T) { test(t, testsupport.StartRedis(t).URL()) })
 	t.Run("redis-cluster", func(t *testing.T) { test(t, testsupport.StartRedisCluster(t, 3, 0).URL()) })
+	t.Run("nats", func(t *testing.T) { test(t, testsupport.StartNATS(t)) })
 }
 
 // sendAcrossInOneOrder connects n clients to room x, client i on node i mod
@@ -74,7 +82,7 @@ func sendAcrossInOneOrder(t *testing.T, nodes []*testServer, n, per int) []*clie
 	return cs
 }
 
-func TestClusterResumeOnAnotherNode(t *testing.T) { redisKinds(t, testResumeOnAnotherNode) }
+func TestClusterResumeOnAnotherNode(t *testing.T) { engines(t, testResumeOnAnotherNode) }
 
 func testResumeOnAnotherNode(t *testing.T, url string) {
 	nodes := startCluster(t, url, 2, func(c *Config) { c.History = 50 })
