@@ -28,7 +28,15 @@ import (
 // on other branches: accepted while this build does not know them (the
 // server ignores unknown variables), checked like the others once it does.
 var pendingEnv = map[string]string{
-	"SCALECHAT_METRICS_ADDR": "--metrics-addr (Prometheus metrics listener, branch metrics)",
+	"SCALECHAT_METRICS_ADDR":  "--metrics-addr (Prometheus metrics listener, branch metrics)",
+	"SCALECHAT_NATS":          "--nats (the NATS cluster engine, in progress: docs/nats.md)",
+	"SCALECHAT_NATS_REPLICAS": "--nats-replicas (the NATS cluster engine, in progress: docs/nats.md)",
+}
+
+// flagEnv is the environment twin of a serve flag: --nats-replicas is
+// SCALECHAT_NATS_REPLICAS (internal/cli's envName).
+func flagEnv(flag string) string {
+	return "SCALECHAT_" + strings.ToUpper(strings.ReplaceAll(strings.TrimLeft(flag, "-"), "-", "_"))
 }
 
 // serveEnv returns the environment twins of every flag of the built
@@ -319,6 +327,7 @@ type composeFile struct {
 type composeService struct {
 	Build       any               `yaml:"build"`
 	Image       string            `yaml:"image"`
+	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	Expose      []string          `yaml:"expose"`
 	Ports       []string          `yaml:"ports"`
@@ -348,8 +357,29 @@ func (svc composeService) volume(dir, target string) (string, bool) {
 }
 
 func TestCompose(t *testing.T) {
+	c := checkCompose(t, "deploy/compose/docker-compose.yml", "redis")
+	sc, ok := c.Services["scalechat"]
+	if !ok {
+		return
+	}
+	redisURL := sc.Environment["SCALECHAT_REDIS"]
+	if !strings.HasPrefix(redisURL, "redis://redis:6379") {
+		t.Errorf("SCALECHAT_REDIS=%q does not name the redis service", redisURL)
+	}
+	probeNode(t, "compose scalechat", sc.Environment, "/readyz", "/healthz")
+}
+
+// checkCompose checks a Compose file of the cluster (rel, from the
+// repository's root): the services scalechat, engine (the cluster's
+// server: redis, nats), haproxy, prometheus and grafana, with limits; the
+// nodes' environment against serve's flags, their ports, grace period and
+// metrics; HAProxy and the mounts of the repository's files. It returns
+// the file (no services when one is missing), whose engine and URL the
+// caller checks.
+func checkCompose(t *testing.T, rel, engine string) composeFile {
+	t.Helper()
 	known := serveEnv(t)
-	path := repoFile(t, "deploy/compose/docker-compose.yml")
+	path := repoFile(t, rel)
 	dir := filepath.Dir(path)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -358,9 +388,9 @@ func TestCompose(t *testing.T) {
 	var c composeFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
+		t.Fatalf("%s: %v", rel, err)
 	}
-	for _, name := range []string{"scalechat", "redis", "haproxy", "prometheus", "grafana"} {
+	for _, name := range []string{"scalechat", engine, "haproxy", "prometheus", "grafana"} {
 		svc, ok := c.Services[name]
 		if !ok {
 			t.Errorf("no service %s", name)
@@ -371,7 +401,7 @@ func TestCompose(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		return
+		return composeFile{}
 	}
 
 	sc := c.Services["scalechat"]
@@ -396,10 +426,6 @@ func TestCompose(t *testing.T) {
 		}
 	} else {
 		t.Error("scalechat sets no SCALECHAT_METRICS_ADDR: Prometheus could not reach the nodes' loopback-only default")
-	}
-	redisURL := sc.Environment["SCALECHAT_REDIS"]
-	if !strings.HasPrefix(redisURL, "redis://redis:6379") {
-		t.Errorf("SCALECHAT_REDIS=%q does not name the redis service", redisURL)
 	}
 	grace, err := time.ParseDuration(sc.StopGrace)
 	if err != nil {
@@ -436,7 +462,7 @@ func TestCompose(t *testing.T) {
 			t.Logf("%s: %s is not in this tree yet (branch metrics)", what, m.rel)
 		}
 	}
-	probeNode(t, "compose scalechat", sc.Environment, "/readyz", "/healthz")
+	return c
 }
 
 // checkHAProxyEnv checks a HAProxy container's variables against
@@ -569,9 +595,16 @@ type k8sService struct {
 
 func readK8s(t *testing.T) map[string]*k8sObject {
 	t.Helper()
-	files, err := filepath.Glob(repoFile(t, "deploy/kubernetes/*.yaml"))
+	return readK8sDir(t, "deploy/kubernetes")
+}
+
+// readK8sDir reads the objects of the *.yaml files of a folder (rel, from
+// the repository's root), by kind/name.
+func readK8sDir(t *testing.T, rel string) map[string]*k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(repoFile(t, rel+"/*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no deploy/kubernetes/*.yaml: %v", err)
+		t.Fatalf("no %s/*.yaml: %v", rel, err)
 	}
 	objs := map[string]*k8sObject{}
 	for _, f := range files {
