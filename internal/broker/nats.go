@@ -67,6 +67,11 @@ type NATSConfig struct {
 	// Lease is how long a node's lease lives unrenewed: after it, the
 	// others take its rooms over. 0 means DefaultNATSLease.
 	Lease time.Duration
+	// MaxWait, when positive, bounds how long records for other nodes
+	// queue: while the oldest waited longer, publishes to rooms shared
+	// with other nodes are refused (ErrOverloaded), as Config.MaxWait on
+	// Redis; and every publish while maxPendingWrites history writes wait.
+	MaxWait time.Duration
 	// Room, when not nil, gives a room's own history size and TTL.
 	Room   func(room string) RoomConfig
 	Logger *slog.Logger

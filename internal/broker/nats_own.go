@@ -19,10 +19,17 @@ import (
 // on, and any other refuses the message (ErrUnavailable), as on Redis.
 func (b *NATS) Publish(p Publication) (uint64, error) {
 	up := b.count.up.Load()
+	if b.behind() {
+		return 0, b.refuseOverloaded()
+	}
+	over := b.overloaded()
 	if from, ok := b.st.ownedFrom(p.Room, true); ok {
 		if !b.lease.live() || !up && b.out.followed(p.Room) {
 			b.count.refused.Add(1)
 			return 0, ErrUnavailable // another node may be taking the room over
+		}
+		if over && b.out.followed(p.Room) {
+			return 0, b.refuseOverloaded()
 		}
 		if seq, ok := b.h.PublishOwned(p, from, b.keep); ok {
 			return seq, nil
@@ -32,6 +39,9 @@ func (b *NATS) Publish(p Publication) (uint64, error) {
 	if !up {
 		b.count.refused.Add(1)
 		return 0, ErrUnavailable
+	}
+	if over {
+		return 0, b.refuseOverloaded()
 	}
 	// On its way: the broker keeps p past the call.
 	p.Prefix, p.Suffix = append([]byte(nil), p.Prefix...), append([]byte(nil), p.Suffix...)
@@ -52,6 +62,25 @@ func (b *NATS) Publish(p Publication) (uint64, error) {
 		b.sendForward(fw)
 	}
 	return 0, nil
+}
+
+// overloaded reports whether the records for other nodes waited longer
+// than MaxWait: NATS (or this node's rounds to it) carries less than comes
+// in, and a message queued now would wait at least that long. A room held
+// here that no other node follows is never refused for it.
+func (b *NATS) overloaded() bool {
+	return b.cfg.MaxWait > 0 && b.out.waited() > b.cfg.MaxWait
+}
+
+// behind reports whether the history writes pending passed
+// maxPendingWrites (with MaxWait on): then every message is refused.
+func (b *NATS) behind() bool {
+	return b.cfg.MaxWait > 0 && b.out.writes.Load() > maxPendingWrites
+}
+
+func (b *NATS) refuseOverloaded() error {
+	b.count.overloaded.Add(1)
+	return ErrOverloaded
 }
 
 // keep queues a message an owned room ordered for its followers and its
@@ -152,6 +181,7 @@ func (b *NATS) writeHistory(ctx context.Context) {
 	for room, run := range b.out.takeHistory() {
 		pos := b.out.position(room)
 		if pos == nil || b.roomHistory(room) == 0 {
+			b.out.written(len(run))
 			continue // not held here any more (taken over), or nothing kept
 		}
 		m := b.hist.runMsg(room, pos.epoch, run)
@@ -169,8 +199,10 @@ func (b *NATS) writeHistory(ctx context.Context) {
 		select {
 		case a := <-w.ack.Ok():
 			b.out.wrote(w.room, a.Sequence)
+			b.out.written(len(w.run))
 		case err := <-w.ack.Err():
 			if isWrongLastSequence(err) {
+				b.out.written(len(w.run))
 				b.out.forget(w.room)
 				b.lostRoomLater(w.room, "its history was written by another node (taken over)")
 				continue
@@ -255,6 +287,11 @@ func (b *NATS) onOwnerMsg(m *nats.Msg) {
 // orderForward orders another node's publish in a room held here and
 // answers it after the message's own record to that node.
 func (b *NATS) orderForward(sender string, id uint64, p Publication) {
+	if b.overloaded() || b.behind() {
+		b.count.overloaded.Add(1)
+		b.out.add(sender, func(q []byte) []byte { return appendAnswerRec(q, natsRecRefuse, id, natsRefuseOverloaded) })
+		return
+	}
 	from, owned := b.st.ownedFrom(p.Room, true)
 	if owned && b.lease.live() {
 		if seq, ok := b.h.PublishOwned(p, from, b.keep); ok {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,6 +103,11 @@ type natsOut struct {
 	pos       map[string]*natsHistPos        // owned room → where its history stands
 	wake      chan struct{}                  // a round has records
 	histWake  chan struct{}                  // history has messages
+	// oldest is when the oldest record queued now was queued (unix
+	// nanoseconds; 0: none), and writes how many history messages wait:
+	// read without the lock by every publish (NATS.overloaded, behind).
+	oldest atomic.Int64
+	writes atomic.Int64
 }
 
 // natsHistPos is an owned room's history: its epoch, and the end of its
@@ -124,12 +130,30 @@ func (o *natsOut) init() {
 // add queues a record for node, made by fn.
 func (o *natsOut) add(node string, fn func([]byte) []byte) {
 	o.mu.Lock()
+	o.queuedLocked()
 	o.queues[node] = fn(o.queues[node])
 	o.mu.Unlock()
 	signal(o.wake)
 }
 
-// take returns the queued records and starts new queues.
+// queuedLocked notes when the first record since the last round was queued.
+func (o *natsOut) queuedLocked() {
+	if len(o.queues) == 0 {
+		o.oldest.Store(time.Now().UnixNano())
+	}
+}
+
+// waited is how long the oldest record queued has waited.
+func (o *natsOut) waited() time.Duration {
+	t := o.oldest.Load()
+	if t == 0 {
+		return 0
+	}
+	return time.Duration(time.Now().UnixNano() - t)
+}
+
+// take returns the queued records and starts new queues. The round that
+// sends them has them: their wait ends when the next round's begins.
 func (o *natsOut) take() map[string][]byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -138,6 +162,7 @@ func (o *natsOut) take() map[string][]byte {
 	}
 	q := o.queues
 	o.queues = make(map[string][]byte, len(q))
+	o.oldest.Store(0)
 	return q
 }
 
@@ -153,6 +178,9 @@ func (o *natsOut) takeHistory() map[string][]Entry {
 	return h
 }
 
+// written counts n history messages written (or dropped with their room).
+func (o *natsOut) written(n int) { o.writes.Add(-int64(n)) }
+
 // putBack returns unwritten messages ahead of those queued since.
 func (o *natsOut) putBack(room string, run []Entry) {
 	o.mu.Lock()
@@ -163,6 +191,7 @@ func (o *natsOut) putBack(room string, run []Entry) {
 // follow adds node to room's followers, with its snapshot first.
 func (o *natsOut) follow(room, node, epoch string, seq uint64, tail []Entry) {
 	o.mu.Lock()
+	o.queuedLocked()
 	f := o.followers[room]
 	if f == nil {
 		f = make(map[string]struct{})
@@ -185,6 +214,7 @@ func (o *natsOut) unfollow(room, node string) {
 // ordered here.
 func (o *natsOut) release(room, epoch string, seq uint64) uint64 {
 	o.mu.Lock()
+	o.queuedLocked()
 	seq = max(seq, o.last[room])
 	for node := range o.followers[room] {
 		o.queues[node] = appendReleaseRec(o.queues[node], room, epoch, seq)
@@ -236,6 +266,7 @@ func (o *natsOut) wrote(room string, end uint64) {
 // pending of it is dropped with it.
 func (o *natsOut) forget(room string) {
 	o.mu.Lock()
+	o.writes.Add(-int64(len(o.hist[room])))
 	delete(o.pos, room)
 	delete(o.hist, room)
 	o.mu.Unlock()
@@ -574,10 +605,14 @@ func (s *natsState) releasedBy(sender, room, epoch string) (gen, have uint64, ok
 // called under the room's lock (NATS.keep), so they queue in seq order.
 func (o *natsOut) keep(room string, e Entry) {
 	o.mu.Lock()
+	followed := len(o.followers[room]) > 0
+	if followed {
+		o.queuedLocked()
+	}
 	for node := range o.followers[room] {
 		o.queues[node] = appendMsgRec(o.queues[node], room, e)
 	}
-	followed := len(o.followers[room]) > 0
+	o.writes.Add(1)
 	o.hist[room] = append(o.hist[room], e)
 	o.last[room] = e.Seq
 	o.mu.Unlock()

@@ -19,7 +19,7 @@ type natsNode struct {
 	done chan error
 }
 
-func startNATSNode(t *testing.T, url string, cfg NATSConfig) *natsNode {
+func startNATSNode(t testing.TB, url string, cfg NATSConfig) *natsNode {
 	t.Helper()
 	f := newFakeRooms()
 	cfg.URL = url
@@ -46,7 +46,7 @@ func (n *natsNode) close() {
 	}
 }
 
-func (n *natsNode) join(t *testing.T, room string) {
+func (n *natsNode) join(t testing.TB, room string) {
 	t.Helper()
 	n.f.open(room)
 	n.b.Subscribe(room)
@@ -70,7 +70,7 @@ func (n *natsNode) publish(t *testing.T, room, payload string) uint64 {
 }
 
 // waitSeq waits until room's seq on n reached seq.
-func (n *natsNode) waitSeq(t *testing.T, room string, seq uint64) {
+func (n *natsNode) waitSeq(t testing.TB, room string, seq uint64) {
 	t.Helper()
 	n.f.waitFor(t, 10*time.Second, fmt.Sprintf("room %s at seq %d", room, seq), func() bool {
 		r := n.f.rooms[room]
@@ -197,5 +197,42 @@ func TestNATSBrokerTakesARoomOverFromADeadOwner(t *testing.T) {
 	}
 	if seq := b.publish(t, "r", "new"); seq != 1 {
 		t.Fatalf("the first message of the new epoch got seq %d, want 1", seq)
+	}
+}
+
+// TestNATSBrokerRefusesPastItsBound: while the records for other nodes
+// waited past MaxWait, a room shared with another node refuses (at its
+// owner and at its follower, whose forward the owner refuses), and a room
+// held alone goes on; past maxPendingWrites history writes, every room
+// refuses.
+func TestNATSBrokerRefusesPastItsBound(t *testing.T) {
+	url := testsupport.StartNATS(t)
+	cfg := NATSConfig{MaxWait: time.Second}
+	a := startNATSNode(t, url, cfg)
+	b := startNATSNode(t, url, cfg)
+	a.join(t, "shared")
+	b.join(t, "shared")
+	a.join(t, "alone")
+	b.publish(t, "shared", "before") // b follows: a knows it
+	a.b.out.oldest.Store(time.Now().Add(-time.Minute).UnixNano())
+	if _, err := a.b.Publish(Publication{Room: "shared", Prefix: []byte("x#")}); err != ErrOverloaded {
+		t.Errorf("the owner's publish into a followed room: %v, want ErrOverloaded", err)
+	}
+	if seq, err := a.b.Publish(Publication{Room: "alone", Prefix: []byte("x#")}); err != nil || seq == 0 {
+		t.Errorf("the owner's publish into a room of its own: %d %v, want ordered", seq, err)
+	}
+	ch := make(chan uint64, 1)
+	b.f.publishTo(b.b, Publication{Room: "shared", Prefix: []byte("fw#")}, ch)
+	if seq := answerOf(t, ch, "a forward to an owner past its bound"); seq != 0 {
+		t.Errorf("a forward to an owner past its bound got seq %d", seq)
+	}
+	a.b.out.oldest.Store(0)
+	a.b.out.writes.Add(maxPendingWrites + 1)
+	if _, err := a.b.Publish(Publication{Room: "alone", Prefix: []byte("x#")}); err != ErrOverloaded {
+		t.Errorf("a publish with the history behind: %v, want ErrOverloaded", err)
+	}
+	a.b.out.writes.Add(-(maxPendingWrites + 1))
+	if st := a.b.Stats(); st.Overloaded < 3 {
+		t.Errorf("%d refusals counted, want 3", st.Overloaded)
 	}
 }
