@@ -257,9 +257,11 @@ func (b *NATS) Nodes(ctx context.Context) (map[string]string, error) {
 }
 
 // announceLoop watches the nodes: one whose lease ended is gone, and the
-// rooms forget its presence (NodeGone).
+// rooms forget its presence (NodeGone); the rooms this node follows from
+// it are taken over (or load again), whether or not a member sends: an
+// idle member of such a room must still be told that its stream ended.
 func (b *NATS) announceLoop(ctx context.Context) {
-	t := time.NewTicker(b.cfg.Lease / 2)
+	t := time.NewTicker(b.cfg.Lease / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -283,6 +285,26 @@ func (b *NATS) announceLoop(ctx context.Context) {
 		for node := range live {
 			b.pres.known[node] = true
 		}
+		for _, f := range b.st.followedFrom() {
+			if _, ok := live[f.owner]; !ok {
+				b.wg.Go(func() { b.ownerDied(ctx, f) })
+			}
+		}
+	}
+}
+
+// ownerDied takes over a room whose owner's lease ended (checked again:
+// the nodes were read a moment ago), or loads a loading one again.
+func (b *NATS) ownerDied(ctx context.Context, f natsFollowed) {
+	if f.loading {
+		b.load(f.room, f.gen)
+		return
+	}
+	if alive, err := b.lease.alive(ctx, f.owner); err != nil || alive {
+		return
+	}
+	if err := b.takeOver(ctx, f.room, f.owner); err != nil && ctx.Err() == nil {
+		b.failed("take a room over", err)
 	}
 }
 

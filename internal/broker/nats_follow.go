@@ -86,7 +86,7 @@ func (b *NATS) request(room, kind, tail string, data []byte) {
 // handed to receive); held by a dead one, taken over first.
 func (b *NATS) load(room string, gen uint64) {
 	ctx := b.runCtx()
-	for ctx.Err() == nil && b.st.isCurrent(room, gen) {
+	for ctx.Err() == nil && b.st.isLoading(room, gen) {
 		rec, err := b.rooms.claim(ctx, room, b.id, NewEpoch)
 		if err == nil && rec.holder == b.id {
 			if err = b.loadOwned(ctx, room, gen, rec); err == nil {

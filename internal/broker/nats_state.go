@@ -315,10 +315,13 @@ func (s *natsState) released(room string, done chan struct{}) {
 	close(done)
 }
 
-func (s *natsState) isCurrent(room string, gen uint64) bool {
+// isLoading reports whether room's subscription gen still loads: its
+// holder not found yet, or its snapshot not here yet.
+func (s *natsState) isLoading(room string, gen uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.current(room, gen) != nil
+	rs := s.current(room, gen)
+	return rs != nil && rs.role == natsLoading
 }
 
 // own makes room, gen's, held here from seq in epoch, its owner subject's
@@ -627,4 +630,24 @@ func (o *natsOut) followed(room string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.followers[room]) > 0
+}
+
+// natsFollowed is a room this node follows (or loads from) another node.
+type natsFollowed struct {
+	room, owner string
+	gen         uint64
+	loading     bool
+}
+
+// followedFrom returns the rooms followed here, each with its owner.
+func (s *natsState) followedFrom() []natsFollowed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []natsFollowed
+	for room, rs := range s.rooms {
+		if rs.role != natsOwned && rs.owner != "" {
+			out = append(out, natsFollowed{room: room, owner: rs.owner, gen: rs.gen, loading: rs.role == natsLoading})
+		}
+	}
+	return out
 }

@@ -236,3 +236,24 @@ func TestNATSBrokerRefusesPastItsBound(t *testing.T) {
 		t.Errorf("%d refusals counted, want 3", st.Overloaded)
 	}
 }
+
+// TestNATSBrokerTakesOverAnIdleRoomOfADeadOwner: nobody sends into the room
+// after its owner died, and still, once the owner's lease ended, the room
+// is taken over and dropped at its follower (whose members must be told
+// that its stream ended: they resume into the new one).
+func TestNATSBrokerTakesOverAnIdleRoomOfADeadOwner(t *testing.T) {
+	url := testsupport.StartNATS(t)
+	cfg := NATSConfig{Lease: 2 * time.Second}
+	a := startNATSNode(t, url, cfg)
+	b := startNATSNode(t, url, cfg)
+	a.join(t, "idle")
+	b.join(t, "idle")
+	a.b.nc.Close()
+	b.f.waitFor(t, 10*time.Second, "the idle room dropped at the follower", func() bool {
+		r := b.f.rooms["idle"]
+		return r == nil
+	})
+	if got := b.b.Stats().Takeovers; got != 1 {
+		t.Errorf("%d takeovers, want 1", got)
+	}
+}
