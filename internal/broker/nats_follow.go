@@ -253,6 +253,21 @@ func (b *NATS) giveUpForwards(now time.Time) {
 	for _, fw := range late {
 		b.giveUp(fw.p)
 	}
+	// A snapshot asked for may be lost without a word (a NATS cluster
+	// that lost a server may route the request to where nobody is, and
+	// say no "no responders"): ask again, and drop a room that waited
+	// too long; a publish that waited for its room as long as a forward
+	// does is given up.
+	ask, drop, waited := b.st.sweep(now, natsForwardWait)
+	for _, room := range ask {
+		b.request(room, "f", roomKey(room), nil)
+	}
+	for _, p := range waited {
+		b.giveUp(p)
+	}
+	for _, room := range drop {
+		b.wg.Go(func() { b.lostRoom(room, "its owner did not send its snapshot") })
+	}
 	for _, fw := range drain {
 		b.wg.Go(func() { b.drainWaiting(fw.p.Room, fw.gen) })
 	}

@@ -34,6 +34,10 @@ type natsRoomState struct {
 	waiting []Publication      // published while the room loaded, in order
 	// draining: the waiting publishes are being ordered; new ones queue.
 	draining bool
+	// waitingSince is when the oldest waiting publish came; asked when
+	// the owner was last asked for its snapshot, stuck since when the
+	// room waits for it (zero: it does not).
+	waitingSince, asked, stuck time.Time
 }
 
 // direct reports whether a publish into the room may be ordered here at
@@ -401,8 +405,54 @@ func (s *natsState) route(p Publication) (natsRoute, uint64, *natsForward) {
 	case rs.role == natsFollowing && !rs.resync && len(rs.waiting) == 0:
 		return natsForwarded, 0, s.forwardLocked(rs, p)
 	}
+	if len(rs.waiting) == 0 {
+		rs.waitingSince = time.Now()
+	}
 	rs.waiting = append(rs.waiting, p)
 	return natsWaits, 0, nil
+}
+
+// natsStuckWait is how long a room may wait for its owner's snapshot,
+// asked again every natsAskAgain, before it is dropped (its members
+// resume into it loaded anew).
+const (
+	natsAskAgain  = time.Second
+	natsStuckWait = 8 * time.Second
+)
+
+// sweep finds what waited too long at now: rooms whose snapshot did not
+// come (ask again, or drop past natsStuckWait) and publishes that waited
+// past wait for their room (given up: taken out here).
+func (s *natsState) sweep(now time.Time, wait time.Duration) (ask, drop []string, late []Publication) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for room, rs := range s.rooms {
+		if len(rs.waiting) > 0 && !rs.draining && now.Sub(rs.waitingSince) > wait {
+			late = append(late, rs.waiting...)
+			rs.waiting = nil
+		}
+		if !rs.waitsForSnapshot() {
+			rs.stuck = time.Time{}
+			continue
+		}
+		switch {
+		case rs.stuck.IsZero():
+			rs.stuck, rs.asked = now, now
+		case now.Sub(rs.stuck) > natsStuckWait:
+			drop = append(drop, room)
+			rs.stuck = time.Time{}
+		case now.Sub(rs.asked) > natsAskAgain:
+			ask = append(ask, room)
+			rs.asked = now
+		}
+	}
+	return ask, drop, late
+}
+
+// waitsForSnapshot: the room asked its owner for a snapshot (to load, or
+// after a gap) and has not had it.
+func (rs *natsRoomState) waitsForSnapshot() bool {
+	return rs.owner != "" && (rs.role == natsLoading || rs.role == natsFollowing && rs.resync)
 }
 
 // forwardLocked registers p as a forward to rs's owner. Called with s.mu
