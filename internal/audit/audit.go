@@ -56,7 +56,13 @@ type Config struct {
 	// RedisFailoverAt: SIGKILL the Redis Cluster master that serves the
 	// most rooms, wait until its replica is promoted, start it again.
 	RedisFailoverAt time.Duration
-	NodeDown        time.Duration
+	// NATSRestartAt: stop the one nats-server (SIGTERM), start it again
+	// NodeDown later on the same port and store (JetStream's data kept).
+	NATSRestartAt time.Duration
+	// NATSKillAt: SIGKILL one server of a NATS cluster of three, start it
+	// again NodeDown later with its store.
+	NATSKillAt time.Duration
+	NodeDown   time.Duration
 }
 
 // Protocols the audit's clients speak.
@@ -87,6 +93,12 @@ type Cluster interface {
 	// FailoverRedis kills the Redis Cluster master serving the most of
 	// rooms and returns once a replica serves its slots, saying what it did.
 	FailoverRedis(ctx context.Context, rooms []string) (string, error)
+	// RestartNATS stops the one nats-server, waits down and starts it
+	// again with its JetStream store.
+	RestartNATS(ctx context.Context, down time.Duration) error
+	// KillNATSServer SIGKILLs one server of a NATS cluster, waits down and
+	// starts it again with its store, saying which it killed.
+	KillNATSServer(ctx context.Context, down time.Duration) (string, error)
 }
 
 // Check refuses a configuration that cannot run and fills defaults.
@@ -94,15 +106,22 @@ func (c *Config) Check() error {
 	if len(c.URLs) == 0 && c.URL != "" {
 		c.URLs = []string{c.URL}
 	}
-	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || c.NodeCutAt > 0 || c.RedisRestartAt > 0 || c.RedisFailoverAt > 0
+	redisFaults := c.NodeCutAt > 0 || c.RedisRestartAt > 0 || c.RedisFailoverAt > 0
+	natsFaults := c.NATSRestartAt > 0 || c.NATSKillAt > 0
+	processFaults := c.NodeKillAt > 0 || c.NodeTermAt > 0 || c.NodePauseAt > 0 || redisFaults || natsFaults
 	switch {
 	case len(c.URLs) == 0:
 		return errors.New("--url is required")
 	case processFaults && c.Cluster == nil:
-		return errors.New("node and Redis faults need a cluster the audit starts (--cluster N)")
+		return errors.New("node, Redis and NATS faults need a cluster the audit starts (--cluster N)")
 	case c.RedisFailoverAt > 0 && c.RedisRestartAt > 0:
 		return errors.New("--redis-failover needs a Redis Cluster and --redis-restart a single Redis: give one")
-	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.NodeCutAt < 0 || c.RedisRestartAt < 0 || c.RedisFailoverAt < 0 || c.NodeDown < 0:
+	case redisFaults && natsFaults:
+		return errors.New("the Redis faults (--node-cut, --redis-restart, --redis-failover) and the NATS faults (--nats-restart, --nats-kill-one) need clusters on different engines: give one engine's")
+	case c.NATSRestartAt > 0 && c.NATSKillAt > 0:
+		return errors.New("--nats-restart needs one NATS server and --nats-kill-one a NATS cluster of three: give one")
+	case c.NodeKillAt < 0 || c.NodeTermAt < 0 || c.NodePauseAt < 0 || c.NodeCutAt < 0 || c.RedisRestartAt < 0 || c.RedisFailoverAt < 0 ||
+		c.NATSRestartAt < 0 || c.NATSKillAt < 0 || c.NodeDown < 0:
 		return errors.New("fault times must not be negative")
 	case c.Rooms < 1 || c.RoomSize < 1:
 		return errors.New("--rooms and --room-size must be at least 1")

@@ -22,7 +22,8 @@ type processFault struct {
 func (a *auditor) processFaults() []processFault {
 	var out []processFault
 	for _, f := range []processFault{{"node SIGKILL", a.cfg.NodeKillAt}, {"node SIGTERM", a.cfg.NodeTermAt},
-		{"node SIGSTOP", a.cfg.NodePauseAt}, {"node cut from Redis", a.cfg.NodeCutAt}, {"Redis restart", a.cfg.RedisRestartAt}, {"Redis failover", a.cfg.RedisFailoverAt}} {
+		{"node SIGSTOP", a.cfg.NodePauseAt}, {"node cut from Redis", a.cfg.NodeCutAt}, {"Redis restart", a.cfg.RedisRestartAt}, {"Redis failover", a.cfg.RedisFailoverAt},
+		{"NATS restart", a.cfg.NATSRestartAt}, {"NATS server SIGKILL", a.cfg.NATSKillAt}} {
 		if f.at > 0 {
 			out = append(out, f)
 		}
@@ -50,8 +51,11 @@ func (a *auditor) scheduleProcessFaults(ctx context.Context, wg *sync.WaitGroup,
 func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 	cl, down := a.cfg.Cluster, a.cfg.NodeDown
 	rec := results.AuditFault{At: time.Now().UTC(), Kind: kind, Target: fmt.Sprintf("node %d", node)}
-	if kind == "Redis restart" || kind == "Redis failover" {
+	switch kind {
+	case "Redis restart", "Redis failover":
 		rec.Target = "redis"
+	case "NATS restart", "NATS server SIGKILL":
+		rec.Target = "nats"
 	}
 	a.logf("audit: fault: %s on %s", kind, rec.Target)
 	var err error
@@ -78,6 +82,11 @@ func (a *auditor) processFault(ctx context.Context, kind string, node int) {
 	case "Redis failover":
 		rec.Target, err = cl.FailoverRedis(ctx, a.roomNames())
 		a.logf("audit: Redis failover: %s", rec.Target)
+	case "NATS restart":
+		err = cl.RestartNATS(ctx, down)
+	case "NATS server SIGKILL":
+		rec.Target, err = cl.KillNATSServer(ctx, down)
+		a.logf("audit: NATS server SIGKILL: %s", rec.Target)
 	}
 	if err != nil {
 		a.noteError(fmt.Errorf("fault %s: %w", kind, err))

@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// LocalCluster is a redis-server (or a Redis Cluster) and scalechat nodes on loopback, started
+// LocalCluster is a redis-server (or a Redis Cluster, or NATS: one
+// nats-server or three) and scalechat nodes on loopback, started
 // with the bench's process machinery for the lab's other runs (scalechat
 // audit), whose methods inject process faults. Nodes are not pinned: the
 // audit is about correctness, not cost.
@@ -22,7 +23,8 @@ type LocalCluster struct {
 	cleanup func()
 	ctx     context.Context
 
-	rc *redisCluster // a Redis Cluster instead of one redis-server
+	rc   *redisCluster // a Redis Cluster instead of one redis-server
+	nats *natsServers  // NATS instead of Redis (localcluster_nats.go)
 
 	extra []string // more flags for every node
 
@@ -39,16 +41,26 @@ type LocalCluster struct {
 // scalechat binary, "" for this one; dir: logs, "" for a temporary folder
 // removed by Stop), each node with flags besides its own.
 func StartLocalCluster(ctx context.Context, exe, dir string, n int, log io.Writer, flags ...string) (*LocalCluster, error) {
-	return startLocalCluster(ctx, exe, dir, n, false, log, flags)
+	return startLocalCluster(ctx, exe, dir, n, engineRedis, log, flags)
 }
 
 // StartLocalRedisCluster is StartLocalCluster on a Redis Cluster of 3
 // masters with a replica each instead of one redis-server.
 func StartLocalRedisCluster(ctx context.Context, exe, dir string, n int, log io.Writer, flags ...string) (*LocalCluster, error) {
-	return startLocalCluster(ctx, exe, dir, n, true, log, flags)
+	return startLocalCluster(ctx, exe, dir, n, engineRedisCluster, log, flags)
 }
 
-func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster bool, log io.Writer, flags []string) (*LocalCluster, error) {
+// engine is what ties a local cluster's nodes.
+type engine int
+
+const (
+	engineRedis        engine = iota // one redis-server
+	engineRedisCluster               // a Redis Cluster of 3 masters with a replica each
+	engineNATS                       // one nats-server with JetStream
+	engineNATSCluster                // three nats-servers routed as one NATS cluster
+)
+
+func startLocalCluster(ctx context.Context, exe, dir string, n int, eng engine, log io.Writer, flags []string) (*LocalCluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("a cluster needs at least 1 node, not %d", n)
 	}
@@ -58,12 +70,19 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 	}
 	r.taskset = ""
 	c := &LocalCluster{r: r, cleanup: cleanup, ctx: context.WithoutCancel(ctx), extra: flags}
-	if redisCluster {
-		if c.rc, err = startRedisCluster(c.ctx, r); err != nil {
-			c.Stop()
-			return nil, err
+	switch eng {
+	case engineRedisCluster:
+		c.rc, err = startRedisCluster(c.ctx, r)
+	case engineNATS, engineNATSCluster:
+		servers := 1
+		if eng == engineNATSCluster {
+			servers = natsClusterSize
 		}
-	} else if err := c.startRedis(); err != nil {
+		c.nats, err = startNATSServers(c.ctx, r, servers)
+	default:
+		err = c.startRedis()
+	}
+	if err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -71,7 +90,7 @@ func startLocalCluster(ctx context.Context, exe, dir string, n int, redisCluster
 		// The node's link listens first: a port freePort gives back is
 		// free only until someone takes it, and the link's listener on :0
 		// once took the node's (CI: "node1 exited", address in use).
-		if c.rc == nil {
+		if c.redis != nil {
 			l, err := newRedisLink("127.0.0.1:" + strconv.Itoa(c.redisPort))
 			if err != nil {
 				c.Stop()
@@ -105,15 +124,32 @@ func (c *LocalCluster) startRedis() error {
 }
 
 // nodeFlags are node i's flags: it reaches the one Redis through its own
-// link, a Redis Cluster directly.
+// link, a Redis Cluster and NATS directly.
 func (c *LocalCluster) nodeFlags(i int) []string {
-	var url string
-	if c.rc != nil {
-		url = c.rc.url()
-	} else {
-		url = "redis://" + c.links[i].addr() + "/0"
+	var engine []string
+	switch {
+	case c.nats != nil:
+		engine = c.nats.nodeFlags()
+	case c.rc != nil:
+		engine = []string{"--redis", c.rc.url()}
+	default:
+		engine = []string{"--redis", "redis://" + c.links[i].addr() + "/0"}
 	}
-	return append([]string{"--redis", url, "--shutdown-timeout", "2s"}, c.extra...)
+	return append(append(engine, "--shutdown-timeout", "2s"), c.extra...)
+}
+
+// Engine names what ties the nodes, as the audit's report says it: Redis,
+// a Redis Cluster, NATS or a NATS cluster of 3 servers.
+func (c *LocalCluster) Engine() string {
+	switch {
+	case c.nats != nil && len(c.nats.ports) > 1:
+		return fmt.Sprintf("a NATS cluster of %d servers", len(c.nats.ports))
+	case c.nats != nil:
+		return "NATS"
+	case c.rc != nil:
+		return "a Redis Cluster"
+	}
+	return "Redis"
 }
 
 // URLs are the nodes' WebSocket base URLs (…/ws).
@@ -183,8 +219,8 @@ func (c *LocalCluster) PauseNode(ctx context.Context, i int, d time.Duration) er
 // closed, new ones refused) while the node and its clients go on: a
 // partition between a node and Redis.
 func (c *LocalCluster) CutNode(ctx context.Context, i int, d time.Duration) error {
-	if c.rc != nil {
-		return errors.New("a node is cut off from one Redis, not from a Redis Cluster")
+	if c.links == nil {
+		return errors.New("a node is cut off from one Redis, not from a Redis Cluster or NATS")
 	}
 	c.links[i].cut(d)
 	select {
@@ -200,6 +236,9 @@ func (c *LocalCluster) CutNode(ctx context.Context, i int, d time.Duration) erro
 func (c *LocalCluster) RestartRedis(ctx context.Context, down time.Duration) error {
 	if c.rc != nil {
 		return errors.New("a Redis Cluster is not restarted whole: fail one master over instead")
+	}
+	if c.redis == nil {
+		return errors.New("no redis-server to restart: the nodes use NATS")
 	}
 	c.mu.Lock()
 	p := c.redis
@@ -248,6 +287,9 @@ func (c *LocalCluster) Stop() {
 	}
 	if c.rc != nil {
 		c.rc.stop()
+	}
+	if c.nats != nil {
+		c.nats.stop()
 	}
 	for _, l := range c.links {
 		_ = l.close()

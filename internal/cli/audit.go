@@ -15,12 +15,71 @@ import (
 	"github.com/scalechat/scalechat/internal/version"
 )
 
-// localCluster is what audit --cluster starts: redis-server and nodes of
-// this binary on loopback, which the process faults act on.
+// localCluster is what audit --cluster starts: redis-server (or a Redis
+// Cluster, or NATS) and nodes of this binary on loopback, which the
+// process faults act on.
 type localCluster interface {
 	audit.Cluster
 	URLs() []string
+	Engine() string
 	Stop()
+}
+
+// clusterEngine is what ties the nodes of audit --cluster.
+type clusterEngine int
+
+const (
+	engineRedis        clusterEngine = iota // one redis-server
+	engineRedisCluster                      // --redis-cluster
+	engineNATS                              // --nats: one nats-server
+	engineNATSCluster                       // --nats-cluster: three
+)
+
+// auditEngine checks the engine flags of audit against each other and the
+// faults, and returns the engine they choose.
+func auditEngine(cfg *audit.Config, nodes int, redisCluster, natsOne, natsCluster, webhooks bool) (clusterEngine, error) {
+	onNATS := natsOne || natsCluster
+	switch {
+	case redisCluster && nodes == 0:
+		return 0, errors.New("--redis-cluster needs --cluster N")
+	case natsOne && nodes == 0:
+		return 0, errors.New("--nats needs --cluster N")
+	case natsCluster && nodes == 0:
+		return 0, errors.New("--nats-cluster needs --cluster N")
+	case natsOne && natsCluster:
+		return 0, errors.New("give --nats (one nats-server) or --nats-cluster (three), not both")
+	case onNATS && redisCluster:
+		return 0, errors.New("the nodes run on Redis or on NATS: give --redis-cluster or --nats/--nats-cluster, not both")
+	case cfg.NATSRestartAt > 0 && !natsOne:
+		return 0, errors.New("--nats-restart needs --nats (one nats-server); with --nats-cluster use --nats-kill-one")
+	case cfg.NATSKillAt > 0 && !natsCluster:
+		return 0, errors.New("--nats-kill-one needs --nats-cluster (three nats-servers); with --nats use --nats-restart")
+	case cfg.RedisRestartAt > 0 && onNATS:
+		return 0, errors.New("--redis-restart restarts Redis, and the nodes run on NATS: use --nats-restart (--nats) or --nats-kill-one (--nats-cluster)")
+	case cfg.RedisFailoverAt > 0 && onNATS:
+		return 0, errors.New("--redis-failover fails a Redis Cluster over, and the nodes run on NATS: use --nats-kill-one with --nats-cluster")
+	case cfg.NodeCutAt > 0 && onNATS:
+		return 0, errors.New("--node-cut cuts a node off from a single Redis, not from NATS")
+	case webhooks && onNATS:
+		return 0, errors.New("--webhooks runs on Redis: webhooks on a NATS cluster are not built yet (scalechat serve refuses them)")
+	case cfg.RedisFailoverAt > 0 && !redisCluster:
+		return 0, errors.New("--redis-failover needs --redis-cluster")
+	case webhooks && nodes == 0:
+		return 0, errors.New("--webhooks needs --cluster N")
+	case cfg.NodeCutAt > 0 && redisCluster:
+		return 0, errors.New("--node-cut cuts a node off from a single Redis, not from a Redis Cluster")
+	case cfg.RedisRestartAt > 0 && redisCluster:
+		return 0, errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")
+	}
+	switch {
+	case redisCluster:
+		return engineRedisCluster, nil
+	case natsOne:
+		return engineNATS, nil
+	case natsCluster:
+		return engineNATSCluster, nil
+	}
+	return engineRedis, nil
 }
 
 func newAuditCmd() *cobra.Command {
@@ -28,7 +87,7 @@ func newAuditCmd() *cobra.Command {
 	var out, clusterDir string
 	var hooks *webhookAudit // with --webhooks
 	var nodes int
-	var redisCluster, webhooks bool
+	var redisCluster, natsOne, natsCluster, webhooks bool
 	sf := sloFlags{audit: true}
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -66,6 +125,15 @@ each, real redis-server in cluster mode, created with redis-cli) instead of one 
                       then start the killed one again (it rejoins as a replica). A kill, not
                       CLUSTER FAILOVER: a crash is what a deployment meets, and a manual
                       failover hands the slots over with the master's consent, losing nothing
+With --nats the nodes run on NATS instead (scalechat serve --nats): one nats-server with
+JetStream the audit starts (needs nats-server), its store on disk; with --nats-cluster on three
+nats-servers routed as one NATS cluster, each with JetStream and a store of its own, the nodes
+given the three URLs and --nats-replicas 3. --node-cut, --redis-restart, --redis-failover and
+--webhooks need Redis; the node faults above work on NATS too, and:
+  --nats-restart T    with --nats: stop the nats-server (SIGTERM), start it again --node-down
+                      later on its port with its store: unlike Redis's, JetStream's data survives
+  --nats-kill-one T   with --nats-cluster: SIGKILL the nats-server the first node is connected
+                      to, start it again --node-down later with its store (it rejoins the cluster)
 The recovery time of a process fault is until every client is back in its room.
   --webhooks          the nodes POST their webhooks (docs/hooks.md), message_published
                       included, to a receiver the audit runs on loopback; the clients are
@@ -103,22 +171,17 @@ An audit holds at most 5,000 clients.`,
   scalechat audit --cluster 2 --node-kill 5s --duration 15s --slo 'recovery<3s' --junit audit.xml
   scalechat audit --cluster 2 --webhooks --node-kill 4s --redis-restart 10s --duration 15s
   scalechat audit --cluster 2 --redis-cluster --redis-failover 5s --rooms 10 --room-size 6 --duration 10s
+  scalechat audit --cluster 2 --nats --node-kill 4s --nats-restart 10s --duration 15s
+  scalechat audit --cluster 3 --nats-cluster --nats-kill-one 5s --duration 15s
   scalechat audit --url ws://127.0.0.1:8080/ws --rooms 20 --room-size 10 --drop-every 200ms --duration 60s --out results/audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Log = c.ErrOrStderr()
-			switch {
-			case redisCluster && nodes == 0:
-				return &exitError{code: exitUsage, err: errors.New("--redis-cluster needs --cluster N")}
-			case cfg.RedisFailoverAt > 0 && !redisCluster:
-				return &exitError{code: exitUsage, err: errors.New("--redis-failover needs --redis-cluster")}
-			case webhooks && nodes == 0:
-				return &exitError{code: exitUsage, err: errors.New("--webhooks needs --cluster N")}
-			case cfg.NodeCutAt > 0 && redisCluster:
-				return &exitError{code: exitUsage, err: errors.New("--node-cut cuts a node off from a single Redis, not from a Redis Cluster")}
-			case cfg.RedisRestartAt > 0 && redisCluster:
-				return &exitError{code: exitUsage, err: errors.New("--redis-restart restarts a single Redis; with --redis-cluster use --redis-failover")}
+			eng, err := auditEngine(&cfg, nodes, redisCluster, natsOne, natsCluster, webhooks)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
+			var engineName string
 			if nodes > 0 {
 				if c.Flags().Changed("url") {
 					return &exitError{code: exitUsage, err: errors.New("give --url or --cluster, not both")}
@@ -133,12 +196,12 @@ An audit holds at most 5,000 clients.`,
 					hooks, flags = wa, append(flags, wa.flags()...)
 					cfg.Names = true // the clients are users: their online and offline are checked too
 				}
-				cl, err := startLocalCluster(c.Context(), redisCluster, clusterDir, nodes, c.ErrOrStderr(), flags...)
+				cl, err := startLocalCluster(c.Context(), eng, clusterDir, nodes, c.ErrOrStderr(), flags...)
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("start the cluster: %w", err)}
 				}
 				defer cl.Stop()
-				cfg.URL, cfg.URLs, cfg.Cluster = "", cl.URLs(), cl
+				cfg.URL, cfg.URLs, cfg.Cluster, engineName = "", cl.URLs(), cl, cl.Engine()
 			}
 			if err := cfg.Check(); err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -153,7 +216,7 @@ An audit holds at most 5,000 clients.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			res.Tool, res.Version, res.Args, res.Nodes = "scalechat audit", version.Version(), os.Args[1:], nodes
+			res.Tool, res.Version, res.Args, res.Nodes, res.Engine = "scalechat audit", version.Version(), os.Args[1:], nodes, engineName
 			if err := audit.WriteSummary(c.OutOrStdout(), res); err != nil {
 				return err
 			}
@@ -183,7 +246,7 @@ An audit holds at most 5,000 clients.`,
 	f.StringVar(&cfg.RoomPrefix, "room-prefix", "", "prefix of room names (default: a random run id, so runs do not share history)")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the send phases and of the faults' choice of clients")
 	f.StringVar(&out, "out", "", "write audit.json into this `DIR`")
-	f.IntVar(&nodes, "cluster", 0, "start redis-server and this many scalechat nodes on loopback and audit them (needs redis-server)")
+	f.IntVar(&nodes, "cluster", 0, "start redis-server and this many scalechat nodes on loopback and audit them (needs redis-server; nats-server with --nats or --nats-cluster)")
 	f.StringVar(&clusterDir, "cluster-logs", "", "with --cluster: keep the processes' logs in this folder (default: a temporary one, removed)")
 	f.DurationVar(&cfg.NodeKillAt, "node-kill", 0, "with --cluster: SIGKILL a node this long after sending starts (0: never)")
 	f.DurationVar(&cfg.NodeTermAt, "node-term", 0, "with --cluster: SIGTERM a node this long after sending starts (0: never)")
@@ -193,7 +256,11 @@ An audit holds at most 5,000 clients.`,
 	f.BoolVar(&webhooks, "webhooks", false, "with --cluster: the nodes send their webhooks (docs/hooks.md, message_published included) to a receiver the audit runs, which checks them after the run: signed, no room, member or user transition twice in a row after dropping duplicates by id, every room vacated and user offline once the clients left, a message_published for every message received")
 	f.BoolVar(&redisCluster, "redis-cluster", false, "with --cluster: start a Redis Cluster of 3 masters with a replica each (redis-server in cluster mode, ports 12000-22767 and their bus ports) instead of one redis-server")
 	f.DurationVar(&cfg.RedisFailoverAt, "redis-failover", 0, "with --redis-cluster: SIGKILL the master serving the most audit rooms this long after sending starts, wait for its replica's promotion, start it again as a replica (0: never)")
-	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node, a node cut off from Redis or Redis stays down")
+	f.BoolVar(&natsOne, "nats", false, "with --cluster: the nodes run on NATS (scalechat serve --nats): one nats-server with JetStream the audit starts (port 12000-22767, its store in the logs folder's nats/) instead of Redis")
+	f.BoolVar(&natsCluster, "nats-cluster", false, "with --cluster: the nodes run on a NATS cluster the audit starts, three nats-servers with JetStream routed to each other (ports 12000-22767), given all three URLs and --nats-replicas 3")
+	f.DurationVar(&cfg.NATSRestartAt, "nats-restart", 0, "with --nats: stop the nats-server (SIGTERM) this long after sending starts and start it again with its store --node-down later (0: never)")
+	f.DurationVar(&cfg.NATSKillAt, "nats-kill-one", 0, "with --nats-cluster: SIGKILL the nats-server the first node is connected to this long after sending starts, start it again with its store --node-down later (0: never)")
+	f.DurationVar(&cfg.NodeDown, "node-down", time.Second, "how long a killed or stopped node, a paused node, a node cut off from Redis, Redis or a nats-server stays down")
 	sf.define(f)
 	f.Lookup("slo").Usage = "objectives judged on the whole audit, comma-separated or repeated: METRIC OP VALUE over recovery (the longest fault's, until every client was back in its room), delivery, loss, lost, duplicates, reordered, e.g. recovery<2s,delivery>=99.99% (docs/guarantees.md#scalechat-audit); exit code 3 when one is missed or a guarantee broken"
 	return cmd

@@ -51,3 +51,38 @@ func TestAuditCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditEngineFlags: the flags that put audit --cluster on NATS, and
+// the faults of each engine, are refused in one line, exit 2, before
+// anything starts, when they do not go together.
+func TestAuditEngineFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nats"}, "--nats needs --cluster N"},
+		{[]string{"--nats-cluster"}, "--nats-cluster needs --cluster N"},
+		{[]string{"--cluster", "2", "--nats", "--nats-cluster"}, "give --nats (one nats-server) or --nats-cluster (three), not both"},
+		{[]string{"--cluster", "2", "--nats", "--redis-cluster"}, "give --redis-cluster or --nats/--nats-cluster, not both"},
+		{[]string{"--cluster", "2", "--nats-cluster", "--redis-cluster"}, "give --redis-cluster or --nats/--nats-cluster, not both"},
+		{[]string{"--cluster", "2", "--nats-restart", "1s"}, "--nats-restart needs --nats (one nats-server)"},
+		{[]string{"--cluster", "2", "--nats-cluster", "--nats-restart", "1s"}, "with --nats-cluster use --nats-kill-one"},
+		{[]string{"--cluster", "2", "--nats-kill-one", "1s"}, "--nats-kill-one needs --nats-cluster"},
+		{[]string{"--cluster", "2", "--nats", "--nats-kill-one", "1s"}, "with --nats use --nats-restart"},
+		{[]string{"--cluster", "2", "--redis-cluster", "--nats-kill-one", "1s"}, "--nats-kill-one needs --nats-cluster"},
+		{[]string{"--cluster", "2", "--nats", "--redis-restart", "1s"}, "--redis-restart restarts Redis, and the nodes run on NATS"},
+		{[]string{"--cluster", "2", "--nats-cluster", "--redis-restart", "1s"}, "--redis-restart restarts Redis, and the nodes run on NATS"},
+		{[]string{"--cluster", "2", "--nats", "--redis-failover", "1s"}, "--redis-failover fails a Redis Cluster over, and the nodes run on NATS"},
+		{[]string{"--cluster", "2", "--nats-cluster", "--redis-failover", "1s"}, "--redis-failover fails a Redis Cluster over, and the nodes run on NATS"},
+		{[]string{"--cluster", "2", "--nats", "--node-cut", "1s"}, "--node-cut cuts a node off from a single Redis, not from NATS"},
+		{[]string{"--cluster", "2", "--nats", "--webhooks"}, "webhooks on a NATS cluster are not built yet"},
+		{[]string{"--nats-restart", "1s"}, "--nats-restart needs --nats"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(append([]string{"audit"}, tt.args...)...)
+			if code != 2 || strings.Count(stderr, "\n") > 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("code %d %q, want 2 and one line with %q", code, stderr, tt.want)
+			}
+		})
+	}
+}

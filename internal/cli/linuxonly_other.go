@@ -43,6 +43,6 @@ func linuxOnly(name, short string) *cobra.Command {
 	}
 }
 
-func startLocalCluster(context.Context, bool, string, int, io.Writer, ...string) (localCluster, error) {
+func startLocalCluster(context.Context, clusterEngine, string, int, io.Writer, ...string) (localCluster, error) {
 	return nil, errors.New("audit --cluster needs Linux: its nodes run scalechat serve")
 }

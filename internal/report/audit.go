@@ -146,7 +146,7 @@ var auditTmpl = pageTemplate(sloParts + `{{define "top"}}{{template "slo" .A.SLO
 {{end}}</table>
 <h2>Run</h2>
 <dl><dt>started</dt><dd>{{when .Started}}</dd><dt>ended</dt><dd>{{when .Ended}}</dd><dt>clients</dt><dd>{{count .Clients}} in {{count .Rooms}} rooms</dd>
-{{if .Nodes}}<dt>cluster</dt><dd>{{.Nodes}} nodes and Redis, started by the audit</dd>{{end}}
+{{if .Nodes}}<dt>cluster</dt><dd>{{.Nodes}} nodes and {{or .Engine "Redis"}}, started by the audit</dd>{{end}}
 <dt>messages sent</dt><dd>{{count .Sent}}</dd><dt>deliveries owed</dt><dd>{{count .Expected}}</dd><dt>delivered</dt><dd>{{count .Delivered}}</dd>
 <dt>flagged by a gap</dt><dd>{{count .Flagged}}</dd><dt>unconfirmed sends</dt><dd>{{count .UnconfirmedSends}}</dd>
 {{if .FirstError}}<dt>first error</dt><dd>{{.FirstError}}</dd>{{end}}</dl>{{end}}

@@ -24,6 +24,10 @@ type Audit struct {
 	Clients int       `json:"clients"`
 	Rooms   int       `json:"rooms"`
 	Nodes   int       `json:"nodes"` // of the local cluster the audit started; 0: a server given by URL
+	// Engine is what ties the local cluster's nodes: "Redis" (also when
+	// empty, in files written before it), "a Redis Cluster", "NATS" or "a
+	// NATS cluster of 3 servers".
+	Engine string `json:"engine,omitempty"`
 
 	Sent      int64 `json:"sent"`      // messages written by the clients
 	Expected  int64 `json:"expected"`  // deliveries owed: every message of a client's room some client received (the server accepted it), from its first join on
@@ -98,7 +102,7 @@ type AuditCounts struct {
 // next fault.
 type AuditFault struct {
 	At     time.Time `json:"at"`
-	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart, Redis failover
+	Kind   string    `json:"kind"`   // drop, node SIGKILL, node SIGTERM, node SIGSTOP, Redis restart, Redis failover, NATS restart, NATS server SIGKILL
 	Target string    `json:"target"` // the client or node
 	// Recovered is how long until the client (for a drop) or every client
 	// was back in its room; RecoveredOK is false when that did not happen
