@@ -212,3 +212,11 @@ func connectNATS(c NATSConfig, name string, opts ...nats.Option) (*nats.Conn, er
 	}
 	return nc, nil
 }
+
+// ConnectNATS connects to the NATS servers of cfg as the connection name,
+// with cfg's servers, authentication, TLS and reconnecting (as the broker's
+// own connection), then opts: for a package outside the broker that keeps
+// state of its own in the same NATS system (the webhooks).
+func ConnectNATS(cfg NATSConfig, name string, opts ...nats.Option) (*nats.Conn, error) {
+	return connectNATS(cfg, name, opts...)
+}

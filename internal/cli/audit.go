@@ -60,8 +60,6 @@ func auditEngine(cfg *audit.Config, nodes int, redisCluster, natsOne, natsCluste
 		return 0, errors.New("--redis-failover fails a Redis Cluster over, and the nodes run on NATS: use --nats-kill-one with --nats-cluster")
 	case cfg.NodeCutAt > 0 && onNATS:
 		return 0, errors.New("--node-cut cuts a node off from a single Redis, not from NATS")
-	case webhooks && onNATS:
-		return 0, errors.New("--webhooks runs on Redis: webhooks on a NATS cluster are not built yet (scalechat serve refuses them)")
 	case cfg.RedisFailoverAt > 0 && !redisCluster:
 		return 0, errors.New("--redis-failover needs --redis-cluster")
 	case webhooks && nodes == 0:
@@ -128,8 +126,8 @@ each, real redis-server in cluster mode, created with redis-cli) instead of one 
 With --nats the nodes run on NATS instead (scalechat serve --nats): one nats-server with
 JetStream the audit starts (needs nats-server), its store on disk; with --nats-cluster on three
 nats-servers routed as one NATS cluster, each with JetStream and a store of its own, the nodes
-given the three URLs and --nats-replicas 3. --node-cut, --redis-restart, --redis-failover and
---webhooks need Redis; the node faults above work on NATS too, and:
+given the three URLs and --nats-replicas 3. --node-cut, --redis-restart and --redis-failover
+need Redis; the node faults above and --webhooks work on NATS too, and:
   --nats-restart T    with --nats: stop the nats-server (SIGTERM), start it again --node-down
                       later on its port with its store: unlike Redis's, JetStream's data survives
   --nats-kill-one T   with --nats-cluster: SIGKILL the nats-server the first node is connected

@@ -75,7 +75,6 @@ func TestAuditEngineFlags(t *testing.T) {
 		{[]string{"--cluster", "2", "--nats", "--redis-failover", "1s"}, "--redis-failover fails a Redis Cluster over, and the nodes run on NATS"},
 		{[]string{"--cluster", "2", "--nats-cluster", "--redis-failover", "1s"}, "--redis-failover fails a Redis Cluster over, and the nodes run on NATS"},
 		{[]string{"--cluster", "2", "--nats", "--node-cut", "1s"}, "--node-cut cuts a node off from a single Redis, not from NATS"},
-		{[]string{"--cluster", "2", "--nats", "--webhooks"}, "webhooks on a NATS cluster are not built yet"},
 		{[]string{"--nats-restart", "1s"}, "--nats-restart needs --nats"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -99,8 +99,6 @@ func TestServeNATSFlagErrors(t *testing.T) {
 		{"two ways to authenticate", []string{"--nats", u, "--nats-token", "t", "--nats-user", "u"}, "give one way to authenticate to NATS"},
 		{"a password alone", []string{"--nats", u, "--nats-password", "p"}, "a NATS password needs its user"},
 		{"a certificate without its key", []string{"--nats", u, "--nats-cert", "c.pem"}, "the NATS client certificate and its key go together"},
-		{"webhooks", []string{"--nats", u, "--webhook-url", "http://127.0.0.1:1/hook", "--webhook-secret", "sixteen-bytes-or-more"},
-			"webhooks on a NATS cluster are not built yet: run the cluster on --redis, or the webhooks on one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr strings.Builder

@@ -129,7 +129,6 @@ func (c *Config) validate() error {
 	} else {
 		check(c.NATS.Replicas == 0 || c.NATS.Replicas == 1 || c.NATS.Replicas == 3, "NATS replicas must be 1 or 3, got %d", c.NATS.Replicas)
 	}
-	check(c.NATS.URL == "" || c.Webhook.URL == "", "%s", errNATSWebhooks)
 	check(c.RedisLinger >= 0 && c.RedisLinger <= broker.MaxLinger, "the Redis linger must be between 0 and %s", broker.MaxLinger)
 	check(c.RedisMaxWait >= 0, "the Redis max wait must not be negative")
 	check(c.RedisBalance >= 0, "the Redis balance interval must not be negative")
@@ -168,11 +167,6 @@ func (c *Config) engine() string {
 	}
 	return ""
 }
-
-// errNATSWebhooks refuses webhooks on a NATS cluster: the webhook package
-// has a single node's state (each node would send every event) and
-// Redis's, no NATS one yet.
-const errNATSWebhooks = "webhooks on a NATS cluster are not built yet: run the cluster on --redis, or the webhooks on one node"
 
 // unjoinErrors returns the errors errors.Join joined, or err alone; none
 // for nil.

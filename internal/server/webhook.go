@@ -4,7 +4,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -29,8 +28,8 @@ type WebhookConfig struct {
 	PublishRoom func(room string) bool
 	Timeout     time.Duration // of one request; 0: 5 s
 	// Queue is how many events wait on a single node (or changes wait on a
-	// cluster node while Redis is unreachable) before new ones are dropped,
-	// counted and logged; 0: 100000.
+	// cluster node while Redis or NATS is unreachable) before new ones are
+	// dropped, counted and logged; 0: 100000.
 	Queue int
 	// QueueBytes bounds the same queue in bytes (what the events hold,
 	// messages included); 0: webhook.DefaultQueueBytes.
@@ -69,8 +68,8 @@ func roomEvents(ns namespace.Set) func(webhook.Event) bool {
 }
 
 // webhooks are a node's: where its changes are decided (a Memory on a
-// single node, the Redis state in a cluster) and the dispatcher that sends
-// them while this node is the cluster's.
+// single node, the Redis or NATS state in a cluster) and the dispatcher
+// that sends them while this node is the cluster's.
 type webhooks struct {
 	cfg     WebhookConfig
 	tracker webhook.Tracker
@@ -94,7 +93,14 @@ func newWebhooks(cfg Config) (*webhooks, error) {
 	var src webhook.Source
 	switch {
 	case cfg.NATS.URL != "": // never a Memory, which would send every event once per node
-		return nil, errors.New(errNATSWebhooks)
+		nc := cfg.NATS // the connection's settings, as the broker's
+		nc.Logger = cfg.Logger
+		n, err := webhook.NewNATS(webhook.NATSConfig{NATS: nc, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
+			MaxStream: wc.Queue, MaxStreamBytes: wc.QueueBytes, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		w.tracker, w.run, src = n, n.Run, n
 	case cfg.Redis != "":
 		r, err := webhook.NewRedis(webhook.RedisConfig{URL: cfg.Redis, MaxPending: wc.Queue, MaxPendingBytes: wc.QueueBytes,
 			MaxStream: wc.Queue, MaxStreamBytes: wc.QueueBytes, Logger: cfg.Logger})
