@@ -11,30 +11,33 @@ import (
 // for its figures and the results file. A figure of 0 was not measured
 // (too short a run).
 type clusterFig struct {
+	// nats: the store is nats-server (engine: nats), not redis-server.
+	nats bool
 	// Raw measures over the sending window.
-	redisCPU   time.Duration
+	storeCPU   time.Duration // the store's: redis-server's or nats-server's
 	deliveries int64
 	saturated  bool
 	// Figures.
 	node    float64 // node CPU per delivery ÷ one node alone's (node_cpu_vs_one_node)
-	redisUS float64 // µs of Redis CPU per delivery
+	storeUS float64 // µs of the store's CPU per delivery
 }
 
 // mergedRow is a setup's row from its generators (one per node it used)
 // and the processes that carried the traffic, over the sending window of
-// all generators together.
-func mergedRow(name string, gens []*genRun, counted []*proc, redis *proc, dur time.Duration) Result {
+// all generators together; store is the cluster's redis-server or
+// nats-server (nats), nil without one.
+func mergedRow(name string, gens []*genRun, counted []*proc, store *proc, nats bool, dur time.Duration) Result {
 	if len(gens) == 1 {
 		row := trafficRow(name, gens[0], counted...)
 		s := gens[0].step()
-		row.cluster = &clusterFig{deliveries: s.ReceivedAll, saturated: s.Saturated}
-		if redis != nil && !s.SendStartedAt.IsZero() {
-			row.cluster.redisCPU = redis.cpuBetween(s.SendStartedAt, s.SendEndedAt)
+		row.cluster = &clusterFig{nats: nats, deliveries: s.ReceivedAll, saturated: s.Saturated}
+		if store != nil && !s.SendStartedAt.IsZero() {
+			row.cluster.storeCPU = store.cpuBetween(s.SendStartedAt, s.SendEndedAt)
 		}
 		return row
 	}
 	row := Result{Scenario: name, Clients: gens[0].step().Clients, Ratio: -1}
-	fig := &clusterFig{}
+	fig := &clusterFig{nats: nats}
 	var from, to time.Time
 	for i, g := range gens {
 		s := g.step()
@@ -61,8 +64,8 @@ func mergedRow(name string, gens []*genRun, counted []*proc, redis *proc, dur ti
 		}
 		row.ServerCPU = cpu.Seconds()
 		row.CPUPerDel, row.CPUNote = perDelivery(cpu, fig.deliveries)
-		if redis != nil {
-			fig.redisCPU = redis.cpuBetween(from, to)
+		if store != nil {
+			fig.storeCPU = store.cpuBetween(from, to)
 		}
 	}
 	if d := dur.Seconds(); d > 0 {

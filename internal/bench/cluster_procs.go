@@ -10,26 +10,60 @@ import (
 	"time"
 )
 
-// clusterProcs are the servers of a benchmark's setup: Redis and the
-// nodes of a cluster (started as its steps need them), or one serve.
+// clusterProcs are the servers of a benchmark's setup: the store (Redis,
+// or nats-server on NATS) and the nodes of a cluster (started as its
+// steps need them), or one serve.
 type clusterProcs struct {
 	prefix string   // of the log files' names
 	extra  []string // serve flags of every node, after the bench's own
-	redis  *proc
+	nats   bool     // the nodes share a nats-server, not a redis-server
+	store  *proc    // redis-server or nats-server
 	nodes  []*proc
 }
 
-// grow starts Redis (once) and nodes until there are n.
+// The engines a setup's engine: names.
+const (
+	specEngineRedis = "redis"
+	specEngineNATS  = "nats"
+)
+
+// clustered reports whether a setup starts a cluster (a store and its
+// nodes), not one serve alone.
+func (s specServers) clustered() bool {
+	return s.Nodes > 1 || s.Redis || s.Engine == specEngineNATS
+}
+
+// storeName is the store as rows name it: "Redis" or "NATS"; "" without
+// one.
+func (c *clusterProcs) storeName() string {
+	switch {
+	case c.store == nil:
+		return ""
+	case c.nats:
+		return "NATS"
+	}
+	return "Redis"
+}
+
+// grow starts the store (once) and nodes until there are n.
 func (c *clusterProcs) grow(ctx context.Context, r *runner, n int) error {
-	if c.redis == nil {
-		p, err := r.startRedis(ctx, c.prefix+"-redis")
+	if c.store == nil {
+		start, name := r.startRedis, "-redis"
+		if c.nats {
+			start, name = r.startNATS, "-nats"
+		}
+		p, err := start(ctx, c.prefix+name)
 		if err != nil {
 			return err
 		}
-		c.redis = p
+		c.store = p
 	}
-	flags := []string{"--redis", "redis://" + c.redis.addr + "/0"}
+	flags := []string{"--redis", "redis://" + c.store.addr + "/0"}
+	if c.nats {
+		flags = []string{"--nats", "nats://" + c.store.addr}
+	}
 	if r.linger != 0 {
+		// Serve's --redis-linger holds a round to NATS as to Redis.
 		flags = append(flags, "--redis-linger", r.linger.String())
 	}
 	flags = append(flags, c.extra...)
@@ -47,10 +81,10 @@ func (c *clusterProcs) stop() {
 	for _, p := range c.nodes {
 		_ = p.shutdown(5 * time.Second)
 	}
-	if c.redis != nil {
-		_ = c.redis.shutdown(5 * time.Second)
+	if c.store != nil {
+		_ = c.store.shutdown(5 * time.Second)
 	}
-	c.redis, c.nodes = nil, nil
+	c.store, c.nodes = nil, nil
 }
 
 // startGenerators starts one generator with args per target node without

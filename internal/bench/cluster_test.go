@@ -27,15 +27,21 @@ func TestRepeatRefused(t *testing.T) {
 }
 
 // TestClusterSmoke runs `scalechat bench --smoke --repeat 2 cluster` (the
-// benchmark file scenarios/cluster.yaml) with a real redis-server: every
-// setup of every shape has its row in both runs, with its figures or "–"
-// where a smoke run is too short to measure, its targets and verdict, and
-// the medians follow.
+// benchmark file scenarios/cluster.yaml) with a real redis-server and a
+// real nats-server: every setup of every shape has its row in both runs,
+// with its figures (Redis's or NATS's) or "–" where a smoke run is too
+// short to measure, its targets and verdict, and the medians follow.
 func TestClusterSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nodes and load generators for about half a minute")
 	}
 	needRedisServer(t)
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("nats-server is missing (CI installs it)")
+		}
+		t.Skip("nats-server is not installed")
+	}
 	exe := buildScalechat(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -63,6 +69,7 @@ func TestClusterSmoke(t *testing.T) {
 	num := `(\d+\.\d\d|–)`
 	alone := regexp.MustCompile(`  ` + num + ` µs/deliv  `)
 	nodes := regexp.MustCompile(`Redis ` + num + ` µs/deliv; ([\d.]+[kM]?|–) deliveries/s a Redis core; nodes vs 1 node (×\d+\.\d\d|–)`)
+	onNATS := regexp.MustCompile(`NATS ` + num + ` µs/deliv; ([\d.]+[kM]?|–) deliveries/s a NATS core; nodes vs 1 node (×\d+\.\d\d|–)`)
 	latency := regexp.MustCompile(`cross-node p50 (×\d+\.\d\d|n/a) vs same node`)
 	judged := regexp.MustCompile(`  (met|MISSED|–)( \(generator saturated\))?\s*$`)
 	type row struct {
@@ -87,6 +94,16 @@ func TestClusterSmoke(t *testing.T) {
 			row{sh + ": 3 nodes, rooms split", pick("redis_per_delivery<=2us; ") + "≤ ×1.15", nodes},
 			row{sh + ": 3 nodes, rooms split: same-node deliveries", "", nil},
 			row{sh + ": 3 nodes, rooms split: cross-node deliveries", "", latency})
+		if small {
+			want = append(want,
+				row{sh + ": 2 nodes on NATS, rooms on A", "", onNATS},
+				row{sh + ": 2 nodes on NATS, rooms split", "nats_per_delivery<=1us", onNATS},
+				row{sh + ": 2 nodes on NATS, rooms split: same-node deliveries", "", nil},
+				row{sh + ": 2 nodes on NATS, rooms split: cross-node deliveries", "", latency},
+				row{sh + ": 3 nodes on NATS, rooms split", "", onNATS},
+				row{sh + ": 3 nodes on NATS, rooms split: same-node deliveries", "", nil},
+				row{sh + ": 3 nodes on NATS, rooms split: cross-node deliveries", "", latency})
+		}
 	}
 	want = append(want,
 		row{"cluster 8×5/10: 1 node, no Redis", "", alone},
@@ -122,8 +139,8 @@ func TestClusterSmoke(t *testing.T) {
 		t.Errorf("the runs are not in turn: a row of run 1 (line %d) follows one of run 2 (line %d)", last1, first2)
 	}
 	for _, run := range []string{"run1", "run2"} {
-		if m, _ := filepath.Glob(filepath.Join(dir, run, "*.meta.json")); len(m) < 17 {
-			t.Errorf("%d meta files in %s, want one per generator (17)", len(m), run)
+		if m, _ := filepath.Glob(filepath.Join(dir, run, "*.meta.json")); len(m) < 23 {
+			t.Errorf("%d meta files in %s, want one per generator (23)", len(m), run)
 		}
 	}
 }

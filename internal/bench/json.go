@@ -27,7 +27,10 @@ func benchFile(rows []Result, start time.Time, command, load string, pinned, smo
 			P50: r.P50, P99: r.P99, Max: r.Max, GenCPU: r.GenCPU, ServerCPU: r.ServerCPU, CPUPerDel: r.CPUPerDel, RSS: r.RSS,
 			Saturated: r.Saturated, Loops: r.Loops, Figure: r.Figure, Target: r.Target, Verdict: r.Verdict, Note: r.Note, CPUNote: r.CPUNote}
 		if c := r.cluster; c != nil {
-			row.RedisPerDel, row.NodeRatio = c.redisUS, c.node
+			row.RedisPerDel, row.NodeRatio = c.storeUS, c.node
+			if c.nats {
+				row.Engine, row.RedisPerDel, row.NATSPerDel = "nats", 0, c.storeUS
+			}
 		}
 		f.Rows = append(f.Rows, row)
 	}

@@ -16,7 +16,7 @@ func TestBenchFile(t *testing.T) {
 	rows := []Result{
 		{Scenario: "rooms 2500×4", Clients: 10000, PerSecond: 40000, Ratio: 1, CPUPerDel: 16.75, ServerCPU: 10.05},
 		{Scenario: "cluster 500×4: 2 nodes, rooms split", PerSecond: 8000, Ratio: -1, CPUPerDel: 60,
-			cluster: &clusterFig{node: 2.22, redisUS: 22.4}},
+			cluster: &clusterFig{node: 2.22, storeUS: 22.4}},
 		{Scenario: "idle", Ratio: -1, Figure: "1.26 KiB/conn"},
 	}
 	f := benchFile(rows, time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC), "scalechat bench rooms", "0.1 0.2 0.3", true, false)

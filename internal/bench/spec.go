@@ -168,8 +168,10 @@ type specStepBench struct {
 
 // specServers are the servers a benchmark starts: this binary's serve,
 // nodes of them (a cluster on one redis-server when more than one, or
-// with redis), each with flags. Place "split" (a cluster's default) runs
-// one generator per node, shard i/n on node i; "first" puts every client
+// with redis), each with flags. Engine "nats" ties them on one
+// nats-server with JetStream instead (engine "redis", the default, on
+// Redis), however many. Place "split" (a cluster's default) runs one
+// generator per node, shard i/n on node i; "first" puts every client
 // on the first node. Fresh servers are started for each group of steps
 // and stopped after it (others live from their first step to the file's
 // end); Scrape reads the one server's /metrics this often while a step
@@ -177,6 +179,7 @@ type specStepBench struct {
 type specServers struct {
 	Nodes  int               `yaml:"nodes"`
 	Redis  bool              `yaml:"redis"`
+	Engine string            `yaml:"engine"`
 	Flags  []string          `yaml:"flags"`
 	Place  string            `yaml:"place"`
 	Fresh  bool              `yaml:"fresh"`
@@ -247,9 +250,13 @@ var specMetrics = map[string]string{
 	// 1 s ÷ redis_per_delivery: the deliveries a second one Redis core
 	// would carry at the step's cost.
 	"redis_core_deliveries": "%s deliveries/s a Redis core",
-	"unavailable":           "%.0f unavailable",
-	"deliveries_per_s":      "%s deliveries/s",
-	"bytes_per_delivery":    "%.0f B/deliv out",
+	// The same two of a cluster on NATS (engine: nats): nats-server's
+	// CPU per delivery, and the deliveries a second of one NATS core.
+	"nats_per_delivery":    "NATS %.2f µs/deliv",
+	"nats_core_deliveries": "%s deliveries/s a NATS core",
+	"unavailable":          "%.0f unavailable",
+	"deliveries_per_s":     "%s deliveries/s",
+	"bytes_per_delivery":   "%.0f B/deliv out",
 	// µs of generator CPU per message it recorded (sent + received),
 	// over the sending window: what the generator's own work costs.
 	"generator_per_message": "gen %.2f µs/msg",

@@ -105,8 +105,12 @@ func checkServers(s specServers) error {
 		return fmt.Errorf("nodes %d (want 1 to 8)", s.Nodes)
 	case s.Scrape < 0:
 		return fmt.Errorf("scrape %s (want a positive interval)", s.Scrape.D())
-	case s.Scrape > 0 && (s.Nodes > 1 || s.Redis || slices.Contains(s.Flags, "--metrics-addr")):
-		return errors.New("scrape reads one server's /metrics: one node, without Redis and without --metrics-addr in its flags")
+	case s.Engine != "" && s.Engine != specEngineRedis && s.Engine != specEngineNATS:
+		return fmt.Errorf("engine %q (want redis or nats)", s.Engine)
+	case s.Redis && s.Engine == specEngineNATS:
+		return errors.New("redis: true on engine nats: a setup's nodes share one engine")
+	case s.Scrape > 0 && (s.clustered() || slices.Contains(s.Flags, "--metrics-addr")):
+		return errors.New("scrape reads one server's /metrics: one node, without Redis or NATS and without --metrics-addr in its flags")
 	}
 	return nil
 }
@@ -157,6 +161,9 @@ func (sp *spec) checkStep(i int) error {
 	if err := checkFigure(sb.Figure); err != nil {
 		return err
 	}
+	if err := sp.checkEngineFigure(i); err != nil {
+		return err
+	}
 	switch {
 	case sb.With != "" && (i == 0 || sp.sc.Steps[i-1].Name != sb.With):
 		return fmt.Errorf("with: %q must name the step just before", sb.With)
@@ -174,6 +181,27 @@ func (sp *spec) checkStep(i int) error {
 		return fmt.Errorf("place %q (want split or first)", sb.Place)
 	case sb.Transport != "" && !slices.Contains(results.TransportNames, sb.Transport):
 		return fmt.Errorf("transport %q (want %s)", sb.Transport, strings.Join(results.TransportNames, ", "))
+	}
+	return nil
+}
+
+// checkEngineFigure refuses a figure column of the other engine's store
+// (redis_per_delivery on a step whose setup runs on NATS, nats_… on one
+// on Redis), which could only show a dash.
+func (sp *spec) checkEngineFigure(i int) error {
+	sb := sp.stepBench[sp.sc.Steps[i].Name]
+	figure := sb.Figure
+	if figure == nil {
+		figure = sp.bench.Figure
+	}
+	onNATS := sp.setup(sb.Servers).Engine == specEngineNATS
+	for _, m := range figure {
+		if rest, ok := strings.CutPrefix(m, "redis_"); ok && onNATS {
+			return fmt.Errorf("figure %q: its servers run on NATS (engine: nats), whose figure is nats_%s", m, rest)
+		}
+		if strings.HasPrefix(m, "nats_") && !onNATS {
+			return fmt.Errorf("figure %q: its servers do not run on NATS (engine: nats)", m)
+		}
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestApplyFigures(t *testing.T) {
 	}
 	rows := []Result{
 		{Scenario: "A", Figure: "10.00 µs/deliv"},
-		{Scenario: "B", Figure: "Redis 2.00 µs/deliv", Target: "redis_per_delivery<=3us", Verdict: "met", cluster: &clusterFig{redisUS: 2}},
+		{Scenario: "B", Figure: "Redis 2.00 µs/deliv", Target: "redis_per_delivery<=3us", Verdict: "met", cluster: &clusterFig{storeUS: 2}},
 		{Scenario: "B: same-node deliveries"},
 	}
 	own := sp.applyFigures(done, rows, []int{0, 1})

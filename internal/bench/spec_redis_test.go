@@ -26,8 +26,8 @@ func TestRedisFigures(t *testing.T) {
 		{"nothing delivered", 400 * time.Millisecond, 0, "Redis – µs/deliv; – deliveries/s a Redis core"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			row := Result{Ratio: -1, cluster: &clusterFig{redisCPU: c.cpu, deliveries: c.deliveries}}
-			f := specFigures(&row, results.StepMeta{}, true, 0)
+			row := Result{Ratio: -1, cluster: &clusterFig{storeCPU: c.cpu, deliveries: c.deliveries}}
+			f := specFigures(&row, results.StepMeta{}, "Redis", 0)
 			if got := figureColumn([]string{"redis_per_delivery", "redis_core_deliveries"}, f, row); got != c.want {
 				t.Errorf("figure %q, want %q", got, c.want)
 			}

@@ -21,7 +21,7 @@ import (
 func (sp *spec) stepRow(l launched, gens []*genRun, metas map[string]results.StepMeta) (specStep, error) {
 	st, sb, cl := l.step, sp.stepBench[l.step.Name], l.view
 	name := sp.rowName(st)
-	row := mergedRow(name, gens, cl.nodes, cl.redis, st.Duration.D())
+	row := mergedRow(name, gens, cl.nodes, cl.store, cl.nats, st.Duration.D())
 	pooled := metas[st.Name]
 	var extra []Result
 	if len(gens) > 1 {
@@ -38,8 +38,8 @@ func (sp *spec) stepRow(l launched, gens []*genRun, metas map[string]results.Ste
 			extra = lat.rows
 		}
 	}
-	if cl.redis != nil {
-		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); Redis apart; all on CPU %s", nodeLetters(len(cl.nodes)), l.cpus))
+	if cl.store != nil {
+		addNote(&row, fmt.Sprintf("server CPU = the nodes (%s); %s apart; all on CPU %s", nodeLetters(len(cl.nodes)), cl.storeName(), l.cpus))
 	}
 	if len(gens) > 1 {
 		addNote(&row, fmt.Sprintf("%d generators, shard i/%d → node %s", len(gens), len(gens), nodeLetters(len(gens))))
@@ -49,15 +49,15 @@ func (sp *spec) stepRow(l launched, gens []*genRun, metas map[string]results.Ste
 			return specStep{}, err
 		}
 	}
-	figs := specFigures(&row, pooled, cl.redis != nil, l.before)
+	figs := specFigures(&row, pooled, cl.storeName(), l.before)
 	if l.out >= 0 && pooled.ReceivedAll > 0 {
 		figs["bytes_per_delivery"] = float64(l.out) / float64(pooled.ReceivedAll)
 	}
 	if cmp.Or(sb.Latency, sp.bench.Latency) == "connect" {
 		row.P50, row.P99, row.Max = pooled.ConnectMs.P50, pooled.ConnectMs.P99, pooled.ConnectMs.Max
 	}
-	if cl.redis == nil {
-		row.cluster = nil // one server: no Redis figure in the results file
+	if cl.store == nil {
+		row.cluster = nil // one server: no Redis or NATS figure in the results file
 	}
 	figure := sb.Figure
 	if figure == nil {
@@ -151,8 +151,10 @@ func stepArgs(s loadtest.Step) []string {
 
 // specFigures are a step's figures by metric: the objectives' (from the
 // generators' pooled meta.json, with the row's delivery and latency,
-// which for a split run come from the events) and the bench's own.
-func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int64) map[string]float64 {
+// which for a split run come from the events) and the bench's own; store
+// is the cluster's store, "Redis" or "NATS" (its figures redis_… or
+// nats_…), "" without one.
+func specFigures(row *Result, pooled results.StepMeta, store string, rssBefore int64) map[string]float64 {
 	f := slo.FromMeta(pooled, nil).Figures
 	if row.Ratio >= 0 {
 		f["delivery"], f["loss"] = row.Ratio, 1-row.Ratio
@@ -177,16 +179,17 @@ func specFigures(row *Result, pooled results.StepMeta, redis bool, rssBefore int
 		// Each message received is one recorded row; each sent one more.
 		f["generator_per_message"] = row.GenCPU * 1e6 / float64(n)
 	}
-	if c := row.cluster; redis && c != nil && c.deliveries > 0 && c.redisCPU > 0 {
-		us, note := perDelivery(c.redisCPU, c.deliveries)
+	if c := row.cluster; store != "" && c != nil && c.deliveries > 0 && c.storeCPU > 0 {
+		us, note := perDelivery(c.storeCPU, c.deliveries)
+		key := strings.ToLower(store)
 		if note != "" {
-			addNote(row, "Redis "+note)
+			addNote(row, store+" "+note)
 		} else {
-			c.redisUS, f["redis_per_delivery"] = us, us/1000 // slo keeps times in ms
+			c.storeUS, f[key+"_per_delivery"] = us, us/1000 // slo keeps times in ms
 			if us > 0 {
-				// What one Redis core would carry at this cost: the
-				// cluster's ceiling while Redis does work per delivery.
-				f["redis_core_deliveries"] = 1e6 / us
+				// What one core of the store would carry at this cost:
+				// the cluster's ceiling while it does work per delivery.
+				f[key+"_core_deliveries"] = 1e6 / us
 			}
 		}
 	}
@@ -201,19 +204,19 @@ func figureColumn(metrics []string, f map[string]float64, row Result) string {
 		switch {
 		case m == "cpu_per_delivery":
 			parts = append(parts, perDelFigure(row))
-		case !ok && m == "redis_per_delivery":
-			parts = append(parts, "Redis – µs/deliv")
-		case !ok && m == "redis_core_deliveries":
-			parts = append(parts, "– deliveries/s a Redis core")
+		case !ok && (m == "redis_per_delivery" || m == "nats_per_delivery"):
+			parts = append(parts, strings.Replace(specMetrics[m], "%.2f", "–", 1))
+		case !ok && (m == "redis_core_deliveries" || m == "nats_core_deliveries"):
+			parts = append(parts, strings.Replace(specMetrics[m], "%s", "–", 1))
 		case !ok && m == "generator_per_message":
 			parts = append(parts, "gen – µs/msg")
 		case !ok:
 			parts = append(parts, m+" –")
 		case m == "rss_per_conn":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], kib(v)))
-		case m == "deliveries_per_s" || m == "redis_core_deliveries":
+		case m == "deliveries_per_s" || m == "redis_core_deliveries" || m == "nats_core_deliveries":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], rate(v)))
-		case m == "redis_per_delivery":
+		case m == "redis_per_delivery" || m == "nats_per_delivery":
 			parts = append(parts, fmt.Sprintf(specMetrics[m], 1000*v))
 		default:
 			parts = append(parts, fmt.Sprintf(specMetrics[m], v))

@@ -77,7 +77,7 @@ func (s *specSetups) start(ctx context.Context, name string, step loadtest.Step)
 	if cfg.Fresh {
 		prefix += "-" + step.Name
 	}
-	p := &setupProcs{cfg: cfg, cl: clusterProcs{prefix: safeName(prefix), extra: cfg.Flags}}
+	p := &setupProcs{cfg: cfg, cl: clusterProcs{prefix: safeName(prefix), extra: cfg.Flags, nats: cfg.Engine == specEngineNATS}}
 	s.live[name] = p
 	meters, err := s.r.startSpecServers(ctx, cfg, &p.cl, s.sp.stepNodes(step))
 	if err != nil {
@@ -121,10 +121,10 @@ func (s *specSetups) stop() {
 }
 
 // startSpecServers starts a setup's servers: one serve, or a cluster of
-// nodes (the first n) on one redis-server. It returns the /metrics URL of
+// nodes (the first n) on one redis-server or nats-server. It returns the /metrics URL of
 // the one serve (for bytes_per_delivery and scrape), none for a cluster.
 func (r *runner) startSpecServers(ctx context.Context, s specServers, cl *clusterProcs, n int) ([]string, error) {
-	if s.Nodes > 1 || s.Redis {
+	if s.clustered() {
 		return nil, cl.grow(ctx, r, n)
 	}
 	maddr, err := launch.FreeAddr()
@@ -143,10 +143,10 @@ func (r *runner) startSpecServers(ctx context.Context, s specServers, cl *cluste
 	return []string{"http://" + maddr + "/metrics"}, nil
 }
 
-// view is the part of a setup a step runs on: Redis and its first n
-// nodes, started when missing.
+// view is the part of a setup a step runs on: its store (Redis or NATS)
+// and its first n nodes, started when missing.
 func (p *setupProcs) view(ctx context.Context, r *runner, n int) (clusterProcs, error) {
-	if p.cl.redis != nil && len(p.cl.nodes) < n {
+	if p.cl.store != nil && len(p.cl.nodes) < n {
 		if err := p.cl.grow(ctx, r, n); err != nil {
 			return clusterProcs{}, err
 		}
@@ -172,10 +172,10 @@ func bytesOut(meters []string) int64 {
 
 // all are the processes of the server side.
 func (c *clusterProcs) all() []*proc {
-	if c.redis == nil {
+	if c.store == nil {
 		return c.nodes
 	}
-	return append([]*proc{c.redis}, c.nodes...)
+	return append([]*proc{c.store}, c.nodes...)
 }
 
 // scraper reads a server's /metrics every interval, as a monitoring

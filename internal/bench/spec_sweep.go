@@ -96,7 +96,7 @@ func (sp *spec) checkRoundTrip() error {
 		return errors.New("poll_interval: want a positive interval for polling")
 	case b.Comparison != "" && (b.RoundTrip == 0 || b.Comparison != filepath.Base(b.Comparison) || b.Comparison == ".."):
 		return fmt.Errorf("comparison: %q (want a folder name, with round_trip:)", b.Comparison)
-	case b.RoundTrip > 0 && (b.Servers.Nodes > 1 || b.Servers.Redis || len(b.Setups) > 0 || b.Loops != "" || b.Until != "" || b.Knee != nil || len(b.Figures) > 0):
+	case b.RoundTrip > 0 && (b.Servers.clustered() || len(b.Setups) > 0 || b.Loops != "" || b.Until != "" || b.Knee != nil || len(b.Figures) > 0):
 		return errors.New("round_trip: runs its steps against one server each (no nodes, redis, setups, loops, until, knee or figures)")
 	case b.RoundTrip > 0 && slices.Contains(b.Servers.Flags, "--metrics-addr"):
 		return errors.New("round_trip: reads the server's bytes from its metrics: no --metrics-addr of its own")

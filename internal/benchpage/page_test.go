@@ -63,6 +63,19 @@ func TestTable(t *testing.T) {
 	if got != want {
 		t.Errorf("table\n%s\nwant\n%s", got, want)
 	}
+	// The cluster's rows: Redis's and NATS's store CPU, each in its column.
+	got = table([]results.BenchRow{
+		{Scenario: "cluster 500×4: 2 nodes, rooms split", Ratio: -1, NodeRatio: 1.7, RedisPerDel: 3.5},
+		{Scenario: "cluster 500×4: 2 nodes on NATS, rooms split", Ratio: -1, NodeRatio: 2.5, NATSPerDel: 6.5, Engine: "nats"},
+	})
+	want = `| scenario | node CPU vs 1 node | Redis µs/delivery | NATS µs/delivery |
+| --- | ---: | ---: | ---: |
+| cluster 500×4: 2 nodes, rooms split | ×1.70 | 3.50 | - |
+| cluster 500×4: 2 nodes on NATS, rooms split | ×2.50 | - | 6.50 |
+`
+	if got != want {
+		t.Errorf("table\n%s\nwant\n%s", got, want)
+	}
 }
 
 // TestRender: the page names each file's machine, day, build and

@@ -31,6 +31,7 @@ func columns() []column {
 		{"server RSS", true, func(r results.BenchRow) string { return positive(float64(r.RSS)/(1<<20), "%.1f MiB") }},
 		{"node CPU vs 1 node", true, func(r results.BenchRow) string { return positive(r.NodeRatio, "×%.2f") }},
 		{"Redis µs/delivery", true, func(r results.BenchRow) string { return positive(r.RedisPerDel, "%.2f") }},
+		{"NATS µs/delivery", true, func(r results.BenchRow) string { return positive(r.NATSPerDel, "%.2f") }},
 		{"generator CPU", true, func(r results.BenchRow) string { return positive(r.GenCPU, "%.2f s") }},
 		{"generator saturated", false, func(r results.BenchRow) string {
 			if r.Saturated {

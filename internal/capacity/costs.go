@@ -3,6 +3,7 @@ package capacity
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Figure is one measured cost the model starts from, with where it came
@@ -30,6 +31,10 @@ const (
 	KeySplitRedis = "split_redis_us"    // Redis µs per delivery, rooms of 4 split over 2 nodes
 	KeyOwnedRatio = "owned_ratio"       // node CPU per delivery, rooms of 4 all on node A of 2 ÷ one node alone
 	KeyOwnedRedis = "owned_redis_us"    // Redis µs per delivery, rooms of 4 all on node A of 2
+	// Of a cluster on NATS (bench cluster's rows "… on NATS …", engine
+	// nats), when a results file has them: nats-server's µs per delivery.
+	KeySplitNATS = "split_nats_us" // rooms of 4 split over 2 nodes on NATS
+	KeyOwnedNATS = "owned_nats_us" // rooms of 4 all on node A of 2 on NATS
 )
 
 // figureKeys are the figures in the order the model takes and prints
@@ -40,6 +45,14 @@ func figureKeys() []struct{ key, unit string } {
 		{KeyIdleKiB, "KiB/connection"}, {KeyConnectUS, "µs/client"},
 		{KeySplitRatio, "×"}, {KeySplitRedis, "µs/delivery"}, {KeyOwnedRatio, "×"}, {KeyOwnedRedis, "µs/delivery"},
 	}
+}
+
+// natsKeys are the figures of a cluster on NATS: not needed (the
+// committed results may lack them); with them the plan sizes nats-server
+// beside Redis. The split rooms' alone do (bounding the others'), the
+// others' alone do not.
+func natsKeys() []struct{ key, unit string } {
+	return []struct{ key, unit string }{{KeySplitNATS, "µs/delivery"}, {KeyOwnedNATS, "µs/delivery"}}
 }
 
 // The deliveries per second the bench plans for its rows, which the
@@ -79,7 +92,12 @@ type Costs struct {
 	OwnedNode, OwnedRedis float64 // a room whose members are all on one node (the node-local fast path)
 	ConnectUS             float64 // server CPU per connect (upgrade, join, one message, close)
 	IdleBytes             float64 // server RSS per idle connection
-	Figures               []Figure
+	// On NATS instead of Redis, extra per message in nats-server, when
+	// NATS is set (the figures had the NATS rows); the nodes' own extra
+	// is taken from the rows on Redis.
+	NATS                 bool
+	SplitNATS, OwnedNATS float64
+	Figures              []Figure
 }
 
 // Derive computes the unit costs from the figures. A key given more than
@@ -102,7 +120,8 @@ type Costs struct {
 // log f. Rooms of 4 at two loads give w and m + 4d; rooms of 10 give
 // m + 10d, so m and d; one room of 200 then gives d_b. A cluster's extra
 // cost is per message: (ratio − 1) × the light small rooms' µs per
-// delivery × 4 on the nodes, and Redis µs per delivery × 4 in Redis.
+// delivery × 4 on the nodes, and Redis µs per delivery × 4 in Redis (on
+// NATS, when the figures have it: nats-server's µs per delivery × 4).
 func Derive(figs []Figure) (Costs, error) {
 	vs, rs := map[string][]float64{}, map[string][]float64{}
 	for _, f := range figs {
@@ -157,6 +176,20 @@ func Derive(figs []Figure) (Costs, error) {
 	c.OwnedNode = max(v[KeyOwnedRatio]-1, 0) * ref
 	c.SplitRedis = smallRoom * v[KeySplitRedis]
 	c.OwnedRedis = smallRoom * v[KeyOwnedRedis]
+	_, split := v[KeySplitNATS]
+	_, owned := v[KeyOwnedNATS]
+	switch {
+	case split && owned:
+		c.NATS, c.SplitNATS, c.OwnedNATS = true, smallRoom*v[KeySplitNATS], smallRoom*v[KeyOwnedNATS]
+	case split:
+		// Rooms on one node cost nats-server too little CPU to read in
+		// a short run: the split rooms' cost bounds it.
+		c.NATS, c.SplitNATS, c.OwnedNATS = true, smallRoom*v[KeySplitNATS], smallRoom*v[KeySplitNATS]
+		c.Figures = append(slices.Clone(figs), Figure{Key: KeyOwnedNATS, Value: v[KeySplitNATS], Unit: "µs/delivery",
+			Source: "not measured (no row of rooms on A on NATS had it): " + KeySplitNATS + " taken, an upper bound"})
+	case owned:
+		return Costs{}, fmt.Errorf("the figure %s is missing (%s is there: scalechat bench cluster's rows on NATS give both)", KeySplitNATS, KeyOwnedNATS)
+	}
 	c.ConnectUS = v[KeyConnectUS]
 	c.IdleBytes = v[KeyIdleKiB] * 1024
 	return c, nil

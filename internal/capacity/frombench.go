@@ -66,6 +66,11 @@ func FromResults(fsys fs.FS, dir string) ([]Figure, error) {
 		}
 		figs = append(figs, f)
 	}
+	for _, k := range natsKeys() {
+		if f, ok := got[k.key]; ok {
+			figs = append(figs, f)
+		}
+	}
 	return figs, nil
 }
 
@@ -98,6 +103,11 @@ func FromBench(file string) ([]Figure, error) {
 		d.Source = "not in " + file + ", so " + d.Source
 		figs = append(figs, d)
 	}
+	for _, k := range natsKeys() {
+		if g, ok := got[k.key]; ok && !slices.ContainsFunc(lab, func(d Figure) bool { return d.Key == k.key }) {
+			figs = append(figs, g)
+		}
+	}
 	return figs, nil
 }
 
@@ -111,11 +121,13 @@ func figuresOf(f results.BenchFile, name string) map[string]Figure {
 		when = f.StartedAt.UTC().Format("2006-01-02 15:04 UTC")
 	}
 	src := fmt.Sprintf("%s (%s, %s, %s)", name, f.Version, f.Machine, when)
+	// A row on NATS (engine nats) counts for the NATS figures only.
+	onNATS := false
 	pick := func(match func(string) bool, value func(results.BenchRow) float64) float64 {
 		var vs []float64
 		for _, r := range f.Rows {
 			name := repeatLabel.ReplaceAllString(r.Scenario, "")
-			if strings.Contains(name, "median of") || !match(name) {
+			if strings.Contains(name, "median of") || !match(name) || (r.Engine == "nats") != onNATS {
 				continue
 			}
 			if v := value(r); v > 0 {
@@ -164,8 +176,12 @@ func figuresOf(f results.BenchFile, name string) map[string]Figure {
 		KeyOwnedRatio: pick(small("2 nodes, rooms on A"), func(r results.BenchRow) float64 { return r.NodeRatio }),
 		KeyOwnedRedis: pick(small("2 nodes, rooms on A"), func(r results.BenchRow) float64 { return r.RedisPerDel }),
 	}
+	// The cluster's rows on NATS: "cluster 500×4: 2 nodes on NATS, SETUP".
+	onNATS = true
+	values[KeySplitNATS] = pick(small("2 nodes on NATS, rooms split"), func(r results.BenchRow) float64 { return r.NATSPerDel })
+	values[KeyOwnedNATS] = pick(small("2 nodes on NATS, rooms on A"), func(r results.BenchRow) float64 { return r.NATSPerDel })
 	got := map[string]Figure{}
-	for _, k := range figureKeys() {
+	for _, k := range append(figureKeys(), natsKeys()...) {
 		if v := values[k.key]; v > 0 {
 			got[k.key] = Figure{Key: k.key, Value: v, Unit: k.unit, Source: src, Rate: rates[k.key]}
 		}

@@ -59,6 +59,8 @@ type Plan struct {
 	RedisCPU              float64 // cores, all shards
 	RedisShards           int
 	RedisMemory           float64 // bytes, all shards: the rooms' streams
+	NATSCPU               float64 // on NATS instead of Redis (when the costs have NATS's): nats-server's cores
+	NATSCores             int     // the cores that carry NATSCPU at the headroom
 	ConnsPerNode          float64
 	RoomsPerNode          float64
 	MemPerNode            float64 // bytes
@@ -174,6 +176,11 @@ func (p *Plan) at(nodes int) {
 	// Each connection receives rate × room size frames a second.
 	p.CPUPerNode = c.NodeCPU(msgs, w.RoomSize, w.Rate*w.RoomSize, n.Cores)
 	p.ClusterPerNode, p.RedisCPU, p.RedisShards, p.RedisMemory = 0, 0, 0, 0
+	p.NATSCPU, p.NATSCores = 0, 0
+	if nodes > 1 && c.NATS {
+		p.NATSCPU = p.Messages * (f*c.SplitNATS + (1-f)*c.OwnedNATS) / 1e6
+		p.NATSCores = max(1, int(math.Ceil(p.NATSCPU/(1-n.Headroom))))
+	}
 	if nodes > 1 {
 		p.ClusterPerNode = msgs * (f*c.SplitNode + (1-f)*c.OwnedNode) / 1e6
 		p.RedisCPU = p.Messages * (f*c.SplitRedis + (1-f)*c.OwnedRedis) / 1e6

@@ -25,6 +25,9 @@ func Write(out io.Writer, p Plan) error {
 	fmt.Fprintf(b, ")")
 	if p.Nodes > 1 {
 		fmt.Fprintf(b, " and %d Redis shard%s", p.RedisShards, plural(p.RedisShards))
+		if c.NATS {
+			fmt.Fprintf(b, " (or, on NATS, %d nats-server core%s)", p.NATSCores, plural(p.NATSCores))
+		}
 	} else {
 		fmt.Fprintf(b, ", no Redis")
 	}
@@ -47,6 +50,9 @@ func Write(out io.Writer, p Plan) error {
 	fmt.Fprintf(tw, "bandwidth out\t%s\t%s\n", rate(p.OutPerNode), rate(p.OutPerNode*N))
 	if p.Nodes > 1 {
 		fmt.Fprintf(tw, "Redis\t\t%s cores over %d shard%s, %s of streams\n", num(p.RedisCPU), p.RedisShards, plural(p.RedisShards), bytes(p.RedisMemory))
+		if c.NATS {
+			fmt.Fprintf(tw, "or NATS, instead of Redis\t\t%s cores of nats-server: %d at the headroom\n", num(p.NATSCPU), p.NATSCores)
+		}
 	}
 	fmt.Fprintf(tw, "all clients of a node reconnect in\t≥ %s\t(at the node's spare CPU)\n", secs(p.ReconnectSeconds))
 	tw.Flush()
@@ -63,7 +69,7 @@ MODEL
                  connection receiving f frames/s: %.2f µs up to 10 (a writev each), %.2f µs from 200
                  (frames share writevs), log-linear between; here f = rate × room size = %s, d = %.2f µs
   cluster      = per message, all nodes together: %.0f µs (room spanning nodes) or %.0f µs (room on one
-                 node); Redis %.0f µs or %.0f µs per message, one core per shard, same headroom
+                 node); Redis %.0f µs or %.0f µs per message, one core per shard, same headroom%s
   memory       = %s + connections × %s + rooms loaded × history (%s messages) × (%s + %d B) × %d (Go GC)
   bandwidth    = in: messages × %s (%s + WebSocket header + mask); out: deliveries × %s (+ room, seq,
                  server_at + header); TCP/IP headers (≈ 52 B a packet) not included
@@ -82,7 +88,7 @@ ASSUMPTIONS
   - Rates above serve's --rate-limit (%d/s) are refused; kernel socket buffers are outside RSS.
 
 COSTS (unit figures, and where they came from)
-`, c.PerMessage, c.WakeUp, c.PerDelivery, c.PerBatched, num(w.Rate*w.RoomSize), c.Delivery(w.Rate*w.RoomSize), c.SplitNode, c.OwnedNode, c.SplitRedis, c.OwnedRedis,
+`, c.PerMessage, c.WakeUp, c.PerDelivery, c.PerBatched, num(w.Rate*w.RoomSize), c.Delivery(w.Rate*w.RoomSize), c.SplitNode, c.OwnedNode, c.SplitRedis, c.OwnedRedis, natsModel(c),
 		bytes(baseRSS), bytes(c.IdleBytes), num(w.History), bytes(p.OutFrame), historyEntry, gcFactor,
 		bytes(p.ClientFrame), bytes(w.MsgSize), bytes(p.OutFrame), filesReserve, c.ConnectUS,
 		spanning(w.Spanning, p.Spanning), pct(n.Headroom), pct(memoryShare), rateLimit)
@@ -93,6 +99,17 @@ COSTS (unit figures, and where they came from)
 	tw.Flush()
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// natsModel is the model's line of a cluster on NATS, when the costs
+// have it.
+func natsModel(c Costs) string {
+	if !c.NATS {
+		return ""
+	}
+	return fmt.Sprintf(`
+  NATS         = instead of Redis: nats-server %.0f µs or %.0f µs per message, its cores at the same
+                 headroom; the nodes' own cluster cost above is the one measured on Redis`, c.SplitNATS, c.OwnedNATS)
 }
 
 func spanning(asked, used float64) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,61 @@ func TestPlanFromBench(t *testing.T) {
 	}
 	if code, _, stderr := runPlan(t, "--users", "10k", "--from", file); code != exitUsage || !strings.Contains(stderr, "--smoke run") {
 		t.Errorf("a smoke run's figures: exit %d, %q", code, stderr)
+	}
+}
+
+// TestPlanFromBenchNATS: with the cluster's rows on NATS in the bench
+// file, the plan sizes nats-server beside Redis and says which figure is
+// which engine's; without them, it says nothing of NATS.
+func TestPlanFromBenchNATS(t *testing.T) {
+	base := []results.BenchRow{
+		{Scenario: "rooms 2500×4", PerSecond: 40000, CPUPerDel: 17},
+		{Scenario: "oneroom n=200", PerSecond: 40000, CPUPerDel: 6},
+		{Scenario: "compression 256 B off", PerSecond: 20000, CPUPerDel: 15},
+		{Scenario: "cluster 500×4: 1 node, no Redis", PerSecond: 8000, CPUPerDel: 26},
+		{Scenario: "cluster 500×4: 2 nodes, rooms split", PerSecond: 8000, CPUPerDel: 45, RedisPerDel: 3.5, NodeRatio: 1.7},
+	}
+	split := results.BenchRow{Scenario: "cluster 500×4: 2 nodes on NATS, rooms split", PerSecond: 8000, CPUPerDel: 60, Engine: "nats", NATSPerDel: 6.5, NodeRatio: 2.3}
+	onA := results.BenchRow{Scenario: "cluster 500×4: 2 nodes on NATS, rooms on A", PerSecond: 8000, CPUPerDel: 30, Engine: "nats", NATSPerDel: 1.5, NodeRatio: 1.15}
+	dir, err := os.MkdirTemp("", "plan") // t.TempDir's name has the test's, which says NATS
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for i, tc := range []struct {
+		name         string
+		rows         []results.BenchRow
+		want, absent []string
+	}{
+		{"Redis alone", base, []string{"split_redis_us     3.50 µs/delivery"}, []string{"NATS", "nats"}},
+		// 1M users × 1/min = 16,667 msg/s, rooms spanning: × 4 × 6.5 µs = 0.43 cores ÷ 0.5 → 1.
+		{"Redis and NATS", append(slices.Clone(base), split, onA),
+			[]string{"split_redis_us     3.50 µs/delivery", "split_nats_us      6.50 µs/delivery", "owned_nats_us      1.50 µs/delivery",
+				"(or, on NATS, 1 nats-server core)", "or NATS, instead of Redis", "0.43 cores of nats-server: 1 at the headroom",
+				"nats-server 26 µs or 6 µs per message"}, nil},
+		{"NATS split alone", append(slices.Clone(base), split),
+			[]string{"split_nats_us      6.50 µs/delivery", "owned_nats_us      6.50 µs/delivery", "not measured (no row of rooms on A on NATS had it): split_nats_us taken, an upper bound"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, fmt.Sprintf("bench%d.json", i))
+			f := results.BenchFile{Version: "scalechat test", Machine: "test CPU, 2 cores", StartedAt: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), Rows: tc.rows}
+			if err := results.WriteBenchFile(file, f); err != nil {
+				t.Fatal(err)
+			}
+			code, out, stderr := runPlan(t, "--users", "1M", "--rooms-per-user", "5", "--room-size", "4", "--from", file)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("the plan lacks %q:\n%s", want, out)
+				}
+			}
+			for _, no := range tc.absent {
+				if strings.Contains(out, no) {
+					t.Errorf("the plan says %q:\n%s", no, out)
+				}
+			}
+		})
 	}
 }

@@ -83,7 +83,9 @@ type BenchRow struct {
 	CPUPerDel   float64 `json:"server_us_per_delivery"`    // 0: not applicable, or CPUNote
 	CPUNote     string  `json:"server_cpu_note,omitempty"` // why CPUPerDel is 0 though measured: too few clock ticks (CPUTooFew)
 	RSS         int64   `json:"server_rss_bytes"`
-	RedisPerDel float64 `json:"redis_us_per_delivery,omitempty"` // cluster rows
+	RedisPerDel float64 `json:"redis_us_per_delivery,omitempty"` // cluster rows on Redis
+	NATSPerDel  float64 `json:"nats_us_per_delivery,omitempty"`  // cluster rows on NATS: nats-server's µs per delivery
+	Engine      string  `json:"engine,omitempty"`                // cluster rows: "nats" on NATS; none on Redis (or without a cluster)
 	NodeRatio   float64 `json:"node_cpu_vs_one_node,omitempty"`  // cluster rows: node CPU per delivery ÷ one node alone's
 	GenCPU      float64 `json:"generator_cpu_seconds,omitempty"` // over the measured window
 	Saturated   bool    `json:"generator_saturated"`

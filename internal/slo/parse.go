@@ -29,8 +29,10 @@ var Metrics = map[string]Kind{
 	"connect_p99":      Duration, // a client's connect, from its due instant to its last joined frame
 	"cpu_per_delivery": Duration, // server CPU time per delivery (needs --server-metrics)
 	"rss_per_conn":     Bytes,    // scalechat bench: the server's memory growth per connection held
-	// scalechat bench: a cluster's Redis CPU time per delivery.
+	// scalechat bench: a cluster's Redis CPU time per delivery, and
+	// nats-server's of a cluster on NATS.
 	"redis_per_delivery": Duration,
+	"nats_per_delivery":  Duration,
 	"delivery":           Ratio,    // received ÷ expected deliveries
 	"loss":               Ratio,    // lost ÷ expected deliveries
 	"lost":               Count,    // expected deliveries that did not arrive
