@@ -62,7 +62,11 @@ type NATSConfig struct {
 	Linger time.Duration
 	// HistoryLinger is how long an owned room's messages wait to be
 	// written to its history stream with others; 0 means
-	// DefaultHistoryLinger.
+	// DefaultHistoryLinger. Serve gives it --history-linger-followed (1 s
+	// by default): on NATS the history is read only by a node that claims
+	// a room its owner released (after writing it all) or takes over (in a
+	// new epoch, whatever the dead owner wrote), so writing sooner keeps
+	// nothing more and costs a JetStream write a room a linger.
 	HistoryLinger time.Duration
 	// Lease is how long a node's lease lives unrenewed: after it, the
 	// others take its rooms over. 0 means DefaultNATSLease.

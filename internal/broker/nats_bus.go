@@ -44,8 +44,10 @@ func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(m *nats.Msg)) (*n
 	b := &natsBus{nc: nc, prefix: prefix}
 	own := b.subject(id)
 	sub, err := nc.Subscribe(b.prefix+".node."+id+".>", func(m *nats.Msg) {
-		if m.Reply != "" && m.Subject == own {
-			// A probe (listening): the answer says this node listens.
+		if m.Reply != "" && m.Subject == own && len(m.Data) == 0 {
+			// A probe (listening): the answer says this node listens. (A
+			// round has records, and its reply subject is for the
+			// server's no responders.)
 			_ = m.Respond(nil)
 			return
 		}
@@ -76,8 +78,8 @@ func (b *natsBus) replySubject(id, kind, tail string) string {
 // send queues payload, a round's records, for node. It goes out at the
 // next flush of the connection (nats.go flushes on its own within a few
 // milliseconds, or at flush).
-func (b *natsBus) send(node string, payload []byte) error {
-	if err := b.nc.Publish(b.subject(node), payload); err != nil {
+func (b *natsBus) send(node string, payload []byte, reply string) error {
+	if err := b.nc.PublishMsg(&nats.Msg{Subject: b.subject(node), Reply: reply, Data: payload}); err != nil {
 		return fmt.Errorf("send to node %s: %w", node, err)
 	}
 	return nil

@@ -50,7 +50,7 @@ func TestNATSBusKeepsASendersOrder(t *testing.T) {
 	b := startNATSBus(t, url, "b", nil)
 	const n = 20000
 	for i := range n {
-		if err := a.bus.send("b", []byte(strconv.Itoa(i))); err != nil {
+		if err := a.bus.send("b", []byte(strconv.Itoa(i)), ""); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {
@@ -115,7 +115,7 @@ func TestNATSBusTellsOfPayloadsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		if err := a.bus.send("b", []byte(strconv.Itoa(i))); err != nil {
+		if err := a.bus.send("b", []byte(strconv.Itoa(i)), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func BenchmarkNATSBusRound(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := bus.send("b", payload); err != nil {
+		if err := bus.send("b", payload, ""); err != nil {
 			b.Fatal(err)
 		}
 		if err := bus.flush(ctx); err != nil {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -167,9 +166,11 @@ func (b *NATS) askFollow(room string, gen uint64, holder string) {
 	}
 }
 
-// sendForward sends a registered forward to its room's owner.
+// sendForward queues a registered forward for its room's owner, in the
+// next round to the owner's node: the forwards of a round go in one
+// message, as on Redis.
 func (b *NATS) sendForward(fw *natsForward) {
-	b.request(fw.p.Room, "a", strconv.FormatUint(fw.id, 10), appendForward(nil, fw.p))
+	b.out.add(fw.owner, func(q []byte) []byte { return appendForwardRec(q, fw.id, fw.p) })
 }
 
 // takeOver ends the stream of a room whose holder is dead: a new epoch,
@@ -286,10 +287,8 @@ func (b *NATS) receive(m *nats.Msg) {
 	}
 	kind, tail, _ := strings.Cut(rest, ".")
 	switch kind {
-	case "a":
-		if id, err := strconv.ParseUint(tail, 10, 64); err == nil {
-			b.forwardUnanswered(id)
-		}
+	case "r":
+		b.nodeUnheard(tail)
 	case "f":
 		if room, err := roomOfKey(tail); err == nil {
 			b.ownerGone(room)
@@ -297,18 +296,22 @@ func (b *NATS) receive(m *nats.Msg) {
 	}
 }
 
-// forwardUnanswered gives up a forward nobody took (its owner is gone) and
-// looks at the room's holder.
-func (b *NATS) forwardUnanswered(id uint64) {
-	fw, drain := b.st.takeForward(id)
-	if fw == nil {
-		return
+// nodeUnheard: a round to node reached nobody (its connection is gone):
+// the forwards on their way to it are given up, and the holders of their
+// rooms looked at.
+func (b *NATS) nodeUnheard(node string) {
+	fws, drain := b.st.forwardsTo(node)
+	rooms := map[string]bool{}
+	for _, fw := range fws {
+		b.giveUp(fw.p)
+		rooms[fw.p.Room] = true
 	}
-	b.giveUp(fw.p)
-	if drain {
+	for _, fw := range drain {
 		b.wg.Go(func() { b.drainWaiting(fw.p.Room, fw.gen) })
 	}
-	b.ownerGone(fw.p.Room)
+	for room := range rooms {
+		b.ownerGone(room)
+	}
 }
 
 // ownerGone looks at the holder of a room whose owner did not take a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -116,7 +115,9 @@ func (b *NATS) round(ctx context.Context) {
 	}
 	for node, recs := range q {
 		payload := appendString(make([]byte, 0, len(recs)+len(b.id)+1), b.id)
-		if err := b.bus.send(node, append(payload, recs...)); err != nil {
+		// The reply subject brings the server's "no responders" back when
+		// node is gone (nodeUnheard); a node never answers a round.
+		if err := b.bus.send(node, append(payload, recs...), b.bus.replySubject(b.id, "r", node)); err != nil {
 			b.failed("send a round", err)
 		}
 	}
@@ -269,14 +270,6 @@ func (b *NATS) onOwnerMsg(m *nats.Msg) {
 	}
 	sender, kind := parts[0], parts[1]
 	switch kind {
-	case "a":
-		id, err := strconv.ParseUint(parts[2], 10, 64)
-		p, perr := readForward(room, m.Data)
-		if err != nil || perr != nil {
-			b.count.errors.Add(1)
-			return
-		}
-		b.orderForward(sender, id, p)
 	case "f":
 		b.serveFollow(sender, room)
 	case "u":

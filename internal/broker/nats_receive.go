@@ -36,6 +36,8 @@ func (b *NATS) receiveRound(payload []byte) {
 			b.onRelease(sender, rec)
 		case natsRecNoFollow:
 			b.ownerGone(rec.room)
+		case natsRecForward:
+			b.orderForward(sender, rec.id, rec.publication())
 		}
 	})
 	flush()

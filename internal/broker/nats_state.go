@@ -701,3 +701,20 @@ func (s *natsState) followedFrom() []natsFollowed {
 	}
 	return out
 }
+
+// forwardsTo removes the forwards on their way to node, and returns those
+// whose rooms, held here by now, have publishes to order behind them.
+func (s *natsState) forwardsTo(node string) (fws, drain []*natsForward) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, fw := range s.fwd {
+		if fw.owner == node {
+			delete(s.fwd, id)
+			fws = append(fws, fw)
+			if s.answeredLocked(fw) {
+				drain = append(drain, fw)
+			}
+		}
+	}
+	return fws, drain
+}

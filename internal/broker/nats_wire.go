@@ -15,6 +15,7 @@ const (
 	natsRecRefuse   = 'N' // id, code: a forward not ordered (natsRefuse*)
 	natsRecRelease  = 'R' // room, epoch, seq: the owner let go of the room after seq; claim it
 	natsRecNoFollow = 'X' // room: a follow the owner cannot serve now; ask again
+	natsRecForward  = 'F' // room, id, prefix, suffix, received: a publish for the room's owner to order
 )
 
 // Why an owner did not order a forward.
@@ -33,6 +34,9 @@ type natsRecord struct {
 	code    uint64 // a refusal's
 	payload []byte
 	tail    []Entry // a snapshot's history
+	// A forward's publication: its payload is the prefix.
+	suffix   []byte
+	received int64
 }
 
 var errNATSRecord = errors.New("a malformed record on the node subject")
@@ -151,6 +155,11 @@ func readNATSRecords(payload []byte, fn func(natsRecord)) error {
 			rec.seq = r.uvarint()
 		case natsRecNoFollow:
 			rec.room = string(r.bytes())
+		case natsRecForward:
+			rec.room = string(r.bytes())
+			rec.id = r.uvarint()
+			rec.payload, rec.suffix = r.bytes(), r.bytes()
+			rec.received = int64(r.uvarint())
 		default:
 			return errNATSRecord
 		}
@@ -162,18 +171,19 @@ func readNATSRecords(payload []byte, fn func(natsRecord)) error {
 	return r.err
 }
 
-// A forward, as a follower sends it on the room's owner subject: the
-// publication's parts. Its id and sender are the reply subject's.
-func appendForward(b []byte, p Publication) []byte {
+// appendForwardRec is a follower's publish for the room's owner, in the
+// round to the owner's node: its id, for the answer, and its parts.
+func appendForwardRec(b []byte, id uint64, p Publication) []byte {
+	b = append(b, natsRecForward)
+	b = appendString(b, p.Room)
+	b = binary.AppendUvarint(b, id)
 	b = appendBytes(b, p.Prefix)
 	b = appendBytes(b, p.Suffix)
 	return binary.AppendUvarint(b, uint64(p.Received))
 }
 
-func readForward(room string, data []byte) (Publication, error) {
-	r := natsReader{b: data}
-	p := Publication{Room: room, From: -1}
-	p.Prefix, p.Suffix = r.bytes(), r.bytes()
-	p.Received = int64(r.uvarint())
-	return p, r.err
+// publication is a forward record's publication, delivered from the
+// broker's goroutine.
+func (rec natsRecord) publication() Publication {
+	return Publication{Room: rec.room, Prefix: rec.payload, Suffix: rec.suffix, Received: rec.received, From: -1}
 }

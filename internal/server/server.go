@@ -120,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.NATS.URL != "" {
 		natsCfg := cfg.NATS // the connection's settings; the rest from the flags the engines share
-		natsCfg.History, natsCfg.TTL, natsCfg.Linger, natsCfg.HistoryLinger = cfg.History, cfg.RedisTTL, cfg.RedisLinger, cfg.HistoryLinger
+		natsCfg.History, natsCfg.TTL, natsCfg.Linger, natsCfg.HistoryLinger = cfg.History, cfg.RedisTTL, cfg.RedisLinger, cfg.FollowedLinger
 		natsCfg.Room, natsCfg.Logger, natsCfg.MaxWait = s.brokerRoom, cfg.Logger, cfg.RedisMaxWait
 		hubCfg.Broker = func(h broker.Handler) (broker.Broker, error) {
 			return broker.NewNATS(natsCfg, h)
