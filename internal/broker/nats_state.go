@@ -718,3 +718,18 @@ func (s *natsState) forwardsTo(node string) (fws, drain []*natsForward) {
 	}
 	return fws, drain
 }
+
+// removeHeld removes the rooms held here from the node's state (it stops)
+// and returns them.
+func (s *natsState) removeHeld() []natsHeld {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []natsHeld
+	for room, rs := range s.rooms {
+		if rs.role == natsOwned {
+			out = append(out, natsHeld{room, rs.epoch, rs.from})
+			delete(s.rooms, room)
+		}
+	}
+	return out
+}

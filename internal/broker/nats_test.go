@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ type natsNode struct {
 	f    *fakeRooms
 	stop context.CancelFunc
 	done chan error
+	once sync.Once
 }
 
 func startNATSNode(t testing.TB, url string, cfg NATSConfig) *natsNode {
@@ -38,12 +40,13 @@ func startNATSNode(t testing.TB, url string, cfg NATSConfig) *natsNode {
 	return n
 }
 
-// close stops the node as a node stops: it hands its rooms on.
+// close stops the node as a node stops (it hands its rooms on) and waits
+// for it; once.
 func (n *natsNode) close() {
-	n.stop()
-	if err := <-n.done; err != nil {
-		n.done <- err
-	}
+	n.once.Do(func() {
+		n.stop()
+		<-n.done
+	})
 }
 
 func (n *natsNode) join(t testing.TB, room string) {
@@ -255,5 +258,24 @@ func TestNATSBrokerTakesOverAnIdleRoomOfADeadOwner(t *testing.T) {
 	})
 	if got := b.b.Stats().Takeovers; got != 1 {
 		t.Errorf("%d takeovers, want 1", got)
+	}
+}
+
+// TestNATSBrokerStoppingOwnerOrdersNoForwardAfterItsRelease: a stopping
+// node releases its rooms (its followers are told to claim them, and no
+// longer get its records); a forward that comes after must be refused, not
+// ordered: ordered, its sender would be answered and the message sent to
+// nobody (the audit's lost send under a SIGTERM).
+func TestNATSBrokerStoppingOwnerOrdersNoForwardAfterItsRelease(t *testing.T) {
+	url := testsupport.StartNATS(t)
+	a := startNATSNode(t, url, NATSConfig{})
+	b := startNATSNode(t, url, NATSConfig{})
+	a.join(t, "r")
+	b.join(t, "r")
+	b.publish(t, "r", "before")
+	a.b.releaseAll(context.Background())
+	a.b.orderForward(b.b.id, 1, Publication{Room: "r", Prefix: []byte("late#"), From: -1})
+	if got := a.f.payloads("r"); len(got) != 1 {
+		t.Fatalf("the released owner ordered a forward that came after its release: %q", got)
 	}
 }
