@@ -225,6 +225,8 @@ func (s *natsServers) waitJetStream(ctx context.Context, url string, limit time.
 	return fmt.Errorf("NATS JetStream at %s did not answer within %s: %v", url, limit, last)
 }
 
+// jetStreamAnswers asks the JetStream at url for its account's info: an
+// answer says it has a meta leader and takes streams.
 func jetStreamAnswers(ctx context.Context, url string) error {
 	nc, err := nats.Connect(url, nats.Timeout(time.Second), nats.MaxReconnects(0))
 	if err != nil {

@@ -12,9 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // startNATS starts nats-server with JetStream on a free loopback port, its
@@ -60,7 +57,7 @@ func waitNATS(ctx context.Context, p *proc, limit time.Duration) error {
 		if err := p.alive(); err != nil {
 			return err
 		}
-		err := natsAccountInfo(ctx, "nats://"+p.addr)
+		err := jetStreamAnswers(ctx, "nats://"+p.addr)
 		if err == nil {
 			return nil
 		}
@@ -73,21 +70,4 @@ func waitNATS(ctx context.Context, p *proc, limit time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// natsAccountInfo asks the JetStream at url for its account's info.
-func natsAccountInfo(ctx context.Context, url string) error {
-	nc, err := nats.Connect(url, nats.Timeout(time.Second), nats.MaxReconnects(0))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err
 }

@@ -273,18 +273,7 @@ func (w *NATS) ID() string { return w.id }
 // Presence implements Tracker.
 func (w *NATS) Presence(room, user string, count int) {
 	w.mu.Lock()
-	users := w.state[room]
-	switch {
-	case count > 0 && users == nil:
-		w.state[room] = map[string]int{user: count}
-	case count > 0:
-		users[user] = count
-	default:
-		delete(users, user)
-		if len(users) == 0 {
-			delete(w.state, room)
-		}
-	}
+	setCount(w.state, room, user, count)
 	w.pushLocked(natsItem{Room: room, User: user, Count: max(count, 0)})
 	w.mu.Unlock()
 	wake(w.wake)

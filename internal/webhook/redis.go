@@ -171,18 +171,7 @@ func (w *Redis) ID() string { return w.id }
 // Presence implements Tracker.
 func (w *Redis) Presence(room, user string, count int) {
 	w.mu.Lock()
-	users := w.state[room]
-	switch {
-	case count > 0 && users == nil:
-		w.state[room] = map[string]int{user: count}
-	case count > 0:
-		users[user] = count
-	default:
-		delete(users, user)
-		if len(users) == 0 {
-			delete(w.state, room)
-		}
-	}
+	setCount(w.state, room, user, count)
 	w.pushLocked(whItem{kind: 'p', room: room, a: user, b: strconv.Itoa(count)})
 	w.mu.Unlock()
 	wake(w.wake)

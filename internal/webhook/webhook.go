@@ -156,3 +156,20 @@ type Stats struct {
 	// a namespace's webhooks list), not lost.
 	Filtered uint64
 }
+
+// setCount records a node's count of user's connections in room in state
+// (room → user → count), forgetting a user at 0 and a room with none.
+func setCount(state map[string]map[string]int, room, user string, count int) {
+	users := state[room]
+	switch {
+	case count > 0 && users == nil:
+		state[room] = map[string]int{user: count}
+	case count > 0:
+		users[user] = count
+	default:
+		delete(users, user)
+		if len(users) == 0 {
+			delete(state, room)
+		}
+	}
+}
