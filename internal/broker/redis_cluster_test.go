@@ -81,7 +81,24 @@ func TestParseClusterURL(t *testing.T) {
 func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 	rc := testsupport.StartRedisCluster(t, 3, 1)
 	a, b := startNode(t, rc.URL(), 100), startNode(t, rc.URL(), 100)
-	rooms := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
+	// The room whose master is killed lives on a master that holds neither
+	// node's lease: a failover that outlasts the 3 s lease (node timeout,
+	// election, the nodes seeing it: 2.5-4 s here) lets a node's lease
+	// key expire, and its rooms are taken over under a new epoch, by
+	// design (docs/cluster.md), which is not what this test is about: it
+	// failed so about once in ten runs, in every way that follows from a
+	// takeover.
+	leases := map[string]bool{}
+	for _, n := range []*node{a, b} {
+		leases[rc.MasterOf(n.b.leaseKey(n.b.id)).Addr()] = true
+	}
+	victimRoom := ""
+	for i := 0; victimRoom == ""; i++ {
+		if name := fmt.Sprintf("v%d", i); !leases[rc.MasterOf(a.b.channel(name)).Addr()] {
+			victimRoom = name
+		}
+	}
+	rooms := []string{victimRoom, "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
 	for _, n := range []*node{a, b} {
 		for _, r := range rooms {
 			n.join(t, r)
@@ -132,8 +149,8 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 		t.Errorf("node a has %d subscription connections, want one per master with rooms (%d)", conns, len(masters))
 	}
 
-	// Kill the master of r0 (SIGKILL): its replica takes over.
-	victim := rc.MasterOf(a.b.channel("r0"))
+	// Kill the master of the victim room (SIGKILL): its replica takes over.
+	victim := rc.MasterOf(a.b.channel(victimRoom))
 	victim.Stop()
 	rc.WaitHealthy(30 * time.Second)
 	for _, n := range []*node{a, b} {
@@ -142,14 +159,14 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 		})
 	}
 	for i := range 5 {
-		a.publish("r0", fmt.Sprintf("after-a%d", i))
-		b.publish("r0", fmt.Sprintf("after-b%d", i))
+		a.publish(victimRoom, fmt.Sprintf("after-a%d", i))
+		b.publish(victimRoom, fmt.Sprintf("after-b%d", i))
 	}
 	// Every message published after the failover reaches both nodes, in
 	// the owner's (a's) one order.
 	for _, n := range []*node{a, b} {
 		n.h.waitFor(t, 10*time.Second, "every message after the failover", func() bool {
-			r := n.h.rooms["r0"]
+			r := n.h.rooms[victimRoom]
 			if r == nil {
 				return false
 			}
@@ -162,25 +179,25 @@ func TestRedisClusterShardsRoomsAndSurvivesFailover(t *testing.T) {
 			return got == 10
 		})
 	}
-	pb := b.h.payloads("r0")
-	if pa := a.h.payloads("r0"); !slices.Equal(pa, pb) {
+	pb := b.h.payloads(victimRoom)
+	if pa := a.h.payloads(victimRoom); !slices.Equal(pa, pb) {
 		t.Fatalf("after the failover the nodes disagree:\n a %q\n b %q", pa, pb)
 	}
 
-	// A node loading r0 now gets all of it. One of its seeds is the dead
+	// A node loading the victim room now gets all of it. One of its seeds is the dead
 	// master; it joins once it reached the cluster (before that a node
 	// serves its rooms alone, by design).
 	c := startNode(t, rc.URL(), 100)
 	testsupport.Eventually(t, 10*time.Second, "the new node to reach the cluster", func() bool { return c.b.Stats().InStep })
-	c.join(t, "r0")
+	c.join(t, victimRoom)
 	c.h.mu.Lock()
 	var tail []string
-	for _, e := range c.h.rooms["r0"].tail {
+	for _, e := range c.h.rooms[victimRoom].tail {
 		tail = append(tail, fmt.Sprintf("%d:%s", e.Seq, e.Payload))
 	}
 	c.h.mu.Unlock()
 	if !slices.Equal(tail, pb) {
-		t.Errorf("a new node loaded r0's history\n %q\nwant every message\n %q\n(its broker: %+v)", tail, pb, c.b.Stats())
+		t.Errorf("a new node loaded the victim room's history\n %q\nwant every message\n %q\n(its broker: %+v)", tail, pb, c.b.Stats())
 	}
 	// Every other room kept going through the failover.
 	for _, r := range rooms[1:] {
