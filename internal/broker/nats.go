@@ -11,10 +11,13 @@
 // learns the owner is gone.
 //
 // The files: nats.go (the type, its goroutines, its counters),
-// nats_conn.go (connecting: servers, authentication, TLS), nats_own.go
+// nats_conn.go (connecting: servers, authentication, TLS), nats_state.go
+// (the rooms subscribed here and the forwards on their way), nats_out.go
+// (the next round's records and the history to write), nats_own.go
 // (owned rooms: order, rounds, history behind, handover), nats_follow.go
-// (following an owner: load, forward, gaps), nats_lease.go (the node's
-// lease, takeover), nats_cluster.go (presence, nodes, control), and the
+// (following an owner: load, forward, gaps, takeover), nats_receive.go (a
+// round's records), nats_wire.go (their encoding), nats_lease.go (the
+// node's lease), nats_cluster.go (presence, nodes, control), and the
 // pieces: nats_bus.go, nats_rooms.go, nats_history.go.
 package broker
 
