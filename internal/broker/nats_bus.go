@@ -42,15 +42,7 @@ type natsBus struct {
 // (nats.go has one handler a connection).
 func newNATSBus(nc *nats.Conn, prefix, id string, deliver func(m *nats.Msg)) (*natsBus, error) {
 	b := &natsBus{nc: nc, prefix: prefix}
-	own := b.subject(id)
 	sub, err := nc.Subscribe(b.prefix+".node."+id+".>", func(m *nats.Msg) {
-		if m.Reply != "" && m.Subject == own && len(m.Data) == 0 {
-			// A probe (listening): the answer says this node listens. (A
-			// round has records, and its reply subject is for the
-			// server's no responders.)
-			_ = m.Respond(nil)
-			return
-		}
 		deliver(m)
 	})
 	if err != nil {
@@ -85,7 +77,7 @@ func (b *natsBus) send(node string, payload []byte, reply string) error {
 	return nil
 }
 
-// natsFlushWait bounds a round's flush, and a probe, when its context has
+// natsFlushWait bounds a round's flush when its context has
 // no deadline (nats.go requires one): a server that does not take a round
 // within it is taken for unreachable, as a Redis round that timed out.
 const natsFlushWait = 2 * time.Second
@@ -110,24 +102,6 @@ func (b *natsBus) flush(ctx context.Context) error {
 	return nil
 }
 
-// listening asks whether node is subscribed to its subject: the server
-// answers a request nobody can take at once (no responders), and the
-// node's bus answers a probe. It replaces PUBSUB NUMSUB, which the Redis
-// engine asks before it takes a room over from a node whose lease ended.
-func (b *natsBus) listening(ctx context.Context, node string) (bool, error) {
-	ctx, cancel := withDeadline(ctx, natsFlushWait)
-	defer cancel()
-	_, err := b.nc.RequestWithContext(ctx, b.subject(node), nil)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, nats.ErrNoResponders):
-		return false, nil
-	default:
-		return false, fmt.Errorf("ask whether node %s listens: %w", node, err)
-	}
-}
-
 // slowConsumer is the connection's error handler's part for the bus: when
 // err is the server dropping this node's messages, it counts it, calls
 // lost and reports true.
@@ -140,8 +114,8 @@ func (b *natsBus) slowConsumer(sub *nats.Subscription, err error, lost func()) b
 	return true
 }
 
-// close unsubscribes this node: from then on a probe finds it not
-// listening.
+// close unsubscribes this node: from then on a round sent to it is
+// answered by the server with no responders.
 func (b *natsBus) close() error {
 	if err := b.sub.Unsubscribe(); err != nil {
 		return fmt.Errorf("leave this node's subject: %w", err)

@@ -10,16 +10,18 @@ import (
 	"github.com/scalechat/scalechat/internal/testsupport"
 )
 
-// natsBusNode is one node's bus on its own connection, and what it got.
+// natsBusNode is one node's bus on its own connection, and what it got:
+// payloads, and the subjects the server answered no responders on.
 type natsBusNode struct {
-	bus  *natsBus
-	got  chan []byte
-	lost chan struct{}
+	bus     *natsBus
+	got     chan []byte
+	unheard chan string
+	lost    chan struct{}
 }
 
 func startNATSBus(t *testing.T, url, id string, deliver func([]byte)) *natsBusNode {
 	t.Helper()
-	n := &natsBusNode{got: make(chan []byte, 1<<16), lost: make(chan struct{}, 1)}
+	n := &natsBusNode{got: make(chan []byte, 1<<16), unheard: make(chan string, 16), lost: make(chan struct{}, 1)}
 	if deliver == nil {
 		deliver = func(p []byte) { n.got <- p }
 	}
@@ -35,7 +37,13 @@ func startNATSBus(t *testing.T, url, id string, deliver func([]byte)) *natsBusNo
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	n.bus, err = newNATSBus(nc, "scalechat", id, func(m *nats.Msg) { deliver(m.Data) })
+	n.bus, err = newNATSBus(nc, "scalechat", id, func(m *nats.Msg) {
+		if m.Header.Get("Status") == "503" {
+			n.unheard <- m.Subject
+			return
+		}
+		deliver(m.Data)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,32 +83,50 @@ func TestNATSBusKeepsASendersOrder(t *testing.T) {
 	}
 }
 
-// A node knows whether another listens: at once, both ways (the server's
-// no responders, the other bus's answer), and no longer once it left.
-func TestNATSBusKnowsWhoListens(t *testing.T) {
+// A round sent to a node nobody listens for (gone, or never there) is
+// answered by the server, on the reply subject under the sender's own,
+// with no responders: how a node learns at once that another is gone
+// (NATS.nodeUnheard). A round to a node that listens is delivered and
+// answered by nobody. A fact of nats-server, pinned against the real one.
+func TestNATSBusRoundToANodeGoneIsAnswered(t *testing.T) {
 	url := testsupport.StartNATS(t)
 	a := startNATSBus(t, url, "a", nil)
 	b := startNATSBus(t, url, "b", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, c := range []struct {
-		node string
-		want bool
-	}{{"b", true}, {"a", true}, {"gone", false}} {
-		if got, err := a.bus.listening(ctx, c.node); err != nil || got != c.want {
-			t.Errorf("listening(%s) = %v, %v; want %v", c.node, got, err, c.want)
+	send := func(node string) {
+		t.Helper()
+		if err := a.bus.send(node, []byte("round"), a.bus.replySubject("a", "r", node)); err != nil {
+			t.Fatal(err)
 		}
+		if err := a.bus.flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unheard := func() string {
+		t.Helper()
+		select {
+		case s := <-a.unheard:
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatal("no answer from the server within 5s")
+			return ""
+		}
+	}
+	// The server answers in order: had the round to b been answered, its
+	// answer would come before the one for the node that is gone.
+	send("b")
+	send("gone")
+	if got := unheard(); got != "scalechat.node.a.r.gone" {
+		t.Errorf("first no responders on %q, want the round to the node that is gone", got)
+	}
+	if p := <-b.got; string(p) != "round" {
+		t.Errorf("b got %q", p)
 	}
 	if err := b.bus.close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := a.bus.listening(ctx, "b"); err != nil || got {
-		t.Errorf("after b left: listening(b) = %v, %v; want false", got, err)
-	}
-	select {
-	case p := <-b.got:
-		t.Errorf("a probe was delivered as a payload: %q", p)
-	default:
+	send("b")
+	if got := unheard(); got != "scalechat.node.a.r.b" {
+		t.Errorf("after b left: no responders on %q, want on b's round", got)
 	}
 }
 
