@@ -377,13 +377,21 @@ type natsHeld struct {
 	from        uint64
 }
 
-func (s *natsState) held() []natsHeld {
+// held returns the rooms held here.
+func (s *natsState) held() []natsHeld { return s.heldRooms(false) }
+
+// heldRooms returns the rooms held here, removing them from the state
+// when remove is set.
+func (s *natsState) heldRooms(remove bool) []natsHeld {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []natsHeld
 	for room, rs := range s.rooms {
 		if rs.role == natsOwned {
 			out = append(out, natsHeld{room, rs.epoch, rs.from})
+			if remove {
+				delete(s.rooms, room)
+			}
 		}
 	}
 	return out
@@ -504,15 +512,4 @@ func (s *natsState) forwardsTo(node string) (fws, drain []*natsForward) {
 
 // removeHeld removes the rooms held here from the node's state (it stops)
 // and returns them.
-func (s *natsState) removeHeld() []natsHeld {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []natsHeld
-	for room, rs := range s.rooms {
-		if rs.role == natsOwned {
-			out = append(out, natsHeld{room, rs.epoch, rs.from})
-			delete(s.rooms, room)
-		}
-	}
-	return out
-}
+func (s *natsState) removeHeld() []natsHeld { return s.heldRooms(true) }

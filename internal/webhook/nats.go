@@ -188,18 +188,7 @@ func NewNATS(cfg NATSConfig) (*NATS, error) {
 	if cfg.NATS.Lease <= 0 {
 		cfg.NATS.Lease = broker.DefaultNATSLease
 	}
-	if cfg.MaxStream <= 0 {
-		cfg.MaxStream = 100000
-	}
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 100000
-	}
-	if cfg.MaxStreamBytes <= 0 {
-		cfg.MaxStreamBytes = DefaultQueueBytes
-	}
-	if cfg.MaxPendingBytes <= 0 {
-		cfg.MaxPendingBytes = DefaultQueueBytes
-	}
+	queueBounds(&cfg.MaxStream, &cfg.MaxPending, &cfg.MaxStreamBytes, &cfg.MaxPendingBytes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

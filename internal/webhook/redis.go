@@ -116,18 +116,7 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "scalechat"
 	}
-	if cfg.MaxStream <= 0 {
-		cfg.MaxStream = 100000
-	}
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 100000
-	}
-	if cfg.MaxStreamBytes <= 0 {
-		cfg.MaxStreamBytes = DefaultQueueBytes
-	}
-	if cfg.MaxPendingBytes <= 0 {
-		cfg.MaxPendingBytes = DefaultQueueBytes
-	}
+	queueBounds(&cfg.MaxStream, &cfg.MaxPending, &cfg.MaxStreamBytes, &cfg.MaxPendingBytes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -173,3 +173,21 @@ func setCount(state map[string]map[string]int, room, user string, count int) {
 		}
 	}
 }
+
+// queueBounds fills the bounds of a cluster state's queues left at 0: the
+// events its stream holds unsent, and the changes that wait on this node
+// while the store is unreachable.
+func queueBounds(stream, pending *int, streamBytes, pendingBytes *int64) {
+	if *stream <= 0 {
+		*stream = 100000
+	}
+	if *pending <= 0 {
+		*pending = 100000
+	}
+	if *streamBytes <= 0 {
+		*streamBytes = DefaultQueueBytes
+	}
+	if *pendingBytes <= 0 {
+		*pendingBytes = DefaultQueueBytes
+	}
+}
