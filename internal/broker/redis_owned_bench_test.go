@@ -21,14 +21,30 @@ import (
 // 2 of 8 loops, which take their queues every 64 messages.
 func BenchmarkRedisPublishOwned(b *testing.B) {
 	rs := testsupport.StartRedis(b)
+	benchPublishOwned(b, func(h broker.Handler) (broker.Broker, error) {
+		return broker.NewRedis(broker.Config{URL: rs.URL(), History: 100, TTL: time.Hour}, h)
+	})
+}
+
+// BenchmarkNATSPublishOwned is BenchmarkRedisPublishOwned on the NATS
+// engine (an in-process nats-server): its checks (the bounds, the room held
+// here and ordering directly: natsState.ownedFrom, the lease) and keep
+// (natsOut: the followers looked up, the history write queued).
+func BenchmarkNATSPublishOwned(b *testing.B) {
+	url := testsupport.StartNATS(b)
+	benchPublishOwned(b, func(h broker.Handler) (broker.Broker, error) {
+		return broker.NewNATS(broker.NATSConfig{URL: url, History: 100, TTL: time.Hour}, h)
+	})
+}
+
+// benchPublishOwned times an owner's publishes into a room whose members
+// are all on this node, on the broker mk makes.
+func benchPublishOwned(b *testing.B, mk func(broker.Handler) (broker.Broker, error)) {
 	queues := make([]*room.Queue, 8)
 	for i := range queues {
 		queues[i] = room.NewQueue(func() {})
 	}
-	hub, err := room.NewHub(room.Config{History: 100, Grace: time.Minute, Queues: queues,
-		Broker: func(h broker.Handler) (broker.Broker, error) {
-			return broker.NewRedis(broker.Config{URL: rs.URL(), History: 100, TTL: time.Hour}, h)
-		}})
+	hub, err := room.NewHub(room.Config{History: 100, Grace: time.Minute, Queues: queues, Broker: mk})
 	if err != nil {
 		b.Fatal(err)
 	}
